@@ -1,0 +1,69 @@
+"""What every Markov kernel of the AIS engine looks like.
+
+A kernel advances a whole batch of chains by one transition that leaves the
+tempered density ``log_prior + beta * log_lik`` invariant, with ``beta`` given
+per chain (forward and reverse chains at different temperatures can share one
+batch and so one call into the model).  The state carries the target's
+evaluation at the current position, so a step costs no extra call to restore
+it, and changing temperature costs nothing.
+
+``step(rng, state, target, beta, params, chains=None)`` returns the new state
+and a :class:`StepInfo`.  ``params`` holds per-chain settings (for HMC: step
+size and number of leapfrog steps; a diagonal inverse metric); they are frozen
+before any scored run (SPEC section 1).  ``chains`` are the indices into
+``rng`` of the chains in ``state``, so each chain draws from its own stream.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from ..rng import ChainRandom
+from ..target import Evaluation, Target
+
+__all__ = ["ChainState", "StepInfo", "Kernel", "initial_state"]
+
+
+@dataclass
+class ChainState:
+    """Positions (n, d) and the target's evaluation there."""
+
+    position: np.ndarray
+    evaluation: Evaluation
+
+    @property
+    def n_chains(self) -> int:
+        return self.position.shape[0]
+
+
+@dataclass
+class StepInfo:
+    """Per-chain diagnostics of one transition (all arrays of shape (n,))."""
+
+    accept_stat: np.ndarray
+    divergent: np.ndarray
+    energy_error: np.ndarray
+    n_grad: np.ndarray
+    tree_depth: np.ndarray
+
+
+class Kernel(Protocol):
+    """One transition on a batch of chains.
+
+    ``needs_gradient`` tells the AIS loop whether states must carry gradients.
+    """
+
+    needs_gradient: bool
+
+    def step(self, rng: ChainRandom, state: ChainState, target: Target,
+             beta: np.ndarray, params: Any, chains: np.ndarray | None = None
+             ) -> tuple[ChainState, StepInfo]: ...
+
+
+def initial_state(target: Target, position: np.ndarray, *, gradient: bool = True) -> ChainState:
+    """Evaluate the target at ``position`` (n, d) and wrap it as a state."""
+    position = np.ascontiguousarray(position, dtype=float)
+    return ChainState(position, target.evaluate(position, gradient=gradient))
