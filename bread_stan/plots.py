@@ -1,0 +1,102 @@
+"""Figures of a BREAD run (matplotlib, no display needed).
+
+- :func:`plot_estimates`: forward and reverse log estimates against the number
+  of steps, median with quartile bands (the study's kind of plot).
+- :func:`plot_bound`: the Jeffreys bound against steps and against seconds.
+- :func:`plot_gap_by_temperature`: where along the path the gap arises.
+Each returns the matplotlib Figure; nothing is shown or saved here.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .results import BreadResult
+
+__all__ = ["plot_estimates", "plot_bound", "plot_gap_by_temperature", "plot_all"]
+
+_FORWARD, _REVERSE = "#1f77b4", "#d62728"
+
+
+def _figure(ncols: int = 1, width: float = 5.0):
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, ncols, figsize=(width * ncols, 3.8), squeeze=False)
+    return fig, axes[0]
+
+
+def _quartiles(values: list[np.ndarray]) -> np.ndarray:
+    return np.array([np.percentile(v, [25, 50, 75]) for v in values])
+
+
+def plot_estimates(result: BreadResult, *, truth: float | None = None, ax=None):
+    """Forward (lower) and reverse (upper) log estimates vs steps, with quartile bands."""
+    steps = sorted(result.steps, key=lambda s: s.n_steps)
+    fig = None
+    if ax is None:
+        fig, (ax,) = _figure()
+    x = np.array([s.n_steps for s in steps])
+    for label, color, get in (("forward (lower)", _FORWARD, lambda s: s.forward),
+                              ("reverse (upper)", _REVERSE, lambda s: s.reverse)):
+        q = _quartiles([get(s).log_estimates for s in steps])
+        ax.plot(x, q[:, 1], "o-", color=color, label=label)
+        ax.fill_between(x, q[:, 0], q[:, 2], color=color, alpha=0.25, linewidth=0)
+    if truth is not None:
+        ax.axhline(truth, color="k", linestyle="--", linewidth=1, label="exact log p(y)")
+    ax.set_xscale("log")
+    ax.set_xlabel("number of AIS distributions")
+    ax.set_ylabel("log p(y) estimate")
+    ax.set_title(f"{result.model}: median and quartiles over chains")
+    ax.legend(frameon=False)
+    return fig if fig is not None else ax.figure
+
+
+def plot_bound(result: BreadResult):
+    """The Jeffreys bound (with its interval) against steps and against wall time."""
+    fig, (ax_steps, ax_time) = _figure(ncols=2)
+    table = result.summary()
+    ok = table["consistent"].to_numpy(bool)
+    for ax, xcol, xlabel in ((ax_steps, "steps", "number of AIS distributions"),
+                             (ax_time, "seconds", "wall time (s), forward + reverse")):
+        x = table[xcol].to_numpy(float)
+        y = table["bound"].to_numpy(float)
+        lo = np.clip(table["bound_ci_low"].to_numpy(float), 1e-12, None)
+        hi = table["bound_ci_high"].to_numpy(float)
+        ax.errorbar(x[ok], y[ok], yerr=[y[ok] - lo[ok], hi[ok] - y[ok]], fmt="o-",
+                    color="k", capsize=3, label="bound on Jeffreys divergence")
+        if (~ok).any():
+            for xv in x[~ok]:
+                ax.axvline(xv, color="#b00", alpha=0.4)
+            ax.plot([], [], color="#b00", alpha=0.4, label="consistency check failed")
+        ax.set_xscale("log")
+        if np.all(y[ok] > 0):
+            ax.set_yscale("log")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("E[U] - E[L] (nats)")
+        ax.legend(frameon=False, fontsize=8)
+    fig.suptitle(f"{result.model}: Jeffreys divergence bound")
+    fig.tight_layout()
+    return fig
+
+
+def plot_gap_by_temperature(result: BreadResult, n_steps: int | None = None):
+    """Mean reverse minus mean forward contribution of each block of temperatures."""
+    s = result.step(n_steps) if n_steps is not None else max(result.steps, key=lambda s: s.n_steps)
+    table = s.gap_by_temperature()
+    fig, (ax,) = _figure()
+    if table is None:
+        ax.text(0.5, 0.5, "per-temperature increments were not recorded",
+                ha="center", va="center", transform=ax.transAxes)
+        return fig
+    beta = table["beta"].to_numpy()
+    x = beta if np.all(np.isfinite(beta)) else table["temperature_index"].to_numpy()
+    ax.step(x, table["gap"], where="post", color="k")
+    ax.set_xlabel("beta (end of block)" if x is beta else "temperature index")
+    ax.set_ylabel("gap contribution (nats)")
+    ax.set_title(f"{result.model}: where the gap arises ({s.n_steps} distributions)")
+    return fig
+
+
+def plot_all(result: BreadResult, *, truth: float | None = None) -> dict:
+    """All figures of a run, by file stem."""
+    return {"estimates": plot_estimates(result, truth=truth), "bound": plot_bound(result),
+            "gap_by_temperature": plot_gap_by_temperature(result)}

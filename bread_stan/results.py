@@ -1,0 +1,283 @@
+"""Results of a BREAD run: per-chain estimates for each number of AIS steps.
+
+A :class:`BreadResult` holds one :class:`StepResult` per number of
+distributions T.  Each step result keeps the raw per-chain log estimates of
+both directions, timings, gradient counts, kernel diagnostics and (thinned)
+cumulative log weights, so every summary and figure can be recomputed from
+what is saved.  Results are saved one step count at a time (``save_step``), so
+an interrupted run loses nothing it finished.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .estimators import (consistency_check, jeffreys_bound, log_ml_sandwich,
+                         one_sided_bounds)
+
+__all__ = ["DirectionResult", "StepResult", "BreadResult"]
+
+_RUN_FILE = "run.json"
+
+
+@dataclass
+class DirectionResult:
+    """One direction (forward or reverse) of AIS at one number of steps.
+
+    ``log_estimates`` are L_i (forward) or U_j = -logw_rev (reverse).
+    ``cumulative`` (optional, (n, k)) is the running estimate after the
+    temperatures ``cumulative_at`` (indices into the schedule), used for the
+    per-temperature decomposition of the gap.
+    """
+
+    log_estimates: np.ndarray
+    wall_time: float
+    n_grad: int
+    diagnostics: dict[str, float] = field(default_factory=dict)
+    cumulative: np.ndarray | None = None
+    cumulative_at: np.ndarray | None = None
+
+    def _arrays(self, prefix: str) -> dict[str, np.ndarray]:
+        out = {f"{prefix}_log_estimates": self.log_estimates}
+        if self.cumulative is not None:
+            out[f"{prefix}_cumulative"] = self.cumulative
+            out[f"{prefix}_cumulative_at"] = self.cumulative_at
+        return out
+
+    def _meta(self) -> dict[str, Any]:
+        return {"wall_time": self.wall_time, "n_grad": int(self.n_grad),
+                "diagnostics": {k: float(v) for k, v in self.diagnostics.items()}}
+
+    @classmethod
+    def _load(cls, arrays, meta: dict, prefix: str) -> "DirectionResult":
+        cum = arrays.get(f"{prefix}_cumulative")
+        at = arrays.get(f"{prefix}_cumulative_at")
+        return cls(arrays[f"{prefix}_log_estimates"], meta["wall_time"], meta["n_grad"],
+                   meta.get("diagnostics", {}), cum, at)
+
+
+@dataclass
+class StepResult:
+    """Forward and reverse AIS at one number of distributions ``n_steps``."""
+
+    n_steps: int
+    forward: DirectionResult
+    reverse: DirectionResult
+    betas: np.ndarray | None = None
+    draws: dict[str, np.ndarray] = field(default_factory=dict)
+
+    @property
+    def wall_time(self) -> float:
+        return self.forward.wall_time + self.reverse.wall_time
+
+    def bound(self, **kwargs):
+        """The Jeffreys bound B = mean(U) - mean(L) with its interval."""
+        return jeffreys_bound(self.forward.log_estimates, self.reverse.log_estimates, **kwargs)
+
+    def sandwich(self):
+        """The log-ML sandwich from this step count's chains."""
+        return log_ml_sandwich(self.forward.log_estimates, self.reverse.log_estimates)
+
+    def consistency(self, alpha: float = 1e-3):
+        """The tail-bound test that reverse estimates do not undercut forward ones."""
+        return consistency_check(self.forward.log_estimates, self.reverse.log_estimates,
+                                 alpha=alpha)
+
+    def gap_by_temperature(self) -> pd.DataFrame | None:
+        """Where along the path the gap arises: mean reverse minus mean forward
+        contribution of each block of temperatures (they add up to B)."""
+        f, r = self.forward, self.reverse
+        if f.cumulative is None or r.cumulative is None:
+            return None
+        if not np.array_equal(f.cumulative_at, r.cumulative_at):
+            raise ValueError("forward and reverse increments were recorded at different temperatures")
+        mean_f = np.diff(np.concatenate([[0.0], f.cumulative.mean(axis=0)]))
+        mean_r = np.diff(np.concatenate([[0.0], r.cumulative.mean(axis=0)]))
+        at = np.asarray(f.cumulative_at)
+        beta = self.betas[at] if self.betas is not None else np.full(at.size, np.nan)
+        return pd.DataFrame({"temperature_index": at, "beta": beta,
+                             "forward": mean_f, "reverse": mean_r, "gap": mean_r - mean_f})
+
+    def save(self, path: Path) -> None:
+        """Write this step count to ``path`` (npz + json side file), atomically."""
+        path = Path(path)
+        arrays = {**self.forward._arrays("forward"), **self.reverse._arrays("reverse")}
+        if self.betas is not None:
+            arrays["betas"] = self.betas
+        for name, value in self.draws.items():
+            arrays[f"draw__{name}"] = value
+        tmp = path.with_name(path.name + ".tmp.npz")
+        np.savez_compressed(tmp, **arrays)
+        meta = {"n_steps": int(self.n_steps), "forward": self.forward._meta(),
+                "reverse": self.reverse._meta()}
+        tmp_json = path.with_suffix(".json.tmp")
+        tmp_json.write_text(json.dumps(meta, indent=1))
+        tmp_json.replace(path.with_suffix(".json"))
+        tmp.replace(path.with_suffix(".npz"))  # the npz appearing marks the step complete
+
+    @classmethod
+    def load(cls, path: Path) -> "StepResult":
+        path = Path(path)
+        meta = json.loads(path.with_suffix(".json").read_text())
+        with np.load(path.with_suffix(".npz")) as z:
+            arrays = {k: z[k] for k in z.files}
+        draws = {k[len("draw__"):]: v for k, v in arrays.items() if k.startswith("draw__")}
+        return cls(meta["n_steps"], DirectionResult._load(arrays, meta["forward"], "forward"),
+                   DirectionResult._load(arrays, meta["reverse"], "reverse"),
+                   arrays.get("betas"), draws)
+
+
+@dataclass
+class BreadResult:
+    """A BREAD run: settings, seeds and one :class:`StepResult` per number of steps.
+
+    ``summary()`` is the table a user reads; ``to_dataframe()`` the tidy per-chain
+    data; ``save``/``load`` persist everything; ``to_inference_data()`` exports
+    the final forward draws to ArviZ.
+    """
+
+    model: str
+    settings: dict[str, Any]
+    steps: list[StepResult] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def step(self, n_steps: int) -> StepResult:
+        for s in self.steps:
+            if s.n_steps == n_steps:
+                return s
+        raise KeyError(f"no results for {n_steps} steps; have {[s.n_steps for s in self.steps]}")
+
+    def summary(self, *, level: float = 0.95, alpha: float = 1e-3) -> pd.DataFrame:
+        """One row per number of steps: bound with interval, sandwich, check, cost."""
+        known = self.extra.get("known_log_ml_bounds") or {}
+        rows = []
+        for s in sorted(self.steps, key=lambda s: s.n_steps):
+            b, sw, check = s.bound(level=level), s.sandwich(), s.consistency(alpha)
+            row = {
+                "steps": s.n_steps,
+                "bound": b.estimate if check.passed else np.nan,
+                "bound_ci_low": b.ci_low if check.passed else np.nan,
+                "bound_ci_high": b.ci_high if check.passed else np.nan,
+                "mean_lower": float(np.mean(s.forward.log_estimates)),
+                "mean_upper": float(np.mean(s.reverse.log_estimates)),
+                "log_ml_lower": sw.lower, "log_ml_lower_se": sw.lower_se,
+                "log_ml_upper": sw.upper, "log_ml_upper_se": sw.upper_se,
+                "consistent": check.passed, "consistency_p": check.p_value,
+                "seconds": s.wall_time,
+                "gradients": s.forward.n_grad + s.reverse.n_grad,
+            }
+            row.update(one_sided_bounds(s.forward.log_estimates, s.reverse.log_estimates,
+                                        known_upper=known.get("upper"),
+                                        known_lower=known.get("lower")))
+            rows.append(row)
+        return pd.DataFrame(rows)
+
+    @property
+    def consistent(self) -> bool:
+        """False when any step count fails the consistency check."""
+        return all(s.consistency().passed for s in self.steps)
+
+    def problems(self) -> list[str]:
+        """Messages of every failed consistency check, one per step count."""
+        return [f"{s.n_steps} steps: {c.message}" for s in self.steps
+                if not (c := s.consistency()).passed]
+
+    def to_dataframe(self) -> pd.DataFrame:
+        """Tidy per-chain data: steps, direction, chain, log_estimate."""
+        frames = []
+        for s in self.steps:
+            for direction, d in (("forward", s.forward), ("reverse", s.reverse)):
+                frames.append(pd.DataFrame({
+                    "steps": s.n_steps, "direction": direction,
+                    "chain": np.arange(d.log_estimates.size),
+                    "log_estimate": d.log_estimates}))
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
+            columns=["steps", "direction", "chain", "log_estimate"])
+
+    def summary_json(self) -> dict[str, Any]:
+        """The summary, settings and problems as JSON-ready data."""
+        table = self.summary()
+        return {"model": self.model, "settings": self.settings,
+                "consistent": self.consistent, "problems": self.problems(),
+                "extra": _jsonable(self.extra),
+                "summary": json.loads(table.to_json(orient="records"))}
+
+    def to_inference_data(self, n_steps: int | None = None):
+        """Final forward draws at ``n_steps`` (default: the largest) as ArviZ
+        InferenceData; per-chain estimates go to ``sample_stats``."""
+        with warnings.catch_warnings():  # arviz announces its refactor on import
+            warnings.simplefilter("ignore", FutureWarning)
+            import arviz as az
+
+        s = self.step(n_steps) if n_steps is not None else max(self.steps, key=lambda s: s.n_steps)
+        posterior = {k: v[None, ...] for k, v in s.draws.items()}
+        stats = {"log_ml_lower": s.forward.log_estimates[None, :]}
+        attrs = {"model": self.model, "n_steps": s.n_steps,
+                 "jeffreys_bound": s.bound().estimate,
+                 "log_ml_lower": s.sandwich().lower, "log_ml_upper": s.sandwich().upper,
+                 "consistent": int(s.consistency().passed)}
+        idata = az.from_dict(posterior=posterior or None, sample_stats=stats)
+        for group in idata.groups():
+            idata[group].attrs.update(attrs)
+        return idata
+
+    # -- persistence -----------------------------------------------------
+    def save_header(self, out_dir: Path) -> None:
+        """Write settings and extras (``run.json``); steps are saved separately."""
+        out_dir = Path(out_dir)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        header = {"model": self.model, "settings": self.settings, "extra": _jsonable(self.extra)}
+        tmp = out_dir / (_RUN_FILE + ".tmp")
+        tmp.write_text(json.dumps(header, indent=1))
+        tmp.replace(out_dir / _RUN_FILE)
+
+    def save_step(self, out_dir: Path, step: StepResult) -> None:
+        step.save(Path(out_dir) / f"steps_{step.n_steps}")
+
+    def save(self, out_dir: Path) -> None:
+        """Write everything needed to re-plot and re-summarise into ``out_dir``."""
+        self.save_header(out_dir)
+        for s in self.steps:
+            self.save_step(out_dir, s)
+        (Path(out_dir) / "summary.json").write_text(json.dumps(self.summary_json(), indent=1))
+        self.summary().to_csv(Path(out_dir) / "summary.csv", index=False)
+
+    @classmethod
+    def load(cls, out_dir: Path) -> "BreadResult":
+        """Read a result saved by :meth:`save` (or the completed steps of a run)."""
+        out_dir = Path(out_dir)
+        run_file = out_dir / _RUN_FILE
+        if not run_file.exists():
+            raise FileNotFoundError(f"{out_dir} holds no BREAD results (no {_RUN_FILE})")
+        header = json.loads(run_file.read_text())
+        steps = [StepResult.load(p.with_suffix("")) for p in sorted(out_dir.glob("steps_*.npz"))]
+        steps.sort(key=lambda s: s.n_steps)
+        return cls(header["model"], header["settings"], steps, header.get("extra", {}))
+
+    def _repr_html_(self) -> str:  # Jupyter display
+        head = f"<b>BREAD: {self.model}</b>"
+        warn = "".join(f"<p style='color:#b00'>{p}</p>" for p in self.problems())
+        return head + warn + self.summary().to_html(index=False, float_format="%.4g")
+
+    def __repr__(self) -> str:
+        return f"BreadResult(model={self.model!r}, steps={[s.n_steps for s in self.steps]})"
+
+
+def _jsonable(obj):
+    """Convert numpy values inside nested containers to plain Python."""
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, np.generic):
+        return obj.item()
+    return obj

@@ -1,0 +1,85 @@
+"""Estimators on per-chain log estimates: exact arithmetic and the validity of the
+consistency test's p-value under the AIS tail bounds."""
+
+import numpy as np
+import pytest
+
+from bread_stan.estimators import (consistency_check, jeffreys_bound, log_mean_exp,
+                                   log_ml_sandwich, one_sided_bounds)
+
+
+def _unbiased_log_estimates(rng, log_z, n, sigma):
+    """Log of unbiased estimators of exp(log_z): lognormal weights with mean exp(log_z)."""
+    return log_z - sigma**2 / 2 + sigma * rng.standard_normal(n)
+
+
+def test_log_mean_exp_matches_naive_and_does_not_overflow():
+    x = np.array([-1.0, 0.5, 2.0])
+    assert log_mean_exp(x) == pytest.approx(np.log(np.mean(np.exp(x))), rel=1e-14)
+    assert log_mean_exp(x + 1e4) == pytest.approx(log_mean_exp(x) + 1e4, rel=1e-14)
+
+
+def test_jeffreys_bound_is_difference_of_means_with_normal_interval():
+    L = np.array([-10.0, -11.0, -12.0, -9.0])
+    U = np.array([-8.0, -7.5, -8.5])
+    b = jeffreys_bound(L, U, level=0.9)
+    assert b.estimate == pytest.approx(np.mean(U) - np.mean(L))
+    se = np.sqrt(np.var(U, ddof=1) / 3 + np.var(L, ddof=1) / 4)
+    assert b.std_error == pytest.approx(se)
+    assert b.ci_high - b.estimate == pytest.approx(1.6448536 * se, rel=1e-6)
+
+
+def test_bootstrap_interval_agrees_with_normal_for_many_chains():
+    rng = np.random.default_rng(1)
+    L, U = rng.normal(-5, 1, 400), rng.normal(-3, 1, 400)
+    normal = jeffreys_bound(L, U)
+    boot = jeffreys_bound(L, U, method="bootstrap", n_boot=4000, seed=2)
+    # Both intervals have half-width ~1.96 * 0.0707; bootstrap quantiles carry
+    # a few percent Monte Carlo error at 4000 resamples.
+    assert boot.ci_low == pytest.approx(normal.ci_low, abs=0.02)
+    assert boot.ci_high == pytest.approx(normal.ci_high, abs=0.02)
+
+
+def test_non_finite_estimates_are_refused_with_a_clear_message():
+    with pytest.raises(ValueError, match="non-finite"):
+        jeffreys_bound([0.0, -np.inf], [1.0, 2.0])
+
+
+def test_sandwich_contains_truth_for_unbiased_estimators():
+    rng = np.random.default_rng(3)
+    L = _unbiased_log_estimates(rng, 0.0, 200, 1.0)
+    U = -_unbiased_log_estimates(rng, 0.0, 200, 1.0)  # exp(-U) unbiased for exp(-log_z)
+    s = log_ml_sandwich(L, U)
+    # Delta-method SE is ~ sqrt((e - 1) / 200) ~ 0.093; allow 4 SE.
+    assert s.contains(0.0, n_se=4)
+    assert s.lower == pytest.approx(0.0, abs=4 * s.lower_se)
+
+
+def test_consistency_p_value_is_valid_under_the_null():
+    """Under correct AIS, P(reject) <= alpha.  With 2000 replications at alpha = 0.2 the
+    rejection rate's MC sd is <= 0.009; allow rate <= alpha + 4 sd (the test is
+    conservative, so in practice the rate is far below)."""
+    rng = np.random.default_rng(4)
+    alpha, reps = 0.2, 2000
+    rejections = 0
+    for _ in range(reps):
+        L = _unbiased_log_estimates(rng, 0.0, 20, 2.0)
+        U = -_unbiased_log_estimates(rng, 0.0, 20, 2.0)
+        rejections += not consistency_check(L, U, alpha=alpha).passed
+    assert rejections / reps <= alpha + 4 * np.sqrt(alpha * (1 - alpha) / reps)
+
+
+def test_consistency_check_fires_when_reverse_undercuts_forward():
+    rng = np.random.default_rng(5)
+    L = _unbiased_log_estimates(rng, 0.0, 50, 0.5)
+    U = -_unbiased_log_estimates(rng, 30.0, 50, 0.5)  # reverse "upper" bounds 30 nats too low
+    check = consistency_check(L, U)
+    assert not check.passed
+    assert check.p_value < 1e-3
+    assert "LIKELY BUG" in check.message
+
+
+def test_one_sided_bounds():
+    L, U = np.array([-3.0, -5.0]), np.array([-1.0, -2.0])
+    out = one_sided_bounds(L, U, known_upper=-1.5, known_lower=-4.0)
+    assert out == {"kl_q_p": pytest.approx(2.5), "kl_p_q": pytest.approx(2.5)}
