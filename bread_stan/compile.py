@@ -1,0 +1,290 @@
+"""Stan program -> C++ (stanc) -> shared library, with a content-addressed cache.
+
+The model-independent bridge object (``csrc/bridge.cpp``) is compiled once per
+toolchain and flags; per model only the stanc-generated translation unit is
+compiled, then the two are linked (a fraction of a second).  Libraries are
+cached under a hash of the program text, the stanc arguments, the toolchain,
+the flags and the bridge sources, in ``$BREAD_STAN_CACHE`` or the platformdirs
+user cache.  A cache hit runs no subprocess at all.  Everything is built under
+a temporary name and moved into place with ``os.replace``, and a file lock per
+entry keeps concurrent processes from building the same thing twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import re
+import subprocess
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Sequence
+
+from .errors import CompilerError, StanCompileError
+from .toolchain import Toolchain, find_toolchain
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - non-POSIX: no locking, os.replace still atomic
+    fcntl = None
+
+__all__ = ["CompiledModel", "Program", "cache_dir", "read_program", "stanc_info",
+           "build_bridge", "compile_model", "compile_many", "DEFAULT_STANC_ARGS"]
+
+logger = logging.getLogger("bread_stan")
+
+DEFAULT_STANC_ARGS: tuple[str, ...] = ("--O1",)
+_CSRC = Path(__file__).parent / "csrc"
+_BRIDGE_SOURCES = ("bridge.cpp", "bridge.hpp", "exports.map")
+
+
+@dataclass(frozen=True)
+class Program:
+    """A Stan program's text, a name for it, and the file it came from (if any)."""
+
+    code: str
+    name: str
+    path: Path | None = None
+
+    @property
+    def digest(self) -> str:
+        return hashlib.sha256(self.code.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class CompiledModel:
+    """A compiled model library and what stanc reported about the program."""
+
+    library: Path
+    program: Program
+    info: dict           # `stanc --info`: inputs, parameters, generated quantities, ...
+
+    @property
+    def data_variables(self) -> dict:
+        return self.info.get("inputs", {})
+
+
+def cache_dir() -> Path:
+    """The cache root: ``$BREAD_STAN_CACHE`` or the platformdirs user cache."""
+    env = os.environ.get("BREAD_STAN_CACHE")
+    if env:
+        root = Path(env)
+    else:
+        import platformdirs
+        root = Path(platformdirs.user_cache_dir("bread_stan"))
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def read_program(program: str | os.PathLike | Program) -> Program:
+    """A :class:`Program` from a ``.stan`` path or from program text."""
+    if isinstance(program, Program):
+        return program
+    text = str(program)
+    looks_like_path = isinstance(program, os.PathLike) or (
+        text.endswith(".stan") and "\n" not in text and "{" not in text)
+    if looks_like_path:
+        path = Path(program)
+        if not path.is_file():
+            raise FileNotFoundError(f"Stan program {path} does not exist")
+        return Program(path.read_text(), _identifier(path.stem), path.resolve())
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    return Program(text, f"model_{digest[:10]}")
+
+
+def _identifier(stem: str) -> str:
+    name = re.sub(r"\W", "_", stem)
+    return name if re.match(r"[A-Za-z]", name) else f"m_{name}"
+
+
+@contextlib.contextmanager
+def _locked(directory: Path) -> Iterator[None]:
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / ".lock", "w") as handle:
+        if fcntl is not None:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            if fcntl is not None:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with os.fdopen(handle, "w") as out:
+        out.write(text)
+    os.replace(tmp, path)
+
+
+def _run(command: list[str], cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(command, cwd=cwd, capture_output=True, text=True)
+
+
+def _stanc(program: Program, toolchain: Toolchain, args: Sequence[str], workdir: Path,
+           output: Path | None) -> str:
+    """Run stanc on the program (from its file when it has one); return stdout."""
+    source = program.path
+    if source is None:
+        source = workdir / f"{program.name}.stan"
+        source.write_text(program.code)
+    command = [str(toolchain.stanc), *args, f"--name={program.name}_model"]
+    if program.path is not None:
+        command.append(f"--include-paths={program.path.parent}")
+    command += ["--o", str(output)] if output else []
+    command.append(str(source))
+    result = _run(command)
+    if result.returncode != 0:
+        raise StanCompileError(result.stderr + result.stdout,
+                               program=str(program.path or program.name))
+    return result.stdout
+
+
+def stanc_info(program: str | os.PathLike | Program, toolchain: Toolchain | None = None
+               ) -> dict:
+    """``stanc --info`` of the program (data, parameters, ... as JSON), cached."""
+    program = read_program(program)
+    toolchain = toolchain or find_toolchain()
+    path = cache_dir() / "info" / f"{program.digest[:32]}-{toolchain.key()}.json"
+    if path.exists():
+        return json.loads(path.read_text())
+    with tempfile.TemporaryDirectory() as tmp:
+        text = _stanc(program, toolchain, ["--info"], Path(tmp), None)
+    info = json.loads(text)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _write_atomic(path, json.dumps(info))
+    return info
+
+
+def _bridge_digest() -> str:
+    h = hashlib.sha256()
+    for name in _BRIDGE_SOURCES:
+        h.update((_CSRC / name).read_bytes())
+    return h.hexdigest()[:16]
+
+
+def build_bridge(toolchain: Toolchain | None = None, cxxflags: Sequence[str] = ()) -> Path:
+    """The bridge object for this toolchain and flags, compiled once and cached."""
+    toolchain = toolchain or find_toolchain()
+    key = f"{toolchain.key(tuple(cxxflags))}-{_bridge_digest()}"
+    directory = cache_dir() / "bridge" / key
+    target = directory / "bridge.o"
+    if target.exists():
+        return target
+    with _locked(directory):
+        if target.exists():
+            return target
+        tmp = directory / f"bridge.{os.getpid()}.tmp.o"
+        command = [toolchain.cxx, *toolchain.cxxflags(tuple(cxxflags)), "-c",
+                   str(_CSRC / "bridge.cpp"), "-o", str(tmp)]
+        start = time.perf_counter()
+        result = _run(command)
+        if result.returncode != 0:
+            raise CompilerError(command, result.stderr + result.stdout)
+        os.replace(tmp, target)
+        logger.info("compiled the bridge object in %.1f s (%s)",
+                    time.perf_counter() - start, toolchain.version)
+    return target
+
+
+def compile_model(program: str | os.PathLike | Program, *,
+                  stanc_args: Sequence[str] = DEFAULT_STANC_ARGS,
+                  cxxflags: Sequence[str] = (), user_header: str | os.PathLike | None = None,
+                  toolchain: Toolchain | None = None, force: bool = False) -> CompiledModel:
+    """Compile a Stan program (path or text) into a cached model library.
+
+    ``stanc_args`` go to stanc (default ``--O1``), ``cxxflags`` to the C++
+    compiler for the model and the bridge; ``user_header`` is a C++ header with
+    the definitions of functions declared without body (add
+    ``--allow-undefined`` to ``stanc_args``).  ``force`` rebuilds even when cached.
+    """
+    program = read_program(program)
+    toolchain = toolchain or find_toolchain()
+    cxxflags = tuple(cxxflags)
+    header_text = Path(user_header).read_text() if user_header else ""
+    # The model object does not depend on the bridge sources, the library does:
+    # a change of the bridge costs one bridge compile and a link per model.
+    object_key = _digest(program.digest, *stanc_args, toolchain.key(cxxflags), header_text)
+    directory = cache_dir() / "models" / f"{program.name}-{object_key}"
+    library = directory / f"{program.name}-{_bridge_digest()}.so"
+    info_path = directory / "info.json"
+    if library.exists() and not force:
+        logger.debug("cache hit for %s: %s", program.name, library)
+        return CompiledModel(library, program, json.loads(info_path.read_text()))
+    with _locked(directory):
+        if library.exists() and not force:
+            return CompiledModel(library, program, json.loads(info_path.read_text()))
+        return _build(program, toolchain, stanc_args, cxxflags, user_header, directory,
+                      library, info_path, force)
+
+
+def _digest(*parts: str) -> str:
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:24]
+
+
+def _build(program: Program, toolchain: Toolchain, stanc_args: Sequence[str],
+           cxxflags: tuple[str, ...], user_header, directory: Path, library: Path,
+           info_path: Path, force: bool) -> CompiledModel:
+    tag = f"{os.getpid()}.tmp"
+    hpp, obj, lib = (directory / f"{program.name}.{tag}.{ext}" for ext in ("hpp", "o", "so"))
+    model_object = directory / f"{program.name}.o"
+    try:
+        t0 = time.perf_counter()
+        if force or not model_object.exists() or not info_path.exists():
+            _stanc(program, toolchain, stanc_args, directory, hpp)
+            info = json.loads(_stanc(program, toolchain, ["--info"], directory, None))
+            t1 = time.perf_counter()
+            flags = toolchain.cxxflags(cxxflags)
+            if user_header:
+                flags += ["-include", str(Path(user_header).resolve())]
+            command = [toolchain.cxx, *flags, "-x", "c++", "-c", str(hpp), "-o", str(obj)]
+            result = _run(command)
+            if result.returncode != 0:
+                raise CompilerError(command, result.stderr + result.stdout)
+            _write_atomic(info_path, json.dumps(info))
+            (directory / f"{program.name}.stan").write_text(program.code)
+            os.replace(obj, model_object)
+        else:
+            info = json.loads(info_path.read_text())
+            t1 = time.perf_counter()
+        t2 = time.perf_counter()
+        bridge = build_bridge(toolchain, cxxflags)
+        t3 = time.perf_counter()
+        # The SUNDIALS archives are static: linking them costs nothing measurable
+        # and pulls objects in only for models that use the ODE/DAE solvers.
+        command = [toolchain.cxx, "-shared", "-o", str(lib), str(model_object), str(bridge),
+                   *toolchain.ldflags(sundials=True),
+                   f"-Wl,--version-script={_CSRC / 'exports.map'}"]
+        result = _run(command)
+        if result.returncode != 0:
+            raise CompilerError(command, result.stderr + result.stdout)
+        t4 = time.perf_counter()
+        os.replace(lib, library)
+        logger.info("compiled %s in %.1f s (stanc %.2f s, C++ %.1f s, bridge wait/build "
+                    "%.1f s, link %.2f s)", program.name, t4 - t0, t1 - t0, t2 - t1,
+                    t3 - t2, t4 - t3)
+    finally:
+        for leftover in (hpp, obj, lib):
+            leftover.unlink(missing_ok=True)
+    return CompiledModel(library, program, info)
+
+
+def compile_many(programs: Sequence[str | os.PathLike | Program], *, workers: int = 2,
+                 **options) -> list[CompiledModel]:
+    """Compile several programs, ``workers`` compiler processes at a time.
+
+    The bridge object is built alongside the first model, so a cold cache costs
+    about (bridge + models) / workers.
+    """
+    options.setdefault("toolchain", find_toolchain())
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        bridge = pool.submit(build_bridge, options["toolchain"], options.get("cxxflags", ()))
+        futures = [pool.submit(compile_model, p, **options) for p in programs]
+        bridge.result()
+        return [f.result() for f in futures]

@@ -1,0 +1,111 @@
+// The C ABI of a bread_stan model library.
+//
+// The bs_* declarations follow BridgeStan 2.9's published `bridgestan.h`
+// (so the PyPI `bridgestan` package can load our libraries); the bread_*
+// functions are batched extensions.  Every function that can fail returns a
+// status (0 = success, -1 = the call failed; for batched calls a positive
+// value = that many points failed, each left at -inf or NaN) and sets
+// *error_msg to a malloc'ed string, freed with bs_free_error_msg.
+//
+// In a batched call the message has one line per failed point:
+// "<index>\t<Stan's message>".
+
+#ifndef BREAD_STAN_BRIDGE_HPP
+#define BREAD_STAN_BRIDGE_HPP
+
+#define BREAD_EXPORT __attribute__((visibility("default")))
+#define BREAD_ABI_VERSION 1
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct bs_model bs_model;
+typedef struct bs_rng bs_rng;
+typedef void (*STREAM_CALLBACK)(const char* data, int size);
+
+BREAD_EXPORT extern const int bs_major_version;
+BREAD_EXPORT extern const int bs_minor_version;
+BREAD_EXPORT extern const int bs_patch_version;
+
+BREAD_EXPORT bs_model* bs_model_construct(const char* data, unsigned int seed,
+                                          char** error_msg);
+BREAD_EXPORT void bs_model_destruct(bs_model* m);
+BREAD_EXPORT void bs_free_error_msg(char* error_msg);
+BREAD_EXPORT const char* bs_name(const bs_model* m);
+BREAD_EXPORT const char* bs_model_info(const bs_model* m);
+BREAD_EXPORT const char* bs_param_names(const bs_model* m, bool include_tp,
+                                        bool include_gq);
+BREAD_EXPORT const char* bs_param_unc_names(const bs_model* m);
+BREAD_EXPORT int bs_param_num(const bs_model* m, bool include_tp, bool include_gq);
+BREAD_EXPORT int bs_param_unc_num(const bs_model* m);
+BREAD_EXPORT int bs_param_constrain(const bs_model* m, bool include_tp, bool include_gq,
+                                    const double* theta_unc, double* theta,
+                                    bs_rng* rng, char** error_msg);
+BREAD_EXPORT int bs_param_unconstrain(const bs_model* m, const double* theta,
+                                      double* theta_unc, char** error_msg);
+BREAD_EXPORT int bs_param_unconstrain_json(const bs_model* m, const char* json,
+                                           double* theta_unc, char** error_msg);
+BREAD_EXPORT int bs_param_initialize(const bs_model* m, const char* json, bs_rng* rng,
+                                     double init_radius, int max_tries, bool jacobian,
+                                     double* theta_unc, char** error_msg);
+BREAD_EXPORT int bs_log_density(const bs_model* m, bool propto, bool jacobian,
+                                const double* theta_unc, double* lp, char** error_msg);
+BREAD_EXPORT int bs_log_density_gradient(const bs_model* m, bool propto, bool jacobian,
+                                         const double* theta_unc, double* lp,
+                                         double* grad, char** error_msg);
+BREAD_EXPORT int bs_log_density_hessian(const bs_model* m, bool propto, bool jacobian,
+                                        const double* theta_unc, double* lp,
+                                        double* grad, double* hessian,
+                                        char** error_msg);
+BREAD_EXPORT int bs_log_density_hessian_vector_product(
+    const bs_model* m, bool propto, bool jacobian, const double* theta_unc,
+    const double* vector, double* lp, double* hvp, char** error_msg);
+BREAD_EXPORT bs_rng* bs_rng_construct(unsigned int seed, char** error_msg);
+BREAD_EXPORT void bs_rng_destruct(bs_rng* rng);
+BREAD_EXPORT int bs_set_print_callback(STREAM_CALLBACK callback, char** error_msg);
+
+// Version of the bread_* extensions below.
+BREAD_EXPORT int bread_abi_version();
+
+// Log densities of n points (theta_unc is n x d, row-major) into lp[n].
+BREAD_EXPORT int bread_log_density_batch(const bs_model* m, bool propto, bool jacobian,
+                                         int n, const double* theta_unc, double* lp,
+                                         int threads, char** error_msg);
+// Log densities and gradients (grad is n x d) of n points.
+BREAD_EXPORT int bread_log_density_gradient_batch(const bs_model* m, bool propto,
+                                                  bool jacobian, int n,
+                                                  const double* theta_unc, double* lp,
+                                                  double* grad, int threads,
+                                                  char** error_msg);
+// Prior/likelihood split from a prior_only=1 and a prior_only=0 instance:
+// log_lik = full - prior, grad_lik = grad_full - grad_prior.  Gradients are
+// skipped when grad_prior or grad_lik is NULL.
+BREAD_EXPORT int bread_split_batch(const bs_model* prior, const bs_model* full,
+                                   bool jacobian, int n, const double* theta_unc,
+                                   double* log_prior, double* log_lik,
+                                   double* grad_prior, double* grad_lik, int threads,
+                                   char** error_msg);
+// Constrained (n x num_params) -> unconstrained (n x d).
+BREAD_EXPORT int bread_param_unconstrain_batch(const bs_model* m, int n,
+                                               const double* theta, double* theta_unc,
+                                               char** error_msg);
+// Unconstrained -> constrained (with transformed parameters if include_tp).
+BREAD_EXPORT int bread_param_constrain_batch(const bs_model* m, bool include_tp, int n,
+                                             const double* theta_unc, double* theta,
+                                             int threads, char** error_msg);
+// All outputs (parameters, transformed parameters, generated quantities) for
+// draws first..first+n-1; draw k uses the RNG create_rng(seed, k + 1).
+BREAD_EXPORT int bread_generate_batch(const bs_model* m, unsigned int seed,
+                                      long long first, int n, const double* theta_unc,
+                                      double* out, int threads, char** error_msg);
+// Tight C++ loop: `repeats` passes of gradients over n points; wall time in
+// *seconds.
+BREAD_EXPORT int bread_bench_gradient(const bs_model* m, int n, const double* theta_unc,
+                                      int repeats, double* seconds, char** error_msg);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

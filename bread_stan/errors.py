@@ -1,0 +1,80 @@
+"""Typed exceptions of the Stan access layer.
+
+Each error names what went wrong and carries the evidence (stanc's message,
+the compiler command and output, Stan's own message) so that a user can fix
+the program, the data or the installation without reading our code.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = [
+    "BreadStanError",
+    "ToolchainError",
+    "StanCompileError",
+    "CompilerError",
+    "StanDataError",
+    "StanEvaluationError",
+    "PriorOnlyMissingError",
+]
+
+
+class BreadStanError(Exception):
+    """Base class of the errors raised by the Stan access layer."""
+
+
+class ToolchainError(BreadStanError):
+    """No usable stanc / Stan headers / libtbb were found."""
+
+
+class StanCompileError(BreadStanError):
+    """stanc rejected the Stan program (syntax or semantic error).
+
+    ``message`` is stanc's text; ``line`` and ``column`` locate the first
+    problem when stanc reported a position (else None).
+    """
+
+    def __init__(self, message: str, *, program: str = ""):
+        self.message = message.strip()
+        self.program = program
+        found = re.search(r"line (\d+), column (\d+)", self.message)
+        self.line = int(found.group(1)) if found else None
+        self.column = int(found.group(2)) if found else None
+        where = f" at line {self.line}, column {self.column}" if found else ""
+        super().__init__(f"stanc could not translate {program or 'the program'}{where}:\n"
+                         f"{self.message}")
+
+
+class CompilerError(BreadStanError):
+    """The C++ compiler or linker failed; carries the command and its output."""
+
+    def __init__(self, command: list[str], output: str):
+        self.command = list(command)
+        self.output = output
+        tail = "\n".join(output.strip().splitlines()[-40:])
+        super().__init__("C++ compilation failed.\ncommand: " + " ".join(self.command)
+                         + "\noutput (last lines):\n" + tail)
+
+
+class StanDataError(BreadStanError):
+    """The data do not match the program's data block (Stan's message attached)."""
+
+
+class StanEvaluationError(BreadStanError):
+    """Stan threw while evaluating the model (for example a ``reject``)."""
+
+
+class PriorOnlyMissingError(BreadStanError):
+    """The model program lacks the ``prior_only`` data variable."""
+
+    def __init__(self, program: str = ""):
+        super().__init__(
+            f"The model program {program or ''} does not declare `prior_only` in its "
+            "data block.\nbread_stan evaluates the program twice, with prior_only = 1 "
+            "(log prior) and prior_only = 0 (joint), and takes the log likelihood as "
+            "their difference, so the program must wrap its likelihood like this:\n\n"
+            "  data { ...; int<lower=0, upper=1> prior_only; }\n"
+            "  model { ...priors...;\n"
+            "    if (!prior_only) { y ~ normal(mu, sigma); } }\n\n"
+            "Do not put prior_only in the data file: bread_stan supplies it.")

@@ -1,0 +1,155 @@
+"""Exact joint draws from a simulator program (SPEC section 3).
+
+A simulator program (``stan_models/README.md``) has no parameters; its
+generated quantities draw every unknown from the prior, then the data.  Draw
+``i`` of seed ``s`` uses Stan's RNG stream ``create_rng(s, i + 1)``, so it does
+not depend on the batch size or the thread count.
+
+The hyperparameter convention (``hyper_given`` and ``h_given`` arrays) is
+filled in here: ``hyper=None`` draws the hyperparameters from their prior,
+``hyper={"sigma_sq": 0.5, ...}`` fixes them.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from collections.abc import Mapping
+from typing import Any, Sequence
+
+import numpy as np
+
+from .compile import DEFAULT_STANC_ARGS, CompiledModel, Program, compile_model
+from .data import DataLike, load_data
+from .errors import StanDataError
+from .model import StanModel, _address, variable_shapes
+
+__all__ = ["Simulator", "split_draw", "draw_at", "to_unconstrained"]
+
+_HYPER_FLAG = "hyper_given"
+_SUFFIX = "_given"
+
+
+class Simulator:
+    """Runs a simulator program's generated quantities in seeded batches.
+
+    ``hyper`` fixes the hyperparameters (all of them, by name); None draws them.
+    """
+
+    def __init__(self, program: str | os.PathLike | Program | CompiledModel,
+                 data: DataLike = None, *, hyper: Mapping[str, float] | None = None,
+                 threads: int | None = None, batch_size: int = 1000,
+                 stanc_args: Sequence[str] = DEFAULT_STANC_ARGS, **compile_options):
+        if not isinstance(program, CompiledModel):
+            program = compile_model(program, stanc_args=stanc_args, **compile_options)
+        self.compiled = program
+        inputs = program.data_variables
+        self.hyperparameters = sorted(name[:-len(_SUFFIX)] for name in inputs
+                                      if name.endswith(_SUFFIX) and name != _HYPER_FLAG)
+        values = load_data(data)
+        values.update(self._hyper_data(inputs, hyper))
+        self.model = StanModel(program, values, threads=threads)
+        if self.model.dim != 0:
+            raise StanDataError(f"simulator program {program.program.name} has parameters; "
+                                "a simulator draws everything in generated quantities")
+        self.batch_size = int(batch_size)
+        self.names = self.model.param_names(True, True)
+        self.shapes = variable_shapes(self.names)
+        gq = program.info.get("generated quantities", {})
+        self._int_outputs = {k for k, v in gq.items() if v.get("type") == "int"}
+
+    def _hyper_data(self, inputs: Mapping, hyper: Mapping[str, float] | None) -> dict:
+        if _HYPER_FLAG not in inputs:
+            if hyper:
+                raise StanDataError("hyper was given but the simulator program does not "
+                                    "declare `int<lower=0, upper=1> hyper_given;` and "
+                                    "`array[hyper_given] real h_given;` per hyperparameter")
+            return {}
+        if hyper is None:
+            return {_HYPER_FLAG: 0, **{f"{h}{_SUFFIX}": [] for h in self.hyperparameters}}
+        unknown = set(hyper) - set(self.hyperparameters)
+        missing = set(self.hyperparameters) - set(hyper)
+        if unknown or missing:
+            raise StanDataError(f"hyper must give exactly the hyperparameters "
+                                f"{self.hyperparameters}; unknown {sorted(unknown)}, "
+                                f"missing {sorted(missing)}")
+        return {_HYPER_FLAG: 1, **{f"{h}{_SUFFIX}": [float(v)] for h, v in hyper.items()}}
+
+    def simulate_flat(self, n: int, seed: int, *, first: int = 0,
+                      threads: int | None = None) -> np.ndarray:
+        """Draws ``first .. first + n - 1`` as a flat (n, outputs) array (Stan's order)."""
+        out = np.empty((n, len(self.names)))
+        empty = np.empty((1, 0))
+        lib = self.model.lib
+        for start in range(0, n, self.batch_size):
+            stop = min(n, start + self.batch_size)
+            err = ctypes.c_char_p()
+            block = out[start:stop]
+            rc = lib.bread_generate_batch(self.model._ptr, int(seed), first + start,
+                                          stop - start, _address(empty),
+                                          _address(block),
+                                          self.model._threads(threads), ctypes.byref(err))
+            if rc:
+                self.model._batch_status(rc, err, "simulate")
+                index, message = next(iter(self.model.last_errors.items()))
+                raise StanDataError(f"simulation failed for {rc} draw(s); draw "
+                                    f"{first + start + index}: {message}")
+        return out
+
+    def simulate(self, n: int, seed: int, *, first: int = 0,
+                 threads: int | None = None) -> dict[str, np.ndarray]:
+        """Draws as a dict name -> array of shape (n, *stan_shape)."""
+        flat = self.simulate_flat(n, seed, first=first, threads=threads)
+        draws, column = {}, 0
+        for name, shape in self.shapes:
+            size = int(np.prod(shape))
+            block = flat[:, column:column + size]
+            column += size
+            # Stan's flat order is column-major within a variable.
+            value = block.reshape((n, *shape[::-1])).transpose(0, *range(len(shape), 0, -1))
+            if name in self._int_outputs:
+                value = np.rint(value).astype(np.int64)
+            draws[name] = np.ascontiguousarray(value)
+        return draws
+
+
+def draw_at(draws: Mapping[str, np.ndarray], i: int) -> dict[str, np.ndarray]:
+    """Draw ``i`` of a batch of draws (dict of arrays with a leading draw axis)."""
+    return {k: np.asarray(v)[i] for k, v in draws.items()}
+
+
+def _model_info(model: Any) -> dict:
+    compiled = getattr(model, "compiled", model)
+    if not isinstance(compiled, CompiledModel):
+        raise TypeError("model must be a StanTarget, a StanModel or a CompiledModel")
+    return compiled.info
+
+
+def split_draw(draw: Mapping[str, Any], model: Any) -> tuple[dict, dict]:
+    """Split a simulator draw into (model parameters, data overrides) by name.
+
+    Parameters are the model's parameters; data overrides are the model's data
+    variables (except ``prior_only``) that the draw contains.  Anything else
+    is an extra output and is left out.
+    """
+    info = _model_info(model)
+    parameters = info.get("parameters", {})
+    inputs = info.get("inputs", {})
+    missing = [p for p in parameters if p not in draw]
+    if missing:
+        raise StanDataError(f"the simulator does not generate the model parameters "
+                            f"{missing}; its generated quantities must use the model's names")
+    params = {k: draw[k] for k in parameters}
+    data = {k: v for k, v in draw.items() if k in inputs and k != "prior_only"}
+    return params, data
+
+
+def to_unconstrained(params: Mapping[str, Any], model: Any, *, batched: bool = True
+                     ) -> np.ndarray:
+    """Unconstrained vectors of a parameters dict: (n, d) if ``batched`` else (d,)."""
+    target = getattr(model, "full_model", model)
+    if not isinstance(target, StanModel):
+        raise TypeError("model must be a StanTarget or a StanModel")
+    if batched:
+        return target.param_unconstrain_batch(params)
+    return target.param_unconstrain(params)

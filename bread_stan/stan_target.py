@@ -1,0 +1,119 @@
+"""A Stan model program as an AIS target: log prior and log likelihood, split.
+
+The model program follows the ``prior_only`` convention of
+``stan_models/README.md``.  One compiled library serves two model instances,
+built with ``prior_only = 1`` (log prior, with the log-Jacobian) and
+``prior_only = 0`` (the joint); the log likelihood is their difference.  One
+batched C call evaluates both at every point, with gradients.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+from collections.abc import Mapping
+from typing import Any, Sequence
+
+import numpy as np
+
+from .compile import (DEFAULT_STANC_ARGS, CompiledModel, Program, compile_model,
+                      read_program, stanc_info)
+from .data import DataLike, load_data
+from .errors import PriorOnlyMissingError
+from .model import StanModel, _address, _as_points, _out
+from .target import Evaluation
+
+__all__ = ["StanTarget", "PRIOR_ONLY"]
+
+logger = logging.getLogger("bread_stan")
+
+PRIOR_ONLY = "prior_only"
+
+
+class StanTarget:
+    """The :class:`~bread_stan.target.Target` of a Stan model program and its data.
+
+    ``threads`` is the number of threads of each batched call (None: all cores);
+    results do not depend on it.  The user's data need not contain
+    ``prior_only``: it is supplied here.
+    """
+
+    def __init__(self, model: str | os.PathLike | Program | CompiledModel, data: DataLike,
+                 threads: int | None = None, *, stanc_args: Sequence[str] = DEFAULT_STANC_ARGS,
+                 **compile_options):
+        if not isinstance(model, CompiledModel):
+            program = read_program(model)
+            # Check the convention before paying for a C++ compile.
+            info = stanc_info(program, compile_options.get("toolchain"))
+            if PRIOR_ONLY not in info.get("inputs", {}):
+                raise PriorOnlyMissingError(str(program.path or program.name))
+            model = compile_model(program, stanc_args=stanc_args, **compile_options)
+        elif PRIOR_ONLY not in model.data_variables:
+            raise PriorOnlyMissingError(str(model.program.path or model.program.name))
+        values = load_data(data)
+        if PRIOR_ONLY in values:
+            logger.warning("ignoring prior_only in the data: StanTarget sets it itself")
+        self.prior_model = StanModel(model, {**values, PRIOR_ONLY: 1}, threads=threads)
+        self.full_model = StanModel(model, {**values, PRIOR_ONLY: 0}, threads=threads)
+        self.compiled = model
+        self.threads = 0 if threads is None else int(threads)
+        self.last_errors: dict[int, str] = {}
+
+    @property
+    def dim(self) -> int:
+        """Number of unconstrained coordinates."""
+        return self.full_model.dim
+
+    def param_names(self, include_tp: bool = False, include_gq: bool = False) -> list[str]:
+        return self.full_model.param_names(include_tp, include_gq)
+
+    def param_unc_names(self) -> list[str]:
+        return self.full_model.param_unc_names()
+
+    def evaluate(self, points: np.ndarray, *, gradient: bool = True,
+                 out: Evaluation | None = None) -> Evaluation:
+        """Log prior, log likelihood (and gradients) of the (n, d) ``points``, one C call.
+
+        A point that fails gets ``log_prior = -inf`` (domain errors, ``reject``) or
+        NaN; the messages are in ``self.last_errors``.
+        """
+        points = _as_points(points, self.dim)
+        n, d = points.shape
+        if out is None:
+            out = Evaluation(np.empty(n), np.empty(n),
+                             np.empty((n, d)) if gradient else None,
+                             np.empty((n, d)) if gradient else None)
+        lp = _out(out.log_prior, (n,))
+        ll = _out(out.log_lik, (n,))
+        gp = _address(_out(out.grad_prior, (n, d))) if gradient else None
+        gl = _address(_out(out.grad_lik, (n, d))) if gradient else None
+        err = ctypes.c_char_p()
+        lib = self.full_model.lib
+        rc = lib.bread_split_batch(self.prior_model._ptr, self.full_model._ptr, True, n,
+                                   _address(points), _address(lp), _address(ll),
+                                   gp, gl, self.threads, ctypes.byref(err))
+        self.full_model._batch_status(rc, err, "StanTarget.evaluate")
+        self.last_errors = self.full_model.last_errors
+        return out
+
+    def log_prior_likelihood(self, points: np.ndarray, beta: float | np.ndarray
+                             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Log prior (n,), log likelihood (n,) and the gradient of
+        ``log prior + beta * log lik`` (n, d); ``beta`` is a scalar or one per point."""
+        ev = self.evaluate(points, gradient=True)
+        beta = np.asarray(beta, dtype=np.float64)
+        scale = beta[:, None] if beta.ndim == 1 else beta
+        return ev.log_prior, ev.log_lik, ev.grad_prior + scale * ev.grad_lik
+
+    def param_unconstrain(self, values: Mapping[str, Any]) -> np.ndarray:
+        """Unconstrained vector (d,) of a dict of parameter values (Stan shapes)."""
+        return self.full_model.param_unconstrain(values)
+
+    def param_unconstrain_batch(self, values: Mapping[str, Any]) -> np.ndarray:
+        """Unconstrained vectors (n, d) of a dict of arrays with a leading draw axis."""
+        return self.full_model.param_unconstrain_batch(values)
+
+    def param_constrain(self, u: np.ndarray, include_tp: bool = False) -> np.ndarray:
+        """Constrained parameter values (flat, Stan's order) of ``u`` (d,) or (n, d)."""
+        return self.full_model.param_constrain(u, include_tp)

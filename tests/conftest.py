@@ -1,0 +1,58 @@
+"""Shared fixtures: every test program is compiled once per run (and cached).
+
+All programs are compiled up front, two compiler processes at a time, the
+bridge object alongside the first model; a warm cache makes this free.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bread_stan.compile import compile_many
+
+ROOT = Path(__file__).resolve().parent.parent
+MODELS = ROOT / "stan_models"
+TEST_STAN = Path(__file__).resolve().parent / "stan"
+
+PROGRAMS = {
+    "linear_regression": MODELS / "linear_regression.stan",
+    "logistic_regression": MODELS / "logistic_regression.stan",
+    "linear_regression_sim": MODELS / "linear_regression_sim.stan",
+    "throws": TEST_STAN / "throws.stan",
+}
+
+
+@pytest.fixture(scope="session")
+def compiled():
+    """name -> CompiledModel for every test program."""
+    start = time.perf_counter()
+    models = compile_many(list(PROGRAMS.values()), workers=2)
+    logging.getLogger("bread_stan").info("test programs ready in %.1f s",
+                                         time.perf_counter() - start)
+    return dict(zip(PROGRAMS, models))
+
+
+def _regression_data(seed: int, n: int, k: int, logistic: bool) -> dict:
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, k))
+    eta = 0.3 + x @ rng.normal(size=k)
+    if logistic:
+        y = (rng.random(n) < 1 / (1 + np.exp(-eta))).astype(np.int64)
+    else:
+        y = eta + 0.7 * rng.normal(size=n)
+    return {"N": n, "K": k, "X": x, "y": y}
+
+
+@pytest.fixture(scope="session")
+def linear_data():
+    return _regression_data(1, 40, 3, logistic=False)
+
+
+@pytest.fixture(scope="session")
+def logistic_data():
+    return _regression_data(2, 30, 3, logistic=True)

@@ -1,0 +1,68 @@
+"""Toolchain discovery, the compile cache and the exported symbols."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+
+from bread_stan import compile as compile_module
+from bread_stan.compile import cache_dir, compile_model, read_program, stanc_info
+from bread_stan.toolchain import find_toolchain
+
+from conftest import PROGRAMS
+
+
+def test_toolchain():
+    toolchain = find_toolchain()
+    assert toolchain.stanc.exists()
+    assert "Stan 2." in toolchain.version
+    flags = toolchain.cxxflags()
+    assert "-DSTAN_THREADS" in flags and "-fvisibility=hidden" in flags
+    assert "-ltbb" in toolchain.ldflags(sundials=False)
+    assert toolchain.key() == find_toolchain().key()
+    assert toolchain.key(("-O2",)) != toolchain.key()
+
+
+def test_cache_dir_can_be_overridden(monkeypatch, tmp_path):
+    monkeypatch.setenv("BREAD_STAN_CACHE", str(tmp_path / "c"))
+    assert cache_dir() == tmp_path / "c" and cache_dir().is_dir()
+
+
+def test_read_program_from_path_and_text():
+    from_path = read_program(PROGRAMS["linear_regression"])
+    assert from_path.name == "linear_regression" and from_path.path is not None
+    from_text = read_program(from_path.code)
+    assert from_text.path is None and from_text.code == from_path.code
+    assert from_text.name.startswith("model_")
+    with pytest.raises(FileNotFoundError):
+        read_program("no_such_program.stan")
+
+
+def test_stanc_info_lists_data_variables():
+    info = stanc_info(PROGRAMS["linear_regression"])
+    assert set(info["inputs"]) == {"N", "K", "X", "y", "prior_only"}
+    assert info["inputs"]["prior_only"]["type"] == "int"
+
+
+def test_cache_hit_runs_no_subprocess(compiled, monkeypatch):
+    def forbidden(*args, **kwargs):
+        raise AssertionError("a cache hit must not run stanc or the compiler")
+
+    monkeypatch.setattr(compile_module, "_run", forbidden)
+    monkeypatch.setattr(subprocess, "run", forbidden)
+    again = compile_model(PROGRAMS["linear_regression"])
+    assert again.library == compiled["linear_regression"].library
+    assert again.info == compiled["linear_regression"].info
+
+
+def test_only_bridge_symbols_are_exported(compiled):
+    nm = shutil.which("nm")
+    if nm is None:
+        pytest.skip("nm not available")
+    out = subprocess.run([nm, "-D", "--defined-only", str(compiled["throws"].library)],
+                         capture_output=True, text=True, check=True).stdout
+    names = [line.split()[-1] for line in out.splitlines() if line.strip()]
+    assert names and all(n.startswith(("bs_", "bread_")) for n in names), names
+    assert {"bs_major_version", "bs_log_density_gradient", "bread_split_batch"} <= set(names)
