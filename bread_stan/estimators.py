@@ -30,15 +30,31 @@ __all__ = [
 ]
 
 
-def _finite_1d(x, name: str) -> np.ndarray:
+def _estimates(x, name: str, allowed_inf: float) -> np.ndarray:
+    """Per-chain log estimates as a 1-d array.
+
+    An infinite value is legitimate on one side only: a forward chain whose
+    prior draw has zero likelihood has L = -inf (weight 0), a reverse chain
+    passing through such a point has U = +inf.  NaN, or the other infinity,
+    means the run is broken.
+    """
     x = np.asarray(x, dtype=float).ravel()
     if x.size == 0:
         raise ValueError(f"{name}: no chains")
-    if not np.all(np.isfinite(x)):
-        bad = int(np.sum(~np.isfinite(x)))
-        raise ValueError(f"{name}: {bad} of {x.size} chains have a non-finite log estimate; "
-                         "inspect the run's diagnostics (divergences, rejected start points)")
+    bad = np.isnan(x) | (np.isinf(x) & (x != allowed_inf))
+    if np.any(bad):
+        raise ValueError(f"{name}: {int(bad.sum())} of {x.size} chains have an invalid "
+                         "(NaN or wrong-signed infinite) log estimate; inspect the run's "
+                         "diagnostics (divergences, rejected start points)")
     return x
+
+
+def _lower(x) -> np.ndarray:
+    return _estimates(x, "forward estimates", -np.inf)
+
+
+def _upper(x) -> np.ndarray:
+    return _estimates(x, "reverse estimates", np.inf)
 
 
 def log_mean_exp(x: np.ndarray) -> float:
@@ -84,9 +100,11 @@ def jeffreys_bound(lower, upper, *, level: float = 0.95, method: str = "normal",
     ``method`` is ``"normal"`` (two independent sample means) or ``"bootstrap"``
     (percentile interval, resampling both directions independently).
     """
-    L = _finite_1d(lower, "forward estimates")
-    U = _finite_1d(upper, "reverse estimates")
+    L = _lower(lower)
+    U = _upper(upper)
     estimate = float(np.mean(U) - np.mean(L))
+    if not np.isfinite(estimate):  # a chain with zero weight: the bound is vacuous
+        return JeffreysBound(np.inf, np.inf, np.inf, np.inf, level, method, L.size, U.size)
     var_u = np.var(U, ddof=1) / U.size if U.size > 1 else np.nan
     var_l = np.var(L, ddof=1) / L.size if L.size > 1 else np.nan
     se = float(np.sqrt(var_u + var_l))
@@ -127,8 +145,8 @@ class Sandwich:
 
 def log_ml_sandwich(lower, upper) -> Sandwich:
     """log-mean-exp of forward estimates and minus log-mean-exp of minus reverse ones."""
-    L = _finite_1d(lower, "forward estimates")
-    U = _finite_1d(upper, "reverse estimates")
+    L = _lower(lower)
+    U = _upper(upper)
     return Sandwich(log_mean_exp(L), _log_mean_exp_se(L),
                     -log_mean_exp(-U), _log_mean_exp_se(-U))
 
@@ -167,8 +185,8 @@ def consistency_check(lower, upper, *, alpha: float = 1e-3) -> ConsistencyCheck:
 
     The p-value is the smaller of the two, doubled (Bonferroni), capped at 1.
     """
-    L = _finite_1d(lower, "forward estimates")
-    U = _finite_1d(upper, "reverse estimates")
+    L = _lower(lower)
+    U = _upper(upper)
     sandwich_gap = log_mean_exp(L) + log_mean_exp(-U)
     extreme_gap = float(np.max(L) - np.min(U))
     p_sandwich = min(1.0, 2.0 * np.exp(-sandwich_gap / 2))
@@ -198,7 +216,7 @@ def one_sided_bounds(lower, upper, *, known_upper: float | None = None,
     """
     out: dict[str, float] = {}
     if known_upper is not None:
-        out["kl_q_p"] = float(known_upper - np.mean(_finite_1d(lower, "forward estimates")))
+        out["kl_q_p"] = float(known_upper - np.mean(_lower(lower)))
     if known_lower is not None:
-        out["kl_p_q"] = float(np.mean(_finite_1d(upper, "reverse estimates")) - known_lower)
+        out["kl_p_q"] = float(np.mean(_upper(upper)) - known_lower)
     return out

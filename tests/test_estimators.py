@@ -40,9 +40,20 @@ def test_bootstrap_interval_agrees_with_normal_for_many_chains():
     assert boot.ci_high == pytest.approx(normal.ci_high, abs=0.02)
 
 
-def test_non_finite_estimates_are_refused_with_a_clear_message():
-    with pytest.raises(ValueError, match="non-finite"):
-        jeffreys_bound([0.0, -np.inf], [1.0, 2.0])
+def test_invalid_estimates_are_refused_with_a_clear_message():
+    with pytest.raises(ValueError, match="invalid"):
+        jeffreys_bound([0.0, np.nan], [1.0, 2.0])
+    with pytest.raises(ValueError, match="invalid"):
+        jeffreys_bound([0.0, np.inf], [1.0, 2.0])
+
+
+def test_zero_weight_chains_give_a_vacuous_bound_but_a_valid_sandwich():
+    L, U = np.array([-np.inf, -1.0, -1.2]), np.array([-0.5, np.inf, -0.7])
+    assert jeffreys_bound(L, U).estimate == np.inf
+    s = log_ml_sandwich(L, U)
+    assert s.lower == pytest.approx(np.log(np.mean(np.exp([-np.inf, -1.0, -1.2]))))
+    assert s.upper == pytest.approx(-np.log(np.mean(np.exp([0.5, -np.inf, 0.7]))))
+    assert consistency_check(L, U).passed
 
 
 def test_sandwich_contains_truth_for_unbiased_estimators():

@@ -1,0 +1,362 @@
+"""Forward and reverse annealed importance sampling (SPEC section 1).
+
+Forward, from exact prior draws u_1 (stochastic lower bound on log p(y))::
+
+    logw = 0
+    for t = 2..T:   logw += (b_t - b_{t-1}) * loglik(u_{t-1});   u_t ~ K_t(. | u_{t-1})
+
+Reverse, from exact posterior draws v_T (``-logw_rev`` is a stochastic upper bound)::
+
+    logw_rev = 0
+    for t = T..2:   logw_rev += (b_{t-1} - b_t) * loglik(v_t);   v_{t-1} ~ K_{t-1}(. | v_t)
+
+Which kernels run.  Both directions follow SPEC literally: forward applies
+K_2..K_T, reverse K_{T-1}..K_1, each transition *after* the increment that uses
+the state before it.  Each is an exact AIS estimator on its own (unbiased for
+p(y), respectively 1/p(y)).  The pair is also the exact mirror image needed for
+E[U] - E[L] = KL(q_fwd || q_rev) + KL(q_rev || q_fwd): the time reversal of the
+forward chain would start with K_T at the exact posterior draw, and K_T leaves
+that draw exactly distributed, so the reverse weights have the same
+distribution whether or not it is applied; likewise the reverse chain's final K_1
+acts after its last increment.  Only the final states differ: forward's has the
+extra K_T (which can only bring it closer to the posterior), reverse's the extra
+K_1.  Both directions run T - 1 transitions, so they batch together.
+
+Kernels are frozen (a :class:`~bread_stan.kernel_schedule.KernelSchedule`), so
+the same K_t runs in both directions.  Weights are accumulated in log space;
+optional thinned increments keep memory flat in T.  :func:`run` does both
+directions for several numbers of temperatures, forward and reverse chains in
+one batch per call into the model, and returns a
+:class:`~bread_stan.results.BreadResult`.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from .kernel_schedule import KernelSchedule
+from .kernels.base import Kernel, initial_state
+from .kernels.params import concat_params
+from .results import BreadResult, DirectionResult, StepResult
+from .rng import ChainRandom, chain_seed_sequences
+from .schedules import ScheduleSpec
+from .target import Target
+
+__all__ = ["AISRun", "forward", "reverse", "RunConfig", "run"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class AISRun:
+    """One direction of AIS over one schedule, per chain.
+
+    ``log_weights``: forward logw (lower bound) or reverse logw_rev.
+    ``log_estimates``: the per-chain estimate of log p(y): logw forward,
+    ``-logw_rev`` reverse (upper bound).  ``cumulative`` (n, k), when recorded,
+    is the running estimate after the temperatures ``cumulative_at`` (indices
+    into the betas, in temperature order for both directions, so forward and
+    reverse columns line up and the last column equals ``log_estimates``).
+    ``chain_stats`` holds per-chain kernel diagnostics.
+    """
+
+    direction: str
+    log_weights: np.ndarray
+    log_estimates: np.ndarray
+    final_positions: np.ndarray
+    n_grad: int
+    wall_time: float
+    diagnostics: dict[str, float]
+    chain_stats: dict[str, np.ndarray]
+    cumulative: np.ndarray | None = None
+    cumulative_at: np.ndarray | None = None
+    schedule: KernelSchedule | None = field(default=None, repr=False)
+
+    @property
+    def n_chains(self) -> int:
+        return self.log_weights.size
+
+    def to_direction_result(self) -> DirectionResult:
+        """The form stored in :class:`~bread_stan.results.StepResult`."""
+        return DirectionResult(self.log_estimates, self.wall_time, self.n_grad,
+                               dict(self.diagnostics), self.cumulative, self.cumulative_at)
+
+    def to_dataframe(self) -> pd.DataFrame:
+        """One row per chain: estimate, weight and kernel diagnostics."""
+        return pd.DataFrame({"direction": self.direction, "chain": np.arange(self.n_chains),
+                             "log_estimate": self.log_estimates,
+                             "log_weight": self.log_weights, **self.chain_stats})
+
+
+@dataclass
+class _Group:
+    """Chains of one direction inside a (possibly shared) batch."""
+
+    direction: str
+    start: np.ndarray
+    seed: int | np.random.SeedSequence
+    stream: int
+
+    @property
+    def n(self) -> int:
+        return self.start.shape[0]
+
+
+def _as_schedule(schedule) -> KernelSchedule:
+    if hasattr(schedule, "betas") and hasattr(schedule, "params_at"):
+        return schedule
+    return KernelSchedule(np.asarray(schedule, dtype=float))  # a bare array of betas
+
+
+def _check_start(target: Target, start, n_chains: int | None, what: str) -> np.ndarray:
+    x = np.asarray(start, dtype=float)
+    if x.ndim == 1:
+        x = x[None, :]
+    if x.ndim != 2 or x.shape[1] != target.dim:
+        raise ValueError(f"{what} draws must have shape (n, {target.dim}), got {np.shape(start)}")
+    if n_chains is not None:
+        if x.shape[0] == 1:
+            x = np.repeat(x, n_chains, axis=0)
+        elif x.shape[0] != n_chains:
+            raise ValueError(f"got {x.shape[0]} {what} draws for n_chains={n_chains}")
+    if not np.all(np.isfinite(x)):
+        raise ValueError(f"{what} draws contain non-finite values")
+    return np.ascontiguousarray(x)
+
+
+def _progress(total: int, enabled: bool, desc: str):
+    """A tqdm bar when asked for and attached to a terminal; otherwise nothing."""
+    if not enabled or not sys.stderr.isatty():
+        return None
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:  # progress bars are optional
+        return None
+    return tqdm(total=total, desc=desc, leave=False)
+
+
+def _anneal(target: Target, kernel: Kernel, schedule, groups: list[_Group], *,
+            increments_every: int | None, progress: bool) -> list[AISRun]:
+    """Run the groups' chains in one batch through the schedule; one AISRun per group."""
+    schedule = _as_schedule(schedule)
+    betas = np.asarray(schedule.betas, dtype=float)
+    T = betas.size
+    spt = int(getattr(schedule, "steps_per_temperature", 1))
+    d = target.dim
+    sizes = [g.n for g in groups]
+    n = sum(sizes)
+    bounds = np.cumsum([0] + sizes)
+    is_rev = np.concatenate([np.full(g.n, g.direction == "reverse") for g in groups])
+
+    rng = ChainRandom([ss for g in groups
+                       for ss in chain_seed_sequences(g.seed, g.stream, range(g.n))])
+    t0 = time.perf_counter()
+    state = initial_state(target, np.concatenate([g.start for g in groups]),
+                          gradient=kernel.needs_gradient)
+    bad = ~np.isfinite(state.evaluation.log_prior)
+    if bad.any():
+        raise ValueError(f"{int(bad.sum())} start points have zero or non-computable prior "
+                         f"density (first: chain {int(np.flatnonzero(bad)[0])}); "
+                         "exact prior/posterior draws must lie in the support")
+
+    logw = np.zeros(n)
+    n_grad = np.zeros(n, dtype=np.int64)
+    accept_sum = np.zeros(n)
+    divergences = np.zeros(n, dtype=np.int64)
+    depth_sum = np.zeros(n)
+    n_blocks = 0
+    if increments_every is not None:
+        every = int(increments_every)
+        if every < 1:
+            raise ValueError("increments_every must be a positive integer")
+        n_blocks = -(-(T - 1) // every)
+        blocks = np.zeros((n, n_blocks))
+
+    bar = _progress(T - 1, progress, "AIS " + "+".join(g.direction for g in groups))
+    try:
+        for k in range(1, T):
+            # Forward: temperature k (0-based) after the interval (b_{k-1}, b_k];
+            # reverse: the interval (b_{T-1-k}, b_{T-k}], then its kernel at T-1-k.
+            t_kernel = np.where(is_rev, T - 1 - k, k)
+            beta = betas[t_kernel]
+            coef = np.where(is_rev, betas[T - 1 - k] - betas[T - k], betas[k] - betas[k - 1])
+            ll = state.evaluation.log_lik
+            with np.errstate(invalid="ignore"):
+                inc = coef * np.where(np.isnan(ll), -np.inf, ll)
+            logw += inc
+            if n_blocks:
+                interval = np.where(is_rev, T - k, k)
+                blocks[np.arange(n), (interval - 1) // every] += inc
+            params = _batch_params(schedule, groups, bounds, T, k, d)
+            for _ in range(spt):
+                state, info = kernel.step(rng, state, target, beta, params)
+                n_grad += info.n_grad
+                accept_sum += info.accept_stat
+                divergences += info.divergent
+                depth_sum += info.tree_depth
+            if bar is not None:
+                bar.update()
+    finally:
+        if bar is not None:
+            bar.close()
+    wall = time.perf_counter() - t0
+
+    n_trans = (T - 1) * spt
+    runs = []
+    total_grad = max(int(n_grad.sum()), 1)
+    for g, lo, hi in zip(groups, bounds[:-1], bounds[1:]):
+        sl = slice(lo, hi)
+        w = logw[sl].copy()
+        sign = -1.0 if g.direction == "reverse" else 1.0
+        cumulative = cumulative_at = None
+        if n_blocks:
+            cumulative = np.cumsum(sign * blocks[sl], axis=1)
+            cumulative_at = np.minimum(np.arange(1, n_blocks + 1) * every, T - 1)
+        stats = {"accept_stat": accept_sum[sl] / n_trans, "divergences": divergences[sl],
+                 "tree_depth": depth_sum[sl] / n_trans, "n_grad": n_grad[sl]}
+        g_grad = int(n_grad[sl].sum())
+        diagnostics = {
+            "accept_stat": float(np.mean(stats["accept_stat"])),
+            "divergences": float(divergences[sl].sum()),
+            "divergent_chains": float(np.count_nonzero(divergences[sl])),
+            "tree_depth": float(np.mean(stats["tree_depth"])),
+            "grad_per_transition": g_grad / max(g.n * n_trans, 1),
+            "non_finite_estimates": float(np.count_nonzero(~np.isfinite(w))),
+            "shared_batch": float(len(groups) > 1),
+        }
+        runs.append(AISRun(
+            direction=g.direction, log_weights=w, log_estimates=sign * w,
+            final_positions=state.position[sl].copy(), n_grad=g_grad,
+            # In a shared batch, wall time is split in proportion to gradients.
+            wall_time=wall * (g_grad / total_grad if len(groups) > 1 else 1.0),
+            diagnostics=diagnostics, chain_stats=stats, cumulative=cumulative,
+            cumulative_at=cumulative_at, schedule=schedule))
+    return runs
+
+
+def _batch_params(schedule, groups, bounds, T, k, d):
+    """Kernel params for iteration k: one object for all groups' chains."""
+    parts = []
+    for g, lo, hi in zip(groups, bounds[:-1], bounds[1:]):
+        t = T - 1 - k if g.direction == "reverse" else k
+        parts.append((schedule.params_at(t), hi - lo))
+    if len(parts) == 1 or all(p is None for p, _ in parts):
+        return parts[0][0]
+    return concat_params(parts, d)
+
+
+def forward(target: Target, kernel: Kernel, schedule, start, *, seed,
+            stream: int = 0, increments_every: int | None = None,
+            progress: bool = False) -> AISRun:
+    """Forward AIS from exact prior draws ``start`` (n, d); estimates are lower bounds.
+
+    ``schedule`` is a frozen :class:`KernelSchedule` (or any object with
+    ``betas``, ``params_at(t)`` and ``steps_per_temperature``; a bare array of
+    betas means a kernel without params and one step per temperature).
+    Chain i uses random stream (seed, stream, i).
+    """
+    start = _check_start(target, start, None, "prior")
+    return _anneal(target, kernel, schedule, [_Group("forward", start, seed, stream)],
+                   increments_every=increments_every, progress=progress)[0]
+
+
+def reverse(target: Target, kernel: Kernel, schedule, start, *, seed,
+            stream: int = 1, increments_every: int | None = None,
+            progress: bool = False, n_chains: int | None = None) -> AISRun:
+    """Reverse AIS from exact posterior draws ``start``; estimates are upper bounds.
+
+    ``start`` is (n, d), or a single draw ((d,) or (1, d)) repeated for
+    ``n_chains`` chains (default 1).
+    """
+    start = _check_start(target, start, n_chains, "posterior")
+    return _anneal(target, kernel, schedule, [_Group("reverse", start, seed, stream)],
+                   increments_every=increments_every, progress=progress)[0]
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Settings of a BREAD run over several numbers of temperatures.
+
+    ``steps``: the numbers of temperatures T.  ``increment_blocks``: record the
+    running estimates at about this many temperatures (None: not at all).
+    ``combined``: forward and reverse chains share one batch per model call.
+    """
+
+    steps: tuple[int, ...] = (10, 100, 1000)
+    schedule: ScheduleSpec = ScheduleSpec()
+    steps_per_temperature: int = 1
+    combined: bool = True
+    increment_blocks: int | None = 100
+    progress: bool = False
+
+
+def run(target: Target, kernel: Kernel, prior_draws, posterior_draws, *, seed: int,
+        tuned=None, config: RunConfig = RunConfig(), model: str | None = None,
+        on_step: Callable[[StepResult], None] | None = None) -> BreadResult:
+    """Forward and reverse AIS for each number of temperatures in ``config.steps``.
+
+    ``tuned`` turns betas into a frozen kernel schedule: a
+    :class:`~bread_stan.tuning.TunedKernel` (or anything with
+    ``schedule(betas, steps_per_temperature)``), a fixed params object used
+    at every temperature, or None for a kernel without params.  The i-th step
+    count uses random streams 2i (forward) and 2i + 1 (reverse), so
+    ``config.steps[0]`` reproduces :func:`forward` and :func:`reverse` with their
+    default streams.  A single posterior draw is repeated for as many reverse
+    chains as there are prior draws.  ``on_step`` receives each finished
+    :class:`~bread_stan.results.StepResult` (to save it at once).
+    """
+    prior = _check_start(target, prior_draws, None, "prior")
+    single = np.ndim(posterior_draws) == 1 or np.shape(posterior_draws)[0] == 1
+    post = _check_start(target, posterior_draws, prior.shape[0] if single else None, "posterior")
+    settings = {"config": _jsonable_config(config), "seed": seed,
+                "kernel": type(kernel).__name__, "n_forward": prior.shape[0],
+                "n_reverse": post.shape[0]}
+    if tuned is not None and hasattr(tuned, "to_dict"):
+        settings["tuning"] = tuned.to_dict()
+    elif tuned is not None:
+        settings["params"] = {k: np.asarray(v).tolist() if v is not None else None
+                              for k, v in asdict(tuned).items()}
+    result = BreadResult(model or getattr(target, "name", type(target).__name__), settings)
+    for i, T in enumerate(config.steps):
+        betas = config.schedule.betas(T)
+        schedule = _kernel_schedule(tuned, betas, config.steps_per_temperature)
+        every = (None if config.increment_blocks is None
+                 else max(1, math.ceil((T - 1) / config.increment_blocks)))
+        groups = [_Group("forward", prior, seed, 2 * i), _Group("reverse", post, seed, 2 * i + 1)]
+        kw = {"increments_every": every, "progress": config.progress}
+        if config.combined:
+            fwd, rev = _anneal(target, kernel, schedule, groups, **kw)
+        else:
+            fwd = _anneal(target, kernel, schedule, groups[:1], **kw)[0]
+            rev = _anneal(target, kernel, schedule, groups[1:], **kw)[0]
+        step = StepResult(T, fwd.to_direction_result(), rev.to_direction_result(), betas,
+                          {"unconstrained": fwd.final_positions})
+        log.info("T=%d: mean lower %.4g, mean upper %.4g, %.3g s, %d gradients", T,
+                 np.mean(fwd.log_estimates), np.mean(rev.log_estimates),
+                 fwd.wall_time + rev.wall_time, fwd.n_grad + rev.n_grad)
+        result.steps.append(step)
+        if on_step is not None:
+            on_step(step)
+    return result
+
+
+def _kernel_schedule(tuned, betas, steps_per_temperature) -> KernelSchedule:
+    if tuned is None:
+        return KernelSchedule(betas, steps_per_temperature)
+    if hasattr(tuned, "schedule"):
+        return tuned.schedule(betas, steps_per_temperature)
+    return KernelSchedule.constant(betas, tuned, steps_per_temperature)
+
+
+def _jsonable_config(config: RunConfig) -> dict:
+    out = asdict(config)
+    out["steps"] = list(config.steps)
+    return out

@@ -1,0 +1,111 @@
+"""Static Hamiltonian Monte Carlo: fixed step size and number of leapfrog steps.
+
+One transition per chain: draw a momentum, run ``n_leapfrog`` leapfrog steps
+with a diagonal inverse metric, accept with the Metropolis probability
+``min(1, exp(H0 - H1))``.  All chains of the batch advance together (one model
+call per leapfrog step); a chain whose trajectory reaches a non-finite density
+or gradient leaves the batch at once and is rejected (the set of visited
+positions is the same forwards and backwards, so rejecting on it keeps the
+kernel reversible) and counts as divergent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..rng import ChainRandom
+from ..target import Evaluation, Target
+from .base import ChainState, StepInfo
+from .integrator import (kinetic, leapfrog, per_chain, per_chain_metric, tempered_grad,
+                         tempered_logp)
+
+__all__ = ["HMCParams", "HMC"]
+
+DIVERGENCE_THRESHOLD = 1000.0
+
+
+@dataclass(frozen=True)
+class HMCParams:
+    """Step size (scalar or per chain), leapfrog steps (scalar or per chain) and
+    diagonal inverse metric ((d,), (n, d) or None for the identity)."""
+
+    step_size: float | np.ndarray = 0.1
+    n_leapfrog: int | np.ndarray = 10
+    inv_metric: np.ndarray | None = None
+
+
+def _select(mask: np.ndarray, new: Evaluation, old: Evaluation) -> Evaluation:
+    m2 = mask[:, None]
+    return Evaluation(np.where(mask, new.log_prior, old.log_prior),
+                      np.where(mask, new.log_lik, old.log_lik),
+                      np.where(m2, new.grad_prior, old.grad_prior),
+                      np.where(m2, new.grad_lik, old.grad_lik))
+
+
+class HMC:
+    """Static HMC with Metropolis correction; ``params`` is :class:`HMCParams`."""
+
+    needs_gradient = True
+    params_class = HMCParams
+
+    def step(self, rng: ChainRandom, state: ChainState, target: Target,
+             beta: np.ndarray, params: HMCParams, chains: np.ndarray | None = None
+             ) -> tuple[ChainState, StepInfo]:
+        if not isinstance(params, HMCParams):
+            raise TypeError(f"HMC needs HMCParams, got {type(params).__name__}")
+        q0 = state.position
+        n, d = q0.shape
+        chains = np.arange(n) if chains is None else np.asarray(chains, dtype=np.int64)
+        beta = np.broadcast_to(np.asarray(beta, dtype=float), (n,))
+        eps = per_chain(params.step_size, n, "step_size")
+        n_leap = per_chain(params.n_leapfrog, n, "n_leapfrog", integer=True)
+        minv = per_chain_metric(params.inv_metric, n, d)
+
+        ev0 = state.evaluation
+        with np.errstate(all="ignore"):
+            p0 = rng.normal(d, chains) / np.sqrt(minv)
+            h0 = kinetic(p0, minv) - tempered_logp(ev0, beta)
+            g0 = tempered_grad(ev0, beta)
+
+            # The proposal starts as a copy of the current state; chains that
+            # stop early keep ``ok = False`` and are rejected below.
+            q_end = q0.copy()
+            p_end = p0.copy()
+            ev_end = Evaluation(ev0.log_prior.copy(), ev0.log_lik.copy(),
+                                ev0.grad_prior.copy(), ev0.grad_lik.copy())
+            ok = np.ones(n, dtype=bool)
+            n_grad = np.zeros(n, dtype=np.int64)
+
+            ids = np.flatnonzero(n_leap > 0)
+            q, p, g = q0[ids], p0[ids], g0[ids]
+            k = 0
+            while ids.size:
+                q, p, g, ev = leapfrog(target, q, p, g, eps[ids], minv[ids], beta[ids])
+                k += 1
+                n_grad[ids] += 1
+                bad = ~(np.isfinite(tempered_logp(ev, beta[ids])) & np.all(np.isfinite(g), axis=1))
+                done = bad | (n_leap[ids] == k)
+                if done.any():
+                    fin = ids[done]
+                    q_end[fin], p_end[fin] = q[done], p[done]
+                    ev_end.log_prior[fin], ev_end.log_lik[fin] = ev.log_prior[done], ev.log_lik[done]
+                    ev_end.grad_prior[fin], ev_end.grad_lik[fin] = ev.grad_prior[done], ev.grad_lik[done]
+                    ok[ids[bad]] = False
+                    keep = ~done
+                    ids, q, p, g = ids[keep], q[keep], p[keep], g[keep]
+
+            h1 = kinetic(p_end, minv) - tempered_logp(ev_end, beta)
+            delta = np.where(ok, h0 - h1, -np.inf)
+            delta = np.where(np.isnan(delta), -np.inf, delta)
+            accept = rng.log_uniform(chains) < delta
+            accept_stat = np.exp(np.minimum(delta, 0.0))
+            energy_error = np.where(ok, h1 - h0, np.inf)
+            divergent = ~ok | ~np.isfinite(h1) | (energy_error > DIVERGENCE_THRESHOLD)
+
+        position = np.where(accept[:, None], q_end, q0)
+        info = StepInfo(accept_stat=accept_stat, divergent=divergent,
+                        energy_error=energy_error, n_grad=n_grad,
+                        tree_depth=np.zeros(n, dtype=np.int64))
+        return ChainState(position, _select(accept, ev_end, ev0)), info

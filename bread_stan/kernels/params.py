@@ -1,0 +1,41 @@
+"""Batching kernel settings: one params object for chains at different temperatures.
+
+Forward and reverse chains can share one batch (one model call per leapfrog
+step) although each sits at its own temperature with its own step size and
+metric.  :func:`concat_params` merges the settings of several groups of chains
+into one params object with per-chain fields.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .integrator import per_chain_metric
+
+__all__ = ["concat_params"]
+
+
+def concat_params(parts: list[tuple[object, int]], d: int):
+    """Per-chain params for a batch made of groups ``(params, n_chains)`` of one class.
+
+    Scalar fields that agree across groups stay scalar; the others become
+    per-chain arrays (the inverse metric becomes (n, d)).
+    """
+    params = [p for p, _ in parts]
+    cls = type(params[0])
+    if any(type(p) is not cls for p in params):
+        raise TypeError("cannot batch kernel params of different classes")
+    fields = {}
+    for name in cls.__dataclass_fields__:
+        values = [getattr(p, name) for p in params]
+        if name == "inv_metric":
+            if all(v is None for v in values):
+                fields[name] = None
+            else:
+                fields[name] = np.concatenate(
+                    [per_chain_metric(v, n, d) for v, (_, n) in zip(values, parts)])
+        elif all(np.ndim(v) == 0 for v in values) and len({float(v) for v in values}) == 1:
+            fields[name] = values[0]
+        else:
+            fields[name] = np.concatenate([np.broadcast_to(v, (n,)) for v, (_, n) in zip(values, parts)])
+    return cls(**fields)
