@@ -117,6 +117,22 @@ def variable_shapes(names: Sequence[str]) -> list[tuple[str, tuple[int, ...]]]:
             for n, s, c in out]
 
 
+def unflatten_draws(flat: np.ndarray, names: Sequence[str]) -> dict[str, np.ndarray]:
+    """Flat draws (n, outputs) in Stan's order as a dict name -> (n, *stan_shape)."""
+    flat = np.asarray(flat, dtype=np.float64)
+    flat = flat[None, :] if flat.ndim == 1 else flat
+    n = flat.shape[0]
+    draws, column = {}, 0
+    for name, shape in variable_shapes(names):
+        size = int(np.prod(shape))
+        block = flat[:, column:column + size]
+        column += size
+        # Stan's flat order is column-major within a variable.
+        value = block.reshape((n, *shape[::-1])).transpose(0, *range(len(shape), 0, -1))
+        draws[name] = np.ascontiguousarray(value)
+    return draws
+
+
 def _address(array: np.ndarray) -> int:
     """Address of an array's data (three times faster than ``array.ctypes.data``)."""
     try:

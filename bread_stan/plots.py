@@ -13,7 +13,8 @@ import numpy as np
 
 from .results import BreadResult
 
-__all__ = ["plot_estimates", "plot_bound", "plot_gap_by_temperature", "plot_all"]
+__all__ = ["plot_estimates", "plot_bound", "plot_gap_by_temperature", "plot_all",
+           "plot_comparison"]
 
 _FORWARD, _REVERSE = "#1f77b4", "#d62728"
 
@@ -100,3 +101,22 @@ def plot_all(result: BreadResult, *, truth: float | None = None) -> dict:
     """All figures of a run, by file stem."""
     return {"estimates": plot_estimates(result, truth=truth), "bound": plot_bound(result),
             "gap_by_temperature": plot_gap_by_temperature(result)}
+
+
+def plot_comparison(results: dict[str, BreadResult]):
+    """The Jeffreys bound of several programs against steps and against seconds."""
+    fig, (ax_steps, ax_time) = _figure(ncols=2)
+    for label, result in results.items():
+        table = result.summary()
+        for ax, xcol in ((ax_steps, "steps"), (ax_time, "seconds")):
+            ax.plot(table[xcol], table["bound"], "o-", label=label)
+    for ax, xlabel in ((ax_steps, "number of AIS distributions"),
+                       (ax_time, "wall time (s), forward + reverse")):
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("Jeffreys bound (nats)")
+        ax.legend(frameon=False)
+    fig.suptitle("representation comparison: bound on the Jeffreys divergence")
+    fig.tight_layout()
+    return fig

@@ -17,7 +17,7 @@ import pandas as pd
 
 from .results import BreadResult
 
-__all__ = ["write_report", "markdown_table"]
+__all__ = ["write_report", "write_comparison", "markdown_table"]
 
 _COLUMNS = {
     "steps": "steps", "bound": "Jeffreys bound", "bound_ci_low": "CI low",
@@ -98,3 +98,27 @@ def write_report(result: BreadResult, out_dir: Path, *, truth: float | None = No
     html_path = out_dir / "report.html"
     html_path.write_text(page)
     return html_path
+
+
+def write_comparison(results: dict[str, BreadResult], out_dir: Path) -> Path:
+    """Figure and table comparing the bound of several programs; returns the table path."""
+    import matplotlib.pyplot as plt
+
+    from .plots import plot_comparison
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    frames = [r.summary().assign(program=label) for label, r in results.items()]
+    table = pd.concat(frames, ignore_index=True)
+    cols = ["program", "steps", "bound", "bound_ci_low", "bound_ci_high", "seconds",
+            "gradients", "consistent"]
+    table = table[cols]
+    table.to_csv(out_dir / "comparison.csv", index=False)
+    fig = plot_comparison(results)
+    fig.savefig(out_dir / "comparison.png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    md = ["# Representation comparison", "", markdown_table(table), "",
+          "![comparison](comparison.png)", ""]
+    path = out_dir / "comparison.md"
+    path.write_text("\n".join(md))
+    return path

@@ -22,7 +22,7 @@ import numpy as np
 from .compile import DEFAULT_STANC_ARGS, CompiledModel, Program, compile_model
 from .data import DataLike, load_data
 from .errors import StanDataError
-from .model import StanModel, _address, variable_shapes
+from .model import StanModel, _address, unflatten_draws, variable_shapes
 
 __all__ = ["Simulator", "split_draw", "draw_at", "to_unconstrained"]
 
@@ -100,16 +100,9 @@ class Simulator:
                  threads: int | None = None) -> dict[str, np.ndarray]:
         """Draws as a dict name -> array of shape (n, *stan_shape)."""
         flat = self.simulate_flat(n, seed, first=first, threads=threads)
-        draws, column = {}, 0
-        for name, shape in self.shapes:
-            size = int(np.prod(shape))
-            block = flat[:, column:column + size]
-            column += size
-            # Stan's flat order is column-major within a variable.
-            value = block.reshape((n, *shape[::-1])).transpose(0, *range(len(shape), 0, -1))
-            if name in self._int_outputs:
-                value = np.rint(value).astype(np.int64)
-            draws[name] = np.ascontiguousarray(value)
+        draws = unflatten_draws(flat, self.names)
+        for name in self._int_outputs & draws.keys():
+            draws[name] = np.rint(draws[name]).astype(np.int64)
         return draws
 
 

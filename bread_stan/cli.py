@@ -1,0 +1,172 @@
+"""The ``bread-stan`` command line.
+
+    bread-stan run MODEL.stan --simulator SIM.stan --data DATA.json [--steps 10,100,1000]
+                   [--chains 100] [--kernel hmc|nuts] [--seed 0] [--out DIR] [--threads N]
+    bread-stan compare A.stan B.stan --simulator SIM.stan --data DATA.json [...]
+    bread-stan report DIR
+    bread-stan info
+
+``run`` and ``compare`` save every finished step count in ``--out`` and write a
+report there; interrupting keeps what finished, and rerunning the same command
+continues where it stopped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+__all__ = ["main"]
+
+log = logging.getLogger("bread_stan")
+
+
+def _steps(text: str) -> tuple[int, ...]:
+    try:
+        steps = tuple(int(s) for s in text.split(",") if s.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--steps takes comma-separated integers, got {text!r}")
+    if not steps or min(steps) < 2:
+        raise argparse.ArgumentTypeError("--steps: every number of distributions must be >= 2")
+    return steps
+
+
+def _add_run_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--simulator", required=True, type=Path,
+                   help="simulator program: draws all unknowns from the prior, then the data")
+    p.add_argument("--data", type=Path, help="the model's data (JSON); the simulator reads it too")
+    p.add_argument("--steps", type=_steps, default=(10, 100, 1000),
+                   help="numbers of AIS distributions, comma-separated (default 10,100,1000)")
+    p.add_argument("--chains", type=int, default=100, help="chains per direction (default 100)")
+    p.add_argument("--kernel", choices=("hmc", "nuts"), default="hmc")
+    p.add_argument("--leapfrog", type=int, default=10, help="HMC leapfrog steps (default 10)")
+    p.add_argument("--max-depth", type=int, default=8, help="NUTS maximum tree depth (default 8)")
+    p.add_argument("--schedule", choices=("sigmoid", "linear", "geometric"), default="sigmoid")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=None, help="threads per model call (default: all cores)")
+    p.add_argument("--out", type=Path, default=None,
+                   help="output directory (default: bread-<model name>)")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="bread-stan",
+        description="Bound how far AIS/HMC output is from the exact posterior of a Stan model.")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("run", help="BREAD bounds for one model")
+    p.add_argument("model", type=Path, help="model program with the prior_only split")
+    _add_run_options(p)
+    p.add_argument("--known-upper", type=float, default=None,
+                   help="a trusted upper bound on log p(y): adds a KL(q||p) bound")
+    p.add_argument("--known-lower", type=float, default=None,
+                   help="a trusted lower bound on log p(y): adds a KL(p||q) bound")
+
+    p = sub.add_parser("compare", help="BREAD for several programs of one model, shared data")
+    p.add_argument("models", type=Path, nargs="+", help="model programs to compare")
+    _add_run_options(p)
+
+    p = sub.add_parser("report", help="regenerate figures and report from saved results")
+    p.add_argument("dir", type=Path)
+
+    sub.add_parser("info", help="toolchain, cache directory and version")
+    return parser
+
+
+def _settings(args):
+    from .schedules import ScheduleSpec
+    from .workflow import RunSettings, SamplerSettings
+
+    sampler = SamplerSettings(kernel=args.kernel, n_leapfrog=args.leapfrog,
+                              max_depth=args.max_depth)
+    run = RunSettings(steps=args.steps, chains=args.chains, seed=args.seed,
+                      threads=args.threads, schedule=ScheduleSpec(kind=args.schedule),
+                      progress=not args.quiet and sys.stderr.isatty())
+    return sampler, run
+
+
+def _print_summary(result) -> None:
+    from .report import markdown_table, _display_table
+
+    print(f"\n{result.model}")
+    print(markdown_table(_display_table(result)))
+    for problem in result.problems():
+        print(f"\n!! {problem}")
+
+
+def _cmd_run(args) -> int:
+    from .report import write_report
+    from .workflow import bread
+
+    sampler, run = _settings(args)
+    out = args.out or Path(f"bread-{args.model.stem}")
+    known = {k: v for k, v in (("upper", args.known_upper), ("lower", args.known_lower))
+             if v is not None}
+    result = bread(args.model, args.simulator, args.data, sampler=sampler, run=run,
+                   known_log_ml_bounds=known or None, out_dir=out)
+    report = write_report(result, out)
+    _print_summary(result)
+    print(f"\nresults and report: {report}")
+    return 0 if result.consistent else 3
+
+
+def _cmd_compare(args) -> int:
+    from .report import write_comparison, write_report
+    from .workflow import compare
+
+    sampler, run = _settings(args)
+    out = args.out or Path("bread-compare")
+    results = compare(args.models, args.simulator, args.data, sampler=sampler, run=run,
+                      out_dir=out)
+    for label, result in results.items():
+        write_report(result, out / label)
+        _print_summary(result)
+    path = write_comparison(results, out)
+    print(f"\ncomparison: {path}")
+    return 0 if all(r.consistent for r in results.values()) else 3
+
+
+def _cmd_report(args) -> int:
+    from .report import write_report
+    from .results import BreadResult
+
+    result = BreadResult.load(args.dir)
+    path = write_report(result, args.dir)
+    _print_summary(result)
+    print(f"\nreport: {path}")
+    return 0
+
+
+def _cmd_info(args) -> int:
+    from . import __version__
+    from .compile import cache_dir
+    from .toolchain import find_toolchain
+
+    tc = find_toolchain()
+    print(f"bread-stan {__version__}")
+    print(f"toolchain: {tc}")
+    print(f"cache: {cache_dir()}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``bread-stan`` console script."""
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S")
+    commands = {"run": _cmd_run, "compare": _cmd_compare, "report": _cmd_report,
+                "info": _cmd_info}
+    try:
+        return commands[args.command](args)
+    except KeyboardInterrupt:
+        print("\ninterrupted: finished step counts are saved; rerun the same command to "
+              "continue", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
