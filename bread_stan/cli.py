@@ -20,6 +20,8 @@ from pathlib import Path
 
 __all__ = ["main"]
 
+from .errors import BreadStanError
+
 log = logging.getLogger("bread_stan")
 
 
@@ -162,6 +164,10 @@ def main(argv: list[str] | None = None) -> int:
                 "info": _cmd_info}
     try:
         return commands[args.command](args)
+    except (BreadStanError, FileNotFoundError, ValueError) as error:
+        # Problems with the user's input: the message names the problem and the fix.
+        print(f"bread-stan {args.command}: error: {error}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("\ninterrupted: finished step counts are saved; rerun the same command to "
               "continue", file=sys.stderr)

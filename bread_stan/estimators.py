@@ -189,8 +189,8 @@ def consistency_check(lower, upper, *, alpha: float = 1e-3) -> ConsistencyCheck:
     U = _upper(upper)
     sandwich_gap = log_mean_exp(L) + log_mean_exp(-U)
     extreme_gap = float(np.max(L) - np.min(U))
-    p_sandwich = min(1.0, 2.0 * np.exp(-sandwich_gap / 2))
-    p_extreme = min(1.0, (L.size + U.size) * np.exp(-extreme_gap / 2))
+    p_sandwich = min(1.0, 2.0 * np.exp(min(0.0, -sandwich_gap / 2)))
+    p_extreme = min(1.0, (L.size + U.size) * np.exp(min(0.0, -extreme_gap / 2)))
     p_value = float(min(1.0, 2.0 * min(p_sandwich, p_extreme)))
     passed = p_value >= alpha
     if passed:

@@ -261,6 +261,12 @@ class BreadResult:
         steps.sort(key=lambda s: s.n_steps)
         return cls(header["model"], header["settings"], steps, header.get("extra", {}))
 
+    def plot(self, *, truth: float | None = None) -> dict:
+        """All figures of the report (estimates, bound, per-temperature gap), by name."""
+        from .plots import plot_all
+
+        return plot_all(self, truth=truth)
+
     def _repr_html_(self) -> str:  # Jupyter display
         head = f"<b>BREAD: {self.model}</b>"
         warn = "".join(f"<p style='color:#b00'>{p}</p>" for p in self.problems())

@@ -33,6 +33,7 @@ import numpy as np
 from . import ais
 from .compile import compile_model
 from .data import load_data
+from .errors import BreadStanError
 from .kernels.hmc import HMC, HMCParams
 from .kernels.nuts import NUTS, NUTSParams
 from .model import unflatten_draws
@@ -49,7 +50,7 @@ log = logging.getLogger(__name__)
 _TRUTH, _PILOT, _PRIOR, _CHAINS = 0, 1, 2, 3  # purposes of derived seeds
 
 
-class ResumeMismatchError(RuntimeError):
+class ResumeMismatchError(BreadStanError):
     """The output directory holds results of a run with different settings."""
 
 
@@ -135,6 +136,7 @@ class _Problem:
     target: StanTarget
     x_star: np.ndarray  # unconstrained exact posterior draw
     truth: dict[str, Any]
+    simulated_data: dict[str, Any]
 
 
 def _simulate_problem(name, model, simulator: Simulator, data: Mapping, seed: int,
@@ -145,7 +147,11 @@ def _simulate_problem(name, model, simulator: Simulator, data: Mapping, seed: in
     params, overrides = split_draw(truth_draw, compiled)
     target = StanTarget(compiled, {**data, **overrides}, threads=threads)
     x_star = target.param_unconstrain(params)
-    return _Problem(name, target, x_star, {k: np.asarray(v).tolist() for k, v in params.items()})
+    return _Problem(name, target, x_star, _as_lists(params), _as_lists(overrides))
+
+
+def _as_lists(values: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: np.asarray(v).tolist() for k, v in values.items()}
 
 
 def _prior_draws(problem: _Problem, simulator: Simulator, n: int, seed: int) -> np.ndarray:
@@ -164,7 +170,8 @@ def _run_problem(problem: _Problem, simulator: Simulator, sampler: SamplerSettin
                  known_log_ml_bounds: Mapping[str, float] | None) -> BreadResult:
     kernel, base_params = sampler.make()
     result = BreadResult(problem.name, header, [], {
-        "truth": problem.truth, "known_log_ml_bounds": dict(known_log_ml_bounds or {})})
+        "truth": problem.truth, "simulated_data": problem.simulated_data,
+        "known_log_ml_bounds": dict(known_log_ml_bounds or {})})
     done: set[int] = set()
     if out_dir is not None:
         done = _resume(result, out_dir, header)

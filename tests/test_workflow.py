@@ -1,0 +1,200 @@
+"""The BREAD workflow end to end on a conjugate Stan model with a closed-form log p(y).
+
+Model: y_i ~ normal(mu, sigma), mu ~ normal(0, tau), sigma and tau known, so
+y ~ MVN(0, sigma^2 I + tau^2 11') exactly.  Tolerances are 3.5 Monte Carlo
+standard errors (two-sided miss probability about 5e-4 per comparison).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from bread_stan import cli, workflow
+from bread_stan.compile import compile_many
+from bread_stan.results import BreadResult
+from bread_stan.workflow import RunSettings, SamplerSettings, bread, compare
+
+TEST_STAN = Path(__file__).resolve().parent / "stan"
+MODEL = TEST_STAN / "normal_mean.stan"
+SIMULATOR = TEST_STAN / "normal_mean_sim.stan"
+WRONG_SIMULATOR = TEST_STAN / "normal_mean_sim_wrong.stan"
+DATA = {"N": 20, "sigma": 1.0, "tau": 2.0}
+Z = 3.5
+
+SAMPLER = SamplerSettings(kernel="hmc", n_leapfrog=5, pilot_chains=16, pilot_grid=6,
+                          pilot_steps=20)
+RUN = RunSettings(steps=(3, 30, 300), chains=200, seed=1, progress=False)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _compiled():
+    compile_many([MODEL, SIMULATOR, WRONG_SIMULATOR], workers=2)
+
+
+def _exact_log_ml(y: np.ndarray) -> float:
+    n = y.size
+    cov = DATA["sigma"] ** 2 * np.eye(n) + DATA["tau"] ** 2 * np.ones((n, n))
+    return stats.multivariate_normal(np.zeros(n), cov).logpdf(y)
+
+
+@pytest.fixture(scope="module")
+def result():
+    return bread(MODEL, SIMULATOR, DATA, sampler=SAMPLER, run=RUN)
+
+
+def test_sandwich_contains_the_exact_log_ml_and_the_bound_shrinks(result):
+    exact = _exact_log_ml(np.asarray(result.extra["simulated_data"]["y"]))
+    table = result.summary().set_index("steps")
+    for s in result.steps:
+        L, U = s.forward.log_estimates, s.reverse.log_estimates
+        n = L.size
+        # E[L] <= log p(y) <= E[U]: the sample means, up to their standard errors.
+        assert L.mean() <= exact + Z * L.std(ddof=1) / np.sqrt(n)
+        assert U.mean() >= exact - Z * U.std(ddof=1) / np.sqrt(n)
+        row = table.loc[s.n_steps]
+        assert row.log_ml_lower <= exact + Z * row.log_ml_lower_se
+        assert row.log_ml_upper >= exact - Z * row.log_ml_upper_se
+        assert row.consistent
+        # The bound is a divergence: non-negative up to its own interval.
+        assert row.bound_ci_high >= 0
+    assert table.bound.is_monotonic_decreasing
+    assert table.bound[300] < 0.05 * table.bound[3]
+    # With 300 distributions the sandwich is narrow on this easy target (about 0.2 nats
+    # at seed 1; the bound, about 1 nat, is mean-based and wider).
+    assert table.log_ml_upper[300] - table.log_ml_lower[300] < 0.5
+
+
+def test_result_records_settings_truth_and_draws(result):
+    assert result.settings["sampler"]["kernel"] == "hmc"
+    assert set(result.extra["truth"]) == {"mu"}
+    assert "tuning" in result.extra
+    s = result.step(300)
+    assert s.draws["mu"].shape == (RUN.chains,)
+    # Forward draws at T = 300 are close to exact posterior draws: compare moments.
+    y = np.asarray(result.extra["simulated_data"]["y"])
+    precision = y.size / DATA["sigma"] ** 2 + 1 / DATA["tau"] ** 2
+    mean, sd = y.sum() / DATA["sigma"] ** 2 / precision, precision ** -0.5
+    assert abs(s.draws["mu"].mean() - mean) < Z * sd / np.sqrt(RUN.chains)
+
+
+def test_same_seed_same_numbers_and_seed_matters(result):
+    again = bread(MODEL, SIMULATOR, DATA, sampler=SAMPLER,
+                  run=RunSettings(steps=(3,), chains=200, seed=1, progress=False))
+    np.testing.assert_array_equal(again.step(3).forward.log_estimates,
+                                  result.step(3).forward.log_estimates)
+    np.testing.assert_array_equal(again.step(3).reverse.log_estimates,
+                                  result.step(3).reverse.log_estimates)
+    other = bread(MODEL, SIMULATOR, DATA, sampler=SAMPLER,
+                  run=RunSettings(steps=(3,), chains=200, seed=2, progress=False))
+    assert not np.array_equal(other.step(3).forward.log_estimates,
+                              result.step(3).forward.log_estimates)
+
+
+def test_mismatched_simulator_is_flagged_and_no_bound_is_reported():
+    # The wrong simulator's "truth" is a prior draw unrelated to the data; with few
+    # distributions the forward chains still sit near the prior, so reverse chains
+    # started from it score far below them (p about 1e-23 at seed 1).  The right
+    # simulator passes the same check at every step count (test above).
+    wrong = bread(MODEL, WRONG_SIMULATOR, DATA, sampler=SAMPLER,
+                  run=RunSettings(steps=(3,), chains=100, seed=1, progress=False))
+    assert not wrong.consistent
+    row = wrong.summary().iloc[0]
+    assert not row.consistent and row.consistency_p < 1e-6
+    assert np.isnan(row.bound) and row.mean_upper < row.mean_lower
+    assert len(wrong.problems()) == 1 and "simulator" in wrong.problems()[0]
+
+
+def test_export_round_trips(result, tmp_path):
+    result.save(tmp_path)
+    back = BreadResult.load(tmp_path)
+    for a, b in zip(result.steps, back.steps):
+        np.testing.assert_array_equal(a.forward.log_estimates, b.forward.log_estimates)
+        np.testing.assert_array_equal(a.reverse.log_estimates, b.reverse.log_estimates)
+        np.testing.assert_array_equal(a.draws["mu"], b.draws["mu"])
+    assert back.summary().equals(result.summary())
+
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert [row["steps"] for row in summary["summary"]] == [3, 30, 300]
+    assert summary["consistent"] is True
+
+    import arviz as az
+    idata = result.to_inference_data()
+    idata.to_netcdf(tmp_path / "draws.nc")
+    loaded = az.from_netcdf(tmp_path / "draws.nc")
+    np.testing.assert_array_equal(loaded.posterior["mu"].values[0], result.step(300).draws["mu"])
+    assert loaded.posterior.attrs["n_steps"] == 300
+    np.testing.assert_allclose(loaded.posterior.attrs["jeffreys_bound"],
+                               result.step(300).bound().estimate)
+
+    frame = result.to_dataframe()
+    assert len(frame) == 2 * RUN.chains * len(RUN.steps)
+    figures = result.plot()
+    assert set(figures) == {"estimates", "bound", "gap_by_temperature"}
+
+
+def test_compare_shares_one_simulated_data_set_and_truth(tmp_path):
+    run = RunSettings(steps=(3,), chains=20, seed=4, progress=False)
+    results = compare({"a": MODEL, "b": str(MODEL)}, SIMULATOR, DATA, sampler=SAMPLER,
+                      run=run, out_dir=tmp_path)
+    a, b = results["a"], results["b"]
+    assert a.extra["truth"] == b.extra["truth"]
+    assert a.extra["simulated_data"] == b.extra["simulated_data"]
+    np.testing.assert_array_equal(a.step(3).forward.log_estimates,
+                                  b.step(3).forward.log_estimates)
+    assert (tmp_path / "a" / "run.json").exists() and (tmp_path / "b" / "run.json").exists()
+
+
+def _cli_args(out: Path, steps: str) -> list[str]:
+    data = out.parent / "data.json"
+    data.write_text(json.dumps(DATA))
+    return ["run", str(MODEL), "--simulator", str(SIMULATOR), "--data", str(data),
+            "--steps", steps, "--chains", "30", "--seed", "3", "--leapfrog", "5",
+            "--out", str(out), "--quiet"]
+
+
+def test_cli_interrupt_and_resume_give_the_uninterrupted_results(tmp_path, monkeypatch):
+    whole = tmp_path / "whole"
+    assert cli.main(_cli_args(whole, "3,30")) == 0
+    assert (whole / "report.html").exists() and (whole / "summary.csv").exists()
+
+    real_run, calls = workflow.ais.run, []
+
+    def interrupted(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real_run(*args, **kwargs)
+
+    parts = tmp_path / "parts"
+    monkeypatch.setattr(workflow.ais, "run", interrupted)
+    assert cli.main(_cli_args(parts, "3,30")) == 130
+    assert [s.n_steps for s in BreadResult.load(parts).steps] == [3]
+    monkeypatch.setattr(workflow.ais, "run", real_run)
+    assert cli.main(_cli_args(parts, "3,30")) == 0
+
+    for a, b in zip(BreadResult.load(whole).steps, BreadResult.load(parts).steps, strict=True):
+        assert a.n_steps == b.n_steps
+        np.testing.assert_array_equal(a.forward.log_estimates, b.forward.log_estimates)
+        np.testing.assert_array_equal(a.reverse.log_estimates, b.reverse.log_estimates)
+
+
+def test_cli_refuses_to_mix_runs_with_different_settings(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert cli.main(_cli_args(out, "3")) == 0
+    args = _cli_args(out, "3")
+    args[args.index("--seed") + 1] = "4"
+    assert cli.main(args) == 2
+    assert "different settings" in capsys.readouterr().err
+
+
+def test_cli_report_regenerates_from_saved_results(tmp_path):
+    out = tmp_path / "run"
+    assert cli.main(_cli_args(out, "3")) == 0
+    (out / "report.html").unlink()
+    assert cli.main(["report", str(out)]) == 0
+    assert (out / "report.html").exists()
