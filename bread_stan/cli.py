@@ -3,6 +3,8 @@
     bread-stan run MODEL.stan --simulator SIM.stan --data DATA.json [--steps 10,100,1000]
                    [--chains 100] [--kernel hmc|nuts] [--seed 0] [--out DIR] [--threads N]
     bread-stan compare A.stan B.stan --simulator SIM.stan --data DATA.json [...]
+    bread-stan protocol MODEL.stan --simulator SIM.stan --data REAL.json
+                   [--sweep 10,100,1000,10000] [--fit-chains 4] [run options]
     bread-stan report DIR
     bread-stan info
 
@@ -38,12 +40,17 @@ def _steps(text: str) -> tuple[int, ...]:
 def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--simulator", required=True, type=Path,
                    help="simulator program: draws all unknowns from the prior, then the data")
-    p.add_argument("--data", type=Path, help="the model's data (JSON); the simulator reads it too")
+    p.add_argument("--data", help="the model's data: a JSON file, or the name of a bundled "
+                   "data set (nhefs, pima, goog, faithful, movielens, ...); the simulator "
+                   "reads it too")
     p.add_argument("--steps", type=_steps, default=(10, 100, 1000),
                    help="numbers of AIS distributions, comma-separated (default 10,100,1000)")
     p.add_argument("--chains", type=int, default=100, help="chains per direction (default 100)")
     p.add_argument("--kernel", choices=("hmc", "nuts"), default="hmc")
     p.add_argument("--leapfrog", type=int, default=10, help="HMC leapfrog steps (default 10)")
+    p.add_argument("--jitter", type=float, default=0.0,
+                   help="HMC step-size jitter j in [0, 1): step sizes uniform in "
+                   "[(1-j) e, (1+j) e] (default 0)")
     p.add_argument("--max-depth", type=int, default=8, help="NUTS maximum tree depth (default 8)")
     p.add_argument("--schedule", choices=("sigmoid", "linear", "geometric"), default="sigmoid")
     p.add_argument("--seed", type=int, default=0)
@@ -72,6 +79,17 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("models", type=Path, nargs="+", help="model programs to compare")
     _add_run_options(p)
 
+    p = sub.add_parser("protocol", help="real-data protocol: fit, simulate, validate, bound")
+    p.add_argument("model", type=Path, help="model program with the prior_only split")
+    _add_run_options(p)
+    p.add_argument("--sweep", type=_sweep, default=(10, 100, 1000, 10000),
+                   help="reverse-start transitions S, comma-separated (default 10,100,1000,10000)")
+    p.add_argument("--fit-chains", type=int, default=4, help="NUTS chains of the fit (default 4)")
+    p.add_argument("--fit-warmup", type=int, default=500, help="fit warmup iterations (default 500)")
+    p.add_argument("--fit-draws", type=int, default=500, help="fit draws per chain (default 500)")
+    p.add_argument("--hyper-summary", choices=("median", "mean"), default="median",
+                   help="posterior summary giving the fitted hyperparameters (default median)")
+
     p = sub.add_parser("report", help="regenerate figures and report from saved results")
     p.add_argument("dir", type=Path)
 
@@ -79,12 +97,24 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _data(arg: str | None):
+    """A JSON path as given, or a bundled data set by name (``bread_stan.datasets``)."""
+    if arg is None or Path(arg).exists():
+        return arg
+    from . import datasets
+
+    if arg in datasets.names():
+        return datasets.load(arg)
+    raise FileNotFoundError(f"--data {arg}: no such file, and not a bundled data set "
+                            f"(those are {', '.join(datasets.names())})")
+
+
 def _settings(args):
     from .schedules import ScheduleSpec
     from .workflow import RunSettings, SamplerSettings
 
     sampler = SamplerSettings(kernel=args.kernel, n_leapfrog=args.leapfrog,
-                              max_depth=args.max_depth)
+                              step_size_jitter=args.jitter, max_depth=args.max_depth)
     run = RunSettings(steps=args.steps, chains=args.chains, seed=args.seed,
                       threads=args.threads, schedule=ScheduleSpec(kind=args.schedule),
                       progress=not args.quiet and sys.stderr.isatty())
@@ -108,7 +138,7 @@ def _cmd_run(args) -> int:
     out = args.out or Path(f"bread-{args.model.stem}")
     known = {k: v for k, v in (("upper", args.known_upper), ("lower", args.known_lower))
              if v is not None}
-    result = bread(args.model, args.simulator, args.data, sampler=sampler, run=run,
+    result = bread(args.model, args.simulator, _data(args.data), sampler=sampler, run=run,
                    known_log_ml_bounds=known or None, out_dir=out)
     report = write_report(result, out)
     _print_summary(result)
@@ -122,7 +152,7 @@ def _cmd_compare(args) -> int:
 
     sampler, run = _settings(args)
     out = args.out or Path("bread-compare")
-    results = compare(args.models, args.simulator, args.data, sampler=sampler, run=run,
+    results = compare(args.models, args.simulator, _data(args.data), sampler=sampler, run=run,
                       out_dir=out)
     for label, result in results.items():
         write_report(result, out / label)
@@ -132,7 +162,60 @@ def _cmd_compare(args) -> int:
     return 0 if all(r.consistent for r in results.values()) else 3
 
 
+def _sweep(text: str) -> tuple[int, ...]:
+    try:
+        sweep = tuple(int(s) for s in text.split(",") if s.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--sweep takes comma-separated integers, got {text!r}")
+    if not sweep or min(sweep) < 0:
+        raise argparse.ArgumentTypeError("--sweep: numbers of transitions must be >= 0")
+    return sweep
+
+
+def _print_protocol(result) -> None:
+    from .protocol_report import protocol_verdict
+    from .report import markdown_table
+
+    print(f"\n{result.model} (real-data protocol)")
+    for line in protocol_verdict(result):
+        print(f"- {line}")
+    table = result.summary()
+    cols = [c for c in ("steps", "bound", "consistent", "real_forward_shifted",
+                        "sim_forward_shifted", "sim_reverse_shifted") if c in table.columns]
+    if cols:
+        print(markdown_table(table[cols]))
+    for problem in result.problems():
+        print(f"\n!! {problem}")
+
+
+def _cmd_protocol(args) -> int:
+    from .fit import FitSettings
+    from .protocol import ProtocolSettings, protocol
+    from .protocol_report import write_protocol_report
+
+    sampler, run = _settings(args)
+    settings = ProtocolSettings(s_sweep=args.sweep, fit=FitSettings(
+        chains=args.fit_chains, warmup=args.fit_warmup, draws=args.fit_draws,
+        hyper_summary=args.hyper_summary))
+    out = args.out or Path(f"protocol-{args.model.stem}")
+    result = protocol(args.model, args.simulator, _data(args.data), sampler=sampler, run=run,
+                      settings=settings, out_dir=out)
+    report = write_protocol_report(result, out)
+    _print_protocol(result)
+    print(f"\nresults and report: {report}")
+    return 0 if result.ok else 3
+
+
 def _cmd_report(args) -> int:
+    if (Path(args.dir) / "protocol.json").exists():
+        from .protocol import ProtocolResult
+        from .protocol_report import write_protocol_report
+
+        result = ProtocolResult.load(args.dir)
+        path = write_protocol_report(result, args.dir)
+        _print_protocol(result)
+        print(f"\nreport: {path}")
+        return 0
     from .report import write_report
     from .results import BreadResult
 
@@ -160,7 +243,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S")
-    commands = {"run": _cmd_run, "compare": _cmd_compare, "report": _cmd_report,
+    commands = {"run": _cmd_run, "compare": _cmd_compare, "protocol": _cmd_protocol,
+                "report": _cmd_report,
                 "info": _cmd_info}
     try:
         return commands[args.command](args)

@@ -55,10 +55,21 @@ def _verdict(result: BreadResult) -> str:
                 "divergence bounds. " + " ".join(result.problems()))
     best = max(result.steps, key=lambda s: s.n_steps)
     b = best.bound()
-    return (f"With {best.n_steps} distributions, the Jeffreys divergence between the "
+    text = (f"With {best.n_steps} distributions, the Jeffreys divergence between the "
             f"forward AIS output and the exact posterior (on simulated data) is at most "
             f"about {b.estimate:.3g} nats ({100 * b.level:.0f}% interval "
             f"{b.ci_low:.3g} to {b.ci_high:.3g}).")
+    stranded = best.stranded_forward_chains()
+    if stranded.size:
+        L = np.asarray(best.forward.log_estimates)
+        rest = np.delete(L, stranded)
+        share = (np.mean(rest) - np.mean(L)) / max(b.estimate, 1e-300)
+        text += (f" Note: {stranded.size} of {L.size} forward chains are stranded far below "
+                 f"the rest and make up {100 * share:.0f}% of that bound; these are usually "
+                 "chains started in the prior's tails where the tuned step size is far too "
+                 "large. More leapfrog steps, step-size jitter (--jitter), NUTS or a "
+                 "reparameterised model may free them.")
+    return text
 
 
 def write_report(result: BreadResult, out_dir: Path, *, truth: float | None = None) -> Path:

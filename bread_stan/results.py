@@ -90,6 +90,16 @@ class StepResult:
         return consistency_check(self.forward.log_estimates, self.reverse.log_estimates,
                                  alpha=alpha)
 
+    def stranded_forward_chains(self, spread: float = 10.0) -> np.ndarray:
+        """Indices of forward chains whose log estimate lies more than ``spread``
+        interquartile ranges (at least 1 nat each) below the median: typically chains
+        started far in the prior's tails that the kernel never moved.  They are part
+        of the sampler's output, so the bound rightly counts them, but a user should
+        know that a few chains dominate it."""
+        L = np.asarray(self.forward.log_estimates, dtype=float)
+        q1, median, q3 = np.nanpercentile(L, [25, 50, 75])
+        return np.flatnonzero(L < median - spread * max(q3 - q1, 1.0))
+
     def gap_by_temperature(self) -> pd.DataFrame | None:
         """Where along the path the gap arises: mean reverse minus mean forward
         contribution of each block of temperatures (they add up to B)."""

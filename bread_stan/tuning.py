@@ -1,7 +1,12 @@
 """Pilot tuning of HMC/NUTS step sizes (and optionally metrics) as a function of beta.
 
 Pilot chains, started from exact prior draws and never scored, are annealed
-along a grid of betas.  At each grid beta a round of dual averaging (Stan's
+along a grid of betas, each beta warm-started from the chains and step size of
+the one before.  On arriving at a new grid beta the chains first make a few
+transitions there with the previous step size and metric (``burn_in``; never
+scored, never adapted), so that the metric estimate and the acceptance
+statistics that steer the step size come from chains closer to that beta's
+distribution.  Then a round of dual averaging (Stan's
 settings: gamma 0.05, t0 10, kappa 0.75; the acceptance statistic averaged
 over the pilot chains) sets the step size toward a target acceptance; with
 ``adapt_metric`` the diagonal inverse metric is first set to the pilot chains'
@@ -35,10 +40,15 @@ _DEFAULT_ACCEPT = {"hmc": 0.65, "nuts": 0.8}
 
 @dataclass(frozen=True)
 class TuningConfig:
-    """Pilot settings.  ``target_accept`` None means 0.65 for HMC, 0.8 for NUTS."""
+    """Pilot settings.  ``target_accept`` None means 0.65 for HMC, 0.8 for NUTS.
+
+    At each grid beta after the first, ``burn_in`` unadapted transitions precede
+    the ``adapt_steps`` transitions of dual averaging.
+    """
 
     n_grid: int = 16
     adapt_steps: int = 40
+    burn_in: int = 5
     target_accept: float | None = None
     adapt_metric: bool = False
     beta_floor: float = 1e-3
@@ -146,6 +156,8 @@ def tune(target: Target, kernel: Kernel, base_params, prior_draws, *, seed,
     chains).  Pilot chains use random stream ``config.stream``.
     """
     kind = kind_of(base_params)
+    if config.burn_in < 0 or config.adapt_steps < 1:
+        raise ValueError("burn_in must be >= 0 and adapt_steps >= 1")
     accept_target = config.target_accept or _DEFAULT_ACCEPT[kind]
     x = np.ascontiguousarray(np.asarray(prior_draws, dtype=float))
     if x.ndim != 2 or x.shape[1] != target.dim or x.shape[0] < 2:
@@ -169,7 +181,11 @@ def tune(target: Target, kernel: Kernel, base_params, prior_draws, *, seed,
             acc.append(a)
         return state, da.final, float(np.mean(acc[len(acc) // 2:]))
 
-    for beta in grid:
+    for i, beta in enumerate(grid):
+        if i > 0 and config.burn_in > 0:
+            params = replace(base_params, step_size=step, inv_metric=metric)
+            for _ in range(config.burn_in):
+                state, _ = kernel.step(rng, state, target, np.full(n, beta), params)
         if config.adapt_metric:
             half = max(config.adapt_steps // 2, 1)
             metric = _regularised_variance(state.position)

@@ -66,6 +66,7 @@ class SamplerSettings:
 
     kernel: str = "hmc"
     n_leapfrog: int = 10
+    step_size_jitter: float = 0.0
     max_depth: int = 8
     steps_per_temperature: int = 1
     target_accept: float | None = None
@@ -81,7 +82,8 @@ class SamplerSettings:
     def make(self):
         """The kernel object and its base params."""
         if self.kernel == "hmc":
-            return HMC(), HMCParams(step_size=0.1, n_leapfrog=self.n_leapfrog)
+            return HMC(), HMCParams(step_size=0.1, n_leapfrog=self.n_leapfrog,
+                                    step_size_jitter=self.step_size_jitter)
         return NUTS(), NUTSParams(step_size=0.1, max_depth=self.max_depth)
 
     def tuning_config(self) -> TuningConfig:

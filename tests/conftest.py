@@ -24,6 +24,7 @@ PROGRAMS = {
     "logistic_regression": MODELS / "logistic_regression.stan",
     "linear_regression_sim": MODELS / "linear_regression_sim.stan",
     "throws": TEST_STAN / "throws.stan",
+    "conjugate_regression": TEST_STAN / "conjugate_regression.stan",
 }
 
 

@@ -190,3 +190,38 @@ def test_bad_starts_are_rejected(problem):
         ais.forward(problem["model"], HMC(), ks, np.zeros((5, 4)), seed=0)
     with pytest.raises(ValueError, match="non-finite"):
         ais.forward(problem["model"], HMC(), ks, np.full((5, 3), np.nan), seed=0)
+
+
+class _Terminal:
+    """A stand-in for stderr attached to a terminal."""
+
+    def __init__(self):
+        import io
+        self.buffer = io.StringIO()
+
+    def isatty(self):
+        return True
+
+    def write(self, text):
+        return self.buffer.write(text)
+
+    def flush(self):
+        pass
+
+
+def test_progress_bar_only_on_a_terminal_and_never_required(problem, monkeypatch):
+    import sys
+    ks = KernelSchedule.constant(linear(6), HMCParams(0.2, 3))
+    run = lambda progress: ais.forward(problem["model"], HMC(), ks,  # noqa: E731
+                                       problem["prior"][:4], seed=1, progress=progress)
+    reference = run(False).log_estimates
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    np.testing.assert_array_equal(run(True).log_estimates, reference)
+    assert "AIS forward" in terminal.buffer.getvalue()
+    shown = len(terminal.buffer.getvalue())
+    np.testing.assert_array_equal(run(False).log_estimates, reference)  # asked to be silent
+    assert len(terminal.buffer.getvalue()) == shown
+    monkeypatch.setitem(sys.modules, "tqdm.auto", None)  # tqdm not installed
+    np.testing.assert_array_equal(run(True).log_estimates, reference)
+    assert len(terminal.buffer.getvalue()) == shown

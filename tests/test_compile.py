@@ -66,3 +66,54 @@ def test_only_bridge_symbols_are_exported(compiled):
     names = [line.split()[-1] for line in out.splitlines() if line.strip()]
     assert names and all(n.startswith(("bs_", "bread_")) for n in names), names
     assert {"bs_major_version", "bs_log_density_gradient", "bread_split_batch"} <= set(names)
+
+
+def test_concurrent_compiles_build_once_and_report_time(monkeypatch, tmp_path, caplog):
+    """Two compiles of one new program at once: one build, one intact library, no
+    leftovers.  The toolchain is faked (each step writes its output after a pause),
+    so this tests the locking and atomic renames, not the compiler."""
+    import json
+    import logging
+    import threading
+    import time
+    from pathlib import Path
+
+    monkeypatch.setenv("BREAD_STAN_CACHE", str(tmp_path / "cache"))
+    calls, lock = [], threading.Lock()
+
+    def fake_run(command, cwd=None):
+        with lock:
+            calls.append(command)
+        time.sleep(0.2)
+        stdout = ""
+        if "--info" in command:
+            stdout = json.dumps({"inputs": {"prior_only": {"type": "int"}}})
+        for flag in ("--o", "-o"):
+            if flag in command:
+                out = Path(command[command.index(flag) + 1])
+                out.write_text(f"built by {command[0]}")
+        return subprocess.CompletedProcess(command, 0, stdout, "")
+
+    monkeypatch.setattr(compile_module, "_run", fake_run)
+    program = "data { int<lower=0, upper=1> prior_only; } parameters { real x; } model { }"
+    results = [None, None]
+
+    def build(i):
+        results[i] = compile_model(program)
+
+    with caplog.at_level(logging.INFO, logger="bread_stan"):
+        threads = [threading.Thread(target=build, args=(i,)) for i in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert results[0].library == results[1].library and results[0].library.exists()
+    assert results[0].data_variables == {"prior_only": {"type": "int"}}
+    model_compiles = [c for c in calls if "-c" in c and "-x" in c]
+    links = [c for c in calls if "-shared" in c]
+    assert len(model_compiles) == 1 and len(links) == 1
+    assert len([c for c in calls if "-c" in c and "-x" not in c]) == 1  # the bridge object
+    leftovers = [p for p in (tmp_path / "cache").rglob("*") if ".tmp" in p.name]
+    assert not leftovers, leftovers
+    assert any("compiled model_" in r.getMessage() and " s (stanc" in r.getMessage()
+               for r in caplog.records)

@@ -193,6 +193,7 @@ def _moment_z(x, mean, cov):
 
 @pytest.mark.parametrize("kernel, params", [
     (HMC(), HMCParams(step_size=0.25, n_leapfrog=7)),
+    (HMC(), HMCParams(step_size=0.4, n_leapfrog=7, step_size_jitter=0.9)),
     (NUTS(), NUTSParams(step_size=0.3)),
     (NUTS(), NUTSParams(step_size=0.3, inv_metric=np.array([0.3, 1.0, 3.0]), max_depth=4)),
 ])

@@ -28,12 +28,25 @@ DIVERGENCE_THRESHOLD = 1000.0
 
 @dataclass(frozen=True)
 class HMCParams:
-    """Step size (scalar or per chain), leapfrog steps (scalar or per chain) and
-    diagonal inverse metric ((d,), (n, d) or None for the identity)."""
+    """Step size (scalar or per chain), leapfrog steps (scalar or per chain),
+    diagonal inverse metric ((d,), (n, d) or None for the identity) and step-size
+    jitter j: each transition draws its step size uniformly from
+    [(1 - j) step_size, (1 + j) step_size], per chain (Stan's ``stepsize_jitter``).
+
+    Jitter keeps the kernel exact (a mixture of exact kernels) and lets a chain
+    stranded where the density is much more curved than where the step size was
+    tuned (a prior draw far in the tails, say) take the occasional small step that
+    is accepted, instead of being rejected for ever.
+    """
 
     step_size: float | np.ndarray = 0.1
     n_leapfrog: int | np.ndarray = 10
     inv_metric: np.ndarray | None = None
+    step_size_jitter: float = 0.0
+
+    def __post_init__(self):
+        if not 0.0 <= float(self.step_size_jitter) < 1.0:
+            raise ValueError(f"step_size_jitter must be in [0, 1), got {self.step_size_jitter}")
 
 
 def _select(mask: np.ndarray, new: Evaluation, old: Evaluation) -> Evaluation:
@@ -60,6 +73,8 @@ class HMC:
         chains = np.arange(n) if chains is None else np.asarray(chains, dtype=np.int64)
         beta = np.broadcast_to(np.asarray(beta, dtype=float), (n,))
         eps = per_chain(params.step_size, n, "step_size")
+        if params.step_size_jitter > 0:
+            eps = eps * (1.0 + params.step_size_jitter * (2.0 * rng.uniform(chains) - 1.0))
         n_leap = per_chain(params.n_leapfrog, n, "n_leapfrog", integer=True)
         minv = per_chain_metric(params.inv_metric, n, d)
 
