@@ -233,7 +233,7 @@ def _cmd_info(args) -> int:
 
     tc = find_toolchain()
     print(f"bread-stan {__version__}")
-    print(f"toolchain: {tc}")
+    print(f"toolchain: {tc.version} (stanc {tc.stanc})")
     print(f"cache: {cache_dir()}")
     return 0
 

@@ -198,3 +198,10 @@ def test_cli_report_regenerates_from_saved_results(tmp_path):
     (out / "report.html").unlink()
     assert cli.main(["report", str(out)]) == 0
     assert (out / "report.html").exists()
+
+
+def test_model_without_prior_only_is_refused_before_compiling():
+    from bread_stan.errors import PriorOnlyMissingError
+
+    with pytest.raises(PriorOnlyMissingError, match="if \\(!prior_only\\)"):
+        bread(TEST_STAN / "no_prior_only.stan", SIMULATOR, DATA, sampler=SAMPLER, run=RUN)
