@@ -51,6 +51,9 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--jitter", type=float, default=0.0,
                    help="HMC step-size jitter j in [0, 1): step sizes uniform in "
                    "[(1-j) e, (1+j) e] (default 0)")
+    p.add_argument("--rescue", type=float, default=0.1,
+                   help="HMC: share of transitions with a step size 1 to 1000 times "
+                   "smaller, to free chains stranded in the prior's tails (default 0.1)")
     p.add_argument("--max-depth", type=int, default=8, help="NUTS maximum tree depth (default 8)")
     p.add_argument("--schedule", choices=("sigmoid", "linear", "geometric"), default="sigmoid")
     p.add_argument("--seed", type=int, default=0)
@@ -114,7 +117,8 @@ def _settings(args):
     from .workflow import RunSettings, SamplerSettings
 
     sampler = SamplerSettings(kernel=args.kernel, n_leapfrog=args.leapfrog,
-                              step_size_jitter=args.jitter, max_depth=args.max_depth)
+                              step_size_jitter=args.jitter, rescue_prob=args.rescue,
+                              max_depth=args.max_depth)
     run = RunSettings(steps=args.steps, chains=args.chains, seed=args.seed,
                       threads=args.threads, schedule=ScheduleSpec(kind=args.schedule),
                       progress=not args.quiet and sys.stderr.isatty())

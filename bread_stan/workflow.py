@@ -61,12 +61,17 @@ class SamplerSettings:
     ``kernel`` is ``"hmc"`` (``n_leapfrog`` steps) or ``"nuts"``
     (``max_depth``).  The step size (and, with ``adapt_metric``, a diagonal
     metric) is tuned along beta on ``pilot_chains`` never-scored chains, then
-    frozen for forward and reverse runs alike.
+    frozen for forward and reverse runs alike.  For HMC, ``step_size_jitter`` and
+    ``rescue_prob`` randomise the step size of each transition (see
+    :class:`~bread_stan.kernels.hmc.HMCParams`); the default 10% of "rescue"
+    transitions with much smaller steps frees chains that start deep in the
+    prior's tails, which a fixed step size can leave stranded for the whole run.
     """
 
     kernel: str = "hmc"
     n_leapfrog: int = 10
     step_size_jitter: float = 0.0
+    rescue_prob: float = 0.1
     max_depth: int = 8
     steps_per_temperature: int = 1
     target_accept: float | None = None
@@ -83,7 +88,8 @@ class SamplerSettings:
         """The kernel object and its base params."""
         if self.kernel == "hmc":
             return HMC(), HMCParams(step_size=0.1, n_leapfrog=self.n_leapfrog,
-                                    step_size_jitter=self.step_size_jitter)
+                                    step_size_jitter=self.step_size_jitter,
+                                    rescue_prob=self.rescue_prob)
         return NUTS(), NUTSParams(step_size=0.1, max_depth=self.max_depth)
 
     def tuning_config(self) -> TuningConfig:

@@ -193,7 +193,7 @@ def _moment_z(x, mean, cov):
 
 @pytest.mark.parametrize("kernel, params", [
     (HMC(), HMCParams(step_size=0.25, n_leapfrog=7)),
-    (HMC(), HMCParams(step_size=0.4, n_leapfrog=7, step_size_jitter=0.9)),
+    (HMC(), HMCParams(step_size=0.4, n_leapfrog=7, step_size_jitter=0.9, rescue_prob=0.3)),
     (NUTS(), NUTSParams(step_size=0.3)),
     (NUTS(), NUTSParams(step_size=0.3, inv_metric=np.array([0.3, 1.0, 3.0]), max_depth=4)),
 ])
@@ -297,3 +297,40 @@ def test_hmc_energy_error_shrinks_with_step_size():
                              HMCParams(eps, int(0.4 / eps)))
         errs.append(np.sqrt(np.mean(info.energy_error ** 2)))
     assert 3.0 < errs[0] / errs[1] < 5.0
+
+
+class _SteepGaussian:
+    """Prior N(0, 1), likelihood exp(-c x^2 / 2): at beta = 1 the target has sd 0.01."""
+
+    dim = 1
+    c = 1e4 - 1.0
+
+    def evaluate(self, points, gradient=True):
+        x = points[:, 0]
+        return Evaluation(-0.5 * x ** 2, -0.5 * self.c * x ** 2,
+                          -points.copy(), -self.c * points)
+
+
+def test_rescue_steps_free_chains_stranded_far_from_a_narrow_mode():
+    # A step size of 0.5 suits sd 1, not sd 0.01: from x = 3 every leapfrog
+    # trajectory blows up, so plain HMC rejects every proposal.  Rescue steps
+    # (step size times 10^-U(0, 3)) are stable below 0.02, about half of them.
+    target, n = _SteepGaussian(), 50
+    start = np.full((n, 1), 3.0)
+    ends = {}
+    for rescue in (0.0, 0.2):
+        state = initial_state(target, start, gradient=True)
+        rng = ChainRandom.from_seed(3, n)
+        params = HMCParams(step_size=0.5, n_leapfrog=10, rescue_prob=rescue)
+        for _ in range(300):
+            state, info = HMC().step(rng, state, target, np.ones(n), params)
+        ends[rescue] = state.position[:, 0]
+    assert np.all(ends[0.0] == 3.0)
+    assert np.all(np.abs(ends[0.2]) < 0.05)
+
+
+def test_step_size_randomisation_is_validated():
+    with pytest.raises(ValueError, match="rescue_prob"):
+        HMCParams(rescue_prob=1.0)
+    with pytest.raises(ValueError, match="step_size_jitter"):
+        HMCParams(step_size_jitter=-0.1)

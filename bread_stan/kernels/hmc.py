@@ -33,20 +33,27 @@ class HMCParams:
     jitter j: each transition draws its step size uniformly from
     [(1 - j) step_size, (1 + j) step_size], per chain (Stan's ``stepsize_jitter``).
 
-    Jitter keeps the kernel exact (a mixture of exact kernels) and lets a chain
-    stranded where the density is much more curved than where the step size was
-    tuned (a prior draw far in the tails, say) take the occasional small step that
-    is accepted, instead of being rejected for ever.
+    ``rescue_prob`` r: with probability r a transition instead uses a step size
+    smaller by a factor log-uniform in [1e-3, 1] ("rescue" steps).
+
+    Both keep the kernel exact (a mixture, chosen independently of the state, of
+    exact kernels).  Rescue steps free chains stranded where the density is far
+    more curved than where the step size was tuned (an AIS chain started from a
+    prior draw deep in the tails, say), which a fixed step size rejects for ever;
+    they cost a fraction r of the transitions of well-placed chains.
     """
 
     step_size: float | np.ndarray = 0.1
     n_leapfrog: int | np.ndarray = 10
     inv_metric: np.ndarray | None = None
     step_size_jitter: float = 0.0
+    rescue_prob: float = 0.0
 
     def __post_init__(self):
         if not 0.0 <= float(self.step_size_jitter) < 1.0:
             raise ValueError(f"step_size_jitter must be in [0, 1), got {self.step_size_jitter}")
+        if not 0.0 <= float(self.rescue_prob) < 1.0:
+            raise ValueError(f"rescue_prob must be in [0, 1), got {self.rescue_prob}")
 
 
 def _select(mask: np.ndarray, new: Evaluation, old: Evaluation) -> Evaluation:
@@ -75,6 +82,11 @@ class HMC:
         eps = per_chain(params.step_size, n, "step_size")
         if params.step_size_jitter > 0:
             eps = eps * (1.0 + params.step_size_jitter * (2.0 * rng.uniform(chains) - 1.0))
+        if params.rescue_prob > 0:
+            u = rng.uniform(chains)
+            rescue = u < params.rescue_prob
+            # u / r is uniform on [0, 1) given a rescue, so the factor is log-uniform.
+            eps = np.where(rescue, eps * 10.0 ** (-3.0 * u / params.rescue_prob), eps)
         n_leap = per_chain(params.n_leapfrog, n, "n_leapfrog", integer=True)
         minv = per_chain_metric(params.inv_metric, n, d)
 
