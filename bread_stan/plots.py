@@ -36,16 +36,20 @@ def plot_estimates(result: BreadResult, *, truth: float | None = None, ax=None):
     if ax is None:
         fig, (ax,) = _figure()
     x = np.array([s.n_steps for s in steps])
+    # Estimates span from thousands of nats off (few steps) to fractions of a nat
+    # (many): plot them relative to the best median upper estimate on a symlog axis.
+    ref = float(np.median(steps[-1].reverse.log_estimates))
     for label, color, get in (("forward (lower)", _FORWARD, lambda s: s.forward),
                               ("reverse (upper)", _REVERSE, lambda s: s.reverse)):
-        q = _quartiles([get(s).log_estimates for s in steps])
+        q = _quartiles([get(s).log_estimates for s in steps]) - ref
         ax.plot(x, q[:, 1], "o-", color=color, label=label)
         ax.fill_between(x, q[:, 0], q[:, 2], color=color, alpha=0.25, linewidth=0)
     if truth is not None:
-        ax.axhline(truth, color="k", linestyle="--", linewidth=1, label="exact log p(y)")
+        ax.axhline(truth - ref, color="k", linestyle="--", linewidth=1, label="exact log p(y)")
     ax.set_xscale("log")
+    ax.set_yscale("symlog", linthresh=1.0)
     ax.set_xlabel("number of AIS distributions")
-    ax.set_ylabel("log p(y) estimate")
+    ax.set_ylabel(f"log p(y) estimate - ({ref:.6g})")
     ax.set_title(f"{result.model}: median and quartiles over chains")
     ax.legend(frameon=False)
     return fig if fig is not None else ax.figure
@@ -60,8 +64,12 @@ def plot_bound(result: BreadResult):
                              (ax_time, "seconds", "wall time (s), forward + reverse")):
         x = table[xcol].to_numpy(float)
         y = table["bound"].to_numpy(float)
-        lo = np.clip(table["bound_ci_low"].to_numpy(float), 1e-12, None)
         hi = table["bound_ci_high"].to_numpy(float)
+        # A log axis cannot show an interval reaching 0 or below: end it at the
+        # bottom of the axis (a tenth of the smallest positive value shown).
+        positive = y[ok & (y > 0)]
+        floor = positive.min() / 10 if positive.size else 1e-12
+        lo = np.clip(table["bound_ci_low"].to_numpy(float), floor, None)
         ax.errorbar(x[ok], y[ok], yerr=[y[ok] - lo[ok], hi[ok] - y[ok]], fmt="o-",
                     color="k", capsize=3, label="bound on Jeffreys divergence")
         if (~ok).any():
@@ -71,6 +79,7 @@ def plot_bound(result: BreadResult):
         ax.set_xscale("log")
         if np.all(y[ok] > 0):
             ax.set_yscale("log")
+            ax.set_ylim(bottom=floor)
         ax.set_xlabel(xlabel)
         ax.set_ylabel("E[U] - E[L] (nats)")
         ax.legend(frameon=False, fontsize=8)
