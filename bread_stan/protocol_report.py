@@ -1,0 +1,197 @@
+"""Figures and report of the real-data protocol (:mod:`bread_stan.protocol`).
+
+- :func:`plot_shifted_curves`: (a) quartiles over chains of forward estimates on
+  real and simulated data and reverse estimates on simulated data against the
+  number of distributions, each shifted by its largest forward estimate, with
+  the agreement score in the title.
+- :func:`plot_s_sweep`: (b) the reverse curves for every S of the sweep.
+- (c) the Jeffreys bound on the simulated data against steps and wall time is
+  :func:`bread_stan.plots.plot_bound` of ``result.sim``.
+- :func:`write_protocol_report`: all figures, ``summary.csv``/``summary.json``,
+  ``curves.csv``, ``fit_summary.csv``, ``report.md`` and a self-contained
+  ``report.html``.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+from pathlib import Path
+
+import numpy as np
+
+from .protocol import ProtocolResult
+from .report import markdown_table
+from .results import _jsonable
+
+__all__ = ["plot_shifted_curves", "plot_s_sweep", "plot_protocol", "write_protocol_report",
+           "protocol_verdict"]
+
+_STYLE = {"real forward": ("#2ca02c", "o-"), "simulated forward": ("#1f77b4", "s-"),
+          "simulated reverse": ("#d62728", "^-")}
+
+
+def _axes(ncols: int = 1, width: float = 5.5):
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, ncols, figsize=(width * ncols, 4.0), squeeze=False)
+    return fig, axes[0]
+
+
+def _symlog(ax, values: np.ndarray) -> None:
+    """Symmetric log scale when the curves span orders of magnitude; linear within
+    5% of the largest value, so the bands near zero stay readable."""
+    span = np.nanmax(np.abs(values)) if values.size else 1.0
+    if np.isfinite(span) and span > 20:
+        ax.set_yscale("symlog", linthresh=max(1.0, 0.05 * span))
+
+
+def plot_shifted_curves(result: ProtocolResult, ax=None):
+    """(a) Shifted quartile curves of real/simulated forward and simulated reverse AIS."""
+    fig = None
+    if ax is None:
+        fig, (ax,) = _axes()
+    table = result.curves()
+    for name, (color, fmt) in _STYLE.items():
+        part = table[table["curve"] == name]
+        if part.empty:
+            continue
+        label = name if name != "simulated reverse" else (
+            f"simulated reverse (S={max(result.s_sweep)})" if result.s_sweep else name)
+        ax.plot(part["steps"], part["median"], fmt, color=color, label=label)
+        ax.fill_between(part["steps"], part["q25"], part["q75"], color=color, alpha=0.2,
+                        linewidth=0)
+    ax.axhline(0.0, color="k", linewidth=0.6)
+    ax.set_xscale("log")
+    _symlog(ax, table["median"].to_numpy(float))
+    ax.set_xlabel("number of AIS distributions")
+    ax.set_ylabel("log p(D) estimate - largest median forward (nats)")
+    title = f"{result.model}: shifted quartile curves"
+    if len(result.steps) >= 2:
+        a = result.agreement()
+        title += f"\nagreement score {a.score:.2f} ({'DISAGREE' if a.flagged else 'agree'})"
+    ax.set_title(title, fontsize=10)
+    ax.legend(frameon=False, fontsize=8)
+    return fig if fig is not None else ax.figure
+
+
+def plot_s_sweep(result: ProtocolResult, ax=None):
+    """(b) Reverse curves (median and quartiles) for every S, shifted like (a)."""
+    import matplotlib.pyplot as plt
+
+    fig = None
+    if ax is None:
+        fig, (ax,) = _axes()
+    table = result.curves()
+    sweep = result.s_sweep
+    colors = plt.cm.viridis(np.linspace(0.0, 0.85, max(len(sweep), 1)))
+    for S, color in zip(sweep, colors):
+        part = table[table["curve"] == f"simulated reverse S={S}"]
+        ax.plot(part["steps"], part["median"], "o-", color=color, label=f"S = {S}")
+        ax.fill_between(part["steps"], part["q25"], part["q75"], color=color, alpha=0.15,
+                        linewidth=0)
+    fwd = table[table["curve"] == "simulated forward"]
+    ax.plot(fwd["steps"], fwd["median"], "s--", color="#1f77b4", label="simulated forward")
+    ax.set_xscale("log")
+    _symlog(ax, table["median"].to_numpy(float))
+    ax.set_xlabel("number of AIS distributions")
+    ax.set_ylabel("shifted log p(D_sim) estimate (nats)")
+    title = f"{result.model}: reverse AIS by start transitions S"
+    if len(sweep) >= 2 and len(result.steps) >= 1:
+        title += f"\nS-sweep test {'passed' if result.sweep_test().passed else 'FAILED'}"
+    ax.set_title(title, fontsize=10)
+    ax.legend(frameon=False, fontsize=8)
+    return fig if fig is not None else ax.figure
+
+
+def plot_protocol(result: ProtocolResult) -> dict:
+    """All figures of a protocol run, by file stem."""
+    from .plots import plot_bound
+
+    figures = {"shifted_curves": plot_shifted_curves(result), "s_sweep": plot_s_sweep(result)}
+    if result.sim.steps:
+        figures["bound"] = plot_bound(result.sim)
+    return figures
+
+
+def protocol_verdict(result: ProtocolResult) -> list[str]:
+    """Plain-language findings, one sentence each."""
+    if len(result.steps) == 0:
+        return ["No number of distributions has finished yet."]
+    lines = []
+    if result.fit is not None:
+        lines.append(f"Fit on the real data ({result.fit.method}): max R-hat "
+                     f"{result.fit.max_rhat:.3f}, min bulk ESS {result.fit.min_ess_bulk:.0f}; "
+                     f"fitted hyperparameters (posterior "
+                     f"{result.extra.get('hyper_summary', 'median')}): "
+                     + ", ".join(f"{k} = {v:.4g}" for k, v in result.hyper.items()) + ".")
+    if len(result.steps) >= 2:
+        lines.append(result.agreement().message + ".")
+        if len(result.s_sweep) >= 2:
+            lines.append(result.sweep_test().message + ".")
+    if not result.sim.consistent:
+        lines.append("The consistency check failed on the simulated data: "
+                     + " ".join(result.sim.problems()))
+    else:
+        best = max(result.sim.steps, key=lambda s: s.n_steps)
+        b = best.bound()
+        lines.append(f"On the simulated data, with {best.n_steps} distributions, the Jeffreys "
+                     f"divergence between forward AIS output and the posterior is at most "
+                     f"about {b.estimate:.3g} nats ({100 * b.level:.0f}% interval "
+                     f"{b.ci_low:.3g} to {b.ci_high:.3g}).")
+    return lines
+
+
+def write_protocol_report(result: ProtocolResult, out_dir: Path) -> Path:
+    """Save figures, tables and ``report.md``/``report.html``; return the HTML path."""
+    import matplotlib.pyplot as plt
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    summary = result.summary()
+    summary.to_csv(out_dir / "summary.csv", index=False)
+    result.curves().to_csv(out_dir / "curves.csv", index=False)
+    (out_dir / "summary.json").write_text(
+        json.dumps(_jsonable(result.summary_json()), indent=1, default=float))
+    figures = {}
+    for stem, fig in plot_protocol(result).items():
+        path = out_dir / f"{stem}.png"
+        fig.savefig(path, dpi=110, bbox_inches="tight")
+        plt.close(fig)
+        figures[stem] = path
+
+    verdict = protocol_verdict(result)
+    cols = [c for c in ("steps", "bound", "bound_ci_low", "bound_ci_high", "median_gap",
+                        "consistent", "seconds", "real_forward_shifted", "sim_forward_shifted",
+                        "sim_reverse_shifted") if c in summary.columns]
+    table = summary[cols] if cols else summary
+    md = [f"# Real-data protocol: {result.model}", ""] + [f"- {v}" for v in verdict] + [""]
+    md += ["## Jeffreys bound on the simulated data and shifted medians", "",
+           markdown_table(table), ""]
+    if len(result.steps) >= 2:
+        md += ["## Agreement of real and simulated forward curves", "",
+               markdown_table(result.agreement().table), ""]
+        if len(result.s_sweep) >= 2:
+            md += ["## S-sweep test", "", markdown_table(result.sweep_test().table), ""]
+    if result.fit is not None:
+        md += ["## Fit on the real data (ArviZ)", "",
+               markdown_table(result.fit.summary.reset_index().rename(
+                   columns={"index": "parameter"}).head(40)), ""]
+    md += [f"![{stem}]({path.name})" for stem, path in figures.items()]
+    settings = json.dumps(result.settings, indent=1, default=str)
+    md += ["", "## Settings", "", "```json", settings, "```", ""]
+    (out_dir / "report.md").write_text("\n".join(md))
+
+    imgs = "".join(
+        f"<img alt='{stem}' style='max-width:100%' src='data:image/png;base64,"
+        f"{base64.b64encode(path.read_bytes()).decode()}'/>" for stem, path in figures.items())
+    items = "".join(f"<li>{html.escape(v)}</li>" for v in verdict)
+    page = (f"<!doctype html><meta charset='utf-8'><title>protocol: "
+            f"{html.escape(result.model)}</title>"
+            f"<body style='font-family:sans-serif;max-width:1100px;margin:auto'>"
+            f"<h1>Real-data protocol: {html.escape(result.model)}</h1><ul>{items}</ul>"
+            f"{table.to_html(index=False, float_format=lambda v: f'{v:.4g}')}{imgs}"
+            f"<h2>Settings</h2><pre>{html.escape(settings)}</pre></body>")
+    path = out_dir / "report.html"
+    path.write_text(page)
+    return path
