@@ -263,11 +263,15 @@ void parallel_points(int n, int threads, const Body& body) {
     for (int i = 0; i < n; ++i) body(i);
     return;
   }
+  // One contiguous block of points per thread (static partition): the points
+  // cost the same, so work stealing would only add scheduling overhead.
   arena_for(threads).execute([&] {
-    tbb::parallel_for(tbb::blocked_range<int>(0, n, 1),
-                      [&](const tbb::blocked_range<int>& r) {
-                        for (int i = r.begin(); i < r.end(); ++i) body(i);
-                      });
+    tbb::parallel_for(
+        tbb::blocked_range<int>(0, n, std::max(1, n / threads)),
+        [&](const tbb::blocked_range<int>& r) {
+          for (int i = r.begin(); i < r.end(); ++i) body(i);
+        },
+        tbb::static_partitioner());
   });
 }
 
