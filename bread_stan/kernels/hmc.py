@@ -107,13 +107,16 @@ class HMC:
 
             ids = np.flatnonzero(n_leap > 0)
             q, p, g = q0[ids], p0[ids], g0[ids]
+            # Per-chain settings of the chains still moving, re-gathered only
+            # when some chain stops (the batch is usually whole to the end).
+            e_ids, m_ids, b_ids, n_ids = eps[ids], minv[ids], beta[ids], n_leap[ids]
             k = 0
             while ids.size:
-                q, p, g, ev = leapfrog(target, q, p, g, eps[ids], minv[ids], beta[ids])
+                q, p, g, ev = leapfrog(target, q, p, g, e_ids, m_ids, b_ids)
                 k += 1
                 n_grad[ids] += 1
-                bad = ~(np.isfinite(tempered_logp(ev, beta[ids])) & np.all(np.isfinite(g), axis=1))
-                done = bad | (n_leap[ids] == k)
+                bad = ~(np.isfinite(tempered_logp(ev, b_ids)) & np.isfinite(g).all(axis=1))
+                done = bad | (n_ids == k)
                 if done.any():
                     fin = ids[done]
                     q_end[fin], p_end[fin] = q[done], p[done]
@@ -122,6 +125,7 @@ class HMC:
                     ok[ids[bad]] = False
                     keep = ~done
                     ids, q, p, g = ids[keep], q[keep], p[keep], g[keep]
+                    e_ids, m_ids, b_ids, n_ids = e_ids[keep], m_ids[keep], b_ids[keep], n_ids[keep]
 
             h1 = kinetic(p_end, minv) - tempered_logp(ev_end, beta)
             delta = np.where(ok, h0 - h1, -np.inf)

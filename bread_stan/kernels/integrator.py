@@ -46,7 +46,10 @@ def per_chain_metric(inv_metric, n: int, d: int) -> np.ndarray:
 
 def tempered_logp(ev: Evaluation, beta: np.ndarray) -> np.ndarray:
     """``log_prior + beta * log_lik``, ignoring the likelihood at beta == 0; NaN -> -inf."""
-    out = ev.log_prior + np.where(beta == 0.0, 0.0, beta * ev.log_lik)
+    if np.all(beta != 0.0):  # the common case: skip the masking
+        out = ev.log_prior + beta * ev.log_lik
+    else:
+        out = ev.log_prior + np.where(beta == 0.0, 0.0, beta * ev.log_lik)
     return np.where(np.isnan(out), -np.inf, out)
 
 
@@ -55,6 +58,8 @@ def tempered_grad(ev: Evaluation, beta: np.ndarray) -> np.ndarray:
     if ev.grad_prior is None or ev.grad_lik is None:
         raise ValueError("this kernel needs gradients; build the state with gradient=True")
     b = beta[:, None]
+    if np.all(beta != 0.0):
+        return ev.grad_prior + b * ev.grad_lik
     return ev.grad_prior + np.where(b == 0.0, 0.0, b * ev.grad_lik)
 
 
