@@ -21,7 +21,7 @@ _LAZY = {
     "SamplerSettings": "workflow",
     "BreadResult": "results",
 }
-_SUBMODULES = ("datasets", "exact", "workflow", "plots", "report", "estimators")
+_SUBMODULES = ("datasets", "exact", "workflow", "protocol", "plots", "report", "estimators")
 
 __all__ = ["__version__", *_LAZY, *_SUBMODULES]
 
