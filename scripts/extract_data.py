@@ -32,7 +32,6 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import hashlib
 import io
 import json
 import logging
@@ -72,16 +71,8 @@ GOOG_WINDOW = ("2005-02-07", "2005-07-07")
 MF_PAIR_SIZES = {"N": 50, "D": 25, "K": 5}
 
 
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def check(path: Path, expected: str) -> Path:
-    got = sha256(path)
+    got = datasets.file_sha256(path)
     if got != expected:
         raise SystemExit(f"{path.name}: sha256 {got}, expected {expected}")
     return path
@@ -247,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     # Checksums of every committed data file (not README, not the MovieLens cache).
     committed = sorted(p for p in args.out.iterdir()
                        if p.is_file() and p.suffix in {".csv", ".json"})
-    lines = [f"{sha256(p)}  {p.name}" for p in committed]
+    lines = [f"{datasets.file_sha256(p)}  {p.name}" for p in committed]
     (args.out / "SHA256SUMS").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0
