@@ -78,14 +78,13 @@ import pandas as pd
 from scipy import stats
 
 from . import ais
-from .compile import compile_model
 from .data import load_data
 from .fit import FitResult, FitSettings, fit
 from .kernels.base import initial_state
 from .results import BreadResult, DirectionResult, StepResult, _jsonable
 from .rng import ChainRandom
 from .simulate import Simulator, draw_at, split_draw
-from .stan_target import StanTarget
+from .stan_target import StanTarget, compile_tempered
 from .tuning import TunedKernel, tune
 from .workflow import (_CHAINS, _PILOT, _PRIOR, _TRUTH, ResumeMismatchError, RunSettings,
                        SamplerSettings, _constrained, _default_name, _fingerprint,
@@ -581,7 +580,7 @@ def protocol(model, simulator, real_data, *, sampler: SamplerSettings = SamplerS
                     "directory or delete it")
             previous = ProtocolResult.load(out)
 
-    compiled = compile_model(model)
+    compiled = compile_tempered(model)
     kernel, base = sampler.make()
     prior_sim = Simulator(simulator, data, threads=run.threads)
     real_target = StanTarget(compiled, data, threads=run.threads)

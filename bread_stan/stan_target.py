@@ -24,11 +24,30 @@ from .errors import PriorOnlyMissingError
 from .model import StanModel, _address, _as_points, _out
 from .target import Evaluation
 
-__all__ = ["StanTarget", "PRIOR_ONLY"]
+__all__ = ["StanTarget", "compile_tempered", "PRIOR_ONLY"]
 
 logger = logging.getLogger("bread_stan")
 
 PRIOR_ONLY = "prior_only"
+
+
+def compile_tempered(model: str | os.PathLike | Program | CompiledModel, *,
+                     stanc_args: Sequence[str] = DEFAULT_STANC_ARGS,
+                     **compile_options) -> CompiledModel:
+    """Compile a model program after checking it has the ``prior_only`` split.
+
+    The check runs stanc only, so a program without the convention is refused
+    before paying for a C++ compile.
+    """
+    if isinstance(model, CompiledModel):
+        if PRIOR_ONLY not in model.data_variables:
+            raise PriorOnlyMissingError(str(model.program.path or model.program.name))
+        return model
+    program = read_program(model)
+    info = stanc_info(program, compile_options.get("toolchain"))
+    if PRIOR_ONLY not in info.get("inputs", {}):
+        raise PriorOnlyMissingError(str(program.path or program.name))
+    return compile_model(program, stanc_args=stanc_args, **compile_options)
 
 
 class StanTarget:
@@ -42,15 +61,7 @@ class StanTarget:
     def __init__(self, model: str | os.PathLike | Program | CompiledModel, data: DataLike,
                  threads: int | None = None, *, stanc_args: Sequence[str] = DEFAULT_STANC_ARGS,
                  **compile_options):
-        if not isinstance(model, CompiledModel):
-            program = read_program(model)
-            # Check the convention before paying for a C++ compile.
-            info = stanc_info(program, compile_options.get("toolchain"))
-            if PRIOR_ONLY not in info.get("inputs", {}):
-                raise PriorOnlyMissingError(str(program.path or program.name))
-            model = compile_model(program, stanc_args=stanc_args, **compile_options)
-        elif PRIOR_ONLY not in model.data_variables:
-            raise PriorOnlyMissingError(str(model.program.path or model.program.name))
+        model = compile_tempered(model, stanc_args=stanc_args, **compile_options)
         values = load_data(data)
         if PRIOR_ONLY in values:
             logger.warning("ignoring prior_only in the data: StanTarget sets it itself")

@@ -31,16 +31,15 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from . import ais
-from .compile import compile_model, read_program, stanc_info
 from .data import load_data
-from .errors import BreadStanError, PriorOnlyMissingError
+from .errors import BreadStanError
 from .kernels.hmc import HMC, HMCParams
 from .kernels.nuts import NUTS, NUTSParams
 from .model import unflatten_draws
 from .results import BreadResult
 from .schedules import ScheduleSpec
 from .simulate import Simulator, draw_at, split_draw
-from .stan_target import PRIOR_ONLY, StanTarget
+from .stan_target import StanTarget, compile_tempered
 from .tuning import TunedKernel, TuningConfig, tune
 
 __all__ = ["SamplerSettings", "RunSettings", "bread", "compare", "ResumeMismatchError"]
@@ -149,10 +148,7 @@ class _Problem:
 
 def _simulate_problem(name, model, simulator: Simulator, data: Mapping, seed: int,
                       threads, truth_draw: Mapping | None = None) -> _Problem:
-    program = read_program(model)
-    if PRIOR_ONLY not in stanc_info(program).get("inputs", {}):  # before any C++ compile
-        raise PriorOnlyMissingError(str(program.path or program.name))
-    compiled = compile_model(program)
+    compiled = compile_tempered(model)
     if truth_draw is None:
         truth_draw = draw_at(simulator.simulate(1, derived_seed(seed, _TRUTH)), 0)
     params, overrides = split_draw(truth_draw, compiled)
