@@ -247,7 +247,7 @@ def _header(name: str, model, simulator, data: Mapping, sampler: SamplerSettings
     scored = {k: v for k, v in asdict(run).items() if k not in ("steps", "progress", "threads")}
     fingerprint = _fingerprint(_program_text(model), _program_text(simulator),
                                {k: np.asarray(v).tolist() for k, v in data.items()},
-                               asdict(sampler), scored, hyper)
+                               asdict(sampler), asdict(sampler.tuning_config()), scored, hyper)
     return {"model": name, "fingerprint": fingerprint, "steps": list(run.steps),
             "sampler": asdict(sampler), "run": {**scored, "schedule": asdict(run.schedule)},
             "hyper": dict(hyper or {})}
