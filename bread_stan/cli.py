@@ -4,7 +4,8 @@
                    [--chains 100] [--kernel hmc|nuts] [--seed 0] [--out DIR] [--threads N]
     bread-stan compare A.stan B.stan --simulator SIM.stan --data DATA.json [...]
     bread-stan protocol MODEL.stan --simulator SIM.stan --data REAL.json
-                   [--sweep 10,100,1000,10000] [--fit-chains 4] [run options]
+                   [--sweep 10,100,1000,10000] [--replicates 5] [--fit-chains 4]
+                   [run options]
     bread-stan report DIR
     bread-stan info
 
@@ -92,6 +93,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--fit-draws", type=int, default=500, help="fit draws per chain (default 500)")
     p.add_argument("--hyper-summary", choices=("median", "mean"), default="median",
                    help="posterior summary giving the fitted hyperparameters (default median)")
+    p.add_argument("--replicates", type=int, default=5,
+                   help="further simulated data sets for the agreement band (default 5; "
+                        "0 turns the agreement score off)")
+    p.add_argument("--replicate-max-steps", type=int, default=None,
+                   help="run the replicates only up to this many distributions (default all)")
 
     p = sub.add_parser("report", help="regenerate figures and report from saved results")
     p.add_argument("dir", type=Path)
@@ -198,9 +204,11 @@ def _cmd_protocol(args) -> int:
     from .protocol_report import write_protocol_report
 
     sampler, run = _settings(args)
-    settings = ProtocolSettings(s_sweep=args.sweep, fit=FitSettings(
-        chains=args.fit_chains, warmup=args.fit_warmup, draws=args.fit_draws,
-        hyper_summary=args.hyper_summary))
+    settings = ProtocolSettings(
+        s_sweep=args.sweep, replicates=args.replicates,
+        replicate_max_steps=args.replicate_max_steps,
+        fit=FitSettings(chains=args.fit_chains, warmup=args.fit_warmup, draws=args.fit_draws,
+                        hyper_summary=args.hyper_summary))
     out = args.out or Path(f"protocol-{args.model.stem}")
     result = protocol(args.model, args.simulator, _data(args.data), sampler=sampler, run=run,
                       settings=settings, out_dir=out)

@@ -3,7 +3,7 @@
 - :func:`plot_shifted_curves`: (a) quartiles over chains of forward estimates on
   real and simulated data and reverse estimates on simulated data against the
   number of distributions, each shifted by its largest forward estimate, with
-  the agreement score in the title.
+  the replicate simulated data sets' medians, the agreement band and score.
 - :func:`plot_s_sweep`: (b) the reverse curves for every S of the sweep.
 - (c) the Jeffreys bound on the simulated data against steps and wall time is
   :func:`bread_stan.plots.plot_bound` of ``result.sim``.
@@ -52,6 +52,24 @@ def plot_shifted_curves(result: ProtocolResult, ax=None):
     if ax is None:
         fig, (ax,) = _axes()
     table = result.curves()
+    # The band and the replicates live in the agreement's frame (each curve shifted
+    # by its largest median over the T that all curves ran); moved into the real
+    # curve's frame here, so "inside the band" on the plot means what the score says.
+    offset = 0.0
+    if result.has_agreement:
+        band = result.agreement().table
+        real = table[table["curve"] == "real forward"].set_index("steps")["median"]
+        first = band.iloc[0]
+        offset = float(real.loc[first["steps"]] - first["real_shifted_median"])
+    replicates = sorted(n for n in table["curve"].unique() if n.startswith("replicate "))
+    for i, name in enumerate(replicates):
+        part = table[table["curve"] == name]
+        ax.plot(part["steps"], part["median"] + offset, "-", color="#1f77b4", alpha=0.45,
+                linewidth=0.8, label="replicate simulated forward" if i == 0 else None)
+    if result.has_agreement:
+        ax.fill_between(band["steps"], band["sims_mean"] - band["half_width"] + offset,
+                        np.minimum(band["sims_mean"] + band["half_width"], 0.0) + offset,
+                        color="0.6", alpha=0.25, linewidth=0, label="agreement band")
     for name, (color, fmt) in _STYLE.items():
         part = table[table["curve"] == name]
         if part.empty:
@@ -67,7 +85,7 @@ def plot_shifted_curves(result: ProtocolResult, ax=None):
     ax.set_xlabel("number of AIS distributions")
     ax.set_ylabel("log p(D) estimate - largest median forward (nats)")
     title = f"{result.model}: shifted quartile curves"
-    if len(result.steps) >= 2:
+    if result.has_agreement:
         a = result.agreement()
         title += f"\nagreement score {a.score:.2f} ({'DISAGREE' if a.flagged else 'agree'})"
     ax.set_title(title, fontsize=10)
@@ -126,7 +144,11 @@ def protocol_verdict(result: ProtocolResult) -> list[str]:
                      f"{result.extra.get('hyper_summary', 'median')}): "
                      + ", ".join(f"{k} = {v:.4g}" for k, v in result.hyper.items()) + ".")
     if len(result.steps) >= 2:
-        lines.append(result.agreement().message + ".")
+        if result.has_agreement:
+            lines.append(result.agreement().message + ".")
+        else:
+            lines.append("No agreement score: it needs replicate simulated data sets "
+                         "(ProtocolSettings.replicates or --replicates, 4 or more).")
         if len(result.s_sweep) >= 2:
             lines.append(result.sweep_test().message + ".")
     if not result.sim.consistent:
@@ -151,6 +173,8 @@ def write_protocol_report(result: ProtocolResult, out_dir: Path) -> Path:
     summary = result.summary()
     summary.to_csv(out_dir / "summary.csv", index=False)
     result.curves().to_csv(out_dir / "curves.csv", index=False)
+    if result.fit is not None:
+        result.fit.summary.to_csv(out_dir / "fit_summary.csv")
     (out_dir / "summary.json").write_text(
         json.dumps(_jsonable(result.summary_json()), indent=1, default=float))
     figures = {}
@@ -169,8 +193,9 @@ def write_protocol_report(result: ProtocolResult, out_dir: Path) -> Path:
     md += ["## Jeffreys bound on the simulated data and shifted medians", "",
            markdown_table(table), ""]
     if len(result.steps) >= 2:
-        md += ["## Agreement of real and simulated forward curves", "",
-               markdown_table(result.agreement().table), ""]
+        if result.has_agreement:
+            md += ["## Agreement of real and simulated forward curves", "",
+                   markdown_table(result.agreement().table), ""]
         if len(result.s_sweep) >= 2:
             md += ["## S-sweep test", "", markdown_table(result.sweep_test().table), ""]
     if result.fit is not None:
