@@ -146,6 +146,9 @@ class ProtocolSettings:
         if self.replicates < 0:
             raise ValueError("replicates must be >= 0 (the agreement score needs >= 1, "
                              "and is well calibrated from about 4)")
+        if self.replicate_max_steps is not None and self.replicate_max_steps < 1:
+            raise ValueError("replicate_max_steps must be a positive number of distributions "
+                             "(or None for all)")
         if not 0 < self.agreement_alpha < 1:
             raise ValueError("agreement_alpha must lie in (0, 1)")
 

@@ -148,7 +148,8 @@ def protocol_verdict(result: ProtocolResult) -> list[str]:
             lines.append(result.agreement().message + ".")
         else:
             lines.append("No agreement score: it needs replicate simulated data sets "
-                         "(ProtocolSettings.replicates or --replicates, 4 or more).")
+                         "(ProtocolSettings.replicates or --replicates, 4 or more) run at "
+                         "two or more of the numbers of distributions (replicate_max_steps).")
         if len(result.s_sweep) >= 2:
             lines.append(result.sweep_test().message + ".")
     if not result.sim.consistent:

@@ -331,3 +331,12 @@ def test_module_is_callable_as_the_issue_spells_it():
     import bread_stan.protocol
     assert callable(bread_stan.protocol)
     assert bread_stan.protocol.protocol is protocol
+
+
+def test_bad_protocol_settings_are_refused_with_the_fix():
+    with pytest.raises(ValueError, match="replicates must be >= 0"):
+        ProtocolSettings(replicates=-1)
+    with pytest.raises(ValueError, match="replicate_max_steps"):
+        ProtocolSettings(replicate_max_steps=0)
+    with pytest.raises(ValueError, match="agreement_alpha"):
+        ProtocolSettings(agreement_alpha=1.5)
