@@ -40,7 +40,9 @@ from .kernels.base import initial_state
 from .kernels.nuts import NUTS, NUTSParams
 from .model import unflatten_draws
 from .rng import ChainRandom
+from .results import _jsonable
 from .stan_target import PRIOR_ONLY, StanTarget
+from .tuning import DualAveraging, regularised_variance
 
 __all__ = ["FitSettings", "FitResult", "fit", "warmup_windows", "cmdstan_available"]
 
@@ -172,46 +174,6 @@ def warmup_windows(warmup: int, init_buffer: int = 75, term_buffer: int = 50,
     return windows
 
 
-class _DualAveragingBatch:
-    """Stan's dual averaging of log step size, one independent copy per chain."""
-
-    def __init__(self, step_size: np.ndarray, target: float):
-        self.target = target
-        self.restart(step_size)
-
-    def restart(self, step_size: np.ndarray) -> None:
-        step_size = np.asarray(step_size, dtype=float)
-        self.mu = np.log(10 * step_size)
-        self.x = np.log(step_size)
-        self.x_bar = np.zeros_like(self.x)
-        self.s_bar = np.zeros_like(self.x)
-        self.count = 0
-
-    def update(self, accept: np.ndarray) -> None:
-        self.count += 1
-        eta = 1.0 / (self.count + 10.0)
-        accept = np.nan_to_num(np.asarray(accept, dtype=float), nan=0.0)
-        self.s_bar = (1 - eta) * self.s_bar + eta * (self.target - accept)
-        self.x = self.mu - self.s_bar * np.sqrt(self.count) / 0.05
-        w = self.count ** -0.75
-        self.x_bar = w * self.x + (1 - w) * self.x_bar
-
-    @property
-    def current(self) -> np.ndarray:
-        return np.exp(self.x)
-
-    @property
-    def final(self) -> np.ndarray:
-        return np.exp(self.x_bar)
-
-
-def _regularised_variance(window: np.ndarray) -> np.ndarray:
-    """Stan's shrunk variance of a window (draws, chains, d) -> (chains, d)."""
-    n = window.shape[0]
-    var = np.var(window, axis=0, ddof=1)
-    return (n / (n + 5.0)) * var + 1e-3 * (5.0 / (n + 5.0))
-
-
 def _own_nuts(target: StanTarget, inits: np.ndarray, settings: FitSettings, seed: int
               ) -> tuple[np.ndarray, dict]:
     """Warmup and sampling with our NUTS; returns (chains, draws, d) and diagnostics."""
@@ -226,7 +188,7 @@ def _own_nuts(target: StanTarget, inits: np.ndarray, settings: FitSettings, seed
     beta = np.ones(n)
     step = np.full(n, 0.1)
     metric = np.ones((n, d))
-    da = _DualAveragingBatch(step, settings.target_accept)
+    da = DualAveraging(step, settings.target_accept)
     windows = warmup_windows(settings.warmup)
     window: list[np.ndarray] = []
     for it in range(settings.warmup):
@@ -236,7 +198,7 @@ def _own_nuts(target: StanTarget, inits: np.ndarray, settings: FitSettings, seed
         if any(a <= it < b for a, b in windows):
             window.append(state.position.copy())
         if any(it + 1 == b for _, b in windows):
-            metric = _regularised_variance(np.stack(window))
+            metric = regularised_variance(np.stack(window))
             window = []
             da.restart(da.current)
     step = da.final if settings.warmup > 0 else step
@@ -283,7 +245,7 @@ def _cmdstan(target: StanTarget, data: Mapping, inits: np.ndarray, settings: Fit
         stan_file.write_text(program.code)
         init_dicts = [_constrained_dict(target, u) for u in inits]
         sampled = cmdstanpy.CmdStanModel(stan_file=str(stan_file)).sample(
-            data={**_jsonable(data), PRIOR_ONLY: 0}, chains=inits.shape[0],
+            data={**_jsonable(dict(data)), PRIOR_ONLY: 0}, chains=inits.shape[0],
             iter_warmup=settings.warmup, iter_sampling=settings.draws, seed=seed,
             adapt_delta=settings.target_accept, max_treedepth=settings.max_depth,
             inits=init_dicts, show_progress=False)
@@ -298,10 +260,6 @@ def _constrained_dict(target: StanTarget, u: np.ndarray) -> dict:
     flat = target.param_constrain(u)
     return {k: np.asarray(v)[0].tolist()
             for k, v in unflatten_draws(flat, target.param_names()).items()}
-
-
-def _jsonable(data: Mapping) -> dict:
-    return {k: np.asarray(v).tolist() if isinstance(v, np.ndarray) else v for k, v in data.items()}
 
 
 def _summary(draws: dict[str, np.ndarray]) -> pd.DataFrame:

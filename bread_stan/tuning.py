@@ -112,38 +112,46 @@ def _grid(n_grid: int, floor: float) -> np.ndarray:
     return g
 
 
-def _regularised_variance(x: np.ndarray) -> np.ndarray:
-    """Stan's shrunk variance estimate for the diagonal inverse metric."""
-    n = x.shape[0]
-    return (n / (n + 5.0)) * np.var(x, axis=0, ddof=1) + 1e-3 * (5.0 / (n + 5.0))
+def regularised_variance(draws: np.ndarray) -> np.ndarray:
+    """Stan's shrunk variance estimate for the diagonal inverse metric, over axis 0
+    (draws), so (n, d) -> (d,) and (n, chains, d) -> (chains, d)."""
+    n = draws.shape[0]
+    return (n / (n + 5.0)) * np.var(draws, axis=0, ddof=1) + 1e-3 * (5.0 / (n + 5.0))
 
 
-class _DualAveraging:
-    """Nesterov dual averaging of log step size toward a target acceptance (Stan's)."""
+class DualAveraging:
+    """Nesterov dual averaging of log step size toward a target acceptance (Stan's),
+    elementwise: a scalar step size, or one independent copy per chain."""
 
-    def __init__(self, step_size: float, target: float):
-        self.mu = np.log(10 * step_size)
+    def __init__(self, step_size, target: float):
         self.target = target
+        self.restart(step_size)
+
+    def restart(self, step_size) -> None:
+        """Start again from ``step_size`` (Stan does so after each metric update)."""
+        step_size = np.asarray(step_size, dtype=float)
+        self.mu = np.log(10 * step_size)
         self.x = np.log(step_size)
-        self.x_bar = 0.0
-        self.s_bar = 0.0
+        self.x_bar = np.zeros_like(self.x)
+        self.s_bar = np.zeros_like(self.x)
         self.count = 0
 
-    def update(self, accept: float) -> None:
+    def update(self, accept) -> None:
         self.count += 1
         eta = 1.0 / (self.count + 10.0)
+        accept = np.nan_to_num(np.asarray(accept, dtype=float), nan=0.0)
         self.s_bar = (1 - eta) * self.s_bar + eta * (self.target - accept)
         self.x = self.mu - self.s_bar * np.sqrt(self.count) / 0.05
         w = self.count ** -0.75
         self.x_bar = w * self.x + (1 - w) * self.x_bar
 
     @property
-    def current(self) -> float:
-        return float(np.exp(self.x))
+    def current(self) -> np.ndarray:
+        return np.exp(self.x)
 
     @property
-    def final(self) -> float:
-        return float(np.exp(self.x_bar))
+    def final(self) -> np.ndarray:
+        return np.exp(self.x_bar)
 
 
 def tune(target: Target, kernel: Kernel, base_params, prior_draws, *, seed,
@@ -171,15 +179,15 @@ def tune(target: Target, kernel: Kernel, base_params, prior_draws, *, seed,
     steps, metrics, accepts = [], [], []
 
     def adapt(state, beta, step, metric, n_steps):
-        da = _DualAveraging(step, accept_target)
+        da = DualAveraging(step, accept_target)
         acc = []
         for _ in range(n_steps):
-            params = replace(base_params, step_size=da.current, inv_metric=metric)
+            params = replace(base_params, step_size=float(da.current), inv_metric=metric)
             state, info = kernel.step(rng, state, target, np.full(n, beta), params)
             a = float(np.mean(np.nan_to_num(info.accept_stat, nan=0.0)))
             da.update(a)
             acc.append(a)
-        return state, da.final, float(np.mean(acc[len(acc) // 2:]))
+        return state, float(da.final), float(np.mean(acc[len(acc) // 2:]))
 
     for i, beta in enumerate(grid):
         if i > 0 and config.burn_in > 0:
@@ -188,9 +196,9 @@ def tune(target: Target, kernel: Kernel, base_params, prior_draws, *, seed,
                 state, _ = kernel.step(rng, state, target, np.full(n, beta), params)
         if config.adapt_metric:
             half = max(config.adapt_steps // 2, 1)
-            metric = _regularised_variance(state.position)
+            metric = regularised_variance(state.position)
             state, step, _ = adapt(state, beta, step, metric, half)
-            metric = _regularised_variance(state.position)
+            metric = regularised_variance(state.position)
             state, step, acc = adapt(state, beta, step, metric, half)
         else:
             state, step, acc = adapt(state, beta, step, metric, config.adapt_steps)
