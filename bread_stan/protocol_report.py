@@ -55,9 +55,10 @@ def plot_shifted_curves(result: ProtocolResult, ax=None):
     # The band and the replicates live in the agreement's frame (each curve shifted
     # by its largest median over the T that all curves ran); moved into the real
     # curve's frame here, so "inside the band" on the plot means what the score says.
-    offset = 0.0
+    offset, agreement = 0.0, None
     if result.has_agreement:
-        band = result.agreement().table
+        agreement = result.agreement()
+        band = agreement.table
         real = table[table["curve"] == "real forward"].set_index("steps")["median"]
         first = band.iloc[0]
         offset = float(real.loc[first["steps"]] - first["real_shifted_median"])
@@ -66,7 +67,7 @@ def plot_shifted_curves(result: ProtocolResult, ax=None):
         part = table[table["curve"] == name]
         ax.plot(part["steps"], part["median"] + offset, "-", color="#1f77b4", alpha=0.45,
                 linewidth=0.8, label="replicate simulated forward" if i == 0 else None)
-    if result.has_agreement:
+    if agreement is not None:
         ax.fill_between(band["steps"], band["sims_mean"] - band["half_width"] + offset,
                         np.minimum(band["sims_mean"] + band["half_width"], 0.0) + offset,
                         color="0.6", alpha=0.25, linewidth=0, label="agreement band")
@@ -85,9 +86,9 @@ def plot_shifted_curves(result: ProtocolResult, ax=None):
     ax.set_xlabel("number of AIS distributions")
     ax.set_ylabel("log p(D) estimate - largest median forward (nats)")
     title = f"{result.model}: shifted quartile curves"
-    if result.has_agreement:
-        a = result.agreement()
-        title += f"\nagreement score {a.score:.2f} ({'DISAGREE' if a.flagged else 'agree'})"
+    if agreement is not None:
+        title += (f"\nagreement score {agreement.score:.2f} "
+                  f"({'DISAGREE' if agreement.flagged else 'agree'})")
     ax.set_title(title, fontsize=10)
     ax.legend(frameon=False, fontsize=8)
     return fig if fig is not None else ax.figure
