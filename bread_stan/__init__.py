@@ -1,7 +1,12 @@
-"""bread_stan: bidirectional Monte Carlo bounds on the accuracy of MCMC for Stan models.
+"""bread_stan: bidirectional Monte Carlo bounds on the accuracy of AIS for Stan models.
 
-The most used names are importable from the package itself (``bread_stan.StanModel``);
-they are loaded on first use, so ``import bread_stan`` stays cheap.
+Subpackages, in the order data flows: ``stan`` (toolchain, compile, bridge, tempered
+target, simulator, data) -> ``kernels`` (HMC, NUTS) -> ``ais`` (schedules, tuning,
+engine, estimators, results) -> ``workflows`` (bread, compare, protocol) ->
+``reporting`` (plots, reports, CLI); ``exact`` holds known answers for tests.
+
+The names a user calls are importable from the package itself
+(``bread_stan.bread``); they load on first use, so ``import bread_stan`` stays cheap.
 """
 
 from __future__ import annotations
@@ -11,19 +16,21 @@ import importlib
 __version__ = "0.1.0"
 
 _LAZY = {
-    "StanModel": "model",
-    "StanTarget": "stan_target",
-    "Simulator": "simulate",
-    "compile_model": "compile",
-    "bread": "workflow",
-    "compare": "workflow",
-    "RunSettings": "workflow",
-    "SamplerSettings": "workflow",
-    "BreadResult": "results",
+    "StanModel": "stan.model",
+    "StanTarget": "stan.tempered",
+    "Simulator": "stan.simulator",
+    "compile_model": "stan.compile",
+    "bread": "workflows.bread",
+    "compare": "workflows.bread",
+    "RunSettings": "workflows.bread",
+    "SamplerSettings": "workflows.bread",
+    "protocol": "workflows.protocol",
+    "ProtocolSettings": "workflows.protocol",
+    "BreadResult": "ais.results",
 }
-_SUBMODULES = ("datasets", "exact", "workflow", "protocol", "plots", "report", "estimators")
+_SUBPACKAGES = ("stan", "kernels", "ais", "workflows", "exact", "reporting")
 
-__all__ = ["__version__", *_LAZY, *_SUBMODULES]
+__all__ = ["__version__", *_LAZY, *_SUBPACKAGES]
 
 
 def __getattr__(name: str):
@@ -31,10 +38,10 @@ def __getattr__(name: str):
         value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
         globals()[name] = value
         return value
-    if name in _SUBMODULES:
+    if name in _SUBPACKAGES:
         return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY) | set(_SUBMODULES))
+    return sorted(set(globals()) | set(_LAZY) | set(_SUBPACKAGES))

@@ -1,6 +1,6 @@
 """Calibrate the protocol's agreement flag on a model where the truth is known.
 
-Runs :func:`bread_stan.protocol` on ``tests/stan/noise_scale.stan`` (y ~
+Runs :func:`bread_stan.workflows.protocol` on ``tests/stan/noise_scale.stan`` (y ~
 normal(mu, sigma), mu ~ normal(0, tau), hyperparameter tau_sq; sigma ~
 lognormal(0, 0.1) is a parameter, so the prior pins the noise near 1) with
 "real" data of noise sd 1 (well specified), and sd 2 and 20 (misspecified: the
@@ -26,10 +26,10 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bread_stan.fit import FitSettings  # noqa: E402
-from bread_stan.protocol import ProtocolSettings, protocol  # noqa: E402
-from bread_stan.report import markdown_table  # noqa: E402
-from bread_stan.workflow import RunSettings, SamplerSettings  # noqa: E402
+from bread_stan.workflows.fit import FitSettings  # noqa: E402
+from bread_stan.workflows.protocol import ProtocolSettings, protocol  # noqa: E402
+from bread_stan.reporting.report import markdown_table  # noqa: E402
+from bread_stan.workflows.bread import RunSettings, SamplerSettings  # noqa: E402
 
 MODEL = ROOT / "tests" / "stan" / "noise_scale.stan"
 SIMULATOR = ROOT / "tests" / "stan" / "noise_scale_sim.stan"

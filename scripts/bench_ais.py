@@ -18,12 +18,12 @@ from pathlib import Path
 
 import numpy as np
 
-from bread_stan import ais
-from bread_stan.conjugate import simulate_regression
+from bread_stan.ais import engine as ais
+from bread_stan.exact.conjugate import simulate_regression
 from bread_stan.kernels.hmc import HMC, HMCParams
 from bread_stan.kernels.nuts import NUTS, NUTSParams
-from bread_stan.schedules import ScheduleSpec
-from bread_stan.tuning import TuningConfig, tune
+from bread_stan.ais.betas import ScheduleSpec
+from bread_stan.ais.tuning import TuningConfig, tune
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -48,7 +48,7 @@ class TimedTarget:
 
 def stan_problem(rng, n_obs=1600, k=5):
     """Linear regression in Stan, simulated data, exact prior and posterior draws."""
-    from bread_stan.stan_target import StanTarget
+    from bread_stan.stan.tempered import StanTarget
 
     def prior(n):  # unconstrained: log sigma_sq, log scale_sq, alpha, beta
         sigma_sq = 1.0 / rng.gamma(1.0, 1.0, n)

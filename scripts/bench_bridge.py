@@ -21,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bread_stan.stan_target import StanTarget
-from bread_stan.model import StanModel
+from bread_stan.stan.tempered import StanTarget
+from bread_stan.stan.model import StanModel
 
 ROOT = Path(__file__).resolve().parent.parent
 

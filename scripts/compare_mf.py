@@ -16,9 +16,9 @@ import argparse
 import time
 from pathlib import Path
 
-from bread_stan import datasets
-from bread_stan.report import markdown_table, write_comparison, write_report
-from bread_stan.workflow import RunSettings, SamplerSettings, compare
+from bread_stan.stan import datasets
+from bread_stan.reporting.report import markdown_table, write_comparison, write_report
+from bread_stan.workflows.bread import RunSettings, SamplerSettings, compare
 
 MODELS = Path(__file__).resolve().parent.parent / "stan_models"
 

@@ -21,8 +21,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from scipy.special import logsumexp  # noqa: E402
 
-from bread_stan.exact import grid_bounds  # noqa: E402
-from bread_stan.grid import grid_log_f  # noqa: E402
+from bread_stan.exact.oracle import grid_bounds  # noqa: E402
+from bread_stan.exact.grid import grid_log_f  # noqa: E402
 
 TARGETS = {"easy": "easy random (sd 2)", "hard": "hard random (sd 10)", "barrier": "barrier"}
 COLOURS = {"easy": "tab:blue", "hard": "tab:red", "barrier": "tab:green"}

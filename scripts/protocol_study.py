@@ -1,6 +1,6 @@
 """Reproduce the real-data validation (SPEC section 4) on the five study data sets.
 
-For each model/data pairing of SPEC section 5, runs :func:`bread_stan.protocol`
+For each model/data pairing of SPEC section 5, runs :func:`bread_stan.workflows.protocol`
 (fit on the real data, simulate with the fitted hyperparameters, forward AIS on
 real and simulated data, reverse AIS from S start transitions), writes each
 case's report into ``OUT/<case>/``, and a summary table plus a combined figure
@@ -35,12 +35,13 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bread_stan import datasets  # noqa: E402
-from bread_stan.fit import FitSettings  # noqa: E402
-from bread_stan.protocol import ProtocolResult, ProtocolSettings, protocol  # noqa: E402
-from bread_stan.protocol_report import plot_shifted_curves, write_protocol_report  # noqa: E402
-from bread_stan.report import markdown_table  # noqa: E402
-from bread_stan.workflow import RunSettings, SamplerSettings  # noqa: E402
+from bread_stan.stan import datasets  # noqa: E402
+from bread_stan.workflows.fit import FitSettings  # noqa: E402
+from bread_stan.workflows.protocol import ProtocolSettings, protocol
+from bread_stan.workflows.protocol_result import ProtocolResult  # noqa: E402
+from bread_stan.reporting.protocol_report import plot_shifted_curves, write_protocol_report  # noqa: E402
+from bread_stan.reporting.report import markdown_table  # noqa: E402
+from bread_stan.workflows.bread import RunSettings, SamplerSettings  # noqa: E402
 
 MODELS = ROOT / "stan_models"
 CASES = {  # case -> (model program stem, data set name)

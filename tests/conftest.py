@@ -7,15 +7,17 @@ bridge object alongside the first model; a warm cache makes this free.
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from bread_stan.compile import compile_many
-
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # test this checkout, whatever copy is installed
+
+from bread_stan.stan.compile import compile_many  # noqa: E402
 MODELS = ROOT / "stan_models"
 TEST_STAN = Path(__file__).resolve().parent / "stan"
 

@@ -10,15 +10,15 @@ stated margins make a false failure under a correct implementation a
 import numpy as np
 import pytest
 
-from bread_stan import ais
-from bread_stan.conjugate import simulate_regression
-from bread_stan.estimators import consistency_check, log_ml_sandwich
-from bread_stan.kernel_schedule import KernelSchedule
+from bread_stan.ais import engine as ais
+from bread_stan.exact.conjugate import simulate_regression
+from bread_stan.ais.estimators import consistency_check, log_ml_sandwich
+from bread_stan.ais.frozen_kernels import KernelSchedule
 from bread_stan.kernels.base import ChainState, StepInfo
 from bread_stan.kernels.hmc import HMC, HMCParams
 from bread_stan.kernels.integrator import leapfrog, tempered_grad
 from bread_stan.kernels.nuts import NUTS, NUTSParams
-from bread_stan.schedules import ScheduleSpec, linear, sigmoidal
+from bread_stan.ais.betas import ScheduleSpec, linear, sigmoidal
 from bread_stan.target import Evaluation, tempered_log_density
 
 N_SE = 3.5

@@ -7,9 +7,9 @@ import subprocess
 
 import pytest
 
-from bread_stan import compile as compile_module
-from bread_stan.compile import cache_dir, compile_model, read_program, stanc_info
-from bread_stan.toolchain import find_toolchain
+from bread_stan.stan import compile as compile_module
+from bread_stan.stan.compile import cache_dir, compile_model, read_program, stanc_info
+from bread_stan.stan.toolchain import find_toolchain
 
 from conftest import PROGRAMS
 

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from bread_stan.conjugate import LinearRegression, simulate_regression
+from bread_stan.exact.conjugate import LinearRegression, simulate_regression
 from bread_stan.target import Target
 from scipy import stats
 

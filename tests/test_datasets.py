@@ -1,4 +1,4 @@
-"""bread_stan.datasets: shapes, row counts, standardisation, MovieLens selection."""
+"""bread_stan.stan.datasets: shapes, row counts, standardisation, MovieLens selection."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bread_stan import datasets
+from bread_stan.stan import datasets
 
 
 def assert_standardised(a, axis=0):

@@ -7,11 +7,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bread_stan.compile import compile_model
+from bread_stan.stan.compile import compile_model
 from bread_stan.errors import (CompilerError, PriorOnlyMissingError, StanCompileError,
                                StanDataError, StanEvaluationError)
-from bread_stan.model import StanModel
-from bread_stan.stan_target import StanTarget
+from bread_stan.stan.model import StanModel
+from bread_stan.stan.tempered import StanTarget
 
 STAN = Path(__file__).resolve().parent / "stan"
 

@@ -4,7 +4,7 @@ consistency test's p-value under the AIS tail bounds."""
 import numpy as np
 import pytest
 
-from bread_stan.estimators import (consistency_check, jeffreys_bound, log_mean_exp,
+from bread_stan.ais.estimators import (consistency_check, jeffreys_bound, log_mean_exp,
                                    log_ml_sandwich, one_sided_bounds)
 
 

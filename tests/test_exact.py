@@ -14,10 +14,10 @@ import pytest
 from scipy import stats
 from scipy.special import logsumexp
 
-from bread_stan.ais import forward, reverse
-from bread_stan.exact import NeighbourMetropolis, grid_bounds, linear_schedule
-from bread_stan.grid import GridTarget, grid_log_f, positions_to_cells
-from bread_stan.kernel_schedule import KernelSchedule
+from bread_stan.ais.engine import forward, reverse
+from bread_stan.exact.oracle import NeighbourMetropolis, grid_bounds, linear_schedule
+from bread_stan.exact.grid import GridTarget, grid_log_f, positions_to_cells
+from bread_stan.ais.frozen_kernels import KernelSchedule
 from bread_stan.kernels.base import initial_state
 from bread_stan.kernels.grid_mh import GridMetropolis
 from bread_stan.rng import ChainRandom

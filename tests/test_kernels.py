@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from scipy.special import ndtr
 
-from bread_stan.conjugate import simulate_regression
+from bread_stan.exact.conjugate import simulate_regression
 from bread_stan.kernels.base import initial_state
 from bread_stan.kernels.hmc import HMC, HMCParams
 from bread_stan.kernels.nuts import NUTS, NUTSParams

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from bread_stan.model import StanModel, variable_shapes
+from bread_stan.stan.model import StanModel, variable_shapes
 
 
 def linear_log_density(u, data, *, jacobian, prior_only=False):

@@ -27,15 +27,18 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bread_stan import ais, cli
-from bread_stan import protocol as protocol_module
-from bread_stan.compile import compile_many
-from bread_stan.fit import FitSettings, fit, warmup_windows
-from bread_stan.protocol import (ProtocolResult, ProtocolSettings, agreement_score, protocol,
-                                 s_sweep_test)
-from bread_stan.protocol_report import write_protocol_report
-from bread_stan.stan_target import StanTarget
-from bread_stan.workflow import ResumeMismatchError, RunSettings, SamplerSettings
+from bread_stan.ais import engine as ais
+from bread_stan.reporting import cli
+from bread_stan.stan.compile import compile_many
+from bread_stan.workflows.fit import FitSettings, fit, warmup_windows
+from bread_stan.workflows.agreement import agreement_score
+from bread_stan.workflows import protocol as protocol_workflow
+from bread_stan.workflows.protocol import ProtocolSettings, protocol
+from bread_stan.workflows.protocol_result import ProtocolResult
+from bread_stan.workflows.sweep import s_sweep_test
+from bread_stan.reporting.protocol_report import write_protocol_report
+from bread_stan.stan.tempered import StanTarget
+from bread_stan.workflows.bread import ResumeMismatchError, RunSettings, SamplerSettings
 
 ROOT = Path(__file__).resolve().parent.parent
 TEST_STAN = Path(__file__).resolve().parent / "stan"
@@ -224,7 +227,7 @@ def test_curves_are_shifted_by_the_largest_forward_median(well):
 # End to end on a study model: save, resume, export, report, command line.
 
 def _linreg_data(n: int = 60) -> dict:
-    from bread_stan import datasets
+    from bread_stan.stan import datasets
     d = datasets.load("nhefs")
     return {"N": n, "K": d["K"], "X": d["X"][:n], "y": d["y"][:n]}
 
@@ -277,7 +280,7 @@ def test_end_to_end_saves_resumes_and_exports(tmp_path, monkeypatch):
     # A finished run reruns nothing (no fit, no AIS).
     def boom(*a, **k):
         raise AssertionError("a finished run was recomputed")
-    monkeypatch.setattr(protocol_module, "fit", boom)
+    monkeypatch.setattr(protocol_workflow, "fit", boom)
     monkeypatch.setattr(ais, "_anneal", boom)
     again = protocol(LINREG, LINREG_SIM, data, sampler=SAMPLER, run=LIN_RUN,
                      settings=LIN_SETTINGS, out_dir=tmp_path / "full")
@@ -327,10 +330,9 @@ def test_cli_protocol_and_report(tmp_path, capsys):
     assert "real-data protocol" in capsys.readouterr().out
 
 
-def test_module_is_callable_as_the_issue_spells_it():
-    import bread_stan.protocol
-    assert callable(bread_stan.protocol)
-    assert bread_stan.protocol.protocol is protocol
+def test_protocol_is_a_plain_function_of_the_package():
+    import bread_stan
+    assert bread_stan.protocol is protocol
 
 
 def test_bad_protocol_settings_are_refused_with_the_fix():

@@ -5,8 +5,8 @@ import json
 import numpy as np
 import pytest
 
-from bread_stan.report import write_report
-from bread_stan.results import BreadResult, DirectionResult, StepResult
+from bread_stan.reporting.report import write_report
+from bread_stan.ais.results import BreadResult, DirectionResult, StepResult
 
 
 def _step(n_steps, rng, gap, shift=0.0, n=30):

@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 
-from bread_stan.kernel_schedule import KernelSchedule
+from bread_stan.ais.frozen_kernels import KernelSchedule
 from bread_stan.kernels.hmc import HMCParams
 from bread_stan.kernels.nuts import NUTSParams
-from bread_stan.schedules import (ScheduleError, ScheduleSpec, geometric, linear, sigmoidal,
+from bread_stan.ais.betas import (ScheduleError, ScheduleSpec, geometric, linear, sigmoidal,
                                   validate)
 
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from bread_stan.errors import StanDataError
-from bread_stan.simulate import Simulator, draw_at, split_draw, to_unconstrained
-from bread_stan.stan_target import StanTarget
+from bread_stan.stan.simulator import Simulator, draw_at, split_draw, to_unconstrained
+from bread_stan.stan.tempered import StanTarget
 
 HYPER = {"sigma_sq": 0.5, "scale_sq": 2.0}
 

@@ -1,6 +1,6 @@
 """AIS through a compiled Stan model whose log p(y) is known: tests/stan/conjugate_regression.stan.
 
-The program is the conjugate case of :class:`bread_stan.conjugate.LinearRegression`
+The program is the conjugate case of :class:`bread_stan.exact.conjugate.LinearRegression`
 (known noise sd, w ~ normal(0, prior_sd)); its unconstrained space is w itself,
 so the closed-form prior and posterior give exact starting draws and log p(y)
 is exact.  First the Stan target must agree with the numpy one (log prior, log
@@ -21,13 +21,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bread_stan import ais
-from bread_stan.conjugate import simulate_regression
-from bread_stan.estimators import consistency_check, log_ml_sandwich
-from bread_stan.kernel_schedule import KernelSchedule
+from bread_stan.ais import engine as ais
+from bread_stan.exact.conjugate import simulate_regression
+from bread_stan.ais.estimators import consistency_check, log_ml_sandwich
+from bread_stan.ais.frozen_kernels import KernelSchedule
 from bread_stan.kernels import HMC, HMCParams, NUTS, NUTSParams
-from bread_stan.schedules import ScheduleSpec, sigmoidal
-from bread_stan.stan_target import StanTarget
+from bread_stan.ais.betas import ScheduleSpec, sigmoidal
+from bread_stan.stan.tempered import StanTarget
 
 N_SE = 3.5
 
@@ -91,7 +91,7 @@ def test_stan_bounds_sandwich_exact_log_ml_and_gap_shrinks(problem, kernel, para
 def test_draws_that_are_not_from_the_posterior_fail_the_checks(problem):
     """Negative control: reverse chains started from the posterior given -y (what a
     simulator that disagrees with the model program would hand over) must fail."""
-    from bread_stan.conjugate import LinearRegression
+    from bread_stan.exact.conjugate import LinearRegression
     m = problem["numpy"]
     wrong = LinearRegression(m.X, -m.y, m.prior_sd, m.noise_sd)
     bad = wrong.sample_posterior(np.random.default_rng(3), 200)

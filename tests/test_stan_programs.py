@@ -36,13 +36,13 @@ TOOLKIT_INPUTS = {"prior_only", "hyper_given"}
 @pytest.fixture(scope="module")
 def stanc() -> Path:
     try:
-        from bread_stan.toolchain import find_toolchain
+        from bread_stan.stan.toolchain import find_toolchain
         return Path(find_toolchain().stanc)
     except Exception:  # toolchain module unavailable or broken: fall back to httpstan's
         import httpstan
         path = Path(httpstan.__file__).parent / "stanc"
         if not path.is_file():
-            pytest.skip("no stanc found (neither bread_stan.toolchain nor httpstan)")
+            pytest.skip("no stanc found (neither bread_stan.stan.toolchain nor httpstan)")
         return path
 
 

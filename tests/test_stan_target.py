@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bread_stan.model import StanModel
-from bread_stan.stan_target import StanTarget
+from bread_stan.stan.model import StanModel
+from bread_stan.stan.tempered import StanTarget
 from bread_stan.target import Evaluation, Target, tempered_gradient
 
 from test_model import linear_log_density

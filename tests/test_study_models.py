@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bread_stan import datasets
-from bread_stan.compile import compile_many
-from bread_stan.workflow import RunSettings, SamplerSettings, bread, compare
+from bread_stan.stan import datasets
+from bread_stan.stan.compile import compile_many
+from bread_stan.workflows.bread import RunSettings, SamplerSettings, bread, compare
 
 MODELS = Path(__file__).resolve().parent.parent / "stan_models"
 STUDY = {  # model program -> bundled data set

@@ -3,14 +3,14 @@
 import numpy as np
 import pytest
 
-from bread_stan.conjugate import simulate_regression
-from bread_stan.kernel_schedule import KernelSchedule
+from bread_stan.exact.conjugate import simulate_regression
+from bread_stan.ais.frozen_kernels import KernelSchedule
 from bread_stan.kernels.base import initial_state
 from bread_stan.kernels.hmc import HMC, HMCParams
 from bread_stan.kernels.nuts import NUTS, NUTSParams
 from bread_stan.rng import ChainRandom
-from bread_stan.schedules import sigmoidal
-from bread_stan.tuning import TunedKernel, TuningConfig, tune
+from bread_stan.ais.betas import sigmoidal
+from bread_stan.ais.tuning import TunedKernel, TuningConfig, tune
 
 
 @pytest.mark.parametrize("kernel, base, metric", [(HMC(), HMCParams(1.0, 8), False),

@@ -14,10 +14,11 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from bread_stan import cli, workflow
-from bread_stan.compile import compile_many
-from bread_stan.results import BreadResult
-from bread_stan.workflow import RunSettings, SamplerSettings, bread, compare
+from bread_stan.reporting import cli
+from bread_stan.workflows import bread as workflow
+from bread_stan.stan.compile import compile_many
+from bread_stan.ais.results import BreadResult
+from bread_stan.workflows.bread import RunSettings, SamplerSettings, bread, compare
 
 TEST_STAN = Path(__file__).resolve().parent / "stan"
 MODEL = TEST_STAN / "normal_mean.stan"

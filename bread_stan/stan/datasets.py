@@ -105,7 +105,7 @@ def info(name: str) -> DatasetInfo:
 def data_dir() -> Path:
     """The folder holding the committed, prepared data files."""
     env = os.environ.get("BREAD_STAN_DATA")
-    return Path(env) if env else Path(__file__).resolve().parent.parent / "data"
+    return Path(env) if env else Path(__file__).resolve().parents[2] / "data"
 
 
 def movielens_dir() -> Path:

@@ -17,9 +17,9 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
-from .kernels.hmc import HMCParams
-from .kernels.nuts import NUTSParams
-from .schedules import validate
+from ..kernels.hmc import HMCParams
+from ..kernels.nuts import NUTSParams
+from .betas import validate
 
 __all__ = ["KernelSchedule", "PARAMS_BY_KIND", "kind_of"]
 

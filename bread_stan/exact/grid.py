@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import logsumexp
 
-from .target import Evaluation
+from ..target import Evaluation
 
 __all__ = ["GridTarget", "grid_log_f", "GRID_TARGETS", "cells_to_positions",
            "positions_to_cells"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .results import BreadResult
+from ..ais.results import BreadResult
 
 __all__ = ["plot_estimates", "plot_bound", "plot_gap_by_temperature", "plot_all",
            "plot_comparison"]

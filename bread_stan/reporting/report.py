@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .results import BreadResult
+from ..ais.results import BreadResult
 
 __all__ = ["write_report", "write_comparison", "markdown_table"]
 

@@ -20,9 +20,9 @@ import numpy as np
 from .compile import (DEFAULT_STANC_ARGS, CompiledModel, Program, compile_model,
                       read_program, stanc_info)
 from .data import DataLike, load_data
-from .errors import PriorOnlyMissingError
+from ..errors import PriorOnlyMissingError
 from .model import StanModel, _address, _as_points, _out
-from .target import Evaluation
+from ..target import Evaluation
 
 __all__ = ["StanTarget", "compile_tempered", "PRIOR_ONLY"]
 

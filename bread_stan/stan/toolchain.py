@@ -24,7 +24,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import ToolchainError
+from ..errors import ToolchainError
 
 __all__ = ["Toolchain", "find_toolchain", "BASE_CXXFLAGS"]
 

@@ -36,13 +36,13 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from .kernels.base import initial_state
-from .kernels.nuts import NUTS, NUTSParams
-from .model import unflatten_draws
-from .rng import ChainRandom
-from .results import _jsonable
-from .stan_target import PRIOR_ONLY, StanTarget
-from .tuning import DualAveraging, regularised_variance
+from ..kernels.base import initial_state
+from ..kernels.nuts import NUTS, NUTSParams
+from ..stan.model import unflatten_draws
+from ..rng import ChainRandom
+from ..ais.results import _jsonable
+from ..stan.tempered import PRIOR_ONLY, StanTarget
+from ..ais.tuning import DualAveraging, regularised_variance
 
 __all__ = ["FitSettings", "FitResult", "fit", "warmup_windows", "cmdstan_available"]
 

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .protocol import ProtocolResult
+from ..workflows.protocol_result import ProtocolResult
 from .report import markdown_table
-from .results import _jsonable
+from ..ais.results import _jsonable
 
 __all__ = ["plot_shifted_curves", "plot_s_sweep", "plot_protocol", "write_protocol_report",
            "protocol_verdict"]

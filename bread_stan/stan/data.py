@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import StanDataError
+from ..errors import StanDataError
 
 __all__ = ["DataLike", "load_data", "to_stan_json", "to_json_value"]
 

@@ -30,17 +30,17 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from . import ais
-from .data import load_data
-from .errors import BreadStanError
-from .kernels.hmc import HMC, HMCParams
-from .kernels.nuts import NUTS, NUTSParams
-from .model import unflatten_draws
-from .results import BreadResult
-from .schedules import ScheduleSpec
-from .simulate import Simulator, draw_at, split_draw
-from .stan_target import StanTarget, compile_tempered
-from .tuning import TunedKernel, TuningConfig, tune
+from ..ais import engine
+from ..stan.data import load_data
+from ..errors import BreadStanError
+from ..kernels.hmc import HMC, HMCParams
+from ..kernels.nuts import NUTS, NUTSParams
+from ..stan.model import unflatten_draws
+from ..ais.results import BreadResult
+from ..ais.betas import ScheduleSpec
+from ..stan.simulator import Simulator, draw_at, split_draw
+from ..stan.tempered import StanTarget, compile_tempered
+from ..ais.tuning import TunedKernel, TuningConfig, tune
 
 __all__ = ["SamplerSettings", "RunSettings", "bread", "compare", "ResumeMismatchError"]
 
@@ -207,10 +207,10 @@ def _run_problem(problem: _Problem, simulator: Simulator, sampler: SamplerSettin
             log.info("%s: %d distributions already done, loaded from %s", problem.name, T, out_dir)
             continue
         prior = _prior_draws(problem, simulator, run.chains, derived_seed(run.seed, _PRIOR, T))
-        config = ais.RunConfig(steps=(T,), schedule=run.schedule,
+        config = engine.RunConfig(steps=(T,), schedule=run.schedule,
                                steps_per_temperature=sampler.steps_per_temperature,
                                increment_blocks=run.increment_blocks, progress=run.progress)
-        one = ais.run(problem.target, kernel, prior, problem.x_star,
+        one = engine.run(problem.target, kernel, prior, problem.x_star,
                       seed=derived_seed(run.seed, _CHAINS, T), tuned=tuned, config=config,
                       model=problem.name)
         step = one.steps[0]

@@ -273,7 +273,7 @@ class BreadResult:
 
     def plot(self, *, truth: float | None = None) -> dict:
         """All figures of the report (estimates, bound, per-temperature gap), by name."""
-        from .plots import plot_all
+        from ..reporting.plots import plot_all
 
         return plot_all(self, truth=truth)
 

@@ -25,10 +25,10 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
-from .kernel_schedule import KernelSchedule, kind_of
-from .kernels.base import Kernel, initial_state
-from .rng import ChainRandom
-from .target import Target
+from .frozen_kernels import KernelSchedule, kind_of
+from ..kernels.base import Kernel, initial_state
+from ..rng import ChainRandom
+from ..target import Target
 
 __all__ = ["TuningConfig", "TunedKernel", "tune", "PILOT_STREAM"]
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 __all__ = ["main"]
 
-from .errors import BreadStanError
+from ..errors import BreadStanError
 
 log = logging.getLogger("bread_stan")
 
@@ -110,7 +110,7 @@ def _data(arg: str | None):
     """A JSON path as given, or a bundled data set by name (``bread_stan.datasets``)."""
     if arg is None or Path(arg).exists():
         return arg
-    from . import datasets
+    from ..stan import datasets
 
     if arg in datasets.names():
         return datasets.load(arg)
@@ -119,8 +119,8 @@ def _data(arg: str | None):
 
 
 def _settings(args):
-    from .schedules import ScheduleSpec
-    from .workflow import RunSettings, SamplerSettings
+    from ..ais.betas import ScheduleSpec
+    from ..workflows.bread import RunSettings, SamplerSettings
 
     sampler = SamplerSettings(kernel=args.kernel, n_leapfrog=args.leapfrog,
                               step_size_jitter=args.jitter, rescue_prob=args.rescue,
@@ -142,7 +142,7 @@ def _print_summary(result) -> None:
 
 def _cmd_run(args) -> int:
     from .report import write_report
-    from .workflow import bread
+    from ..workflows.bread import bread
 
     sampler, run = _settings(args)
     out = args.out or Path(f"bread-{args.model.stem}")
@@ -158,7 +158,7 @@ def _cmd_run(args) -> int:
 
 def _cmd_compare(args) -> int:
     from .report import write_comparison, write_report
-    from .workflow import compare
+    from ..workflows.bread import compare
 
     sampler, run = _settings(args)
     out = args.out or Path("bread-compare")
@@ -199,8 +199,8 @@ def _print_protocol(result) -> None:
 
 
 def _cmd_protocol(args) -> int:
-    from .fit import FitSettings
-    from .protocol import ProtocolSettings, protocol
+    from ..workflows.fit import FitSettings
+    from ..workflows.protocol import ProtocolSettings, protocol
     from .protocol_report import write_protocol_report
 
     sampler, run = _settings(args)
@@ -220,7 +220,7 @@ def _cmd_protocol(args) -> int:
 
 def _cmd_report(args) -> int:
     if (Path(args.dir) / "protocol.json").exists():
-        from .protocol import ProtocolResult
+        from ..workflows.protocol_result import ProtocolResult
         from .protocol_report import write_protocol_report
 
         result = ProtocolResult.load(args.dir)
@@ -229,7 +229,7 @@ def _cmd_report(args) -> int:
         print(f"\nreport: {path}")
         return 0
     from .report import write_report
-    from .results import BreadResult
+    from ..ais.results import BreadResult
 
     result = BreadResult.load(args.dir)
     path = write_report(result, args.dir)
@@ -239,9 +239,9 @@ def _cmd_report(args) -> int:
 
 
 def _cmd_info(args) -> int:
-    from . import __version__
-    from .compile import cache_dir
-    from .toolchain import find_toolchain
+    from .. import __version__
+    from ..stan.compile import cache_dir
+    from ..stan.toolchain import find_toolchain
 
     tc = find_toolchain()
     print(f"bread-stan {__version__}")

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from .errors import CompilerError, StanCompileError
+from ..errors import CompilerError, StanCompileError
 from .toolchain import Toolchain, find_toolchain
 
 try:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import linalg
 
-from .target import Evaluation
+from ..target import Evaluation
 
 __all__ = ["LinearRegression", "simulate_regression"]
 

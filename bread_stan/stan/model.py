@@ -22,7 +22,7 @@ import numpy as np
 
 from .compile import DEFAULT_STANC_ARGS, CompiledModel, Program, compile_model
 from .data import DataLike, to_json_value, to_stan_json
-from .errors import StanDataError, StanEvaluationError
+from ..errors import StanDataError, StanEvaluationError
 
 __all__ = ["StanModel", "Library", "load_library", "variable_shapes"]
 

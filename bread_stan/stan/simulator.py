@@ -21,7 +21,7 @@ import numpy as np
 
 from .compile import DEFAULT_STANC_ARGS, CompiledModel, Program, compile_model
 from .data import DataLike, load_data
-from .errors import StanDataError
+from ..errors import StanDataError
 from .model import StanModel, _address, unflatten_draws, variable_shapes
 
 __all__ = ["Simulator", "split_draw", "draw_at", "to_unconstrained"]

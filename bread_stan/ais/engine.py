@@ -42,13 +42,13 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import pandas as pd
 
-from .kernel_schedule import KernelSchedule
-from .kernels.base import Kernel, initial_state
-from .kernels.params import concat_params
+from .frozen_kernels import KernelSchedule
+from ..kernels.base import Kernel, initial_state
+from ..kernels.params import concat_params
 from .results import BreadResult, DirectionResult, StepResult
-from .rng import ChainRandom, chain_seed_sequences
-from .schedules import ScheduleSpec
-from .target import Target
+from ..rng import ChainRandom, chain_seed_sequences
+from .betas import ScheduleSpec
+from ..target import Target
 
 __all__ = ["AISRun", "forward", "reverse", "RunConfig", "run"]
 

@@ -1,0 +1,5 @@
+"""The Stan layer: find the toolchain, compile and cache programs, call them through the
+C++ bridge, and build tempered targets, simulators and data from them.
+
+Data flows on to ``kernels`` and ``ais``; nothing here imports from them.
+"""

@@ -1,0 +1,380 @@
+"""The real-data protocol (SPEC section 4): is simulated data a fair proxy for the real data?
+
+Bounds are rigorous only on simulated data.  :func:`protocol` does, for one
+model, simulator and real data set:
+
+1. **Fit**: NUTS on the real data (:mod:`bread_stan.fit`); the fitted
+   hyperparameters eta_hat are the posterior medians of the simulator's
+   ``*_given`` variables (``ProtocolSettings.fit.hyper_summary``).
+2. **Simulate**: theta ~ p(theta | eta_hat), D_sim ~ p(D | eta_hat, theta), with
+   the simulator's given-hyperparameters mode.
+3. **Forward AIS** on D_sim and on D_real, both from exact draws of the *full*
+   prior p(eta, theta) (the same prior draws for both, which pairs the curves),
+   each with a kernel tuned along beta on its own data set on never-scored
+   pilot chains and frozen.
+4. **Reverse start**: from (eta_hat, theta), ``S`` transitions of the sampler's
+   kernel tuned at beta = 1 on D_sim (frozen, so they leave p(eta, theta | D_sim)
+   invariant), one independent chain per reverse AIS chain, snapshotted at
+   every S of the sweep; reverse AIS on D_sim from each snapshot.
+5. **Outputs**: (a) quartile curves of forward (real, simulated) and reverse
+   (simulated) estimates against the number of distributions, each shifted by
+   its largest forward estimate, with an :class:`Agreement` score and flag;
+   (b) the :class:`SweepTest` of whether the reverse curves move with S;
+   (c) the Jeffreys bound on D_sim against steps and wall time (a
+   :class:`~bread_stan.results.BreadResult` of the simulated data, forward
+   chains with the reverse chains of the largest S).
+
+Everything is saved as it finishes into ``out_dir`` and a rerun with the same
+settings resumes (the fit, the tuned kernels, the reverse starts and each
+number of distributions are reused); every random choice is a pure function
+of ``run.seed`` and its purpose.
+
+The agreement score is in :mod:`.agreement`, the S-sweep test in :mod:`.sweep`,
+the result and its files in :mod:`.protocol_result`.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from ..ais import engine
+from ..ais.results import BreadResult, DirectionResult, StepResult, _jsonable
+from ..ais.tuning import TunedKernel, tune
+from ..kernels.base import initial_state
+from ..rng import ChainRandom
+from ..stan.data import load_data
+from ..stan.simulator import Simulator, draw_at, split_draw
+from ..stan.tempered import StanTarget, compile_tempered
+from .agreement import Agreement, agreement_score, deficit_curve, shifted_quartiles
+from .bread import (_CHAINS, _PILOT, _PRIOR, _TRUTH, ResumeMismatchError, RunSettings,
+                    SamplerSettings, _constrained, _default_name, _fingerprint,
+                    _prior_draws, _program_text, _simulate_problem, derived_seed)
+from .fit import FitResult, FitSettings, fit
+from .protocol_result import _HEADER, ProtocolResult, _replicate_path, _save_direction, _write_header
+from .sweep import SweepTest, s_sweep_test
+
+__all__ = ["ProtocolSettings", "protocol"]
+
+log = logging.getLogger(__name__)
+
+# Purposes of derived seeds, beyond workflow's truth / pilot / prior / chains.
+_FIT_INIT, _FIT, _REAL_PILOT, _REAL_CHAINS, _REV_START = 10, 11, 12, 13, 14
+_REP_TRUTH, _REP_PILOT, _REP_CHAINS = 15, 16, 17
+_REV_START_STREAM = 3_000_000
+
+
+@dataclass(frozen=True)
+class ProtocolSettings:
+    """The protocol's own settings (the AIS runs use SamplerSettings / RunSettings).
+
+    ``s_sweep``: numbers of beta = 1 transitions from (eta_hat, theta) before
+    reverse AIS; the curves (a) and the bound (c) use the largest.
+    ``replicates``: further simulated data sets whose forward curves make the
+    agreement score's reference band (each costs one forward AIS run per T up
+    to ``replicate_max_steps``, None for all, and one tuning); 0 turns the
+    score off.  ``agreement_*``: see the module docstring.
+    """
+
+    s_sweep: tuple[int, ...] = (10, 100, 1000, 10000)
+    fit: FitSettings = field(default_factory=FitSettings)
+    replicates: int = 5
+    replicate_max_steps: int | None = None
+    agreement_threshold: float = 0.1
+    agreement_alpha: float = 0.05
+    agreement_floor: float = 1.0
+    sweep_alpha: float = 0.01
+    sweep_tolerance: float = 0.1
+    sweep_floor: float = 0.5
+
+    def __post_init__(self):
+        sweep = tuple(sorted(set(int(s) for s in self.s_sweep)))
+        if not sweep or min(sweep) < 0:
+            raise ValueError("s_sweep must be non-negative numbers of transitions")
+        object.__setattr__(self, "s_sweep", sweep)
+        if self.replicates < 0:
+            raise ValueError("replicates must be >= 0 (the agreement score needs >= 1, "
+                             "and is well calibrated from about 4)")
+        if self.replicate_max_steps is not None and self.replicate_max_steps < 1:
+            raise ValueError("replicate_max_steps must be a positive number of distributions "
+                             "(or None for all)")
+        if not 0 < self.agreement_alpha < 1:
+            raise ValueError("agreement_alpha must lie in (0, 1)")
+
+    @property
+    def s_main(self) -> int:
+        return self.s_sweep[-1]
+
+
+# The workflow.
+
+def _reverse_starts(target: StanTarget, kernel, params, x_star: np.ndarray, n: int,
+                    sweep: tuple[int, ...], seed: int) -> tuple[dict[int, np.ndarray], dict]:
+    """Snapshots after S transitions at beta = 1 of n chains started at ``x_star``."""
+    rng = ChainRandom.from_seed(seed, n, stream=_REV_START_STREAM)
+    state = initial_state(target, np.repeat(x_star[None, :], n, axis=0), gradient=True)
+    beta = np.ones(n)
+    snaps = {0: state.position.copy()} if 0 in sweep else {}
+    accept, divergent, n_grad = 0.0, 0, 0
+    t0 = time.perf_counter()
+    for i in range(1, max(sweep) + 1):
+        state, info = kernel.step(rng, state, target, beta, params)
+        accept += float(np.nanmean(info.accept_stat))
+        divergent += int(np.sum(info.divergent))
+        n_grad += int(np.sum(info.n_grad))
+        if i in sweep:
+            snaps[i] = state.position.copy()
+    total = max(max(sweep), 1)
+    return snaps, {"accept_stat": accept / total, "divergences": float(divergent),
+                   "gradients": float(n_grad), "seconds": time.perf_counter() - t0}
+
+
+def _prior_unconstrained(target: StanTarget, simulator: Simulator, n: int, seed: int
+                         ) -> np.ndarray:
+    """Unconstrained exact draws of the full prior (hyperparameters drawn too)."""
+    params, _ = split_draw(simulator.simulate(n, seed), target.compiled)
+    return target.param_unconstrain_batch(params)
+
+
+def _tuned(path: Path | None, target, kernel, base, pilot, seed, sampler) -> TunedKernel:
+    if path is not None and path.exists():
+        return TunedKernel.from_json(path.read_text())
+    tuned = tune(target, kernel, base, pilot, seed=seed, config=sampler.tuning_config())
+    if path is not None:
+        path.write_text(tuned.to_json())
+    return tuned
+
+
+def _header(name, model, simulator, data, sampler, run, settings) -> dict:
+    scored = {k: v for k, v in asdict(run).items() if k not in ("steps", "progress", "threads")}
+    pset = asdict(settings)
+    pset["s_sweep"] = list(settings.s_sweep)
+    # Only what changes numbers already computed: the sweep, the step counts and the
+    # replicates may grow on resume, and the agreement / sweep-test thresholds act at
+    # analysis time.
+    fingerprint = _fingerprint("protocol", _program_text(model), _program_text(simulator),
+                               {k: np.asarray(v).tolist() for k, v in data.items()},
+                               asdict(sampler), asdict(sampler.tuning_config()), scored,
+                               pset["fit"])
+    return {"model": name, "fingerprint": fingerprint, "steps": list(run.steps),
+            "sampler": asdict(sampler), "run": {**scored, "schedule": asdict(run.schedule)},
+            "protocol": pset}
+
+
+def protocol(model, simulator, real_data, *, sampler: SamplerSettings = SamplerSettings(),
+             run: RunSettings = RunSettings(), settings: ProtocolSettings = ProtocolSettings(),
+             out_dir: str | Path | None = None, name: str | None = None) -> ProtocolResult:
+    """Run the real-data protocol of SPEC section 4 (see the module docstring).
+
+    ``model`` and ``simulator`` are Stan programs (paths or text) following
+    ``stan_models/README.md``; the simulator must have the given-hyperparameters
+    inputs.  ``real_data`` is the model's data (dict or JSON path).  With
+    ``out_dir`` every finished part is saved at once and a rerun with the same
+    settings resumes; adding step counts or S values to a finished run only
+    computes what is new (the reverse starts are snapshots of one seeded chain
+    per reverse chain, so a longer sweep reproduces the saved snapshots).
+
+    Wall time in the bound against seconds (c): the simulated forward chains and
+    the reverse chains of every S share one batch per temperature; each group is
+    charged its share of the batch's time in proportion to its gradients, so a
+    step's time is what one forward plus one reverse run cost.
+    """
+    data = load_data(real_data)
+    name = name or _default_name(model)
+    header = _header(name, model, simulator, data, sampler, run, settings)
+    out = Path(out_dir) if out_dir is not None else None
+    previous = None
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        if (out / _HEADER).exists():
+            saved = json.loads((out / _HEADER).read_text())
+            if saved.get("settings", {}).get("fingerprint") != header["fingerprint"]:
+                raise ResumeMismatchError(
+                    f"{out} holds protocol results with different settings (model, data, "
+                    "seed, sampler, schedule or protocol settings); use a new output "
+                    "directory or delete it")
+            previous = ProtocolResult.load(out)
+
+    compiled = compile_tempered(model)
+    kernel, base = sampler.make()
+    prior_sim = Simulator(simulator, data, threads=run.threads)
+    real_target = StanTarget(compiled, data, threads=run.threads)
+
+    # 1. Fit on the real data.
+    fit_dir = out / "fit" if out is not None else None
+    if fit_dir is not None and FitResult.exists(fit_dir):
+        fitted = FitResult.load(fit_dir)
+        log.info("%s: fit loaded from %s", name, fit_dir)
+    else:
+        inits = _prior_unconstrained(real_target, prior_sim, settings.fit.chains,
+                                     derived_seed(run.seed, _FIT_INIT))
+        fitted = fit(real_target, inits, settings=settings.fit,
+                     seed=derived_seed(run.seed, _FIT), data=data)
+        if fit_dir is not None:
+            fitted.save(fit_dir)
+    hyper = fitted.hyperparameters(prior_sim.hyperparameters, settings.fit.hyper_summary)
+    hyper_rhat = {h: float(fitted.summary.loc[h, "r_hat"]) for h in hyper
+                  if h in fitted.summary.index}
+    if any(r > 1.1 for r in hyper_rhat.values()):
+        # Only the hyperparameters matter here: label switching or rotations of
+        # other parameters (mixtures, factorisations) inflate R-hat harmlessly.
+        log.warning("%s: the fit's hyperparameters have R-hat %s (> 1.1); the fitted values "
+                    "may be unreliable (longer warmup, more draws?)", name,
+                    {h: round(r, 3) for h, r in hyper_rhat.items()})
+    log.info("%s: fitted hyperparameters (posterior %s): %s", name,
+             settings.fit.hyper_summary, {k: round(v, 4) for k, v in hyper.items()})
+
+    # 2. Simulate with the fitted hyperparameters.
+    fixed_sim = Simulator(simulator, data, hyper=hyper, threads=run.threads)
+    truth = draw_at(fixed_sim.simulate(1, derived_seed(run.seed, _TRUTH)), 0)
+    _, overrides = split_draw(truth, compiled)
+    problem = _simulate_problem(name + " (simulated)", model, fixed_sim, data, run.seed,
+                                run.threads, truth)
+
+    extra = {"simulated_data": {k: np.asarray(v).tolist() for k, v in overrides.items()},
+             "truth": problem.truth, "fit_method": fitted.method,
+             "fit_max_rhat": fitted.max_rhat, "fit_min_ess_bulk": fitted.min_ess_bulk,
+             "fit_hyper_rhat": hyper_rhat,
+             "hyper_summary": settings.fit.hyper_summary}
+    sim = BreadResult(name, header, [], {"truth": problem.truth, "known_log_ml_bounds": {}})
+    result = ProtocolResult(name, header, fitted, hyper, sim, {}, {}, extra)
+    if previous is not None:
+        result.sim.steps = [s for s in previous.sim.steps if s.n_steps in run.steps]
+        result.real_forward = {T: d for T, d in previous.real_forward.items() if T in run.steps}
+        result.reverse_sweep = {k: d for k, d in previous.reverse_sweep.items()
+                                if k[0] in settings.s_sweep and k[1] in run.steps}
+        result.replicate_forward = {
+            k: {T: d for T, d in by_steps.items() if T in run.steps}
+            for k, by_steps in previous.replicate_forward.items() if k <= settings.replicates}
+        result.extra.update({k: v for k, v in previous.extra.items() if k not in extra})
+    if out is not None:
+        _write_header(out, result)
+
+    # 3. Kernels tuned along beta on each data set (pilot chains from the full prior).
+    t0 = time.perf_counter()
+    pilot = _prior_draws(problem, prior_sim, sampler.pilot_chains,
+                         derived_seed(run.seed, _PILOT))
+    tuned_sim = _tuned(out / "tuning_sim.json" if out else None, problem.target, kernel, base,
+                       pilot, derived_seed(run.seed, _PILOT), sampler)
+    tuned_real = _tuned(out / "tuning_real.json" if out else None, real_target, kernel, base,
+                        pilot, derived_seed(run.seed, _REAL_PILOT), sampler)
+    result.extra.setdefault("tuning_seconds", time.perf_counter() - t0)
+    result.sim.extra["tuning"] = tuned_sim.to_dict()
+
+    @functools.cache
+    def replicate(k: int) -> tuple[Any, TunedKernel]:
+        """The k-th replicate data set (eta_hat, fresh theta and data) and a kernel
+        tuned on it; built on first use, so a resumed run that needs none pays nothing."""
+        truth_k = draw_at(fixed_sim.simulate(1, derived_seed(run.seed, _REP_TRUTH, k)), 0)
+        problem_k = _simulate_problem(f"{name} (replicate {k})", model, fixed_sim, data,
+                                      run.seed, run.threads, truth_k)
+        path = None
+        if out is not None:
+            (out / "replicates").mkdir(parents=True, exist_ok=True)
+            path = out / "replicates" / f"tuning_r{k}.json"
+        return problem_k, _tuned(path, problem_k.target, kernel, base, pilot,
+                                 derived_seed(run.seed, _REP_PILOT, k), sampler)
+
+    # 4. Reverse starts: S frozen beta = 1 transitions from (eta_hat, theta) on D_sim.
+    starts_path = out / "reverse_starts.npz" if out is not None else None
+    starts: dict[int, np.ndarray] = {}
+    if starts_path is not None and starts_path.exists():
+        with np.load(starts_path) as z:
+            starts = {int(k[1:]): z[k] for k in z.files}
+    if not set(settings.s_sweep) <= set(starts):
+        # The snapshots are a deterministic function of the seed, so recomputing
+        # for a larger sweep reproduces the saved ones.
+        at_one = tuned_sim.schedule(np.array([0.0, 1.0])).params_at(1)
+        starts, info = _reverse_starts(problem.target, kernel, at_one, problem.x_star,
+                                       run.chains, settings.s_sweep,
+                                       derived_seed(run.seed, _REV_START))
+        result.extra["reverse_start"] = info
+        log.info("%s: reverse starts after S = %s transitions at beta = 1 (%.1f s, "
+                 "acceptance %.2f)", name, list(settings.s_sweep), info["seconds"],
+                 info["accept_stat"])
+        if starts_path is not None:
+            tmp = starts_path.with_name("reverse_starts.tmp.npz")
+            np.savez_compressed(tmp, **{f"S{S}": v for S, v in starts.items()})
+            tmp.replace(starts_path)
+    if out is not None:
+        _write_header(out, result)
+        result.sim.save_header(out / "sim")
+
+    # 5. AIS for each number of distributions.
+    for T in run.steps:
+        betas = run.schedule.betas(T)
+        every = (None if run.increment_blocks is None
+                 else max(1, math.ceil((T - 1) / run.increment_blocks)))
+        prior = _prior_draws(problem, prior_sim, run.chains, derived_seed(run.seed, _PRIOR, T))
+        fwd_done = {st.n_steps: st for st in result.sim.steps}.get(T)
+        missing = [S for S in settings.s_sweep if (S, T) not in result.reverse_sweep]
+        chain_seed = derived_seed(run.seed, _CHAINS, T)
+        groups = [] if fwd_done is not None else [engine._Group("forward", prior, chain_seed, 0)]
+        # Stream 1 + S: a reverse chain's randomness depends on its S, not on the sweep.
+        groups += [engine._Group("reverse", starts[S], chain_seed, 1 + S) for S in missing]
+        if groups:
+            runs = engine._anneal(problem.target, kernel,
+                               tuned_sim.schedule(betas, sampler.steps_per_temperature), groups,
+                               increments_every=every, progress=run.progress)
+            if fwd_done is None:
+                fwd = runs.pop(0)
+                fwd_done = StepResult(T, fwd.to_direction_result(), None, betas,
+                                      _constrained(problem, fwd.final_positions))
+            for S, r in zip(missing, runs):
+                result.reverse_sweep[(S, T)] = r.to_direction_result()
+                if out is not None:
+                    _save_direction(out / "sweep" / f"reverse_S{S}_T{T}",
+                                    result.reverse_sweep[(S, T)])
+        step = StepResult(T, fwd_done.forward, result.reverse_sweep[(settings.s_main, T)],
+                          betas, fwd_done.draws)
+        result.sim.steps = [st for st in result.sim.steps if st.n_steps != T] + [step]
+        if groups:
+            if out is not None:
+                result.sim.save_step(out / "sim", step)
+            check = step.consistency()
+            if not check.passed:
+                log.warning("%s, simulated data, %d distributions: %s", name, T, check.message)
+            log.info("%s: simulated data, T=%d: bound %.4g nats, %.1f s", name, T,
+                     step.bound().estimate, step.wall_time)
+        def forward_only(target, tuned: TunedKernel, seed: int, path: Path | None,
+                         label: str) -> DirectionResult:
+            fwd = engine._anneal(target, kernel, tuned.schedule(betas, sampler.steps_per_temperature),
+                              [engine._Group("forward", prior, seed, 0)],
+                              increments_every=every, progress=run.progress)[0]
+            done = fwd.to_direction_result()
+            if path is not None:
+                _save_direction(path, done)
+            log.info("%s: %s, T=%d: median forward estimate %.4g, %.1f s", name, label, T,
+                     float(np.median(fwd.log_estimates)), fwd.wall_time)
+            return done
+
+        if T not in result.real_forward:
+            result.real_forward[T] = forward_only(
+                real_target, tuned_real, derived_seed(run.seed, _REAL_CHAINS, T),
+                out / "real" / f"forward_{T}" if out is not None else None, "real data")
+        if settings.replicate_max_steps is not None and T > settings.replicate_max_steps:
+            continue
+        for k in range(1, settings.replicates + 1):
+            done = result.replicate_forward.setdefault(k, {})
+            if T not in done:
+                rep_problem, rep_tuned = replicate(k)
+                done[T] = forward_only(
+                    rep_problem.target, rep_tuned, derived_seed(run.seed, _REP_CHAINS, k, T),
+                    _replicate_path(out, k, T) if out is not None else None,
+                    f"replicate {k} of {settings.replicates}")
+    result.sim.steps.sort(key=lambda s: s.n_steps)
+    if out is not None:
+        result.save(out)
+    for problem_text in result.problems():
+        log.warning("%s: %s", name, problem_text)
+    return result
