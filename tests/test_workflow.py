@@ -110,6 +110,34 @@ def test_mismatched_simulator_is_flagged_and_no_bound_is_reported():
     assert len(wrong.problems()) == 1 and "simulator" in wrong.problems()[0]
 
 
+def test_multi_draw_run_splits_chains_over_problems_each_on_its_own_data(tmp_path):
+    run = RunSettings(steps=(3, 30), chains=90, seed=2, exact_draws=3, progress=False)
+    multi = bread(MODEL, SIMULATOR, DATA, sampler=SAMPLER, run=run, out_dir=tmp_path)
+    step = multi.step(30)
+    assert step.exact_draws == 3 and step.bound().method == "problems"
+    problems = multi.extra["problems"]
+    assert len({json.dumps(p["truth"]) for p in problems}) == 3
+    # Each problem's chains ran on its own simulated data: its estimates bracket its
+    # own exact log p(y*_k) (Z standard errors), and not the others'.
+    for k, p in enumerate(problems):
+        exact = _exact_log_ml(np.asarray(p["simulated_data"]["y"]))
+        L = step.forward.log_estimates[step.forward.problems == k]
+        U = step.reverse.log_estimates[step.reverse.problems == k]
+        assert L.size == U.size == 30
+        assert L.mean() <= exact + Z * L.std(ddof=1) / np.sqrt(L.size)
+        assert U.mean() >= exact - Z * U.std(ddof=1) / np.sqrt(U.size)
+    # Problem 1 is the single-draw run's problem; the rest are new draws.
+    assert problems[0]["truth"] == bread(
+        MODEL, SIMULATOR, DATA, sampler=SAMPLER,
+        run=RunSettings(steps=(3,), chains=4, seed=2, progress=False)).extra["truth"]
+    back = BreadResult.load(tmp_path)
+    np.testing.assert_array_equal(back.step(30).forward.problems, step.forward.problems)
+    assert back.summary().equals(multi.summary())
+    assert not back.verdicts()[-1].conditional
+    with pytest.raises(ValueError, match="exact_draws"):
+        RunSettings(chains=10, exact_draws=11)
+
+
 def test_export_round_trips(result, tmp_path):
     result.save(tmp_path)
     back = BreadResult.load(tmp_path)

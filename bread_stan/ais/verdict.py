@@ -116,8 +116,8 @@ def _carriers(L: np.ndarray, mean_u: float) -> int:
     return int(np.searchsorted(np.cumsum(deficits), 0.5 * total) + 1)
 
 
-def _fmt(x: float) -> str:
-    return f"{x:.3g}" if np.isfinite(x) else ("infinite" if x > 0 else "-infinite")
+def _fmt(x: float, digits: int = 3) -> str:
+    return f"{x:.{digits}g}" if np.isfinite(x) else ("infinite" if x > 0 else "-infinite")
 
 
 def judge_step(step, settings: VerdictSettings = VerdictSettings(), *,
@@ -141,8 +141,9 @@ def judge_step(step, settings: VerdictSettings = VerdictSettings(), *,
     rest = np.delete(L, stranded)
     rest_bound = float(mean_u - np.mean(rest)) if rest.size else float("nan")
     carriers = _carriers(L, mean_u)
-    evidence = (f"median forward {_fmt(fq[1])} (IQR {_fmt(fq[2] - fq[0])}), median reverse "
-                f"{_fmt(rq[1])} (IQR {_fmt(rq[2] - rq[0])}) over {L.size} + {U.size} chains")
+    evidence = (f"Median forward estimate {_fmt(fq[1], 7)} (IQR {_fmt(fq[2] - fq[0])}), median "
+                f"reverse {_fmt(rq[1], 7)} (IQR {_fmt(rq[2] - rq[0])}), over {L.size} + {U.size} "
+                "chains")
 
     if sign.negative or not tail.passed:
         fired = [name for name, hit in (("sign test", sign.negative),
@@ -182,10 +183,10 @@ def judge_step(step, settings: VerdictSettings = VerdictSettings(), *,
                             "in the prior's tails where the tuned step size is far too large: "
                             "more leapfrog steps, NUTS, or a reparameterised model may free them.")
             elif np.isfinite(fq[1]) and rq[1] - fq[1] > scale:
-                message += (f" The forward chains as a whole have not reached the posterior: "
-                            f"the median forward estimate is {_fmt(rq[1] - fq[1])} nats below "
-                            f"the median reverse estimate, and {carriers} of {L.size} chains "
-                            "carry half of the bound.")
+                message += (f" The forward chains as a whole lag the reverse ones: the median "
+                            f"forward estimate is {_fmt(rq[1] - fq[1])} nats below the median "
+                            f"reverse estimate, and half of the bound comes from {carriers} of "
+                            f"{L.size} forward chains.")
         message += " " + evidence + "."
         if draws == 1:
             message += (" The interval is conditional on the one exact draw x* (reverse chains "

@@ -71,6 +71,9 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=int, default=None, help="threads per model call (default: all cores)")
     p.add_argument("--out", type=Path, default=None,
                    help="output directory (default: bread-<model name>)")
+    p.add_argument("--converged-nats", type=float, default=1.0,
+                   help="call a step count converged when the bound's upper limit is at most "
+                   "this many nats (default 1)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
 
 
@@ -145,6 +148,12 @@ def _settings(args):
     return sampler, run
 
 
+def _verdict(args):
+    from ..ais.verdict import VerdictSettings
+
+    return VerdictSettings(converged_nats=args.converged_nats)
+
+
 def _print_summary(result) -> None:
     from .report import display_table, markdown_table
 
@@ -164,7 +173,7 @@ def _cmd_run(args) -> int:
     known = {k: v for k, v in (("upper", args.known_upper), ("lower", args.known_lower))
              if v is not None}
     result = bread(args.model, args.simulator, _data(args.data), sampler=sampler, run=run,
-                   known_log_ml_bounds=known or None, out_dir=out)
+                   known_log_ml_bounds=known or None, out_dir=out, verdict=_verdict(args))
     report = write_report(result, out)
     _print_summary(result)
     print(f"\nresults and report: {report}")
@@ -178,7 +187,7 @@ def _cmd_compare(args) -> int:
     sampler, run = _settings(args)
     out = args.out or Path("bread-compare")
     results = compare(args.models, args.simulator, _data(args.data), sampler=sampler, run=run,
-                      out_dir=out)
+                      out_dir=out, verdict=_verdict(args))
     for label, result in results.items():
         write_report(result, out / label)
         _print_summary(result)

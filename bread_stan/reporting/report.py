@@ -19,7 +19,8 @@ import pandas as pd
 
 from ..ais.results import BreadResult
 
-__all__ = ["write_report", "write_comparison", "markdown_table", "display_table", "glossary"]
+__all__ = ["write_report", "write_comparison", "markdown_table", "display_table", "glossary",
+           "save_figures"]
 
 log = logging.getLogger(__name__)
 
@@ -150,20 +151,19 @@ def _sections(result: BreadResult) -> list[tuple[str, str]]:
     return sections
 
 
-def _figures(result: BreadResult, out_dir: Path, truth: float | None) -> tuple[dict, list[str]]:
-    """Save each figure as PNG; a figure that fails is reported, never fatal."""
+def save_figures(makers: Mapping[str, Any], out_dir: Path) -> tuple[dict, list[str]]:
+    """Draw and save each figure (``stem -> function returning a Figure``) as PNG.
+
+    A figure that fails is logged and listed, never fatal: returns the saved paths by
+    stem and one message per failure.
+    """
     import matplotlib.pyplot as plt
 
-    from . import plots
-
-    makers = {"estimates": lambda: plots.plot_estimates(result, truth=truth),
-              "bound": lambda: plots.plot_bound(result),
-              "gap_by_temperature": lambda: plots.plot_gap_by_temperature(result)}
     figures, failures = {}, []
     for stem, make in makers.items():
         try:
             fig = make()
-            path = out_dir / f"{stem}.png"
+            path = Path(out_dir) / f"{stem}.png"
             fig.savefig(path, dpi=110, bbox_inches="tight")
             plt.close(fig)
             figures[stem] = path
@@ -184,7 +184,12 @@ def write_report(result: BreadResult, out_dir: Path, *, truth: float | None = No
     out_dir.mkdir(parents=True, exist_ok=True)
     result.summary().to_csv(out_dir / "summary.csv", index=False)
     (out_dir / "summary.json").write_text(json.dumps(result.summary_json(), indent=1))
-    figures, failures = _figures(result, out_dir, truth)
+    from . import plots
+
+    figures, failures = save_figures(
+        {"estimates": lambda: plots.plot_estimates(result, truth=truth),
+         "bound": lambda: plots.plot_bound(result),
+         "gap_by_temperature": lambda: plots.plot_gap_by_temperature(result)}, out_dir)
     sections = _sections(result)
     settings = json.dumps(result.settings, indent=1, default=str)
     headline = f"**{result.status.upper()}.** {result.headline()}"

@@ -37,12 +37,14 @@ from ..kernels.hmc import HMC, HMCParams
 from ..kernels.nuts import NUTS, NUTSParams
 from ..stan.model import unflatten_draws
 from ..ais.results import BreadResult, DirectionResult, StepResult
+from ..ais.verdict import VerdictSettings
 from ..ais.betas import ScheduleSpec
 from ..stan.simulator import Simulator, draw_at, split_draw
 from ..stan.tempered import StanTarget, compile_tempered
 from ..ais.tuning import TunedKernel, TuningConfig, tune
 
-__all__ = ["SamplerSettings", "RunSettings", "bread", "compare", "ResumeMismatchError"]
+__all__ = ["SamplerSettings", "RunSettings", "VerdictSettings", "bread", "compare",
+           "ResumeMismatchError"]
 
 log = logging.getLogger(__name__)
 
@@ -192,15 +194,18 @@ def _constrained(problem: _Problem, u: np.ndarray) -> dict[str, np.ndarray]:
 
 def _run_problem(problems: list[_Problem], simulator: Simulator, sampler: SamplerSettings,
                  run: RunSettings, out_dir: Path | None, header: dict,
-                 known_log_ml_bounds: Mapping[str, float] | None) -> BreadResult:
+                 known_log_ml_bounds: Mapping[str, float] | None,
+                 verdict: VerdictSettings) -> BreadResult:
     """Tune on the first problem, then run every step count over all problems."""
     kernel, base_params = sampler.make()
     first = problems[0]
     extra = {"truth": first.truth, "simulated_data": first.simulated_data,
-             "known_log_ml_bounds": dict(known_log_ml_bounds or {})}
+             "known_log_ml_bounds": dict(known_log_ml_bounds or {}),
+             "verdict_settings": asdict(verdict)}
     if len(problems) > 1:
         extra["exact_draws"] = len(problems)
-        extra["truths"] = [p.truth for p in problems]
+        extra["problems"] = [{"truth": p.truth, "simulated_data": p.simulated_data}
+                             for p in problems]
     result = BreadResult(first.name, header, [], extra)
     done: set[int] = set()
     if out_dir is not None:
@@ -322,6 +327,7 @@ def _header(name: str, model, simulator, data: Mapping, sampler: SamplerSettings
 def bread(model, simulator, data=None, *, sampler: SamplerSettings = SamplerSettings(),
           run: RunSettings = RunSettings(), hyper: Mapping[str, float] | None = None,
           known_log_ml_bounds: Mapping[str, float] | None = None,
+          verdict: VerdictSettings | None = None,
           out_dir: str | Path | None = None, name: str | None = None) -> BreadResult:
     """Bound the Jeffreys divergence between AIS output and the posterior of ``model``.
 
@@ -330,7 +336,8 @@ def bread(model, simulator, data=None, *, sampler: SamplerSettings = SamplerSett
     (dict or JSON path; the simulator reads it too, and its simulated variables
     replace the observed ones).  ``hyper`` fixes the simulator's hyperparameters.
     ``known_log_ml_bounds`` ({"upper": ..., "lower": ...}) adds one-sided KL
-    bounds.  With ``out_dir``, every finished step count is saved at once and a
+    bounds.  ``verdict`` sets the verdict's levels and its convergence scale
+    (:class:`~bread_stan.ais.verdict.VerdictSettings`).  With ``out_dir``, every finished step count is saved at once and a
     rerun with the same settings continues where it stopped.
     """
     data = load_data(data)
@@ -343,7 +350,8 @@ def bread(model, simulator, data=None, *, sampler: SamplerSettings = SamplerSett
     out = Path(out_dir) if out_dir is not None else None
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
-    return _run_problem(problems, sim, sampler, run, out, header, known_log_ml_bounds)
+    return _run_problem(problems, sim, sampler, run, out, header, known_log_ml_bounds,
+                        verdict or VerdictSettings())
 
 
 def _truth_draws(simulator: Simulator, run: RunSettings) -> list[dict]:
@@ -354,8 +362,8 @@ def _truth_draws(simulator: Simulator, run: RunSettings) -> list[dict]:
 
 def compare(models: Mapping[str, Any] | Sequence, simulator, data=None, *,
             sampler: SamplerSettings = SamplerSettings(), run: RunSettings = RunSettings(),
-            hyper: Mapping[str, float] | None = None, out_dir: str | Path | None = None
-            ) -> dict[str, BreadResult]:
+            hyper: Mapping[str, float] | None = None, out_dir: str | Path | None = None,
+            verdict: VerdictSettings | None = None) -> dict[str, BreadResult]:
     """BREAD on several programs of one model, on one shared simulated data set and
     exact posterior draw.  ``models`` maps labels to programs (or is a list of
     programs, labelled by file name).  Returns one result per label."""
@@ -372,7 +380,8 @@ def compare(models: Mapping[str, Any] | Sequence, simulator, data=None, *,
         out = Path(out_dir) / label if out_dir is not None else None
         if out is not None:
             out.mkdir(parents=True, exist_ok=True)
-        results[label] = _run_problem(problems, sim, sampler, run, out, header, None)
+        results[label] = _run_problem(problems, sim, sampler, run, out, header, None,
+                                      verdict or VerdictSettings())
     return results
 
 
