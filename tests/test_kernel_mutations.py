@@ -1,0 +1,218 @@
+"""Tests that fail when the kernel machinery breaks (issue 13, item 4).
+
+Each test here was written against a deliberate break of the code and seen to
+fail on it (the note of issue 13 lists which break each one catches):
+
+- per-temperature kernel schedules: reverse (or forward) AIS using the kernel
+  settings of a neighbouring temperature is caught on the exact grid oracle
+  (a lazy grid kernel whose laziness differs by temperature) and, entry by
+  entry, by a spy kernel on the conjugate Gaussian, whose log p(y) sandwich must
+  also hold with a tuned per-temperature schedule;
+- HMC and NUTS with a non-identity diagonal metric (momentum drawn with the
+  wrong metric): moments and two-sample tests against exact draws of a Gaussian
+  whose scales differ by a factor 1000;
+- a rescue step size that depends on the state: a long-run test with exact
+  moments, where such a rule has a large bias.
+
+Tolerances: z-scores against exact values use standard errors from exact
+standard deviations; |z| < Z_TOL = 4.5 (two-sided p ~ 7e-6 per statistic, so
+a false alarm in a test of at most ~20 statistics is below 1e-4) and
+two-sample p-values above P_MIN = 1e-4 (Bonferroni over the coordinates).
+Seeds are fixed, so each test is deterministic.
+"""
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from bread_stan.ais import engine as ais
+from bread_stan.ais.betas import ScheduleSpec, sigmoidal
+from bread_stan.ais.estimators import log_ml_sandwich
+from bread_stan.ais.tuning import TuningConfig, tune
+from bread_stan.exact.conjugate import simulate_regression
+from bread_stan.exact.grid import GridTarget, grid_log_f
+from bread_stan.exact.oracle import NeighbourMetropolis, grid_bounds, linear_schedule
+from bread_stan.kernels.grid_mh import GridMetropolis, GridMHParams
+from bread_stan.kernels.hmc import HMC, HMCParams
+
+Z_TOL = 4.5
+P_MIN = 1e-4
+
+
+# --- per-temperature kernel schedules: the exact grid oracle ------------------------------
+
+class _LazyGridSchedule:
+    """A frozen grid-kernel schedule with a stay probability per temperature.
+
+    The engine takes any object with ``betas``, ``steps_per_temperature`` and
+    ``params_at(t)``; :class:`KernelSchedule` holds HMC/NUTS settings only.
+    """
+
+    def __init__(self, betas, stay_prob, steps_per_temperature):
+        self.betas = np.asarray(betas, dtype=float)
+        self.stay_prob = np.asarray(stay_prob, dtype=float)
+        self.steps_per_temperature = steps_per_temperature
+
+    def params_at(self, t):
+        return GridMHParams(stay_prob=float(self.stay_prob[t]))
+
+    # What ais.run needs of ``tuned``: a schedule for its betas, and a record.
+    def schedule(self, betas, steps_per_temperature):
+        assert np.array_equal(betas, self.betas)
+        return self
+
+    def to_dict(self):
+        return {"stay_prob": self.stay_prob.tolist()}
+
+
+# Lazy at the two hottest temperatures, not at the others, five MH steps per
+# temperature: on the "hard" 7x7 target, a kernel one temperature off moves E[L]
+# or E[U] by at least 11 standard errors of a 4000-chain mean (the oracle says
+# so below), and every forward and reverse kernel except the last reverse one
+# (after the last weight update, at b = 0) matters.
+GRID_NAME, GRID_T, GRID_STEPS = "hard", 5, 5
+GRID_STAY = np.array([0.95, 0.95, 0.0, 0.0, 0.0])
+GRID_CHAINS = 4000
+
+
+def _grid_exact(stay):
+    return grid_bounds(GRID_NAME, GRID_T, kernel=NeighbourMetropolis((7, 7), GRID_STEPS, stay))
+
+
+def _mean_z(L, U, exact):
+    n = L.size
+    return {"forward": (L.mean() - exact.forward_mean) / (exact.forward_sd / np.sqrt(n)),
+            "reverse": (U.mean() - exact.reverse_mean) / (exact.reverse_sd / np.sqrt(n))}
+
+
+def test_a_schedule_one_temperature_off_would_move_the_exact_grid_means():
+    """Power of the next test: the oracle's means under misaligned laziness."""
+    exact = _grid_exact(GRID_STAY)
+    n = GRID_CHAINS
+    for offset in (1, -1):
+        shifted = GRID_STAY[np.clip(np.arange(GRID_T) + offset, 0, GRID_T - 1)]
+        wrong = _grid_exact(shifted)
+        z_fwd = (wrong.forward_mean - exact.forward_mean) / (exact.forward_sd / np.sqrt(n))
+        z_rev = (wrong.reverse_mean - exact.reverse_mean) / (exact.reverse_sd / np.sqrt(n))
+        assert min(abs(z_fwd), abs(z_rev)) > 2 * Z_TOL, (offset, z_fwd, z_rev)
+
+
+@pytest.mark.parametrize("combined", [False, True])
+def test_per_temperature_grid_schedule_reproduces_the_exact_means(combined):
+    """Forward and reverse AIS with a per-temperature lazy grid kernel against the
+    oracle with the same laziness at each temperature, separately and in one batch."""
+    target = GridTarget(grid_log_f(GRID_NAME))
+    schedule = _LazyGridSchedule(linear_schedule(GRID_T), GRID_STAY, GRID_STEPS)
+    draws = np.random.default_rng(21)
+    prior = target.sample_prior(draws, GRID_CHAINS)
+    post = target.sample_posterior(draws, GRID_CHAINS)
+    kernel = GridMetropolis()
+    if combined:
+        config = ais.RunConfig(steps=(GRID_T,), schedule=ScheduleSpec("linear"),
+                               steps_per_temperature=GRID_STEPS, increment_blocks=None)
+        step = ais.run(target, kernel, prior, post, seed=22, tuned=schedule, config=config).steps[0]
+        L, U = step.forward.log_estimates, step.reverse.log_estimates
+    else:
+        L = ais.forward(target, kernel, schedule, prior, seed=22).log_estimates
+        U = ais.reverse(target, kernel, schedule, post, seed=22).log_estimates
+    exact = _grid_exact(GRID_STAY)
+    z = _mean_z(L, U, exact)
+    assert all(abs(v) < Z_TOL for v in z.values()), z
+    bound_se = np.hypot(exact.forward_sd, exact.reverse_sd) / np.sqrt(GRID_CHAINS)
+    assert abs(U.mean() - L.mean() - exact.bound) < Z_TOL * bound_se
+
+
+def test_lazy_grid_kernel_validates_its_setting():
+    with pytest.raises(ValueError, match="stay_prob"):
+        GridMHParams(stay_prob=1.0)
+    with pytest.raises(ValueError, match="stay_prob"):
+        NeighbourMetropolis((3, 3), stay_prob=[0.5, -0.1])
+    with pytest.raises(ValueError, match="stay probabilities for 4 betas"):
+        grid_bounds("easy", 4, kernel=NeighbourMetropolis((7, 7), stay_prob=np.zeros(3)))
+
+
+# --- per-temperature kernel schedules: the conjugate Gaussian ------------------------------
+
+class _SpyHMC(HMC):
+    """HMC that records, for every call, each chain's beta, step size and inverse metric."""
+
+    def __init__(self):
+        self.calls = []
+
+    def step(self, rng, state, target, beta, params, chains=None):
+        n, d = state.position.shape
+        metric = np.ones((n, d)) if params.inv_metric is None else np.broadcast_to(
+            params.inv_metric, (n, d))
+        self.calls.append((np.broadcast_to(beta, (n,)).copy(),
+                           np.broadcast_to(params.step_size, (n,)).copy(), np.array(metric)))
+        return super().step(rng, state, target, beta, params, chains)
+
+
+@pytest.fixture(scope="module")
+def gaussian():
+    model, _ = simulate_regression(30, 3, correlation=0.5, noise_sd=0.5, seed=31)
+    rng = np.random.default_rng(32)
+    tuned = tune(model, HMC(), HMCParams(0.5, 8), model.sample_prior(rng, 64), seed=33,
+                 config=TuningConfig(n_grid=8, adapt_steps=30, adapt_metric=True))
+    return {"model": model, "tuned": tuned, "prior": model.sample_prior(rng, 400),
+            "post": model.sample_posterior(rng, 400)}
+
+
+def _temperature_of(beta, betas):
+    t = np.searchsorted(betas, beta)
+    assert np.array_equal(betas[t], beta), "a kernel ran at a beta outside the schedule"
+    return t
+
+
+@pytest.mark.parametrize("combined", [False, True])
+def test_each_temperature_gets_its_own_kernel_params_in_both_directions(gaussian, combined):
+    """Entry by entry: the kernel at temperature t gets step_size[t] and inv_metric[t],
+    forward at t = 1 .. T-1 in that order, reverse at t = T-2 .. 0."""
+    T, spt, n = 12, 2, 3
+    schedule = gaussian["tuned"].schedule(sigmoidal(T), spt)
+    assert np.unique(schedule.step_size).size == T  # every entry differs: a shift shows
+    assert np.unique(schedule.inv_metric[:, 0]).size == T
+    spy = _SpyHMC()
+    model, prior, post = gaussian["model"], gaussian["prior"][:n], gaussian["post"][:n]
+    if combined:
+        config = ais.RunConfig(steps=(T,), schedule=ScheduleSpec("sigmoid"),
+                               steps_per_temperature=spt, increment_blocks=None)
+        ais.run(model, spy, prior, post, seed=1, tuned=gaussian["tuned"], config=config)
+        directions = {"forward": slice(0, n), "reverse": slice(n, 2 * n)}
+        calls = {name: [tuple(a[sl] for a in call) for call in spy.calls]
+                 for name, sl in directions.items()}
+    else:
+        ais.forward(model, spy, schedule, prior, seed=1)
+        fwd_calls, spy.calls = spy.calls, []
+        ais.reverse(model, spy, schedule, post, seed=1)
+        calls = {"forward": fwd_calls, "reverse": spy.calls}
+    expected_order = {"forward": np.arange(1, T), "reverse": np.arange(T - 2, -1, -1)}
+    for direction, records in calls.items():
+        assert len(records) == (T - 1) * spt
+        visited = []
+        for beta, step_size, metric in records:
+            t = _temperature_of(beta, schedule.betas)
+            assert np.unique(t).size == 1
+            np.testing.assert_array_equal(step_size, schedule.step_size[t], err_msg=direction)
+            np.testing.assert_array_equal(metric, schedule.inv_metric[t], err_msg=direction)
+            visited.append(t[0])
+        np.testing.assert_array_equal(visited, np.repeat(expected_order[direction], spt),
+                                      err_msg=direction)
+
+
+def test_tuned_per_temperature_schedule_sandwiches_exact_log_ml(gaussian):
+    """Forward and reverse AIS with the tuned schedule (step size and metric vary with
+    beta) bound the exact log p(y): each mean and the log-ML sandwich within 4.5 standard
+    errors, and the sandwich narrower than 1 nat."""
+    model = gaussian["model"]
+    log_ml = model.log_marginal_likelihood()
+    schedule = gaussian["tuned"].schedule(sigmoidal(60))
+    assert schedule.step_size.max() > 3 * schedule.step_size.min()
+    L = ais.forward(model, HMC(), schedule, gaussian["prior"], seed=3).log_estimates
+    U = ais.reverse(model, HMC(), schedule, gaussian["post"], seed=3).log_estimates
+    se = lambda x: np.std(x, ddof=1) / np.sqrt(x.size)  # noqa: E731
+    assert L.mean() < log_ml + Z_TOL * se(L)
+    assert U.mean() > log_ml - Z_TOL * se(U)
+    sandwich = log_ml_sandwich(L, U)
+    assert sandwich.contains(log_ml, n_se=Z_TOL)
+    assert sandwich.width < 1.0
