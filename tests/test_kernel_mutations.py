@@ -12,7 +12,8 @@ fail on it (the note of issue 13 lists which break each one catches):
   wrong metric): moments and two-sample tests against exact draws of a Gaussian
   whose scales differ by a factor 1000;
 - a rescue step size that depends on the state: a long-run test with exact
-  moments, where such a rule has a large bias.
+  moments, where such a rule has a large bias;
+- the sign of the infinity a reverse chain through zero likelihood carries.
 
 Tolerances: z-scores against exact values use standard errors from exact
 standard deviations; |z| < Z_TOL = 4.5 (two-sided p ~ 7e-6 per statistic, so
@@ -33,7 +34,7 @@ from bread_stan.exact.conjugate import simulate_regression
 from bread_stan.exact.grid import GridTarget, grid_log_f
 from bread_stan.exact.oracle import NeighbourMetropolis, grid_bounds, linear_schedule
 from bread_stan.kernels.grid_mh import GridMetropolis, GridMHParams
-from bread_stan.kernels.base import initial_state
+from bread_stan.kernels.base import StepInfo, initial_state
 from bread_stan.kernels.hmc import HMC, HMCParams
 from bread_stan.kernels.nuts import NUTS, NUTSParams
 from bread_stan.rng import ChainRandom
@@ -333,3 +334,39 @@ def test_rescue_steps_are_chosen_independently_of_the_state():
     z_tail = (np.mean(np.abs(x) > 1.5) - tail) / np.sqrt(tail * (1 - tail) / n)
     assert np.all(np.abs(np.append(z, z_tail)) < Z_TOL), (z, z_tail)
     assert stats.kstest(x[:, 0], "norm").pvalue > P_MIN
+
+
+# --- which infinity a reverse chain can carry (the estimators' docstring) ------------------
+
+class _ZeroLikelihoodAbove0:
+    """Prior N(0, 1); likelihood N(0, 1) for x <= 0 and zero for x > 0."""
+
+    dim = 1
+
+    def evaluate(self, points, *, gradient=True):
+        x = points[:, 0]
+        return Evaluation(-0.5 * x ** 2, np.where(x > 0, -np.inf, -0.5 * x ** 2))
+
+
+class _Stay:
+    """The identity kernel (leaves every distribution invariant)."""
+
+    needs_gradient = False
+
+    def step(self, rng, state, target, beta, params=None, chains=None):
+        z = np.zeros(state.n_chains)
+        return state, StepInfo(z, z.astype(bool), z, z.astype(np.int64), z.astype(np.int64))
+
+
+def test_a_reverse_chain_through_zero_likelihood_has_upper_estimate_minus_infinity():
+    """logw_rev adds (b_{t-1} - b_t) log f <= 0 times -inf = +inf, so U = -inf: an
+    impossible upper bound, refused; a forward chain there has L = -inf, accepted."""
+    start = np.array([[1.0], [-1.0]])
+    betas = np.linspace(0.0, 1.0, 4)
+    rev = ais.reverse(_ZeroLikelihoodAbove0(), _Stay(), betas, start, seed=0)
+    fwd = ais.forward(_ZeroLikelihoodAbove0(), _Stay(), betas, start, seed=0)
+    assert rev.log_weights[0] == np.inf and rev.log_estimates[0] == -np.inf
+    assert fwd.log_estimates[0] == -np.inf
+    assert log_ml_sandwich(fwd.log_estimates, [0.0, 1.0]).lower == pytest.approx(-0.5 - np.log(2))
+    with pytest.raises(ValueError, match="reverse estimates: 1 of 2 chains have an invalid"):
+        log_ml_sandwich([0.0, 1.0], rev.log_estimates)
