@@ -12,7 +12,8 @@ Optional :class:`GridMHParams` make the kernel lazy: with probability
 ``stay_prob`` (per chain, so per temperature in an AIS schedule) a chain stays
 put instead of proposing.  The mixture is chosen independently of the state, so
 the kernel stays reversible; it gives the grid kernel a setting that a frozen
-kernel schedule can vary by temperature.
+kernel schedule can vary by temperature.  A step that stays counts as a
+rejection in the acceptance statistic.
 
 Each step draws exactly two uniforms per chain from that chain's stream (the
 direction, or staying, then the acceptance), whether or not the proposal is on
