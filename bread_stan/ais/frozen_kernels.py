@@ -2,8 +2,8 @@
 
 A :class:`KernelSchedule` is what forward and reverse AIS share (SPEC section
 1): the betas, the number of kernel steps per temperature and, for a kernel
-with settings, its params at each temperature (step size and diagonal inverse
-metric per temperature; the other fields, such as the number of leapfrog steps
+with settings, its params at each temperature (step size and inverse metric,
+diagonal or dense, per temperature; the other fields, such as the number of leapfrog steps
 or the maximum tree depth, fixed).  It is decided before any scored chain runs
 and saved with the results (``to_dict``/``from_dict``, ``to_json``/``from_json``).
 A kernel without settings (the grid Metropolis kernel) uses ``kind=None`` and
@@ -38,8 +38,9 @@ def kind_of(params) -> str:
 class KernelSchedule:
     """Betas (T,), kernel steps per temperature, and per-temperature params.
 
-    ``step_size`` is (T,) and ``inv_metric`` (T, d) or None (identity);
-    ``fixed`` holds the params fields that do not vary with temperature.
+    ``step_size`` is (T,) and ``inv_metric`` (T, d) (diagonal), (T, d, d)
+    (dense) or None (identity); ``fixed`` holds the params fields that do not
+    vary with temperature.
     """
 
     betas: np.ndarray
@@ -65,8 +66,14 @@ class KernelSchedule:
         object.__setattr__(self, "step_size", step)
         if self.inv_metric is not None:
             m = np.asarray(self.inv_metric, dtype=float)
-            if m.ndim != 2 or m.shape[0] != T or not np.all(np.isfinite(m) & (m > 0)):
-                raise ValueError(f"inv_metric must be ({T}, d) finite positive values")
+            if m.ndim == 3:
+                if (m.shape[0] != T or m.shape[1] != m.shape[2] or not np.all(np.isfinite(m))
+                        or not np.allclose(m, np.swapaxes(m, 1, 2))):
+                    raise ValueError(f"a dense inv_metric must be ({T}, d, d) finite "
+                                     "symmetric matrices")
+            elif m.ndim != 2 or m.shape[0] != T or not np.all(np.isfinite(m) & (m > 0)):
+                raise ValueError(f"inv_metric must be ({T}, d) finite positive values "
+                                 f"(diagonal) or ({T}, d, d) (dense)")
             object.__setattr__(self, "inv_metric", m)
         object.__setattr__(self, "fixed", dict(self.fixed or {}))
 
@@ -80,7 +87,10 @@ class KernelSchedule:
         step = np.full(betas.size, float(fields.pop("step_size")))
         metric = fields.pop("inv_metric")
         if metric is not None:
-            metric = np.tile(np.asarray(metric, dtype=float), (betas.size, 1))
+            metric = np.asarray(metric, dtype=float)
+            if metric.ndim == 3:  # dense, given as (1, d, d)
+                metric = metric[0]
+            metric = np.repeat(metric[None], betas.size, axis=0)
         return cls(betas, steps_per_temperature, kind_of(params), step, metric, fields)
 
     @property
@@ -92,6 +102,8 @@ class KernelSchedule:
         if self.kind is None:
             return None
         metric = None if self.inv_metric is None else self.inv_metric[t]
+        if metric is not None and metric.ndim == 2:
+            metric = metric[None]  # dense: (1, d, d), never read as a per-chain diagonal
         return PARAMS_BY_KIND[self.kind](step_size=float(self.step_size[t]),
                                          inv_metric=metric, **self.fixed)
 

@@ -9,12 +9,21 @@ statistics that steer the step size come from chains closer to that beta's
 distribution.  Then a round of dual averaging (Stan's
 settings: gamma 0.05, t0 10, kappa 0.75; the acceptance statistic averaged
 over the pilot chains) sets the step size toward a target acceptance; with
-``adapt_metric`` the diagonal inverse metric is first set to the pilot chains'
-regularised variance there, and the step size adapted in two windows.  The
-result, a :class:`TunedKernel`, interpolates log step size (and log inverse
-metric) linearly in ``log(beta + beta_floor)`` and turns any schedule of betas
-into a frozen :class:`~bread_stan.kernel_schedule.KernelSchedule`, shared by the
-forward and reverse runs and saved with the results.
+``adapt_metric`` the inverse metric is first set to the pilot chains'
+regularised variance there (diagonal) or regularised covariance (dense, as
+Stan's ``dense_e``), and the step size adapted in two windows.
+
+The pilot also records, at each grid beta, the standard deviation of the log
+likelihood over the pilot chains during the last window: the curve from which
+the adaptive schedule (:func:`~bread_stan.ais.betas.thermodynamic`) places its
+betas.  Schedule and kernel alike are functions of the pilot chains only, so
+scored chains never influence them.
+
+The result, a :class:`TunedKernel`, interpolates log step size linearly in
+``log(beta + beta_floor)`` (a diagonal metric likewise in log; a dense one by
+its matrix logarithm) and turns any schedule of betas into a frozen
+:class:`~bread_stan.ais.frozen_kernels.KernelSchedule`, shared by the forward
+and reverse runs and saved with the results.
 """
 
 from __future__ import annotations
@@ -36,6 +45,7 @@ log = logging.getLogger(__name__)
 
 PILOT_STREAM = 1_000_000  # random stream of the pilot chains; scored runs use small streams
 _DEFAULT_ACCEPT = {"hmc": 0.65, "nuts": 0.8}
+_METRICS = ("diag", "dense", "auto")
 
 
 @dataclass(frozen=True)
@@ -44,6 +54,13 @@ class TuningConfig:
 
     At each grid beta after the first, ``burn_in`` unadapted transitions precede
     the ``adapt_steps`` transitions of dual averaging.
+
+    ``metric`` (with ``adapt_metric``): "diag", "dense" or "auto".  "auto" uses a
+    dense metric at a grid beta when the pilot draws there are strongly
+    correlated (some |correlation| above ``dense_correlation``) and plentiful
+    enough to estimate a covariance (at least ``10 d`` pooled draws), and the
+    diagonal of the same estimate otherwise; the kernel is dense if any grid
+    beta chose dense.
     """
 
     n_grid: int = 16
@@ -53,11 +70,23 @@ class TuningConfig:
     adapt_metric: bool = False
     beta_floor: float = 1e-3
     stream: int = PILOT_STREAM
+    metric: str = "diag"
+    dense_correlation: float = 0.5
+
+    def __post_init__(self):
+        if self.metric not in _METRICS:
+            raise ValueError(f"unknown metric {self.metric!r}; use 'diag', 'dense' or 'auto'")
 
 
 @dataclass(frozen=True, eq=False)
 class TunedKernel:
-    """Step size (and inverse metric) at grid betas, for any schedule by interpolation."""
+    """Step size (and inverse metric) at grid betas, for any schedule by interpolation.
+
+    ``inv_metric`` is (G, d) diagonal, (G, d, d) dense or None; ``loglik_sd`` (G,)
+    is the pilot's standard deviation of the log likelihood at each grid beta
+    (None for kernels tuned before it was recorded), used by the adaptive
+    schedule.
+    """
 
     kind: str
     grid_betas: np.ndarray
@@ -66,16 +95,24 @@ class TunedKernel:
     fixed: dict
     beta_floor: float
     accept: np.ndarray  # mean pilot acceptance at each grid beta during the final window
+    loglik_sd: np.ndarray | None = None
 
     def _coord(self, betas) -> np.ndarray:
         return np.log(np.asarray(betas, dtype=float) + self.beta_floor)
+
+    @property
+    def dense(self) -> bool:
+        """Whether the tuned inverse metric is dense."""
+        return self.inv_metric is not None and np.ndim(self.inv_metric) == 3
 
     def schedule(self, betas, steps_per_temperature: int = 1) -> KernelSchedule:
         """The frozen kernel schedule for these betas."""
         x, grid = self._coord(betas), self._coord(self.grid_betas)
         step = np.exp(np.interp(x, grid, np.log(self.step_size)))
         metric = None
-        if self.inv_metric is not None:
+        if self.dense:
+            metric = _interp_spd(x, grid, self.inv_metric)
+        elif self.inv_metric is not None:
             log_m = np.log(self.inv_metric)
             metric = np.exp(np.stack([np.interp(x, grid, log_m[:, j])
                                       for j in range(log_m.shape[1])], axis=1))
@@ -86,14 +123,16 @@ class TunedKernel:
         lst = lambda a: None if a is None else np.asarray(a).tolist()  # noqa: E731
         return {"kind": self.kind, "grid_betas": lst(self.grid_betas),
                 "step_size": lst(self.step_size), "inv_metric": lst(self.inv_metric),
-                "fixed": self.fixed, "beta_floor": self.beta_floor, "accept": lst(self.accept)}
+                "fixed": self.fixed, "beta_floor": self.beta_floor, "accept": lst(self.accept),
+                "loglik_sd": lst(self.loglik_sd)}
 
     @classmethod
     def from_dict(cls, data: dict) -> "TunedKernel":
         arr = lambda a: None if a is None else np.asarray(a, dtype=float)  # noqa: E731
         return cls(data["kind"], arr(data["grid_betas"]), arr(data["step_size"]),
                    arr(data.get("inv_metric")), dict(data.get("fixed") or {}),
-                   float(data["beta_floor"]), arr(data.get("accept")))
+                   float(data["beta_floor"]), arr(data.get("accept")),
+                   arr(data.get("loglik_sd")))
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict())
@@ -101,6 +140,27 @@ class TunedKernel:
     @classmethod
     def from_json(cls, text: str) -> "TunedKernel":
         return cls.from_dict(json.loads(text))
+
+
+def _spd_log(m: np.ndarray) -> np.ndarray:
+    vals, vecs = np.linalg.eigh(m)
+    return np.einsum("...ij,...j,...kj->...ik", vecs, np.log(vals), vecs)
+
+
+def _interp_spd(x: np.ndarray, grid: np.ndarray, matrices: np.ndarray) -> np.ndarray:
+    """Symmetric positive definite matrices at ``x``, interpolated linearly in their
+    matrix logarithm between the ``grid`` points (the dense analogue of
+    interpolating a diagonal in log); constant beyond the ends."""
+    logs = _spd_log(matrices)
+    g = logs.shape[0]
+    pos = np.interp(x, grid, np.arange(g, dtype=float))
+    lo = np.minimum(np.floor(pos).astype(int), g - 2) if g > 1 else np.zeros(x.size, int)
+    frac = (pos - lo)[:, None, None]
+    hi = np.minimum(lo + 1, g - 1)
+    mixed = (1.0 - frac) * logs[lo] + frac * logs[hi]
+    vals, vecs = np.linalg.eigh(mixed)
+    out = np.einsum("...ij,...j,...kj->...ik", vecs, np.exp(vals), vecs)
+    return 0.5 * (out + np.swapaxes(out, 1, 2))
 
 
 def _grid(n_grid: int, floor: float) -> np.ndarray:
@@ -117,6 +177,29 @@ def regularised_variance(draws: np.ndarray) -> np.ndarray:
     (draws), so (n, d) -> (d,) and (n, chains, d) -> (chains, d)."""
     n = draws.shape[0]
     return (n / (n + 5.0)) * np.var(draws, axis=0, ddof=1) + 1e-3 * (5.0 / (n + 5.0))
+
+
+def regularised_covariance(draws: np.ndarray) -> np.ndarray:
+    """Stan's shrunk covariance estimate for the dense inverse metric (``dense_e``):
+    ``n / (n + 5) S + 1e-3 * 5 / (n + 5) I`` over draws (n, d)."""
+    n, d = draws.shape
+    cov = np.atleast_2d(np.cov(draws, rowvar=False))
+    return (n / (n + 5.0)) * cov + 1e-3 * (5.0 / (n + 5.0)) * np.eye(d)
+
+
+def _metric_from(draws: np.ndarray, choice: str, threshold: float) -> np.ndarray:
+    """A dense inverse metric (d, d) from pooled pilot draws: the regularised
+    covariance, or (``auto`` without strong correlation, or too few draws for a
+    covariance) its diagonal as a diagonal matrix."""
+    cov = regularised_covariance(draws)
+    if choice == "dense":
+        return cov
+    n, d = draws.shape
+    sd = np.sqrt(np.diag(cov))
+    corr = cov / np.outer(sd, sd) - np.eye(d)
+    if n >= 10 * d and np.max(np.abs(corr), initial=0.0) > threshold:
+        return cov
+    return np.diag(np.diag(cov))
 
 
 class DualAveraging:
@@ -178,7 +261,12 @@ def tune(target: Target, kernel: Kernel, base_params, prior_draws, *, seed,
     metric = None if base_params.inv_metric is None else np.asarray(base_params.inv_metric, float)
     steps, metrics, accepts = [], [], []
 
-    def adapt(state, beta, step, metric, n_steps):
+    dense = config.adapt_metric and config.metric != "diag"
+    if dense and metric is not None and metric.ndim == 1:
+        metric = np.diag(metric)[None]
+    sds = []
+
+    def adapt(state, beta, step, metric, n_steps, record=None):
         da = DualAveraging(step, accept_target)
         acc = []
         for _ in range(n_steps):
@@ -187,6 +275,8 @@ def tune(target: Target, kernel: Kernel, base_params, prior_draws, *, seed,
             a = float(np.mean(np.nan_to_num(info.accept_stat, nan=0.0)))
             da.update(a)
             acc.append(a)
+            if record is not None:
+                record.append(state)
         return state, float(da.final), float(np.mean(acc[len(acc) // 2:]))
 
     for i, beta in enumerate(grid):
@@ -194,24 +284,51 @@ def tune(target: Target, kernel: Kernel, base_params, prior_draws, *, seed,
             params = replace(base_params, step_size=step, inv_metric=metric)
             for _ in range(config.burn_in):
                 state, _ = kernel.step(rng, state, target, np.full(n, beta), params)
-        if config.adapt_metric:
+        visited = []
+        if dense:
+            half = max(config.adapt_steps // 2, 1)
+            metric = _metric_from(state.position, "dense", 1.0)[None]
+            state, step, _ = adapt(state, beta, step, metric, half, visited)
+            pooled = np.concatenate([s.position for s in visited])
+            metric = _metric_from(pooled, config.metric, config.dense_correlation)[None]
+            visited = []
+            state, step, acc = adapt(state, beta, step, metric, half, visited)
+        elif config.adapt_metric:
             half = max(config.adapt_steps // 2, 1)
             metric = regularised_variance(state.position)
             state, step, _ = adapt(state, beta, step, metric, half)
             metric = regularised_variance(state.position)
-            state, step, acc = adapt(state, beta, step, metric, half)
+            state, step, acc = adapt(state, beta, step, metric, half, visited)
         else:
-            state, step, acc = adapt(state, beta, step, metric, config.adapt_steps)
+            state, step, acc = adapt(state, beta, step, metric, config.adapt_steps, visited)
+        window = visited[len(visited) // 2:] or [state]
+        sds.append(_loglik_sd(np.concatenate([s.evaluation.log_lik for s in window])))
         steps.append(step)
         metrics.append(metric)
         accepts.append(acc)
-        log.debug("pilot beta=%.4g: step size %.4g, acceptance %.3f", beta, step, acc)
+        log.debug("pilot beta=%.4g: step size %.4g, acceptance %.3f, sd of log lik %.4g",
+                  beta, step, acc, sds[-1])
 
     fixed = {k: v for k, v in asdict(base_params).items() if k not in ("step_size", "inv_metric")}
     inv_metric = None
-    if config.adapt_metric:
+    if dense:
+        inv_metric = np.concatenate(metrics)
+        if config.metric == "auto" and all(_is_diagonal(m) for m in inv_metric):
+            inv_metric = np.stack([np.diag(m) for m in inv_metric])
+    elif config.adapt_metric:
         inv_metric = np.stack(metrics)
     elif metric is not None:
-        inv_metric = np.tile(metric, (grid.size, 1))
+        base = metric[0] if metric.ndim == 3 else metric
+        inv_metric = np.repeat(base[None], grid.size, axis=0)
     return TunedKernel(kind, grid, np.array(steps), inv_metric, fixed,
-                       config.beta_floor, np.array(accepts))
+                       config.beta_floor, np.array(accepts), np.array(sds))
+
+
+def _loglik_sd(values: np.ndarray) -> float:
+    """Standard deviation of pooled log likelihoods, ignoring non-finite ones."""
+    finite = values[np.isfinite(values)]
+    return float(np.std(finite, ddof=1)) if finite.size > 1 else 0.0
+
+
+def _is_diagonal(m: np.ndarray) -> bool:
+    return not np.any(m - np.diag(np.diag(m)))

@@ -1,7 +1,7 @@
 """Static Hamiltonian Monte Carlo: fixed step size and number of leapfrog steps.
 
 One transition per chain: draw a momentum, run ``n_leapfrog`` leapfrog steps
-with a diagonal inverse metric, accept with the Metropolis probability
+with a diagonal or dense inverse metric, accept with the Metropolis probability
 ``min(1, exp(H0 - H1))``.  All chains of the batch advance together (one model
 call per leapfrog step); a chain whose trajectory reaches a non-finite density
 or gradient leaves the batch at once and is rejected (the set of visited
@@ -18,8 +18,8 @@ import numpy as np
 from ..rng import ChainRandom
 from ..target import Evaluation, Target
 from .base import ChainState, StepInfo
-from .integrator import (kinetic, leapfrog, per_chain, per_chain_metric, tempered_grad,
-                         tempered_logp)
+from .integrator import (draw_momentum, kinetic, leapfrog, per_chain, per_chain_metric,
+                         tempered_grad, tempered_logp)
 
 __all__ = ["HMCParams", "HMC"]
 
@@ -29,7 +29,8 @@ DIVERGENCE_THRESHOLD = 1000.0
 @dataclass(frozen=True)
 class HMCParams:
     """Step size (scalar or per chain), leapfrog steps (scalar or per chain),
-    diagonal inverse metric ((d,), (n, d) or None for the identity) and step-size
+    inverse metric (diagonal (d,) or (n, d); dense (1, d, d) or (n, d, d); None
+    for the identity) and step-size
     jitter j: each transition draws its step size uniformly from
     [(1 - j) step_size, (1 + j) step_size], per chain (Stan's ``stepsize_jitter``).
 
@@ -92,7 +93,7 @@ class HMC:
 
         ev0 = state.evaluation
         with np.errstate(all="ignore"):
-            p0 = rng.normal(d, chains) / np.sqrt(minv)
+            p0 = draw_momentum(rng.normal(d, chains), minv)
             h0 = kinetic(p0, minv) - tempered_logp(ev0, beta)
             g0 = tempered_grad(ev0, beta)
 

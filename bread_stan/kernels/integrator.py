@@ -1,9 +1,11 @@
 """Hamiltonian pieces shared by HMC and NUTS, vectorised over a batch of chains.
 
 The potential is minus the tempered log density ``log_prior + beta * log_lik``
-(beta per chain); the kinetic energy uses a diagonal inverse metric ``minv``
-(one row per chain), so momenta are drawn as ``N(0, diag(1 / minv))``.  All
-functions work on (n, d) arrays and never loop over chains.  Non-finite values
+(beta per chain); the kinetic energy ``p' M^-1 p / 2`` uses an inverse metric
+``minv`` = M^-1 per chain: diagonal, (n, d), or dense, (n, d, d) (Stan's
+``diag_e`` and ``dense_e``).  Momenta are drawn from N(0, M) and positions move
+with the velocity ``M^-1 p``.  All functions work on batches and never loop over
+chains.  Non-finite values
 are expected (a proposal outside the support) and must not raise or warn:
 callers run these under ``np.errstate(all="ignore")``.
 """
@@ -14,8 +16,8 @@ import numpy as np
 
 from ..target import Evaluation, Target
 
-__all__ = ["per_chain", "per_chain_metric", "tempered_logp", "tempered_grad",
-           "kinetic", "leapfrog"]
+__all__ = ["per_chain", "per_chain_metric", "is_dense", "velocity", "draw_momentum",
+           "tempered_logp", "tempered_grad", "kinetic", "leapfrog"]
 
 
 def per_chain(value, n: int, name: str, *, integer: bool = False) -> np.ndarray:
@@ -31,17 +33,60 @@ def per_chain(value, n: int, name: str, *, integer: bool = False) -> np.ndarray:
 
 
 def per_chain_metric(inv_metric, n: int, d: int) -> np.ndarray:
-    """The diagonal inverse metric as an (n, d) array (None means the identity)."""
+    """The inverse metric per chain: diagonal (n, d) or dense (n, d, d).
+
+    Diagonal: (d,) shared or (n, d) per chain; None means the identity.  Dense
+    (always three axes, so that it cannot be mistaken for a per-chain diagonal):
+    (1, d, d) shared or (n, d, d) per chain, each symmetric positive definite.
+    """
     if inv_metric is None:
         return np.ones((n, d))
     m = np.asarray(inv_metric, dtype=float)
+    if m.ndim == 3:
+        if m.shape == (1, d, d):
+            m = np.broadcast_to(m, (n, d, d))
+        if m.shape != (n, d, d):
+            raise ValueError(f"a dense inv_metric must have shape (1, {d}, {d}) or "
+                             f"({n}, {d}, {d}), got {m.shape}")
+        if not np.all(np.isfinite(m)) or not np.allclose(m, np.swapaxes(m, 1, 2)):
+            raise ValueError("a dense inv_metric must be finite and symmetric")
+        if np.any(np.linalg.eigvalsh(m)[..., 0] <= 0):
+            raise ValueError("a dense inv_metric must be positive definite")
+        return m
     if m.shape == (d,):
         m = np.broadcast_to(m, (n, d))
     if m.shape != (n, d):
-        raise ValueError(f"inv_metric must have shape ({d},) or ({n}, {d}), got {m.shape}")
+        raise ValueError(f"inv_metric must have shape ({d},) or ({n}, {d}) (diagonal), or "
+                         f"(1, {d}, {d}) or ({n}, {d}, {d}) (dense), got {m.shape}")
     if not np.all(np.isfinite(m)) or np.any(m <= 0):
         raise ValueError("inv_metric must be finite and positive")
     return m
+
+
+def is_dense(minv: np.ndarray) -> bool:
+    """Whether a per-chain inverse metric is dense (n, d, d) rather than diagonal."""
+    return minv.ndim == 3
+
+
+def velocity(p: np.ndarray, minv: np.ndarray) -> np.ndarray:
+    """``M^-1 p`` per chain for momenta ``p`` (n, d), or (n, k, d) for k momenta each."""
+    if not is_dense(minv):
+        return minv[:, None, :] * p if p.ndim == 3 else minv * p
+    if p.ndim == 3:
+        return np.einsum("nij,nkj->nki", minv, p)
+    return np.einsum("nij,nj->ni", minv, p)
+
+
+def draw_momentum(z: np.ndarray, minv: np.ndarray) -> np.ndarray:
+    """Momenta ~ N(0, M) from standard normals ``z`` (n, d).
+
+    Diagonal: ``z / sqrt(minv)``.  Dense: with ``M^-1 = L L'`` (Cholesky),
+    ``p = L^-T z`` has covariance ``L^-T L^-1 = (L L')^-1 = M``.
+    """
+    if not is_dense(minv):
+        return z / np.sqrt(minv)
+    chol = np.linalg.cholesky(minv)
+    return np.linalg.solve(np.swapaxes(chol, 1, 2), z[..., None])[..., 0]
 
 
 def tempered_logp(ev: Evaluation, beta: np.ndarray) -> np.ndarray:
@@ -65,7 +110,7 @@ def tempered_grad(ev: Evaluation, beta: np.ndarray) -> np.ndarray:
 
 def kinetic(p: np.ndarray, minv: np.ndarray) -> np.ndarray:
     """``p' M^-1 p / 2`` per chain."""
-    return 0.5 * np.einsum("ij,ij->i", minv * p, p)
+    return 0.5 * np.einsum("ij,ij->i", velocity(p, minv), p)
 
 
 def leapfrog(target: Target, q: np.ndarray, p: np.ndarray, grad: np.ndarray,
@@ -78,7 +123,7 @@ def leapfrog(target: Target, q: np.ndarray, p: np.ndarray, grad: np.ndarray,
     """
     e = eps[:, None]
     p_half = p + (0.5 * e) * grad
-    q_new = q + e * (minv * p_half)
+    q_new = q + e * velocity(p_half, minv)
     ev = target.evaluate(q_new, gradient=True)
     g_new = tempered_grad(ev, beta)
     p_new = p_half + (0.5 * e) * g_new

@@ -36,8 +36,8 @@ from scipy.special import ndtr
 from ..rng import ChainRandom
 from ..target import Evaluation, Target
 from .base import ChainState, StepInfo
-from .integrator import (kinetic, leapfrog, per_chain, per_chain_metric, tempered_grad,
-                         tempered_logp)
+from .integrator import (draw_momentum, kinetic, leapfrog, per_chain, per_chain_metric,
+                         tempered_grad, tempered_logp, velocity)
 
 __all__ = ["NUTSParams", "NUTS"]
 
@@ -46,8 +46,8 @@ DIVERGENCE_THRESHOLD = 1000.0
 
 @dataclass(frozen=True)
 class NUTSParams:
-    """Step size (scalar or per chain), diagonal inverse metric ((d,), (n, d) or
-    None for the identity) and maximum tree depth (at most 2^max_depth - 1
+    """Step size (scalar or per chain), inverse metric (diagonal (d,) or (n, d);
+    dense (1, d, d) or (n, d, d); None for the identity) and maximum tree depth (at most 2^max_depth - 1
     leapfrog steps per transition)."""
 
     step_size: float | np.ndarray = 0.1
@@ -86,9 +86,8 @@ def _merge_ok(minv, left, right) -> np.ndarray:
     np.add(left[:, RHO], right[:, RHO], out=spans[:, 0])
     np.add(left[:, RHO], right[:, BEG], out=spans[:, 1])
     np.add(right[:, RHO], left[:, END], out=spans[:, 2])
-    m = minv[:, None, :]
-    dl = np.einsum("kjd,kmd->kjm", left[:, BEG:END + 1] * m, spans).reshape(k, 6)
-    dr = np.einsum("kjd,kmd->kjm", right[:, BEG:END + 1] * m, spans).reshape(k, 6)
+    dl = np.einsum("kjd,kmd->kjm", velocity(left[:, BEG:END + 1], minv), spans).reshape(k, 6)
+    dr = np.einsum("kjd,kmd->kjm", velocity(right[:, BEG:END + 1], minv), spans).reshape(k, 6)
     # (beg, whole) (beg, left_ext) (end, right_ext) of each side; see the docstring
     return np.all(dl[:, _LEFT_CHECKS] > 0, axis=1) & np.all(dr[:, _RIGHT_CHECKS] > 0, axis=1)
 
@@ -99,7 +98,7 @@ _RIGHT_CHECKS = np.array([1 * 3 + 0, 0 * 3 + 1, 1 * 3 + 2])  # r_end:whole, r_be
 
 
 class NUTS:
-    """Stan's NUTS with a diagonal metric; ``params`` is :class:`NUTSParams`."""
+    """Stan's NUTS with a diagonal or dense metric; ``params`` is :class:`NUTSParams`."""
 
     needs_gradient = True
     params_class = NUTSParams
@@ -133,7 +132,7 @@ def _uniforms(rng: ChainRandom, chains: np.ndarray, k: int) -> np.ndarray:
 def _transition(rng, target, chains, state, beta, eps, minv, max_depth):
     q0, ev0 = state.position, state.evaluation
     n, d = q0.shape
-    p0 = rng.normal(d, chains) / np.sqrt(minv)
+    p0 = draw_momentum(rng.normal(d, chains), minv)
     h0 = kinetic(p0, minv) - tempered_logp(ev0, beta)
     g0 = tempered_grad(ev0, beta)
 

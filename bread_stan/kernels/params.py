@@ -19,7 +19,7 @@ def concat_params(parts: list[tuple[object, int]], d: int):
     """Per-chain params for a batch made of groups ``(params, n_chains)`` of one class.
 
     Scalar fields that agree across groups stay scalar; the others become
-    per-chain arrays (the inverse metric becomes (n, d)).
+    per-chain arrays (the inverse metric becomes (n, d), or (n, d, d) if any is dense).
     """
     params = [p for p, _ in parts]
     cls = type(params[0])
@@ -32,8 +32,11 @@ def concat_params(parts: list[tuple[object, int]], d: int):
             if all(v is None for v in values):
                 fields[name] = None
             else:
-                fields[name] = np.concatenate(
-                    [per_chain_metric(v, n, d) for v, (_, n) in zip(values, parts)])
+                metrics = [per_chain_metric(v, n, d) for v, (_, n) in zip(values, parts)]
+                if any(m.ndim == 3 for m in metrics):  # a diagonal joins a dense batch
+                    metrics = [m if m.ndim == 3 else np.einsum("ni,ij->nij", m, np.eye(d))
+                               for m in metrics]
+                fields[name] = np.concatenate(metrics)
         elif all(np.ndim(v) == 0 for v in values) and len({float(v) for v in values}) == 1:
             fields[name] = values[0]
         else:

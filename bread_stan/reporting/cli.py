@@ -62,7 +62,13 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
                    help="HMC: share of transitions with a step size 1 to 1000 times "
                    "smaller, to free chains stranded in the prior's tails (default 0.1)")
     p.add_argument("--max-depth", type=int, default=8, help="NUTS maximum tree depth (default 8)")
-    p.add_argument("--schedule", choices=("sigmoid", "linear", "geometric"), default="sigmoid")
+    p.add_argument("--schedule", choices=("sigmoid", "linear", "geometric", "adaptive"),
+                   default="sigmoid",
+                   help="annealing schedule; 'adaptive' places the betas at equal "
+                   "thermodynamic length measured by the pilot chains (default sigmoid)")
+    p.add_argument("--metric", choices=("diag", "dense", "auto"), default="diag",
+                   help="inverse metric tuned along beta: diagonal, dense (Stan's dense_e), or "
+                   "auto (dense where the pilot draws are strongly correlated; default diag)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--exact-draws", type=int, default=1,
                    help="simulated problems (x*, y*) to split the chains among: K > 1 gives an "
@@ -140,7 +146,7 @@ def _settings(args):
 
     sampler = SamplerSettings(kernel=args.kernel, n_leapfrog=args.leapfrog,
                               step_size_jitter=args.jitter, rescue_prob=args.rescue,
-                              max_depth=args.max_depth)
+                              max_depth=args.max_depth, metric=args.metric)
     run = RunSettings(steps=args.steps, chains=args.chains, seed=args.seed,
                       exact_draws=args.exact_draws,
                       threads=args.threads, schedule=ScheduleSpec(kind=args.schedule),

@@ -60,9 +60,12 @@ class SamplerSettings:
     """The Markov kernel used at every temperature, and how it is tuned.
 
     ``kernel`` is ``"hmc"`` (``n_leapfrog`` steps) or ``"nuts"``
-    (``max_depth``).  The step size (and, with ``adapt_metric``, a diagonal
-    metric) is tuned along beta on ``pilot_chains`` never-scored chains, then
-    frozen for forward and reverse runs alike.  For HMC, ``step_size_jitter`` and
+    (``max_depth``).  The step size (and, with ``adapt_metric``, an inverse
+    metric: ``metric`` "diag", "dense" as Stan's ``dense_e``, or "auto", dense
+    where the pilot draws are strongly correlated; see
+    :class:`~bread_stan.ais.tuning.TuningConfig`) is tuned along beta on
+    ``pilot_chains`` never-scored chains, then frozen for forward and reverse
+    runs alike.  For HMC, ``step_size_jitter`` and
     ``rescue_prob`` randomise the step size of each transition (see
     :class:`~bread_stan.kernels.hmc.HMCParams`); the default 10% of "rescue"
     transitions with much smaller steps frees chains that start deep in the
@@ -77,6 +80,7 @@ class SamplerSettings:
     steps_per_temperature: int = 1
     target_accept: float | None = None
     adapt_metric: bool = True
+    metric: str = "diag"
     pilot_chains: int = 32
     pilot_grid: int = 16
     pilot_steps: int = 40
@@ -84,6 +88,8 @@ class SamplerSettings:
     def __post_init__(self):
         if self.kernel not in ("hmc", "nuts"):
             raise ValueError(f"unknown kernel {self.kernel!r}; use 'hmc' or 'nuts'")
+        if self.metric not in ("diag", "dense", "auto"):
+            raise ValueError(f"unknown metric {self.metric!r}; use 'diag', 'dense' or 'auto'")
 
     def make(self):
         """The kernel object and its base params."""
@@ -95,7 +101,8 @@ class SamplerSettings:
 
     def tuning_config(self) -> TuningConfig:
         return TuningConfig(n_grid=self.pilot_grid, adapt_steps=self.pilot_steps,
-                            target_accept=self.target_accept, adapt_metric=self.adapt_metric)
+                            target_accept=self.target_accept, adapt_metric=self.adapt_metric,
+                            metric=self.metric)
 
 
 @dataclass(frozen=True)
