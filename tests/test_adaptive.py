@@ -69,13 +69,15 @@ def test_adaptive_schedule_equalises_thermodynamic_length(informative, T):
     assert np.sum(lengths ** 2) < 0.5 * np.sum(sig ** 2)
 
 
-def test_closed_form_pieces_are_exact_for_their_shapes():
-    """A curve c / (b + b*) is the first interval's shape and a power law in the
-    others, so equal lengths come out exactly: each step carries log(1 + 1/b*) / (T-1)."""
-    grid = _grid(16, 1e-3)
-    b_star = 1e-5
+@pytest.mark.parametrize("b_star, floor", [(1e-5, 1e-3), (1e-12, 1e-11)])
+def test_closed_form_pieces_are_exact_for_their_shapes(b_star, floor):
+    """A curve c / (b + b*) is the first interval's shape and nearly a power law in
+    the others, so each step carries log(1 + 1/b*) / (T - 1) to 2%, also when
+    the curve spans twelve decades (a vague prior)."""
+    grid = _grid(16, floor)
     b = thermodynamic(50, grid, 3.0 / (grid + b_star))
-    lengths = _step_lengths(b, lambda x: 3.0 / (x + b_star))
+    lengths = np.array([3.0 * np.log((hi + b_star) / (lo + b_star))
+                        for lo, hi in zip(b[:-1], b[1:])])
     np.testing.assert_allclose(lengths, 3.0 * np.log1p(1 / b_star) / 49, rtol=0.02)
     np.testing.assert_allclose(thermodynamic(5, grid, np.full(16, 2.0)), [0, .25, .5, .75, 1],
                                atol=1e-12)
@@ -175,3 +177,23 @@ def test_dense_tuned_kernel_and_schedule_round_trip():
     loaded = KernelSchedule.from_json(schedule.to_json())
     np.testing.assert_array_equal(loaded.inv_metric, schedule.inv_metric)
     assert loaded.params_at(3).inv_metric.shape == (1, 2, 2)
+
+
+def test_automatic_floor_reaches_down_to_where_the_likelihood_starts_to_matter():
+    """Prior sd 1000: the log likelihood at prior draws has sd ~1e8, so the pilot's
+    floor is 1 / that sd and the grid keeps 8 points per three decades; with a
+    fixed floor nothing changes."""
+    model, _ = simulate_regression(100, 2, prior_sd=1000.0, seed=9)
+    prior = model.sample_prior(np.random.default_rng(1), 16)
+    config = TuningConfig(n_grid=8, adapt_steps=4, burn_in=0, beta_floor=None)
+    tuned = tune(model, HMC(), HMCParams(0.1, 3), prior, seed=2, config=config)
+    sd = np.std(model.evaluate(prior, gradient=False).log_lik, ddof=1)
+    assert tuned.beta_floor == pytest.approx(1 / sd)
+    decades = np.log10((1 + tuned.beta_floor) / tuned.beta_floor)
+    assert tuned.grid_betas.size == round(8 * decades / np.log10(1001))
+    assert tuned.grid_betas[1] < 1e-6
+    fixed = tune(model, HMC(), HMCParams(0.1, 3), prior, seed=2,
+                 config=TuningConfig(n_grid=8, adapt_steps=4, burn_in=0))
+    np.testing.assert_array_equal(fixed.grid_betas, _grid(8, 1e-3))
+    with pytest.raises(ValueError, match="beta_floor"):
+        TuningConfig(beta_floor=0.0)

@@ -141,8 +141,9 @@ def thermodynamic(n_temperatures: int, grid_betas, loglik_sd) -> np.ndarray:
         raise ScheduleError("the log likelihood's sd along beta must be finite, non-negative "
                             "and not all zero; the pilot chains did not measure it")
     # A floor keeps every step of positive length (a constant log likelihood
-    # somewhere gives sd 0 and would stack betas together).
-    s = np.maximum(s, 1e-9 * s.max())
+    # somewhere gives sd 0 and would stack betas together); it sits far below the
+    # smallest measured sd, so it never flattens a curve spanning many decades.
+    s = np.maximum(s, 1e-6 * s[s > 0].min())
     lengths, crossover = _segment_lengths(g, s)
     edges = np.concatenate([[0.0], np.cumsum(lengths)])
     targets = edges[-1] * np.arange(1, n - 1) / (n - 1)

@@ -55,6 +55,14 @@ class TuningConfig:
     At each grid beta after the first, ``burn_in`` unadapted transitions precede
     the ``adapt_steps`` transitions of dual averaging.
 
+    The grid runs from 0 through betas equally spaced in ``log(beta +
+    beta_floor)`` up to 1.  ``beta_floor=None`` chooses the floor from the pilot's
+    prior draws: ``1 / sd(log lik)`` (clipped to [1e-12, 1e-3]), the beta at which
+    the likelihood first reweights the prior by about e; below it the tempered
+    density is still close to the prior.  The grid then grows to keep ``n_grid``
+    points per three decades of beta, so a likelihood far more informative than
+    the prior (a vague prior) gets pilot betas where its posterior takes shape.
+
     ``metric`` (with ``adapt_metric``): "diag", "dense" or "auto".  "auto" uses a
     dense metric at a grid beta when the pilot draws there are strongly
     correlated (some |correlation| above ``dense_correlation``) and plentiful
@@ -68,12 +76,15 @@ class TuningConfig:
     burn_in: int = 5
     target_accept: float | None = None
     adapt_metric: bool = False
-    beta_floor: float = 1e-3
+    beta_floor: float | None = 1e-3
     stream: int = PILOT_STREAM
     metric: str = "diag"
     dense_correlation: float = 0.5
 
     def __post_init__(self):
+        if self.beta_floor is not None and not 0 < self.beta_floor < 1:
+            raise ValueError(f"beta_floor must be in (0, 1) or None (automatic), "
+                             f"got {self.beta_floor}")
         if self.metric not in _METRICS:
             raise ValueError(f"unknown metric {self.metric!r}; use 'diag', 'dense' or 'auto'")
 
@@ -161,6 +172,20 @@ def _interp_spd(x: np.ndarray, grid: np.ndarray, matrices: np.ndarray) -> np.nda
     vals, vecs = np.linalg.eigh(mixed)
     out = np.einsum("...ij,...j,...kj->...ik", vecs, np.exp(vals), vecs)
     return 0.5 * (out + np.swapaxes(out, 1, 2))
+
+
+_DEFAULT_FLOOR = 1e-3
+
+
+def _auto_floor(log_lik: np.ndarray, n_grid: int) -> tuple[float, int]:
+    """The floor ``1 / sd(log lik at prior draws)`` in [1e-12, 1e-3], and the grid
+    size that keeps the density of ``n_grid`` points over the default floor's
+    decades."""
+    finite = log_lik[np.isfinite(log_lik)]
+    sd = float(np.std(finite, ddof=1)) if finite.size > 1 else 0.0
+    floor = float(np.clip(1.0 / sd, 1e-12, _DEFAULT_FLOOR)) if sd > 0 else _DEFAULT_FLOOR
+    decades = np.log10((1 + floor) / floor) / np.log10((1 + _DEFAULT_FLOOR) / _DEFAULT_FLOOR)
+    return floor, max(n_grid, int(round(n_grid * decades)))
 
 
 def _grid(n_grid: int, floor: float) -> np.ndarray:
@@ -254,9 +279,12 @@ def tune(target: Target, kernel: Kernel, base_params, prior_draws, *, seed,
     if x.ndim != 2 or x.shape[1] != target.dim or x.shape[0] < 2:
         raise ValueError(f"pilot needs at least 2 prior draws of shape (n, {target.dim})")
     n, d = x.shape
-    grid = _grid(config.n_grid, config.beta_floor)
     rng = ChainRandom.from_seed(seed, n, stream=config.stream)
     state = initial_state(target, x, gradient=True)
+    floor, n_grid = config.beta_floor, config.n_grid
+    if floor is None:
+        floor, n_grid = _auto_floor(state.evaluation.log_lik, n_grid)
+    grid = _grid(n_grid, floor)
     step = float(base_params.step_size)
     metric = None if base_params.inv_metric is None else np.asarray(base_params.inv_metric, float)
     steps, metrics, accepts = [], [], []
@@ -321,7 +349,7 @@ def tune(target: Target, kernel: Kernel, base_params, prior_draws, *, seed,
         base = metric[0] if metric.ndim == 3 else metric
         inv_metric = np.repeat(base[None], grid.size, axis=0)
     return TunedKernel(kind, grid, np.array(steps), inv_metric, fixed,
-                       config.beta_floor, np.array(accepts), np.array(sds))
+                       floor, np.array(accepts), np.array(sds))
 
 
 def _loglik_sd(values: np.ndarray) -> float:

@@ -65,7 +65,9 @@ class SamplerSettings:
     where the pilot draws are strongly correlated; see
     :class:`~bread_stan.ais.tuning.TuningConfig`) is tuned along beta on
     ``pilot_chains`` never-scored chains, then frozen for forward and reverse
-    runs alike.  For HMC, ``step_size_jitter`` and
+    runs alike.  ``pilot_floor`` None lets the pilot reach down to the beta where
+    the likelihood starts to matter (see ``beta_floor`` of
+    :class:`~bread_stan.ais.tuning.TuningConfig`).  For HMC, ``step_size_jitter`` and
     ``rescue_prob`` randomise the step size of each transition (see
     :class:`~bread_stan.kernels.hmc.HMCParams`); the default 10% of "rescue"
     transitions with much smaller steps frees chains that start deep in the
@@ -84,6 +86,7 @@ class SamplerSettings:
     pilot_chains: int = 32
     pilot_grid: int = 16
     pilot_steps: int = 40
+    pilot_floor: float | None = None
 
     def __post_init__(self):
         if self.kernel not in ("hmc", "nuts"):
@@ -102,7 +105,7 @@ class SamplerSettings:
     def tuning_config(self) -> TuningConfig:
         return TuningConfig(n_grid=self.pilot_grid, adapt_steps=self.pilot_steps,
                             target_accept=self.target_accept, adapt_metric=self.adapt_metric,
-                            metric=self.metric)
+                            metric=self.metric, beta_floor=self.pilot_floor)
 
 
 @dataclass(frozen=True)
