@@ -238,3 +238,29 @@ def test_model_without_prior_only_is_refused_before_compiling():
 
     with pytest.raises(PriorOnlyMissingError, match="if \\(!prior_only\\)"):
         bread(TEST_STAN / "no_prior_only.stan", SIMULATOR, DATA, sampler=SAMPLER, run=RUN)
+
+
+def test_adaptive_schedule_and_dense_metric_in_the_workflow():
+    """``bread`` with the adaptive schedule and a dense metric: the betas of each step
+    are the pilot's (rebuilt from the saved tuning record) and the sandwich still
+    contains the exact log p(y)."""
+    from bread_stan.ais.betas import ScheduleSpec
+    from bread_stan.ais.tuning import TunedKernel
+
+    sampler = SamplerSettings(kernel="hmc", n_leapfrog=5, pilot_chains=16, pilot_grid=6,
+                              pilot_steps=20, metric="dense")
+    run = RunSettings(steps=(30,), chains=100, seed=2, progress=False,
+                      schedule=ScheduleSpec("adaptive"))
+    res = bread(MODEL, SIMULATOR, DATA, sampler=sampler, run=run)
+    tuned = TunedKernel.from_dict(res.extra["tuning"])
+    assert tuned.dense
+    step = res.step(30)
+    np.testing.assert_array_equal(step.betas, ScheduleSpec("adaptive").betas(30, tuned))
+    exact = _exact_log_ml(np.asarray(res.extra["simulated_data"]["y"]))
+    row = res.summary().set_index("steps").loc[30]
+    assert row.log_ml_lower <= exact + Z * row.log_ml_lower_se
+    assert row.log_ml_upper >= exact - Z * row.log_ml_upper_se
+    args = cli._parser().parse_args(["run", str(MODEL), "--simulator", str(SIMULATOR), "--schedule",
+                                     "adaptive", "--metric", "auto"])
+    sampler, run = cli._settings(args)
+    assert run.schedule.kind == "adaptive" and sampler.metric == "auto"
