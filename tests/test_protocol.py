@@ -99,10 +99,10 @@ def test_nuts_fit_matches_the_conjugate_posterior():
     m, s = y.sum() / prec, prec ** -0.5
     target = StanTarget(NORMAL_MEAN, data)
     inits = rng.normal(scale=2.0, size=(4, 1))
-    res = fit(target, inits, settings=FitSettings(chains=4, warmup=300, draws=500, method="nuts"),
+    res = fit(target, inits, settings=FitSettings(chains=4, warmup=300, draws=500, sampler="toolkit"),
               seed=3)
     row = res.summary.loc["mu"]
-    assert res.method == "nuts" and res.draws["mu"].shape == (4, 500)
+    assert res.sampler == "toolkit" and res.draws["mu"].shape == (4, 500)
     assert row["r_hat"] < 1.01
     # 4 Monte Carlo standard errors of the mean (MCSE from ArviZ's ESS).
     assert abs(row["mean"] - m) < 4 * s / np.sqrt(row["ess_bulk"])
