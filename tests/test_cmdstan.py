@@ -1,6 +1,6 @@
 """A real CmdStan 2.35 beside the toolkit: its toolchain, its NUTS, its output files.
 
-The session fixture uses ``$CMDSTAN`` when set; otherwise it builds CmdStan once
+The module fixture uses ``$CMDSTAN`` when set; otherwise it builds CmdStan once
 with ``../shared/cmdstan/build-cmdstan.sh`` (offline, about 2.5 minutes) into
 ``~/.cache/bread-stan/cmdstan-2.35.0``, where later runs find it built.  The
 tests are skipped only when neither is possible.
@@ -34,7 +34,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def cmdstan():
-    """The CmdStan folder, with CMDSTAN set and cmdstanpy pointed at it."""
+    """The CmdStan folder, with CMDSTAN set and cmdstanpy pointed at it (this module only)."""
     cmdstanpy = pytest.importorskip("cmdstanpy", reason="cmdstanpy is in the test extra")
     path = os.environ.get("CMDSTAN")
     if not path:

@@ -20,6 +20,7 @@ band's false-alarm rate and power directly.
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -28,6 +29,7 @@ import pandas as pd
 import pytest
 
 from bread_stan.ais import engine as ais
+from bread_stan.errors import ToolchainError
 from bread_stan.reporting import cli
 from bread_stan.stan.compile import compile_many
 from bread_stan.workflows.fit import FitSettings, fit, warmup_windows
@@ -110,6 +112,13 @@ def test_nuts_fit_matches_the_conjugate_posterior():
     assert abs(row["sd"] / s - 1) < 4 / np.sqrt(2 * row["ess_bulk"])
     assert res.diagnostics["divergences"] == 0
     assert res.hyperparameters(["mu"]) == {"mu": pytest.approx(np.median(res.draws["mu"]))}
+
+
+def test_cmdstan_fit_without_cmdstan_says_what_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "cmdstanpy", None)
+    target = StanTarget(NORMAL_MEAN, {"N": 2, "y": [0.1, 0.2], "sigma": 1.0, "tau": 1.0})
+    with pytest.raises(ToolchainError, match=r"pip install 'bread-stan\[cmdstan\]'"):
+        fit(target, np.zeros((4, 1)), settings=FitSettings(sampler="cmdstan"))
 
 
 # --------------------------------------------------------------------------- #
@@ -336,6 +345,8 @@ def test_protocol_is_a_plain_function_of_the_package():
 
 
 def test_bad_protocol_settings_are_refused_with_the_fix():
+    with pytest.raises(ValueError, match="use 'toolkit' or 'cmdstan'"):
+        FitSettings(sampler="auto")
     with pytest.raises(ValueError, match="replicates must be >= 0"):
         ProtocolSettings(replicates=-1)
     with pytest.raises(ValueError, match="replicate_max_steps"):

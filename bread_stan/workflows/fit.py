@@ -154,7 +154,9 @@ class FitResult:
             unc = z["unconstrained"]
             draws = {k[len("draw__"):]: z[k] for k in z.files if k.startswith("draw__")}
         summary = pd.read_csv(out_dir / "fit_summary.csv", index_col=0)
-        return cls(meta["sampler"], unc, draws, summary, meta["seconds"],
+        # fits saved before the sampler was named explicitly say "method": "nuts" / "cmdstan"
+        sampler = meta.get("sampler") or {"nuts": "toolkit"}.get(meta["method"], meta["method"])
+        return cls(sampler, unc, draws, summary, meta["seconds"],
                    meta.get("diagnostics", {}), meta.get("settings", {}))
 
     @staticmethod
