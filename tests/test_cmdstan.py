@@ -17,11 +17,12 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from bread_stan.stan.compile import compile_model, read_program
+from bread_stan.stan.compile import compile_many, read_program
 from bread_stan.stan.draws import read_draws, summarise, unconstrain_draws
 from bread_stan.stan.model import StanModel
 from bread_stan.stan.tempered import StanTarget
 from bread_stan.stan.toolchain import find_toolchain
+from bread_stan.workflows.bread import _default_name, _program_text
 from bread_stan.workflows.fit import FitSettings, _cmdstan_program, fit
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -60,7 +61,7 @@ def test_cmdstan_toolchain_compiles_a_model_that_agrees_with_httpstans(cmdstan, 
     assert toolchain.source == "cmdstan" and toolchain.stanc == cmdstan / "bin" / "stanc"
     assert toolchain.stan_version == "2.35.0"
     assert find_toolchain().source == "httpstan"  # CMDSTAN alone switches nothing
-    ours = compile_model(LINREG, toolchain="cmdstan")
+    ours, = compile_many([LINREG], toolchain="cmdstan")  # the bridge object alongside
     assert ours.library != compiled["linear_regression"].library
     data = {**linear_data, "prior_only": 0}
     a, b = StanModel(ours, data), StanModel(compiled["linear_regression"], data)
@@ -137,5 +138,7 @@ def test_draws_are_read_from_cmdstan_csv_files_and_cmdstanpy_fits(two_fits, line
     # a CmdStanModel is accepted where a program is; the draws unconstrain through it
     target = StanTarget(model, linear_data)
     assert target.compiled.program.code == LINREG.read_text()
+    assert _default_name(model) == "linear_regression"  # names and resume fingerprints
+    assert _program_text(model) == LINREG.read_text()
     unc = unconstrain_draws(from_fit, target)
     np.testing.assert_allclose(unc[0, :, 0], np.log(from_fit["sigma_sq"][0]), rtol=1e-12)
