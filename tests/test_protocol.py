@@ -20,6 +20,7 @@ band's false-alarm rate and power directly.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -327,11 +328,15 @@ def test_cli_protocol_and_report(tmp_path, capsys):
     args = ["protocol", str(LINREG), "--simulator", str(LINREG_SIM), "--data", str(data),
             "--steps", "5,15", "--chains", "16", "--sweep", "0,10", "--fit-chains", "2",
             "--fit-warmup", "100", "--fit-draws", "50", "--leapfrog", "5", "--replicates", "2",
-            "--out", str(out),
+            "--fit-sampler", "toolkit", "--out", str(out),
             "--quiet"]
     code = cli.main(args)
     assert code in (0, 3)
     assert (out / "report.html").exists() and (out / "protocol.json").exists()
+    report = (out / "report.md").read_text()  # which NUTS ran, and its diagnostics
+    assert re.search(r"with the toolkit's NUTS \(2 chains x 50 draws\).* \d+ of 100 "
+                     r"transitions divergent, \d+ at the maximum tree depth 10", report)
+    assert json.loads((out / "summary.json").read_text())["fit"]["sampler"] == "toolkit"
     printed = capsys.readouterr().out
     assert "real-data protocol" in printed
     assert "curves agree" in printed or "curves disagree" in printed
