@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from bread_stan.stan.draws import (_datatree, _inference_data, arviz_generation, read_draws,
-                                   stan_name, summarise, to_arviz)
+from bread_stan.stan.draws import (_datatree, _inference_data, _summarise, arviz_generation,
+                                   read_draws, stan_name, to_arviz)
 from bread_stan.stan.tempered import StanTarget
 from bread_stan.workflows.fit import FitSettings, fit
 
@@ -101,16 +101,31 @@ def test_arviz_data_of_both_generations_read_back_and_cross_read_netcdf(tmp_path
             assert data["sample_stats"]["log_ml_lower"].shape == (1, 5)
 
 
-def test_summaries_name_elements_as_stan_does_in_stans_order():
+@pytest.mark.parametrize("generation", [0, 1])
+def test_summaries_name_elements_as_stan_does_in_stans_order(generation):
+    # generation 1: the DataTree path of ArviZ 1.x, through arviz-base / arviz-stats (their
+    # 0.8 releases on Python 3.11); generation 0: ArviZ 0.x's InferenceData.
+    if generation == 1:
+        pytest.importorskip("arviz_stats", reason="arviz-stats is in the test extra")
+    elif arviz_generation() >= 1:
+        pytest.skip("ArviZ 1.x is installed: its 0.x API is gone")
     rng = np.random.default_rng(1)
     theta = rng.normal(size=(2, 50, 2, 3)) + 10 * np.arange(6).reshape(2, 3)
-    table = summarise({"mu": rng.normal(size=(2, 50)), "theta": theta})
+    mu = rng.normal(size=(2, 50))
+    table = _summarise({"mu": mu, "theta": theta}, generation)
     assert list(table.index) == ["mu", "theta[1,1]", "theta[2,1]", "theta[1,2]",
                                  "theta[2,2]", "theta[1,3]", "theta[2,3]"]
     for i in (1, 2):
         for j in (1, 2, 3):
-            assert table.loc[f"theta[{i},{j}]", "mean"] == pytest.approx(
-                theta[:, :, i - 1, j - 1].mean())
+            row = table.loc[f"theta[{i},{j}]"]
+            assert row["mean"] == pytest.approx(theta[:, :, i - 1, j - 1].mean())
+            # ArviZ 0.x divides by n - 1, arviz-stats by n
+            assert row["sd"] == pytest.approx(theta[:, :, i - 1, j - 1].std(ddof=1 - generation))
+    assert {"r_hat", "ess_bulk", "mcse_mean", "mcse_sd"} <= set(table.columns)
+    if generation == 1 and arviz_generation() == 0:  # both APIs here: same R-hat, bulk
+        other = _summarise({"mu": mu, "theta": theta}, 0)  # ESS and MCSE (mcse_sd and
+        for column in ("r_hat", "ess_bulk", "mcse_mean"):  # ess_tail changed methods)
+            np.testing.assert_allclose(table[column], other[column], rtol=1e-6)
 
 
 def test_fit_reports_transformed_parameters_generated_quantities_and_tree_depth(

@@ -211,14 +211,22 @@ def to_arviz(groups: Mapping[str, Mapping[str, np.ndarray]], attrs: Mapping[str,
 
 
 def summarise(draws: Mapping[str, np.ndarray]) -> pd.DataFrame:
-    """ArviZ's summary (mean, sd, quantiles, ``r_hat``, ``ess_bulk``...) of draws
-    name -> (chains, draws, *shape), one row per element named as Stan does
+    """ArviZ's summary (mean, sd, interval, ``r_hat``, ``ess_bulk``, ``mcse_mean``...) of
+    draws name -> (chains, draws, *shape), one row per element named as Stan does
     (``theta[1]``, 1-based), in Stan's order (column-major within a variable)."""
+    return _summarise(draws, arviz_generation())
+
+
+def _summarise(draws: Mapping[str, np.ndarray], generation: int) -> pd.DataFrame:
     draws = {name: np.asarray(value, dtype=float) for name, value in draws.items()}
-    arviz = _import_arviz()
     with warnings.catch_warnings():  # R-hat of constant generated quantities is NaN
         warnings.simplefilter("ignore", RuntimeWarning)
-        table = arviz.summary(to_arviz({"posterior": draws}), kind="all", round_to="none")
+        if generation >= 1:  # ArviZ 1.x: arviz.summary is arviz_stats.summary
+            from arviz_stats import summary
+            table = summary(_datatree({"posterior": draws}, {}), kind="all", round_to="none")
+        else:
+            table = _import_arviz().summary(_inference_data({"posterior": draws}, {}),
+                                            kind="all", round_to="none")
     # ArviZ lists each variable's elements in C order with 0-based labels.
     labels, stan_order = [], []
     for name, value in draws.items():
