@@ -47,9 +47,13 @@ def _estimates(x, name: str, allowed_inf: float) -> np.ndarray:
     """Per-chain log estimates as a 1-d array.
 
     An infinite value is legitimate on one side only: a forward chain whose
-    prior draw has zero likelihood has L = -inf (weight 0), a reverse chain
-    passing through such a point has U = +inf.  NaN, or the other infinity,
-    means the run is broken.
+    prior draw has zero likelihood has L = -inf (weight 0); a reverse chain
+    may have U = +inf (a vacuous upper bound, from a log likelihood of +inf).
+    A reverse chain through a point of zero likelihood would have logw_rev =
+    +inf and so U = -inf, an upper bound of -inf on log p(y); it cannot happen
+    in a correct run (every state it scores is an exact posterior draw or the
+    output of a kernel at beta > 0, where the likelihood is positive).  NaN, or
+    the other infinity, means the run is broken.
     """
     x = np.asarray(x, dtype=float).ravel()
     if x.size == 0:

@@ -128,7 +128,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _data(arg: str | None):
     """A JSON path as given, or a bundled data set by name (``bread_stan.datasets``)."""
-    if arg is None or Path(arg).exists():
+    if arg is None or Path(arg).is_file():
         return arg
     from ..stan import datasets
 

@@ -37,7 +37,8 @@ def _plain_symlog(ax, linthresh: float) -> None:
     from matplotlib.ticker import FuncFormatter
 
     ax.set_yscale("symlog", linthresh=linthresh)
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.4g}"))
+    ax.yaxis.set_major_formatter(FuncFormatter(
+        lambda v, _: f"{v:,.0f}" if abs(v) >= 1 or v == 0 else f"{v:g}"))
 
 
 def plot_estimates(result: BreadResult, *, truth: float | None = None, ax=None):
@@ -98,6 +99,9 @@ def plot_bound(result: BreadResult):
             for xv in x[~ok]:
                 ax.axvline(xv, color="#b00", alpha=0.4)
             ax.plot([], [], color="#b00", alpha=0.4, label="check failed: no bound")
+        scale = result.verdict_settings().converged_nats
+        ax.axhline(scale, color="#060", linestyle="--", linewidth=1,
+                   label=f"converged below {scale:g} nat")
         ax.set_xscale("log")
         _plain_symlog(ax, 0.1)
         ax.set_ylim(bottom=0)

@@ -160,7 +160,15 @@ def protocol_verdict(result: ProtocolResult) -> list[str]:
         lines.append(_fit_sentence(result.fit) + "; fitted hyperparameters (posterior "
                      f"{result.extra.get('hyper_summary', 'median')}): "
                      + ", ".join(f"{k} = {v:.4g}" for k, v in result.hyper.items()) + ".")
+    checked = result.data_check()
+    if checked is not None:
+        lines.append(checked.message + ".")
     if len(result.steps) >= 2:
+        if result.sim.steps and not any(v.converged for v in result.sim.verdicts()):
+            lines.append("AIS converged at no number of distributions on the simulated data, "
+                         "so the forward curves below compare two runs that did not reach "
+                         "the posterior: agreeing curves then say the two data sets are "
+                         "equally hard for AIS, not that the model fits the real data.")
         if result.has_agreement:
             lines.append(result.agreement().message + ".")
         else:
@@ -206,6 +214,12 @@ def write_protocol_report(result: ProtocolResult, out_dir: Path) -> Path:
                    markdown_table(result.agreement().table), ""]
         if len(result.s_sweep) >= 2:
             md += ["## S-sweep test", "", markdown_table(result.sweep_test().table), ""]
+    if checked := result.data_check():
+        md += ["## Simulated data against the real data", "",
+               f"{checked.n_simulated} data sets simulated at the fitted hyperparameters; "
+               "p: two-sided Monte Carlo p-value of the real statistic among the simulated "
+               "ones; z: how many simulated sds the real statistic is from their mean.", "",
+               markdown_table(checked.table), ""]
     if result.fit is not None:
         md += [f"## Fit on the real data ({result.fit.sampler} NUTS; ArviZ summary)", "",
                markdown_table(result.fit.summary.reset_index().rename(
