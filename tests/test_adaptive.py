@@ -197,3 +197,17 @@ def test_automatic_floor_reaches_down_to_where_the_likelihood_starts_to_matter()
     np.testing.assert_array_equal(fixed.grid_betas, _grid(8, 1e-3))
     with pytest.raises(ValueError, match="beta_floor"):
         TuningConfig(beta_floor=0.0)
+
+
+def test_auto_stays_diagonal_in_high_dimension(monkeypatch):
+    """Above AUTO_DENSE_MAX_DIM parameters "auto" runs the diagonal pilot (and
+    kernel) even when the draws are correlated: same result as "diag"."""
+    from bread_stan.ais import tuning
+    monkeypatch.setattr(tuning, "AUTO_DENSE_MAX_DIM", 2)
+    model, _ = simulate_regression(100, 3, correlation=0.95, seed=5)
+    prior = model.sample_prior(np.random.default_rng(2), 32)
+    runs = [tune(model, HMC(), HMCParams(0.1, 5), prior, seed=3,
+                 config=TuningConfig(n_grid=4, adapt_steps=20, adapt_metric=True, metric=m))
+            for m in ("auto", "diag")]
+    assert not runs[0].dense
+    np.testing.assert_array_equal(runs[0].inv_metric, runs[1].inv_metric)

@@ -46,6 +46,7 @@ log = logging.getLogger(__name__)
 PILOT_STREAM = 1_000_000  # random stream of the pilot chains; scored runs use small streams
 _DEFAULT_ACCEPT = {"hmc": 0.65, "nuts": 0.8}
 _METRICS = ("diag", "dense", "auto")
+AUTO_DENSE_MAX_DIM = 20  # "auto" never goes dense above this many parameters
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,9 @@ class TuningConfig:
     correlated (some |correlation| above ``dense_correlation``) and plentiful
     enough to estimate a covariance (at least ``10 d`` pooled draws), and the
     diagonal of the same estimate otherwise; the kernel is dense if any grid
-    beta chose dense.
+    beta chose dense.  Beyond ``AUTO_DENSE_MAX_DIM`` = 20 parameters "auto" is
+    "diag": a dense kernel costs O(d^3) per transition and its frozen schedule
+    O(T d^2) memory.
     """
 
     n_grid: int = 16
@@ -289,7 +292,9 @@ def tune(target: Target, kernel: Kernel, base_params, prior_draws, *, seed,
     metric = None if base_params.inv_metric is None else np.asarray(base_params.inv_metric, float)
     steps, metrics, accepts = [], [], []
 
-    dense = config.adapt_metric and config.metric != "diag"
+    pooled = n * max(config.adapt_steps // 2, 1)
+    dense = config.adapt_metric and (config.metric == "dense" or (
+        config.metric == "auto" and d <= AUTO_DENSE_MAX_DIM and pooled >= 10 * d))
     if dense and metric is not None and metric.ndim == 1:
         metric = np.diag(metric)[None]
     sds = []

@@ -64,12 +64,12 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
                    "smaller, to free chains stranded in the prior's tails (default 0.1)")
     p.add_argument("--max-depth", type=int, default=8, help="NUTS maximum tree depth (default 8)")
     p.add_argument("--schedule", choices=("sigmoid", "linear", "geometric", "adaptive"),
-                   default="sigmoid",
+                   default="adaptive",
                    help="annealing schedule; 'adaptive' places the betas at equal "
-                   "thermodynamic length measured by the pilot chains (default sigmoid)")
-    p.add_argument("--metric", choices=("diag", "dense", "auto"), default="diag",
+                   "thermodynamic length measured by the pilot chains (default adaptive)")
+    p.add_argument("--metric", choices=("diag", "dense", "auto"), default="auto",
                    help="inverse metric tuned along beta: diagonal, dense (Stan's dense_e), or "
-                   "auto (dense where the pilot draws are strongly correlated; default diag)")
+                   "auto (dense where the pilot draws are strongly correlated; the default)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--exact-draws", type=int, default=1,
                    help="simulated problems (x*, y*) to split the chains among: K > 1 gives an "
