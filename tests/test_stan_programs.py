@@ -29,6 +29,8 @@ PAIRS: dict[str, tuple[str, set[str]]] = {
     # Representation study: hyperparameters fixed to 1, one shared simulator.
     "mf_uncollapsed": ("mf_pair_sim", set()),
     "mf_collapsed": ("mf_pair_sim", set()),
+    # Issue 15's hard case: vague priors, uncentred predictor; no hyperparameters.
+    "vague_regression": ("vague_regression_sim", set()),
 }
 TOOLKIT_INPUTS = {"prior_only", "hyper_given"}
 
