@@ -19,7 +19,6 @@ forward and reverse runs and saved with the results.
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import asdict, dataclass, replace
 
@@ -28,6 +27,7 @@ import numpy as np
 from .frozen_kernels import KernelSchedule, kind_of
 from ..kernels.base import Kernel, initial_state
 from ..rng import ChainRandom
+from ..store import CorruptFileError, load_json, save_json
 from ..target import Target
 
 __all__ = ["TuningConfig", "TunedKernel", "tune", "PILOT_STREAM"]
@@ -95,12 +95,18 @@ class TunedKernel:
                    arr(data.get("inv_metric")), dict(data.get("fixed") or {}),
                    float(data["beta_floor"]), arr(data.get("accept")))
 
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict())
+    def save(self, path) -> None:
+        """Write the tuned kernel as JSON, atomically."""
+        save_json(path, self.to_dict())
 
     @classmethod
-    def from_json(cls, text: str) -> "TunedKernel":
-        return cls.from_dict(json.loads(text))
+    def load(cls, path) -> "TunedKernel":
+        """Read a tuned kernel saved by :meth:`save`; CorruptFileError if damaged."""
+        data = load_json(path)
+        try:
+            return cls.from_dict(data)
+        except (KeyError, TypeError, ValueError) as error:
+            raise CorruptFileError(path, f"not a tuned kernel: {error!r}") from None
 
 
 def _grid(n_grid: int, floor: float) -> np.ndarray:

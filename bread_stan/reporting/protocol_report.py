@@ -23,7 +23,7 @@ import numpy as np
 
 from ..workflows.protocol_result import ProtocolResult
 from .report import markdown_table
-from ..ais.results import _jsonable
+from ..store import _jsonable
 
 __all__ = ["plot_shifted_curves", "plot_s_sweep", "plot_protocol", "write_protocol_report",
            "protocol_verdict"]

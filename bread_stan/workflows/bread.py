@@ -20,6 +20,7 @@ so an interrupted run resumed later gives the numbers of an uninterrupted one.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -36,7 +37,8 @@ from ..errors import BreadStanError
 from ..kernels.hmc import HMC, HMCParams
 from ..kernels.nuts import NUTS, NUTSParams
 from ..stan.model import unflatten_draws
-from ..ais.results import BreadResult
+from ..ais.results import BreadResult, load_steps
+from ..store import check_writable, clean_temporaries, load_if_sound, load_json, lock
 from ..ais.betas import ScheduleSpec
 from ..stan.simulator import Simulator, draw_at, split_draw
 from ..stan.tempered import StanTarget, compile_tempered
@@ -82,6 +84,10 @@ class SamplerSettings:
     def __post_init__(self):
         if self.kernel not in ("hmc", "nuts"):
             raise ValueError(f"unknown kernel {self.kernel!r}; use 'hmc' or 'nuts'")
+        for name in ("n_leapfrog", "max_depth", "steps_per_temperature", "pilot_steps"):
+            _check_whole(name, getattr(self, name), 1)
+        _check_whole("pilot_chains", self.pilot_chains, 2)
+        _check_whole("pilot_grid", self.pilot_grid, 2)
 
     def make(self):
         """The kernel object and its base params."""
@@ -109,12 +115,38 @@ class RunSettings:
     progress: bool = True
 
     def __post_init__(self):
-        steps = tuple(int(s) for s in self.steps)
+        steps = (self.steps,) if _is_whole(self.steps) else self.steps
+        if isinstance(steps, (str, bytes)) or not all(_is_whole(s) for s in _iterable(steps)):
+            raise ValueError(f"steps must be whole numbers of distributions (each at least 2), "
+                             f"for example (10, 100, 1000); got {self.steps!r}")
+        steps = tuple(int(s) for s in steps)
         if not steps or min(steps) < 2:
             raise ValueError("steps must be numbers of distributions, each at least 2")
-        if self.chains < 2:
-            raise ValueError("chains must be at least 2 per direction (intervals need spread)")
+        _check_whole("chains", self.chains, 2, "intervals need spread")
+        _check_whole("seed", self.seed, 0)
+        if self.threads is not None:
+            _check_whole("threads", self.threads, 1, "None uses all cores")
+        if self.increment_blocks is not None:
+            _check_whole("increment_blocks", self.increment_blocks, 1)
         object.__setattr__(self, "steps", tuple(sorted(set(steps))))
+
+
+def _is_whole(value) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def _iterable(value) -> tuple:
+    try:
+        return tuple(value)
+    except TypeError:
+        return (value,)
+
+
+def _check_whole(name: str, value, least: int, why: str = "") -> None:
+    """Refuse anything but a whole number >= ``least`` (2.5, "3", True, -3)."""
+    if not _is_whole(value) or value < least:
+        hint = f" ({why})" if why else ""
+        raise ValueError(f"{name} must be a whole number >= {least}{hint}; got {value!r}")
 
 
 def derived_seed(seed: int, *purpose: int) -> int:
@@ -184,9 +216,8 @@ def _run_problem(problem: _Problem, simulator: Simulator, sampler: SamplerSettin
         done = _resume(result, out_dir, header)
 
     tuned_path = out_dir / "tuning.json" if out_dir is not None else None
-    if tuned_path is not None and tuned_path.exists():
-        tuned = TunedKernel.from_json(tuned_path.read_text())
-    else:
+    tuned = load_if_sound(tuned_path, TunedKernel.load) if tuned_path is not None else None
+    if tuned is None:
         t0 = time.perf_counter()
         pilot = _prior_draws(problem, simulator, sampler.pilot_chains,
                              derived_seed(run.seed, _PILOT))
@@ -197,7 +228,7 @@ def _run_problem(problem: _Problem, simulator: Simulator, sampler: SamplerSettin
                  sampler.kernel, result.extra["tuning_seconds"], tuned.step_size.min(),
                  tuned.step_size.max())
         if tuned_path is not None:
-            tuned_path.write_text(tuned.to_json())
+            tuned.save(tuned_path)
     result.extra["tuning"] = tuned.to_dict()
     if out_dir is not None:
         result.save_header(out_dir)
@@ -229,28 +260,69 @@ def _run_problem(problem: _Problem, simulator: Simulator, sampler: SamplerSettin
 
 def _resume(result: BreadResult, out_dir: Path, header: dict) -> set[int]:
     """Load finished steps from ``out_dir`` if it holds a run with the same settings."""
-    run_file = out_dir / "run.json"
-    if not run_file.exists():
-        return set()
-    saved = json.loads(run_file.read_text())
-    if saved.get("settings", {}).get("fingerprint") != header["fingerprint"]:
-        raise ResumeMismatchError(
-            f"{out_dir} holds results of a run with different settings (model, data, "
-            "seed, sampler or schedule); use a new output directory or delete it")
-    previous = BreadResult.load(out_dir)
-    result.steps.extend(s for s in previous.steps if s.n_steps in set(header["steps"]))
+    saved = load_if_sound(out_dir / "run.json", load_json)
+    if saved is not None:
+        check_resumable(out_dir, saved.get("settings", {}), header)
+    previous = load_steps(out_dir, header["fingerprint"])
+    result.steps.extend(s for s in previous if s.n_steps in set(header["steps"]))
     return {s.n_steps for s in result.steps}
+
+
+def check_resumable(out_dir: Path, saved: Mapping, header: Mapping) -> None:
+    """Refuse to resume into ``out_dir`` when its saved settings differ from
+    ``header``'s, naming what differs."""
+    if saved.get("fingerprint") == header["fingerprint"]:
+        return
+    old, new = saved.get("fingerprints") or {}, header["fingerprints"]
+    differences = []
+    for part, digest in new.items():
+        if old.get(part) == digest or (part == "tuning" and old.get("sampler") != new["sampler"]):
+            continue
+        before, after = saved.get(part), header.get(part)
+        if isinstance(before, Mapping) and isinstance(after, Mapping):
+            differences += [f"{part}.{k}: {before.get(k)!r} then, {after.get(k)!r} now"
+                            for k in sorted(set(before) | set(after))
+                            if before.get(k) != after.get(k)]
+        else:
+            differences.append(_PART_NAMES.get(part, part))
+    what = "; ".join(differences) if differences else "settings saved by an older version"
+    raise ResumeMismatchError(
+        f"{out_dir} holds results of a run with different settings ({what}); use a new "
+        "output directory, delete this one, or rerun with the settings it was made with")
+
+
+_PART_NAMES = {"model": "the model program", "simulator": "the simulator program",
+               "data": "the data", "tuning": "the tuning settings"}
+
+
+def fingerprints(**parts: Any) -> tuple[str, dict[str, str]]:
+    """The fingerprint of all ``parts`` together and of each part (to say which differs)."""
+    return _fingerprint(*parts.values()), {k: _fingerprint(v) for k, v in parts.items()}
+
+
+@contextlib.contextmanager
+def output_directory(out: Path | None):
+    """Check ``out`` is a writable directory, hold its lock and clear temporaries
+    left by an interrupted run; nothing when ``out`` is None."""
+    if out is None:
+        yield None
+        return
+    check_writable(out)
+    with lock(out):
+        clean_temporaries(out)
+        yield out
 
 
 def _header(name: str, model, simulator, data: Mapping, sampler: SamplerSettings,
             run: RunSettings, hyper) -> dict:
     scored = {k: v for k, v in asdict(run).items() if k not in ("steps", "progress", "threads")}
-    fingerprint = _fingerprint(_program_text(model), _program_text(simulator),
-                               {k: np.asarray(v).tolist() for k, v in data.items()},
-                               asdict(sampler), asdict(sampler.tuning_config()), scored, hyper)
-    return {"model": name, "fingerprint": fingerprint, "steps": list(run.steps),
-            "sampler": asdict(sampler), "run": {**scored, "schedule": asdict(run.schedule)},
-            "hyper": dict(hyper or {})}
+    fingerprint, parts = fingerprints(
+        model=_program_text(model), simulator=_program_text(simulator),
+        data={k: np.asarray(v).tolist() for k, v in data.items()}, sampler=asdict(sampler),
+        tuning=asdict(sampler.tuning_config()), run=scored, hyper=hyper)
+    return {"model": name, "fingerprint": fingerprint, "fingerprints": parts,
+            "steps": list(run.steps), "sampler": asdict(sampler),
+            "run": {**scored, "schedule": asdict(run.schedule)}, "hyper": dict(hyper or {})}
 
 
 def bread(model, simulator, data=None, *, sampler: SamplerSettings = SamplerSettings(),
@@ -267,15 +339,15 @@ def bread(model, simulator, data=None, *, sampler: SamplerSettings = SamplerSett
     bounds.  With ``out_dir``, every finished step count is saved at once and a
     rerun with the same settings continues where it stopped.
     """
-    data = load_data(data)
-    name = name or _default_name(model)
-    sim = Simulator(simulator, data, hyper=hyper, threads=run.threads)
-    problem = _simulate_problem(name, model, sim, data, run.seed, run.threads)
-    header = _header(name, model, simulator, data, sampler, run, hyper)
     out = Path(out_dir) if out_dir is not None else None
-    if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-    return _run_problem(problem, sim, sampler, run, out, header, known_log_ml_bounds)
+    with output_directory(out):
+        data = load_data(data)
+        name = name or _default_name(model)
+        compile_tempered(model)
+        sim = Simulator(simulator, data, hyper=hyper, threads=run.threads)
+        problem = _simulate_problem(name, model, sim, data, run.seed, run.threads)
+        header = _header(name, model, simulator, data, sampler, run, hyper)
+        return _run_problem(problem, sim, sampler, run, out, header, known_log_ml_bounds)
 
 
 def compare(models: Mapping[str, Any] | Sequence, simulator, data=None, *,
@@ -284,21 +356,38 @@ def compare(models: Mapping[str, Any] | Sequence, simulator, data=None, *,
             ) -> dict[str, BreadResult]:
     """BREAD on several programs of one model, on one shared simulated data set and
     exact posterior draw.  ``models`` maps labels to programs (or is a list of
-    programs, labelled by file name).  Returns one result per label."""
+    programs, labelled by file name; programs sharing a file name are told apart
+    by their folders).  Every program is compiled before any run starts.
+    Returns one result per label."""
     if not isinstance(models, Mapping):
-        models = {_default_name(m): m for m in models}
-    data = load_data(data)
-    sim = Simulator(simulator, data, hyper=hyper, threads=run.threads)
-    truth = draw_at(sim.simulate(1, derived_seed(run.seed, _TRUTH)), 0)
-    results = {}
-    for label, program in models.items():
-        problem = _simulate_problem(label, program, sim, data, run.seed, run.threads, truth)
-        header = _header(label, program, simulator, data, sampler, run, hyper)
-        out = Path(out_dir) / label if out_dir is not None else None
-        if out is not None:
-            out.mkdir(parents=True, exist_ok=True)
-        results[label] = _run_problem(problem, sim, sampler, run, out, header, None)
-    return results
+        models = dict(zip(_labels(models), models))
+    out = Path(out_dir) if out_dir is not None else None
+    with output_directory(out):
+        for program in models.values():
+            compile_tempered(program)
+        data = load_data(data)
+        sim = Simulator(simulator, data, hyper=hyper, threads=run.threads)
+        truth = draw_at(sim.simulate(1, derived_seed(run.seed, _TRUTH)), 0)
+        results = {}
+        for label, program in models.items():
+            problem = _simulate_problem(label, program, sim, data, run.seed, run.threads, truth)
+            header = _header(label, program, simulator, data, sampler, run, hyper)
+            sub = out / label if out is not None else None
+            if sub is not None:
+                sub.mkdir(exist_ok=True)
+            results[label] = _run_problem(problem, sim, sampler, run, sub, header, None)
+        return results
+
+
+def _labels(programs: Sequence) -> list[str]:
+    """Labels of programs by file name; shared names get their folder's name
+    in front, and a number when that is not enough."""
+    stems = [_default_name(p) for p in programs]
+    labels = [f"{Path(str(p)).resolve().parent.name}_{stem}"
+              if stems.count(stem) > 1 and str(p).endswith(".stan") else stem
+              for stem, p in zip(stems, programs)]
+    return [f"{label}_{labels[:i].count(label) + 1}" if labels.count(label) > 1 else label
+            for i, label in enumerate(labels)]
 
 
 def _default_name(program) -> str:

@@ -25,6 +25,7 @@ available too.
 
 from __future__ import annotations
 
+import io
 import logging
 import tempfile
 import time
@@ -40,7 +41,7 @@ from ..kernels.base import initial_state
 from ..kernels.nuts import NUTS, NUTSParams
 from ..stan.model import unflatten_draws
 from ..rng import ChainRandom
-from ..ais.results import _jsonable
+from ..store import CorruptFileError, _jsonable, load_unit, save_unit, write_atomic
 from ..stan.tempered import PRIOR_ONLY, StanTarget
 from ..ais.tuning import DualAveraging, regularised_variance
 
@@ -116,37 +117,34 @@ class FitResult:
 
     # -- persistence -----------------------------------------------------
     def save(self, out_dir: Path) -> None:
-        """``fit.npz`` (unconstrained draws) and ``fit_summary.csv``, ``fit.json``."""
-        import json
-
+        """``fit.npz`` (draws, summary and settings in one unit) and, for reading,
+        ``fit_summary.csv``."""
         out_dir = Path(out_dir)
-        out_dir.mkdir(parents=True, exist_ok=True)
-        tmp = out_dir / "fit.tmp.npz"
-        np.savez_compressed(tmp, unconstrained=self.unconstrained,
-                            **{f"draw__{k}": v for k, v in self.draws.items()})
-        self.summary.to_csv(out_dir / "fit_summary.csv")
+        write_atomic(out_dir / "fit_summary.csv", self.summary.to_csv())
         meta = {"method": self.method, "seconds": self.seconds,
                 "diagnostics": self.diagnostics, "settings": self.settings,
-                "max_rhat": self.max_rhat, "min_ess_bulk": self.min_ess_bulk}
-        (out_dir / "fit.json").write_text(json.dumps(meta, indent=1, default=float))
-        tmp.replace(out_dir / "fit.npz")  # the npz appearing marks the fit complete
+                "max_rhat": self.max_rhat, "min_ess_bulk": self.min_ess_bulk,
+                "summary": self.summary.to_json(orient="split")}
+        save_unit(out_dir / "fit.npz", {"unconstrained": self.unconstrained,
+                                        **{f"draw__{k}": v for k, v in self.draws.items()}},
+                  meta)
 
     @classmethod
     def load(cls, out_dir: Path) -> "FitResult":
-        import json
-
-        out_dir = Path(out_dir)
-        meta = json.loads((out_dir / "fit.json").read_text())
-        with np.load(out_dir / "fit.npz") as z:
-            unc = z["unconstrained"]
-            draws = {k[len("draw__"):]: z[k] for k in z.files if k.startswith("draw__")}
-        summary = pd.read_csv(out_dir / "fit_summary.csv", index_col=0)
-        return cls(meta["method"], unc, draws, summary, meta["seconds"],
-                   meta.get("diagnostics", {}), meta.get("settings", {}))
+        """Read a fit saved by :meth:`save`; CorruptFileError if it is damaged."""
+        path = Path(out_dir) / "fit.npz"
+        arrays, meta = load_unit(path)
+        try:
+            draws = {k[len("draw__"):]: v for k, v in arrays.items() if k.startswith("draw__")}
+            summary = pd.read_json(io.StringIO(meta["summary"]), orient="split")
+            return cls(meta["method"], arrays["unconstrained"], draws, summary, meta["seconds"],
+                       meta.get("diagnostics", {}), meta.get("settings", {}))
+        except (KeyError, TypeError, ValueError) as error:
+            raise CorruptFileError(path, f"missing or unreadable entry {error}") from None
 
     @staticmethod
     def exists(out_dir: Path) -> bool:
-        return (Path(out_dir) / "fit.npz").exists() and (Path(out_dir) / "fit.json").exists()
+        return (Path(out_dir) / "fit.npz").exists()
 
 
 def warmup_windows(warmup: int, init_buffer: int = 75, term_buffer: int = 50,

@@ -36,7 +36,6 @@ the result and its files in :mod:`.protocol_result`.
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import math
 import time
@@ -49,7 +48,8 @@ import pandas as pd
 from scipy import stats
 
 from ..ais import engine
-from ..ais.results import BreadResult, DirectionResult, StepResult, _jsonable
+from ..ais.results import BreadResult, DirectionResult, StepResult
+from ..store import load_if_sound, load_json, load_unit, save_unit
 from ..ais.tuning import TunedKernel, tune
 from ..kernels.base import initial_state
 from ..rng import ChainRandom
@@ -57,9 +57,10 @@ from ..stan.data import load_data
 from ..stan.simulator import Simulator, draw_at, split_draw
 from ..stan.tempered import StanTarget, compile_tempered
 from .agreement import Agreement, agreement_score, deficit_curve, shifted_quartiles
-from .bread import (_CHAINS, _PILOT, _PRIOR, _TRUTH, ResumeMismatchError, RunSettings,
-                    SamplerSettings, _constrained, _default_name, _fingerprint,
-                    _prior_draws, _program_text, _simulate_problem, derived_seed)
+from .bread import (_CHAINS, _PILOT, _PRIOR, _TRUTH, RunSettings,
+                    SamplerSettings, _constrained, _default_name, _prior_draws,
+                    _program_text, _simulate_problem, check_resumable, derived_seed,
+                    fingerprints, output_directory)
 from .fit import FitResult, FitSettings, fit
 from .protocol_result import _HEADER, ProtocolResult, _replicate_path, _save_direction, _write_header
 from .sweep import SweepTest, s_sweep_test
@@ -147,11 +148,12 @@ def _prior_unconstrained(target: StanTarget, simulator: Simulator, n: int, seed:
 
 
 def _tuned(path: Path | None, target, kernel, base, pilot, seed, sampler) -> TunedKernel:
-    if path is not None and path.exists():
-        return TunedKernel.from_json(path.read_text())
+    tuned = load_if_sound(path, TunedKernel.load) if path is not None else None
+    if tuned is not None:
+        return tuned
     tuned = tune(target, kernel, base, pilot, seed=seed, config=sampler.tuning_config())
     if path is not None:
-        path.write_text(tuned.to_json())
+        tuned.save(path)
     return tuned
 
 
@@ -162,11 +164,12 @@ def _header(name, model, simulator, data, sampler, run, settings) -> dict:
     # Only what changes numbers already computed: the sweep, the step counts and the
     # replicates may grow on resume, and the agreement / sweep-test thresholds act at
     # analysis time.
-    fingerprint = _fingerprint("protocol", _program_text(model), _program_text(simulator),
-                               {k: np.asarray(v).tolist() for k, v in data.items()},
-                               asdict(sampler), asdict(sampler.tuning_config()), scored,
-                               pset["fit"])
-    return {"model": name, "fingerprint": fingerprint, "steps": list(run.steps),
+    fingerprint, parts = fingerprints(
+        kind="protocol", model=_program_text(model), simulator=_program_text(simulator),
+        data={k: np.asarray(v).tolist() for k, v in data.items()}, sampler=asdict(sampler),
+        tuning=asdict(sampler.tuning_config()), run=scored, fit=pset["fit"])
+    return {"model": name, "fingerprint": fingerprint, "fingerprints": parts,
+            "steps": list(run.steps), "fit": pset["fit"],
             "sampler": asdict(sampler), "run": {**scored, "schedule": asdict(run.schedule)},
             "protocol": pset}
 
@@ -189,20 +192,22 @@ def protocol(model, simulator, real_data, *, sampler: SamplerSettings = SamplerS
     charged its share of the batch's time in proportion to its gradients, so a
     step's time is what one forward plus one reverse run cost.
     """
+    out = Path(out_dir) if out_dir is not None else None
+    with output_directory(out):
+        return _protocol(model, simulator, real_data, sampler, run, settings, out, name)
+
+
+def _protocol(model, simulator, real_data, sampler: SamplerSettings, run: RunSettings,
+              settings: ProtocolSettings, out: Path | None, name: str | None
+              ) -> ProtocolResult:
     data = load_data(real_data)
     name = name or _default_name(model)
     header = _header(name, model, simulator, data, sampler, run, settings)
-    out = Path(out_dir) if out_dir is not None else None
     previous = None
     if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        if (out / _HEADER).exists():
-            saved = json.loads((out / _HEADER).read_text())
-            if saved.get("settings", {}).get("fingerprint") != header["fingerprint"]:
-                raise ResumeMismatchError(
-                    f"{out} holds protocol results with different settings (model, data, "
-                    "seed, sampler, schedule or protocol settings); use a new output "
-                    "directory or delete it")
+        saved = load_if_sound(out / _HEADER, load_json)
+        if saved is not None:
+            check_resumable(out, saved.get("settings", {}), header)
             previous = ProtocolResult.load(out)
 
     compiled = compile_tempered(model)
@@ -212,8 +217,10 @@ def protocol(model, simulator, real_data, *, sampler: SamplerSettings = SamplerS
 
     # 1. Fit on the real data.
     fit_dir = out / "fit" if out is not None else None
-    if fit_dir is not None and FitResult.exists(fit_dir):
-        fitted = FitResult.load(fit_dir)
+    fitted = None
+    if fit_dir is not None:
+        fitted = load_if_sound(fit_dir / "fit.npz", lambda path: FitResult.load(path.parent))
+    if fitted is not None:
         log.info("%s: fit loaded from %s", name, fit_dir)
     else:
         inits = _prior_unconstrained(real_target, prior_sim, settings.fit.chains,
@@ -288,9 +295,9 @@ def protocol(model, simulator, real_data, *, sampler: SamplerSettings = SamplerS
     # 4. Reverse starts: S frozen beta = 1 transitions from (eta_hat, theta) on D_sim.
     starts_path = out / "reverse_starts.npz" if out is not None else None
     starts: dict[int, np.ndarray] = {}
-    if starts_path is not None and starts_path.exists():
-        with np.load(starts_path) as z:
-            starts = {int(k[1:]): z[k] for k in z.files}
+    saved_starts = load_if_sound(starts_path, load_unit) if starts_path is not None else None
+    if saved_starts is not None:
+        starts = {int(k[1:]): v for k, v in saved_starts[0].items()}
     if not set(settings.s_sweep) <= set(starts):
         # The snapshots are a deterministic function of the seed, so recomputing
         # for a larger sweep reproduces the saved ones.
@@ -303,9 +310,7 @@ def protocol(model, simulator, real_data, *, sampler: SamplerSettings = SamplerS
                  "acceptance %.2f)", name, list(settings.s_sweep), info["seconds"],
                  info["accept_stat"])
         if starts_path is not None:
-            tmp = starts_path.with_name("reverse_starts.tmp.npz")
-            np.savez_compressed(tmp, **{f"S{S}": v for S, v in starts.items()})
-            tmp.replace(starts_path)
+            save_unit(starts_path, {f"S{S}": v for S, v in starts.items()}, {})
     if out is not None:
         _write_header(out, result)
         result.sim.save_header(out / "sim")
@@ -333,7 +338,7 @@ def protocol(model, simulator, real_data, *, sampler: SamplerSettings = SamplerS
             for S, r in zip(missing, runs):
                 result.reverse_sweep[(S, T)] = r.to_direction_result()
                 if out is not None:
-                    _save_direction(out / "sweep" / f"reverse_S{S}_T{T}",
+                    _save_direction(out / "sweep" / f"reverse_S{S}_T{T}.npz",
                                     result.reverse_sweep[(S, T)])
         step = StepResult(T, fwd_done.forward, result.reverse_sweep[(settings.s_main, T)],
                           betas, fwd_done.draws)
@@ -361,7 +366,7 @@ def protocol(model, simulator, real_data, *, sampler: SamplerSettings = SamplerS
         if T not in result.real_forward:
             result.real_forward[T] = forward_only(
                 real_target, tuned_real, derived_seed(run.seed, _REAL_CHAINS, T),
-                out / "real" / f"forward_{T}" if out is not None else None, "real data")
+                out / "real" / f"forward_{T}.npz" if out is not None else None, "real data")
         if settings.replicate_max_steps is not None and T > settings.replicate_max_steps:
             continue
         for k in range(1, settings.replicates + 1):
