@@ -41,11 +41,9 @@ import math
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
-import pandas as pd
-from scipy import stats
 
 from ..ais import engine
 from ..ais.results import BreadResult, DirectionResult, StepResult
@@ -56,14 +54,31 @@ from ..rng import ChainRandom
 from ..stan.data import load_data
 from ..stan.simulator import Simulator, draw_at, split_draw
 from ..stan.tempered import StanTarget, compile_tempered
-from .agreement import Agreement, agreement_score, deficit_curve, shifted_quartiles
-from .bread import (_CHAINS, _PILOT, _PRIOR, _TRUTH, RunSettings,
-                    SamplerSettings, _constrained, _default_name, _prior_draws,
-                    _program_text, _simulate_problem, check_resumable, derived_seed,
-                    fingerprints, output_directory)
+from .bread import (
+    _CHAINS,
+    _PILOT,
+    _PRIOR,
+    _TRUTH,
+    RunSettings,
+    SamplerSettings,
+    _constrained,
+    _default_name,
+    _prior_draws,
+    _program_text,
+    _simulate_problem,
+    check_resumable,
+    derived_seed,
+    fingerprints,
+    output_directory,
+)
 from .fit import FitResult, FitSettings, fit
-from .protocol_result import _HEADER, ProtocolResult, _replicate_path, _save_direction, _write_header
-from .sweep import SweepTest, s_sweep_test
+from .protocol_result import (
+    _HEADER,
+    ProtocolResult,
+    _replicate_path,
+    _save_direction,
+    _write_header,
+)
 
 __all__ = ["ProtocolSettings", "protocol"]
 
