@@ -36,11 +36,12 @@ def test_tuned_step_sizes_hit_the_target_acceptance(kernel, base, metric):
     assert info.accept_stat.mean() > target - 0.1
 
 
-def test_tuned_kernel_round_trip_gives_identical_schedules():
+def test_tuned_kernel_round_trip_gives_identical_schedules(tmp_path):
     tk = TunedKernel("nuts", np.array([0.0, 0.1, 1.0]), np.array([1.0, 0.5, 0.2]),
                      np.array([[1.0, 2.0], [0.5, 1.0], [0.1, 0.2]]), {"max_depth": 7}, 1e-3,
                      np.array([0.8, 0.8, 0.8]))
-    back = TunedKernel.from_json(tk.to_json())
+    tk.save(tmp_path / "tuning.json")
+    back = TunedKernel.load(tmp_path / "tuning.json")
     a, b = tk.schedule(sigmoidal(30)), back.schedule(sigmoidal(30))
     np.testing.assert_array_equal(a.step_size, b.step_size)
     np.testing.assert_array_equal(a.inv_metric, b.inv_metric)

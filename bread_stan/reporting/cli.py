@@ -38,6 +38,20 @@ def _steps(text: str) -> tuple[int, ...]:
     return steps
 
 
+def _whole(least: int):
+    """An argparse type: a whole number >= ``least``."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if value < least:
+            raise argparse.ArgumentTypeError(f"must be at least {least}, got {value}")
+        return value
+    parse.__name__ = "whole number"
+    return parse
+
+
 def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--simulator", required=True, type=Path,
                    help="simulator program: draws all unknowns from the prior, then the data")
@@ -46,19 +60,19 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
                    "reads it too")
     p.add_argument("--steps", type=_steps, default=(10, 100, 1000),
                    help="numbers of AIS distributions, comma-separated (default 10,100,1000)")
-    p.add_argument("--chains", type=int, default=100, help="chains per direction (default 100)")
+    p.add_argument("--chains", type=_whole(2), default=100, help="chains per direction (default 100)")
     p.add_argument("--kernel", choices=("hmc", "nuts"), default="hmc")
-    p.add_argument("--leapfrog", type=int, default=10, help="HMC leapfrog steps (default 10)")
+    p.add_argument("--leapfrog", type=_whole(1), default=10, help="HMC leapfrog steps (default 10)")
     p.add_argument("--jitter", type=float, default=0.0,
                    help="HMC step-size jitter j in [0, 1): step sizes uniform in "
                    "[(1-j) e, (1+j) e] (default 0)")
     p.add_argument("--rescue", type=float, default=0.1,
                    help="HMC: share of transitions with a step size 1 to 1000 times "
                    "smaller, to free chains stranded in the prior's tails (default 0.1)")
-    p.add_argument("--max-depth", type=int, default=8, help="NUTS maximum tree depth (default 8)")
+    p.add_argument("--max-depth", type=_whole(1), default=8, help="NUTS maximum tree depth (default 8)")
     p.add_argument("--schedule", choices=("sigmoid", "linear", "geometric"), default="sigmoid")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=None, help="threads per model call (default: all cores)")
+    p.add_argument("--seed", type=_whole(0), default=0)
+    p.add_argument("--threads", type=_whole(1), default=None, help="threads per model call (default: all cores)")
     p.add_argument("--out", type=Path, default=None,
                    help="output directory (default: bread-<model name>)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -88,15 +102,15 @@ def _parser() -> argparse.ArgumentParser:
     _add_run_options(p)
     p.add_argument("--sweep", type=_sweep, default=(10, 100, 1000, 10000),
                    help="reverse-start transitions S, comma-separated (default 10,100,1000,10000)")
-    p.add_argument("--fit-chains", type=int, default=4, help="NUTS chains of the fit (default 4)")
-    p.add_argument("--fit-warmup", type=int, default=500, help="fit warmup iterations (default 500)")
-    p.add_argument("--fit-draws", type=int, default=500, help="fit draws per chain (default 500)")
+    p.add_argument("--fit-chains", type=_whole(1), default=4, help="NUTS chains of the fit (default 4)")
+    p.add_argument("--fit-warmup", type=_whole(0), default=500, help="fit warmup iterations (default 500)")
+    p.add_argument("--fit-draws", type=_whole(1), default=500, help="fit draws per chain (default 500)")
     p.add_argument("--hyper-summary", choices=("median", "mean"), default="median",
                    help="posterior summary giving the fitted hyperparameters (default median)")
-    p.add_argument("--replicates", type=int, default=5,
+    p.add_argument("--replicates", type=_whole(0), default=5,
                    help="further simulated data sets for the agreement band (default 5; "
                         "0 turns the agreement score off)")
-    p.add_argument("--replicate-max-steps", type=int, default=None,
+    p.add_argument("--replicate-max-steps", type=_whole(2), default=None,
                    help="run the replicates only up to this many distributions (default all)")
 
     p = sub.add_parser("report", help="regenerate figures and report from saved results")
@@ -250,6 +264,14 @@ def _cmd_info(args) -> int:
     return 0
 
 
+def _os_message(error: OSError) -> str:
+    """One line for an OS error: what failed on which file, without a traceback."""
+    if error.strerror is None:
+        return str(error)
+    where = f": {error.filename}" if error.filename else ""
+    return f"{error.strerror}{where}"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``bread-stan`` console script."""
     args = _parser().parse_args(argv)
@@ -260,9 +282,13 @@ def main(argv: list[str] | None = None) -> int:
                 "info": _cmd_info}
     try:
         return commands[args.command](args)
-    except (BreadStanError, FileNotFoundError, ValueError) as error:
+    except (BreadStanError, ValueError) as error:
         # Problems with the user's input: the message names the problem and the fix.
         print(f"bread-stan {args.command}: error: {error}", file=sys.stderr)
+        return 2
+    except OSError as error:
+        # File-system problems (missing file, permissions, full disk): one line.
+        print(f"bread-stan {args.command}: error: {_os_message(error)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("\ninterrupted: finished step counts are saved; rerun the same command to "

@@ -13,6 +13,7 @@ filled in here: ``hyper=None`` draws the hyperparameters from their prior,
 from __future__ import annotations
 
 import ctypes
+import logging
 import os
 from collections.abc import Mapping
 from typing import Any, Sequence
@@ -20,11 +21,13 @@ from typing import Any, Sequence
 import numpy as np
 
 from .compile import DEFAULT_STANC_ARGS, CompiledModel, Program, compile_model
-from .data import DataLike, load_data
+from .data import DataLike, load_data, nonfinite_entries
 from ..errors import StanDataError
 from .model import StanModel, _address, unflatten_draws, variable_shapes
 
-__all__ = ["Simulator", "split_draw", "draw_at", "to_unconstrained"]
+__all__ = ["Simulator", "split_draw", "draw_at", "to_unconstrained", "check_data_names"]
+
+logger = logging.getLogger("bread_stan")
 
 _HYPER_FLAG = "hyper_given"
 _SUFFIX = "_given"
@@ -47,6 +50,7 @@ class Simulator:
         self.hyperparameters = sorted(name[:-len(_SUFFIX)] for name in inputs
                                       if name.endswith(_SUFFIX) and name != _HYPER_FLAG)
         values = load_data(data)
+        self.data = dict(values)
         values.update(self._hyper_data(inputs, hyper))
         self.model = StanModel(program, values, threads=threads)
         if self.model.dim != 0:
@@ -92,8 +96,11 @@ class Simulator:
             if rc:
                 self.model._batch_status(rc, err, "simulate")
                 index, message = next(iter(self.model.last_errors.items()))
+                bad = nonfinite_entries(self.data)
+                cause = (f" (the data given to the simulator are not finite: "
+                         f"{', '.join(bad)})" if bad else "")
                 raise StanDataError(f"simulation failed for {rc} draw(s); draw "
-                                    f"{first + start + index}: {message}")
+                                    f"{first + start + index}: {message}{cause}")
         return out
 
     def simulate(self, n: int, seed: int, *, first: int = 0,
@@ -134,7 +141,45 @@ def split_draw(draw: Mapping[str, Any], model: Any) -> tuple[dict, dict]:
                             f"{missing}; its generated quantities must use the model's names")
     params = {k: draw[k] for k in parameters}
     data = {k: v for k, v in draw.items() if k in inputs and k != "prior_only"}
+    bad = nonfinite_entries({**params, **data}, batched=_batched(draw, parameters))
+    if bad:
+        raise StanDataError(f"the simulator produced non-finite values: {', '.join(bad)}; "
+                            "check its generated quantities (and the data they use)")
     return params, data
+
+
+def _batched(draw: Mapping[str, Any], parameters: Mapping[str, Any]) -> bool:
+    """Whether ``draw`` has a leading draw axis (judged on the first parameter)."""
+    for name, declared in parameters.items():
+        dims = declared.get("dimensions", 0) if isinstance(declared, Mapping) else 0
+        return np.ndim(draw[name]) > dims
+    return False
+
+
+def check_data_names(simulator: Simulator, model: Any) -> list[str]:
+    """The model's data variables that the simulator neither generates nor reads.
+
+    Each is named in a warning (BREAD would run on the observed values while
+    taking a prior draw for the exact posterior draw); a simulator that
+    generates none of the model's data is refused with :class:`StanDataError`.
+    """
+    inputs = set(_model_info(model).get("inputs", {})) - {"prior_only"}
+    generated = set(simulator.compiled.info.get("generated quantities", {}))
+    read = set(simulator.compiled.data_variables)
+    if not inputs & generated:
+        raise StanDataError(
+            f"the simulator generates none of the model's data variables "
+            f"({', '.join(sorted(inputs - read)) or ', '.join(sorted(inputs))}); it generates "
+            f"{', '.join(sorted(generated))}. Its generated quantities must write the "
+            "simulated data under the model's names")
+    missing = sorted(inputs - generated - read)
+    if missing:
+        logger.warning("the simulator does not generate the model's data variable(s) %s "
+                       "(nor reads them): BREAD keeps their observed values, so the "
+                       "simulated draw is not an exact posterior draw unless they are "
+                       "fixed inputs; the simulator generates %s", ", ".join(missing),
+                       ", ".join(sorted(generated)))
+    return missing
 
 
 def to_unconstrained(params: Mapping[str, Any], model: Any, *, batched: bool = True

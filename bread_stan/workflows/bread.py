@@ -40,15 +40,16 @@ from ..stan.model import unflatten_draws
 from ..ais.results import BreadResult, load_steps
 from ..store import check_writable, clean_temporaries, load_if_sound, load_json, lock
 from ..ais.betas import ScheduleSpec
-from ..stan.simulator import Simulator, draw_at, split_draw
-from ..stan.tempered import StanTarget, compile_tempered
+from ..stan.simulator import Simulator, check_data_names, draw_at, split_draw
+from ..stan.tempered import StanTarget, check_split, compile_tempered
 from ..ais.tuning import TunedKernel, TuningConfig, tune
 
 __all__ = ["SamplerSettings", "RunSettings", "bread", "compare", "ResumeMismatchError"]
 
 log = logging.getLogger(__name__)
 
-_TRUTH, _PILOT, _PRIOR, _CHAINS = 0, 1, 2, 3  # purposes of derived seeds
+_TRUTH, _PILOT, _PRIOR, _CHAINS, _CHECK = 0, 1, 2, 3, 4  # purposes of derived seeds
+_CHECK_DRAWS = 8  # prior draws at which the model's prior/likelihood split is checked
 
 
 class ResumeMismatchError(BreadStanError):
@@ -181,12 +182,16 @@ class _Problem:
 def _simulate_problem(name, model, simulator: Simulator, data: Mapping, seed: int,
                       threads, truth_draw: Mapping | None = None) -> _Problem:
     compiled = compile_tempered(model)
+    check_data_names(simulator, compiled)
     if truth_draw is None:
         truth_draw = draw_at(simulator.simulate(1, derived_seed(seed, _TRUTH)), 0)
     params, overrides = split_draw(truth_draw, compiled)
     target = StanTarget(compiled, {**data, **overrides}, threads=threads)
     x_star = target.param_unconstrain(params)
-    return _Problem(name, target, x_star, _as_lists(params), _as_lists(overrides))
+    problem = _Problem(name, target, x_star, _as_lists(params), _as_lists(overrides))
+    check_split(target, _prior_draws(problem, simulator, _CHECK_DRAWS,
+                                     derived_seed(seed, _CHECK)))
+    return problem
 
 
 def _as_lists(values: Mapping[str, Any]) -> dict[str, Any]:
@@ -222,7 +227,8 @@ def _run_problem(problem: _Problem, simulator: Simulator, sampler: SamplerSettin
         pilot = _prior_draws(problem, simulator, sampler.pilot_chains,
                              derived_seed(run.seed, _PILOT))
         tuned = tune(problem.target, kernel, base_params, pilot,
-                     seed=derived_seed(run.seed, _PILOT), config=sampler.tuning_config())
+                     seed=derived_seed(run.seed, _PILOT), config=sampler.tuning_config(),
+                     progress=run.progress)
         result.extra["tuning_seconds"] = time.perf_counter() - t0
         log.info("%s: tuned %s along beta in %.1f s (step sizes %.3g .. %.3g)", problem.name,
                  sampler.kernel, result.extra["tuning_seconds"], tuned.step_size.min(),
@@ -230,9 +236,12 @@ def _run_problem(problem: _Problem, simulator: Simulator, sampler: SamplerSettin
         if tuned_path is not None:
             tuned.save(tuned_path)
     result.extra["tuning"] = tuned.to_dict()
+    setup_warnings(result.extra, tuned, problem.name)
     if out_dir is not None:
         result.save_header(out_dir)
 
+    warn_if_costly(problem.name, tuned, [T for T in run.steps if T not in done],
+                   2 * run.chains * sampler.steps_per_temperature, problem.target.dim)
     for T in run.steps:
         if T in done:
             log.info("%s: %d distributions already done, loaded from %s", problem.name, T, out_dir)
@@ -256,6 +265,53 @@ def _run_problem(problem: _Problem, simulator: Simulator, sampler: SamplerSettin
     if out_dir is not None:
         result.save(out_dir)
     return result
+
+
+_LONG_SECONDS = 600.0        # warn before a run estimated to take longer than this
+_LARGE_BYTES = 1 << 30       # or to need more memory than this
+
+
+def cost_estimate(tuned: TunedKernel, steps: Sequence[int], chains: int, dim: int
+                  ) -> tuple[float, float]:
+    """Seconds (from the pilot's time per chain and transition) and peak bytes
+    (the per-temperature betas, step sizes and metric of the largest T) of
+    running ``chains`` chains (both directions, all transitions) at each T."""
+    seconds = sum(T - 1 for T in steps) * chains * tuned.seconds_per_transition
+    peak = max(steps, default=0) * 8.0 * (5 + dim)
+    return seconds, peak
+
+
+def warn_if_costly(name: str, tuned: TunedKernel, steps: Sequence[int], chains: int,
+                   dim: int) -> None:
+    """Log the estimated cost of the coming runs; warn before a long or large one."""
+    if not steps:
+        return
+    seconds, peak = cost_estimate(tuned, steps, chains, dim)
+    text = (f"{name}: {', '.join(map(str, steps))} distributions will take about "
+            f"{_duration(seconds)} and {peak / 2**30:.2g} GB of memory (estimated from the "
+            "pilot)")
+    if seconds > _LONG_SECONDS or peak > _LARGE_BYTES:
+        log.warning("%s; interrupt now (Ctrl-C) and choose fewer --steps if that is too "
+                    "much", text)
+    else:
+        log.info("%s", text)
+
+
+def _duration(seconds: float) -> str:
+    if not np.isfinite(seconds):
+        return "an unknown time"
+    for unit, size in (("days", 86400), ("hours", 3600), ("minutes", 60)):
+        if seconds >= 2 * size:
+            return f"{seconds / size:.3g} {unit}"
+    return f"{seconds:.2g} s"
+
+
+def setup_warnings(extra: dict, tuned: TunedKernel, name: str) -> None:
+    """Log the tuned kernel's problems loudly and record them in ``extra``
+    (``setup_warnings``)."""
+    extra["setup_warnings"] = tuned.problems()
+    for text in extra["setup_warnings"]:
+        log.warning("%s: SET-UP PROBLEM: %s", name, text)
 
 
 def _resume(result: BreadResult, out_dir: Path, header: dict) -> set[int]:

@@ -70,6 +70,8 @@ from .bread import (
     derived_seed,
     fingerprints,
     output_directory,
+    setup_warnings,
+    warn_if_costly,
 )
 from .fit import FitResult, FitSettings, fit
 from .protocol_result import (
@@ -162,11 +164,13 @@ def _prior_unconstrained(target: StanTarget, simulator: Simulator, n: int, seed:
     return target.param_unconstrain_batch(params)
 
 
-def _tuned(path: Path | None, target, kernel, base, pilot, seed, sampler) -> TunedKernel:
+def _tuned(path: Path | None, target, kernel, base, pilot, seed, sampler,
+           progress: bool = False) -> TunedKernel:
     tuned = load_if_sound(path, TunedKernel.load) if path is not None else None
     if tuned is not None:
         return tuned
-    tuned = tune(target, kernel, base, pilot, seed=seed, config=sampler.tuning_config())
+    tuned = tune(target, kernel, base, pilot, seed=seed, config=sampler.tuning_config(),
+                 progress=progress)
     if path is not None:
         tuned.save(path)
     return tuned
@@ -287,11 +291,16 @@ def _protocol(model, simulator, real_data, sampler: SamplerSettings, run: RunSet
     pilot = _prior_draws(problem, prior_sim, sampler.pilot_chains,
                          derived_seed(run.seed, _PILOT))
     tuned_sim = _tuned(out / "tuning_sim.json" if out else None, problem.target, kernel, base,
-                       pilot, derived_seed(run.seed, _PILOT), sampler)
+                       pilot, derived_seed(run.seed, _PILOT), sampler, run.progress)
     tuned_real = _tuned(out / "tuning_real.json" if out else None, real_target, kernel, base,
-                        pilot, derived_seed(run.seed, _REAL_PILOT), sampler)
+                        pilot, derived_seed(run.seed, _REAL_PILOT), sampler, run.progress)
     result.extra.setdefault("tuning_seconds", time.perf_counter() - t0)
     result.sim.extra["tuning"] = tuned_sim.to_dict()
+    setup_warnings(result.sim.extra, tuned_sim, name + " (simulated)")
+    setup_warnings(result.extra, tuned_real, name + " (real data)")
+    # Per T: simulated forward, one reverse run per S, real forward, the replicates.
+    warn_if_costly(name, tuned_sim, list(run.steps), sampler.steps_per_temperature * run.chains
+                   * (2 + len(settings.s_sweep) + settings.replicates), problem.target.dim)
 
     @functools.cache
     def replicate(k: int) -> tuple[Any, TunedKernel]:
@@ -305,7 +314,7 @@ def _protocol(model, simulator, real_data, sampler: SamplerSettings, run: RunSet
             (out / "replicates").mkdir(parents=True, exist_ok=True)
             path = out / "replicates" / f"tuning_r{k}.json"
         return problem_k, _tuned(path, problem_k.target, kernel, base, pilot,
-                                 derived_seed(run.seed, _REP_PILOT, k), sampler)
+                                 derived_seed(run.seed, _REP_PILOT, k), sampler, run.progress)
 
     # 4. Reverse starts: S frozen beta = 1 transitions from (eta_hat, theta) on D_sim.
     starts_path = out / "reverse_starts.npz" if out is not None else None
