@@ -111,6 +111,6 @@ def test_burn_in_runs_unadapted_transitions_and_keeps_the_format():
         if burn_in:  # burn-in at grid beta 2 uses the step size frozen at beta 1
             assert calls[6:9] == [tuned.step_size[0]] * 3
         assert set(tuned.to_dict()) == {"kind", "grid_betas", "step_size", "inv_metric",
-                                        "fixed", "beta_floor", "accept"}
+                                        "fixed", "beta_floor", "accept", "seconds_per_transition"}
     with pytest.raises(ValueError, match="burn_in"):
         tune(model, HMC(), HMCParams(0.5, 4), prior, seed=1, config=TuningConfig(burn_in=-1))
