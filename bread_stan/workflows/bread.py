@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import json
 import logging
 import time
@@ -40,6 +41,7 @@ from ..stan.model import unflatten_draws
 from ..ais.results import BreadResult, load_steps
 from ..store import check_writable, clean_temporaries, load_if_sound, load_json, lock
 from ..ais.betas import ScheduleSpec
+from ..stan.compile import CompiledModel
 from ..stan.simulator import Simulator, check_data_names, draw_at, split_draw
 from ..stan.tempered import StanTarget, check_split, compile_tempered
 from ..ais.tuning import TunedKernel, TuningConfig, tune
@@ -395,6 +397,8 @@ def bread(model, simulator, data=None, *, sampler: SamplerSettings = SamplerSett
     bounds.  With ``out_dir``, every finished step count is saved at once and a
     rerun with the same settings continues where it stopped.
     """
+    check_program("model", model)
+    check_program("simulator", simulator)
     out = Path(out_dir) if out_dir is not None else None
     with output_directory(out):
         data = load_data(data)
@@ -417,6 +421,9 @@ def compare(models: Mapping[str, Any] | Sequence, simulator, data=None, *,
     Returns one result per label."""
     if not isinstance(models, Mapping):
         models = dict(zip(_labels(models), models))
+    for label, program in models.items():
+        check_program(f"model {label!r}", program)
+    check_program("simulator", simulator)
     out = Path(out_dir) if out_dir is not None else None
     with output_directory(out):
         for program in models.values():
@@ -433,6 +440,15 @@ def compare(models: Mapping[str, Any] | Sequence, simulator, data=None, *,
                 sub.mkdir(exist_ok=True)
             results[label] = _run_problem(problem, sim, sampler, run, sub, header, None)
         return results
+
+
+def check_program(role: str, program) -> None:
+    """Refuse a ``program`` that is neither a path, program text nor a compiled model."""
+    if isinstance(program, (CompiledModel, os.PathLike)) or (
+            isinstance(program, str) and program.strip()):
+        return
+    raise ValueError(f"{role} must be a Stan program: the path of a .stan file, the program "
+                     f"text, or a compiled model; got {program!r}")
 
 
 def _labels(programs: Sequence) -> list[str]:

@@ -66,6 +66,7 @@ from .bread import (
     _prior_draws,
     _program_text,
     _simulate_problem,
+    check_program,
     check_resumable,
     derived_seed,
     fingerprints,
@@ -211,6 +212,8 @@ def protocol(model, simulator, real_data, *, sampler: SamplerSettings = SamplerS
     charged its share of the batch's time in proportion to its gradients, so a
     step's time is what one forward plus one reverse run cost.
     """
+    check_program("model", model)
+    check_program("simulator", simulator)
     out = Path(out_dir) if out_dir is not None else None
     with output_directory(out):
         return _protocol(model, simulator, real_data, sampler, run, settings, out, name)
