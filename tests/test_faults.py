@@ -93,17 +93,23 @@ def test_an_interrupted_write_leaves_the_old_file_and_a_hidden_temporary(tmp_pat
     store.save_unit(path, {"x": np.zeros(2)}, {})
     before = path.read_bytes()
 
-    def killed(*args):
+    temporaries = []
+
+    def killed(tmp, final):  # SIGKILL between writing and renaming
+        temporaries.append(Path(tmp))
+        shutil.copy(tmp, tmp_path / "left_behind")
         raise KeyboardInterrupt
 
     monkeypatch.setattr(store.os, "replace", killed)
     with pytest.raises(KeyboardInterrupt):
         store.save_unit(path, {"x": np.ones(2)}, {})
+    monkeypatch.undo()
     assert path.read_bytes() == before
-    # A kill between write and rename would leave a temporary: hidden and cleaned.
-    stale = tmp_path / f".steps_3.npz.{os.getpid()}.tmp"
-    stale.write_bytes(b"half")
-    assert not list(tmp_path.glob("steps_*.npz.*")) and list(tmp_path.glob("steps_*.npz"))
+    # What a kill leaves behind is hidden from every load pattern, and cleaned.
+    stale = temporaries[0]
+    os.replace(tmp_path / "left_behind", stale)
+    assert stale.name.startswith(".") and not stale.match("steps_*.npz")
+    assert [p.name for p in tmp_path.glob("steps_*.npz")] == ["steps_3.npz"]
     assert store.clean_temporaries(tmp_path) == 1 and not stale.exists()
 
 

@@ -273,8 +273,12 @@ def _build(program: Program, toolchain: Toolchain, stanc_args: Sequence[str],
         t0 = time.perf_counter()
         info = None
         if not force and model_object.exists():
-            with contextlib.suppress(FileNotFoundError, CorruptFileError):
+            try:
                 info = load_json(info_path)
+            except (FileNotFoundError, CorruptFileError):  # lost: stanc alone restores it
+                info = json.loads(_stanc(program, toolchain, [*stanc_args, "--info"],
+                                         directory, None))
+                save_json(info_path, info)
         if info is None:
             _stanc(program, toolchain, stanc_args, directory, hpp)
             info = json.loads(_stanc(program, toolchain, [*stanc_args, "--info"], directory,
