@@ -223,6 +223,22 @@ def test_cli_subprocess_shows_no_traceback(tmp_path):
     assert "Traceback" not in done.stderr and "is a file, not a directory" in done.stderr
 
 
+def test_a_read_only_output_directory_is_refused_before_any_work(tmp_path, capsys,
+                                                                   monkeypatch):
+    real_write = Path.write_bytes
+
+    def read_only(path, data):
+        if path.name.startswith(".write-test"):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
+        return real_write(path, data)
+
+    monkeypatch.setattr(Path, "write_bytes", read_only)  # root ignores chmod
+    monkeypatch.setattr("bread_stan.workflows.bread.compile_tempered",
+                        lambda *a: pytest.fail("work started before the check"))
+    rc, _, err = _cli(capsys, _run(tmp_path / "o"))
+    assert rc == 2 and f"cannot write to output directory {tmp_path / 'o'}" in err
+
+
 def test_a_full_disk_is_a_one_line_error(tmp_path, capsys, monkeypatch):
     def full(path, data):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
@@ -429,3 +445,4 @@ def test_a_long_run_is_announced_before_it_starts(tmp_path, caplog, monkeypatch)
     assert warning and started
     text = caplog.text
     assert "GB of memory (estimated from the pilot)" in text and "interrupt now" in text
+    assert "tuning hmc along beta: 3 betas x 9 transitions x 4 pilot chains" in text
