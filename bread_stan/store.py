@@ -18,6 +18,7 @@ import io
 import json
 import logging
 import os
+import tempfile
 import zipfile
 from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
@@ -234,9 +235,10 @@ def check_writable(directory: str | os.PathLike) -> Path:
             break
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        probe = directory / f".write-test.{os.getpid()}{_TMP_SUFFIX}"
-        probe.write_bytes(b"ok")
-        probe.unlink()
+        handle, probe = tempfile.mkstemp(dir=directory, prefix=".write-test.",
+                                         suffix=_TMP_SUFFIX)
+        os.close(handle)
+        os.unlink(probe)
     except OSError as error:
         raise OutputDirectoryError(f"cannot write to output directory {directory}: "
                               f"{error.strerror or error}") from None
