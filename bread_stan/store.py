@@ -52,7 +52,7 @@ class CorruptFileError(BreadStanError):
         self.path = Path(path)
         self.problem = problem
         super().__init__(f"{self.path} is corrupt or half-written ({problem}); rerunning the "
-                         "same command recomputes it")
+                         "command that wrote it recomputes it")
 
 
 class DirectoryBusyError(BreadStanError):
@@ -220,8 +220,9 @@ def lock(directory: str | os.PathLike, *, wait: bool = False) -> Iterator[Path]:
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def check_writable(directory: str | os.PathLike) -> Path:
-    """Create ``directory`` if needed and prove it writable, before any work is done.
+def check_writable(directory: str | os.PathLike, what: str = "output directory") -> Path:
+    """Create ``directory`` (the ``what``) if needed and prove it writable, before
+    any work is done.
 
     Raises :class:`OutputDirectoryError` with a one-line message naming the directory.
     """
@@ -229,9 +230,9 @@ def check_writable(directory: str | os.PathLike) -> Path:
     for parent in [directory, *directory.parents]:
         if parent.exists():
             if not parent.is_dir():
-                what = "is" if parent == directory else f"is under {parent}, which is"
-                raise OutputDirectoryError(f"output directory {directory} {what} a file, "
-                                         "not a directory")
+                where = "is" if parent == directory else f"is under {parent}, which is"
+                raise OutputDirectoryError(f"{what} {directory} {where} a file, not a "
+                                           "directory")
             break
     try:
         directory.mkdir(parents=True, exist_ok=True)
@@ -240,6 +241,6 @@ def check_writable(directory: str | os.PathLike) -> Path:
         os.close(handle)
         os.unlink(probe)
     except OSError as error:
-        raise OutputDirectoryError(f"cannot write to output directory {directory}: "
-                              f"{error.strerror or error}") from None
+        raise OutputDirectoryError(f"cannot write to {what} {directory}: "
+                                   f"{error.strerror or error}") from None
     return directory

@@ -409,7 +409,7 @@ def test_an_unusable_cache_falls_back_to_a_private_one(tmp_path, monkeypatch, ca
     monkeypatch.setenv("BREAD_STAN_CACHE", str(blocker))
     root = compile_module.cache_dir()
     assert root != blocker and root.is_dir() and "bread_stan_cache_" in root.name
-    assert f"compile cache {blocker} is unusable" in caplog.text
+    assert f"compile cache {blocker} is unusable (cache directory" in caplog.text
 
 
 def test_stanc_info_takes_the_compile_stanc_args(tmp_path, monkeypatch):

@@ -12,6 +12,7 @@ entry keeps concurrent processes from building the same thing twice.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
 import hashlib
@@ -19,6 +20,7 @@ import json
 import logging
 import os
 import re
+import shutil
 import subprocess
 import tempfile
 import time
@@ -86,9 +88,10 @@ def cache_dir() -> Path:
 @functools.lru_cache(maxsize=None)
 def _usable_cache(root: Path) -> Path:
     try:
-        return check_writable(root)
+        return check_writable(root, "cache directory")
     except OutputDirectoryError as error:
         fallback = Path(tempfile.mkdtemp(prefix="bread_stan_cache_"))
+        atexit.register(shutil.rmtree, fallback, ignore_errors=True)
         logger.warning("the compile cache %s is unusable (%s); using the private temporary "
                        "cache %s for this process (models are recompiled; set "
                        "BREAD_STAN_CACHE to a writable directory)", root, error, fallback)
@@ -210,7 +213,7 @@ def compile_model(program: str | os.PathLike | Program, *,
     directory = cache_dir() / "models" / f"{program.name}-{object_key}"
     library = directory / f"{program.name}-{_bridge_digest()}.so"
     info_path = directory / "info.json"
-    if not force and (info := _verified(library, info_path)) is not None:
+    if not force and (info := _verified(library, info_path, quiet=True)) is not None:
         logger.debug("cache hit for %s: %s", program.name, library)
         return CompiledModel(library, program, info)
     with lock(directory, wait=True):
@@ -234,14 +237,16 @@ def _file_digest(path: Path) -> str:
     return h.hexdigest()
 
 
-def _verified(library: Path, info_path: Path) -> dict | None:
+def _verified(library: Path, info_path: Path, quiet: bool = False) -> dict | None:
     """The stanc info of a cache entry whose library matches the size and hash
-    recorded when it was built; None (with a warning if the entry exists but is
-    damaged) when it must be built again."""
+    recorded when it was built; None (with a warning, unless ``quiet``, if the
+    entry exists but is damaged) when it must be built again."""
     if not library.exists():
         return None
     manifest = library.with_name(library.name + ".json")
     if not manifest.exists():
+        if quiet:
+            return None
         logger.info("the cached model library %s has no record of its size and hash "
                     "(built by an older version); linking it again", library)
         return None
@@ -253,6 +258,8 @@ def _verified(library: Path, info_path: Path) -> dict | None:
             raise CorruptFileError(library, f"{size} bytes that do not match the "
                                             f"{recorded['size']} recorded at build time")
     except (OSError, CorruptFileError, KeyError, TypeError) as error:
+        if quiet:
+            return None
         logger.warning("the cached model library %s is damaged or incomplete (%s); "
                        "rebuilding it", library, getattr(error, "problem", error))
         return None

@@ -149,7 +149,7 @@ def check_split(target: StanTarget, points: np.ndarray) -> None:
         raise ModelSetupError(
             f"in {name}, the log likelihood is exactly 0 at all {int(ok.sum())} prior draws "
             "checked: the densities with prior_only = 1 and prior_only = 0 agree, so the "
-            "likelihood is not inside `if (!prior_only) {{ ... }}` (or the data are empty). "
+            "likelihood is not inside `if (!prior_only) { ... }` (or the data are empty). "
             "Wrap every likelihood statement in it")
     flat = np.all(ev.grad_prior[ok] == 0, axis=0)
     if flat.any():
