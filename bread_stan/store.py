@@ -18,6 +18,7 @@ import io
 import json
 import logging
 import os
+import re
 import tempfile
 import zipfile
 from pathlib import Path
@@ -41,6 +42,7 @@ log = logging.getLogger("bread_stan")
 T = TypeVar("T")
 
 _META = "__meta__"
+_TMP_NAME = re.compile(r"\..+\.\d+\.tmp")  # what write_atomic names its temporaries
 _TMP_SUFFIX = ".tmp"
 _LOCK = ".lock"
 
@@ -180,10 +182,14 @@ def clean_temporaries(directory: str | os.PathLike) -> int:
     root = Path(directory)
     if not root.is_dir():
         return 0
-    for tmp in root.rglob(f".*{_TMP_SUFFIX}"):
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
-            removed += 1
+    # Only names write_atomic makes, at most three folders deep (replicates/r1/...).
+    for pattern in (f".*{_TMP_SUFFIX}", f"*/.*{_TMP_SUFFIX}", f"*/*/.*{_TMP_SUFFIX}"):
+        for tmp in root.glob(pattern):
+            if not _TMP_NAME.fullmatch(tmp.name):
+                continue
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+                removed += 1
     if removed:
         log.info("removed %d temporary file(s) left by an interrupted run in %s", removed, root)
     return removed

@@ -110,7 +110,9 @@ def test_an_interrupted_write_leaves_the_old_file_and_a_hidden_temporary(tmp_pat
     os.replace(tmp_path / "left_behind", stale)
     assert stale.name.startswith(".") and not stale.match("steps_*.npz")
     assert [p.name for p in tmp_path.glob("steps_*.npz")] == ["steps_3.npz"]
-    assert store.clean_temporaries(tmp_path) == 1 and not stale.exists()
+    foreign = tmp_path / ".notes.tmp"  # not ours: kept
+    foreign.write_text("x")
+    assert store.clean_temporaries(tmp_path) == 1 and not stale.exists() and foreign.exists()
 
 
 def test_lock_names_the_process_that_holds_the_directory(tmp_path):
@@ -445,3 +447,13 @@ def test_a_long_run_is_announced_before_it_starts(tmp_path, caplog, monkeypatch)
     text = caplog.text
     assert "GB of memory (estimated from the pilot)" in text and "interrupt now" in text
     assert "tuning hmc along beta: 3 betas x 9 transitions x 4 pilot chains" in text
+
+
+def test_cost_estimate_scales_with_steps_chains_and_dimension():
+    from bread_stan.workflows.bread import cost_estimate
+
+    tuned = TunedKernel("hmc", np.array([0.0, 1.0]), np.ones(2), None, {}, 1e-3, np.ones(2),
+                        seconds_per_transition=1e-3)
+    seconds, peak = cost_estimate(tuned, [11, 101], chains=4, dim=3)
+    assert seconds == pytest.approx((10 + 100) * 4 * 1e-3)
+    assert peak == 101 * (40 + 16 * 3)

@@ -276,10 +276,11 @@ _LARGE_BYTES = 1 << 30       # or to need more memory than this
 def cost_estimate(tuned: TunedKernel, steps: Sequence[int], chains: int, dim: int
                   ) -> tuple[float, float]:
     """Seconds (from the pilot's time per chain and transition) and peak bytes
-    (the per-temperature betas, step sizes and metric of the largest T) of
-    running ``chains`` chains (both directions, all transitions) at each T."""
+    (the per-temperature betas, step sizes and metric of the largest T, with
+    their temporaries: about 40 + 16 d bytes per temperature, measured) of running
+    ``chains`` chains (both directions, all transitions) at each T."""
     seconds = sum(T - 1 for T in steps) * chains * tuned.seconds_per_transition
-    peak = max(steps, default=0) * 8.0 * (5 + dim)
+    peak = max(steps, default=0) * (40.0 + 16.0 * dim)
     return seconds, peak
 
 
