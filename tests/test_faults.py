@@ -299,6 +299,16 @@ def test_resume_with_other_settings_says_which_differ(tmp_path, capsys):
     assert rc == 2 and "(the data)" in err
 
 
+def test_a_failed_compare_still_compares_what_finished(tmp_path, capsys):
+    out = tmp_path / "c"
+    rc, _, err = _cli(capsys, ["compare", str(MODEL), str(IMPROPER), "--simulator",
+                               str(SIMULATOR), "--data", str(DATA), "--chains", "10",
+                               "--steps", "3", "--quiet", "--out", str(out)])
+    assert rc == 2 and "log prior does not depend on mu" in err
+    assert "comparison of the programs that finished (normal_mean)" in err
+    assert (out / "comparison.csv").read_text().count("normal_mean") == 1
+
+
 def test_compare_keeps_programs_that_share_a_file_name(tmp_path, capsys):
     for folder in ("a", "b"):
         (tmp_path / folder).mkdir()

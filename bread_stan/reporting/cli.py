@@ -176,14 +176,37 @@ def _cmd_compare(args) -> int:
 
     sampler, run = _settings(args)
     out = args.out or Path("bread-compare")
-    results = compare(args.models, args.simulator, _data(args.data), sampler=sampler, run=run,
-                      out_dir=out)
+    try:
+        results = compare(args.models, args.simulator, _data(args.data), sampler=sampler,
+                          run=run, out_dir=out)
+    except (BreadStanError, ValueError, OSError):
+        _compare_finished(out)
+        raise
     for label, result in results.items():
         write_report(result, out / label)
         _print_summary(result)
     path = write_comparison(results, out)
     print(f"\ncomparison: {path}")
     return 0 if all(r.consistent for r in results.values()) else 3
+
+
+def _compare_finished(out: Path) -> None:
+    """After a failed ``compare``, write the comparison of the programs that finished."""
+    from ..ais.results import BreadResult
+    from .report import write_comparison
+
+    finished = {}
+    for run_file in sorted(Path(out).glob("*/run.json")):
+        try:
+            result = BreadResult.load(run_file.parent)
+        except BreadStanError:
+            continue
+        if result.steps:
+            finished[run_file.parent.name] = result
+    if finished:
+        path = write_comparison(finished, out)
+        print(f"comparison of the programs that finished ({', '.join(finished)}): {path}",
+              file=sys.stderr)
 
 
 def _sweep(text: str) -> tuple[int, ...]:
