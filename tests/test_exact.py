@@ -19,7 +19,7 @@ from bread_stan.exact.oracle import NeighbourMetropolis, grid_bounds, linear_sch
 from bread_stan.exact.grid import GridTarget, grid_log_f, positions_to_cells
 from bread_stan.ais.frozen_kernels import KernelSchedule
 from bread_stan.kernels.base import initial_state
-from bread_stan.kernels.grid_mh import GridMetropolis
+from bread_stan.kernels.grid_mh import GridMetropolis, GridMHParams
 from bread_stan.rng import ChainRandom
 
 Z_TOL = 4.0
@@ -174,7 +174,7 @@ class _SweepKernel:
             h[x, x] = 1.0 - h[x].sum() + h[x, x]
         return v @ h
 
-    def probabilities(self, log_density):
+    def probabilities(self, log_density, temperatures=None):
         return np.stack([self.matrix(lp) for lp in np.atleast_2d(log_density)])
 
 
@@ -224,8 +224,10 @@ def test_grid_target_evaluates_cells_and_rejects_off_grid_points():
         tg.evaluate(np.array([[0.5, 0.0]]), gradient=False)
 
 
-def test_grid_metropolis_moves_with_the_exact_transition_probabilities():
-    """Transition counts of 1000 chains over 60 steps against the exact rows of K.
+@pytest.mark.parametrize("stay", [None, 0.6])
+def test_grid_metropolis_moves_with_the_exact_transition_probabilities(stay):
+    """Transition counts of 1000 chains over 60 steps against the exact rows of K
+    (plain, and lazy: staying put with probability 0.6 before proposing).
 
     Successive exits from a cell are iid draws from its row of K (strong Markov
     property), so each row's counts are a multinomial sample.
@@ -234,15 +236,17 @@ def test_grid_metropolis_moves_with_the_exact_transition_probabilities():
     tg = GridTarget(log_f)
     beta = 0.7
     log_p = (beta * log_f).ravel() - logsumexp(beta * log_f)
-    K = _dense_kernels(NeighbourMetropolis((3, 3)), log_p[None])[0]
+    exact_kernel = NeighbourMetropolis((3, 3), stay_prob=None if stay is None else [stay])
+    K = _dense_kernels(exact_kernel, log_p[None])[0]
     n, steps = 1000, 60
     rng = ChainRandom.from_seed(7, n)
     state = initial_state(tg, tg.sample_prior(np.random.default_rng(7), n), gradient=False)
     counts = np.zeros((9, 9), dtype=np.int64)
     kernel = GridMetropolis()
+    params = None if stay is None else GridMHParams(stay)
     for _ in range(steps):
         before = positions_to_cells(state.position, (3, 3))
-        state, info = kernel.step(rng, state, tg, np.full(n, beta), None)
+        state, info = kernel.step(rng, state, tg, np.full(n, beta), params)
         np.add.at(counts, (before, positions_to_cells(state.position, (3, 3))), 1)
     assert np.all(info.n_grad == 0)
     assert np.all(counts[K == 0] == 0)
@@ -326,7 +330,7 @@ def test_engine_reproduces_exact_values_with_more_steps_and_chains(name):
 # --- helpers ---------------------------------------------------------------------------------
 
 def _dense_kernels(kernel, log_p):
-    probs = kernel.probabilities(log_p)
+    probs = kernel.probabilities(log_p, np.zeros(len(log_p), dtype=np.int64))
     m, S, k = probs.shape
     out = np.zeros((m, S, S))
     for j in range(k):

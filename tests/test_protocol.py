@@ -32,6 +32,7 @@ from bread_stan.reporting import cli
 from bread_stan.stan.compile import compile_many
 from bread_stan.workflows.fit import FitSettings, fit, warmup_windows
 from bread_stan.workflows.agreement import agreement_score
+from bread_stan.workflows.data_check import data_check
 from bread_stan.workflows import protocol as protocol_workflow
 from bread_stan.workflows.protocol import ProtocolSettings, protocol
 from bread_stan.workflows.protocol_result import ProtocolResult
@@ -163,6 +164,26 @@ def test_agreement_band_has_its_nominal_false_alarm_rate():
     assert hits >= 90
 
 
+def test_data_check_false_alarms_and_power():
+    # The real data set is one more draw of the simulator: its statistics are
+    # exchangeable with the simulated ones, so each p-value is super-uniform and the
+    # Bonferroni check fails with probability at most alpha = 0.05.  200 trials:
+    # at most 10 expected; allow 10 + 3 sd (9.2).
+    rng = np.random.default_rng(0)
+    failed = 0
+    for _ in range(200):
+        sims = 1.0 + rng.normal(size=(1001, 50))
+        failed += not data_check({"y": sims[0]}, {"y": sims[1:]}).passed
+    assert failed <= 19
+    # Power: a real data set on another scale or location fails, naming the statistic.
+    sims = rng.normal(size=(1000, 50))
+    assert not (c := data_check({"y": 3 * rng.normal(size=50)}, {"y": sims})).passed
+    assert "y sd" in c.message
+    assert not data_check({"y": 80 + rng.normal(size=50)}, {"y": sims}).passed
+    # Variables the simulator does not generate (covariates) are not compared.
+    assert data_check({"x": [1.0, 2.0]}, {"y": sims}).table.empty
+
+
 def test_sweep_test_on_synthetic_reverse_estimates():
     rng = np.random.default_rng(1)
     base = {(S, T): 10.0 / T + rng.normal(size=100) for S in (10, 100, 1000) for T in (10, 100)}
@@ -188,6 +209,7 @@ def test_well_specified_curves_agree_and_sweep_passes(well):
     assert not a.flagged, a.table
     assert well.sweep_test().passed, well.sweep_test().table
     assert well.sim.consistent
+    assert well.data_check().passed, well.data_check().table
     assert well.ok and well.problems() == []
     # The log-ML sandwich on the simulated data closes with 100 distributions.  (The
     # bound itself need not shrink monotonically here: a forward chain started at a
@@ -206,6 +228,10 @@ def test_misspecified_real_data_fire_the_flag(misspecified):
     assert a.flagged and a.score > 0.6, a.table
     assert not misspecified.ok
     assert any("misspecification" in p for p in misspecified.problems())
+    # Noise sd 20 against a prior that allows about 1: the data check sees it directly.
+    checked = misspecified.data_check()
+    assert not checked.passed and "y sd" in checked.message
+    assert any("DATA CHECK FAILED" in p for p in misspecified.problems())
     # The simulated side is fine: the fault is in the real data, not the sampler.
     assert misspecified.sim.consistent and misspecified.sweep_test().passed
     # The fitted noise is far outside the prior (sigma ~ lognormal(0, 0.1)).

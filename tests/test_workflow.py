@@ -105,9 +105,37 @@ def test_mismatched_simulator_is_flagged_and_no_bound_is_reported():
                   run=RunSettings(steps=(3,), chains=100, seed=1, progress=False))
     assert not wrong.consistent
     row = wrong.summary().iloc[0]
-    assert not row.consistent and row.consistency_p < 1e-6
+    assert not row.consistent and row.tail_p < 1e-6 and row.sign_p < 1e-6
     assert np.isnan(row.bound) and row.mean_upper < row.mean_lower
     assert len(wrong.problems()) == 1 and "simulator" in wrong.problems()[0]
+
+
+def test_multi_draw_run_splits_chains_over_problems_each_on_its_own_data(tmp_path):
+    run = RunSettings(steps=(3, 30), chains=90, seed=2, exact_draws=3, progress=False)
+    multi = bread(MODEL, SIMULATOR, DATA, sampler=SAMPLER, run=run, out_dir=tmp_path)
+    step = multi.step(30)
+    assert step.exact_draws == 3 and step.bound().method == "problems"
+    problems = multi.extra["problems"]
+    assert len({json.dumps(p["truth"]) for p in problems}) == 3
+    # Each problem's chains ran on its own simulated data: its estimates bracket its
+    # own exact log p(y*_k) (Z standard errors), and not the others'.
+    for k, p in enumerate(problems):
+        exact = _exact_log_ml(np.asarray(p["simulated_data"]["y"]))
+        L = step.forward.log_estimates[step.forward.problems == k]
+        U = step.reverse.log_estimates[step.reverse.problems == k]
+        assert L.size == U.size == 30
+        assert L.mean() <= exact + Z * L.std(ddof=1) / np.sqrt(L.size)
+        assert U.mean() >= exact - Z * U.std(ddof=1) / np.sqrt(U.size)
+    # Problem 1 is the single-draw run's problem; the rest are new draws.
+    assert problems[0]["truth"] == bread(
+        MODEL, SIMULATOR, DATA, sampler=SAMPLER,
+        run=RunSettings(steps=(3,), chains=4, seed=2, progress=False)).extra["truth"]
+    back = BreadResult.load(tmp_path)
+    np.testing.assert_array_equal(back.step(30).forward.problems, step.forward.problems)
+    assert back.summary().equals(multi.summary())
+    assert not back.verdicts()[-1].conditional
+    with pytest.raises(ValueError, match="exact_draws"):
+        RunSettings(chains=10, exact_draws=11)
 
 
 def test_export_round_trips(result, tmp_path):
@@ -150,6 +178,10 @@ def test_compare_shares_one_simulated_data_set_and_truth(tmp_path):
     assert (tmp_path / "a" / "run.json").exists() and (tmp_path / "b" / "run.json").exists()
 
 
+# These runs are short: they finish and pass their checks, but do not converge.
+NOT_CONVERGED = 4
+
+
 def _cli_args(out: Path, steps: str) -> list[str]:
     data = out.parent / "data.json"
     data.write_text(json.dumps(DATA))
@@ -160,7 +192,7 @@ def _cli_args(out: Path, steps: str) -> list[str]:
 
 def test_cli_interrupt_and_resume_give_the_uninterrupted_results(tmp_path, monkeypatch):
     whole = tmp_path / "whole"
-    assert cli.main(_cli_args(whole, "3,30")) == 0
+    assert cli.main(_cli_args(whole, "3,30")) == NOT_CONVERGED
     assert (whole / "report.html").exists() and (whole / "summary.csv").exists()
 
     real_run, calls = workflow.engine.run, []
@@ -176,7 +208,7 @@ def test_cli_interrupt_and_resume_give_the_uninterrupted_results(tmp_path, monke
     assert cli.main(_cli_args(parts, "3,30")) == 130
     assert [s.n_steps for s in BreadResult.load(parts).steps] == [3]
     monkeypatch.setattr(workflow.engine, "run", real_run)
-    assert cli.main(_cli_args(parts, "3,30")) == 0
+    assert cli.main(_cli_args(parts, "3,30")) == NOT_CONVERGED
 
     for a, b in zip(BreadResult.load(whole).steps, BreadResult.load(parts).steps, strict=True):
         assert a.n_steps == b.n_steps
@@ -186,7 +218,7 @@ def test_cli_interrupt_and_resume_give_the_uninterrupted_results(tmp_path, monke
 
 def test_cli_refuses_to_mix_runs_with_different_settings(tmp_path, capsys):
     out = tmp_path / "run"
-    assert cli.main(_cli_args(out, "3")) == 0
+    assert cli.main(_cli_args(out, "3")) == NOT_CONVERGED
     args = _cli_args(out, "3")
     args[args.index("--seed") + 1] = "4"
     assert cli.main(args) == 2
@@ -195,9 +227,9 @@ def test_cli_refuses_to_mix_runs_with_different_settings(tmp_path, capsys):
 
 def test_cli_report_regenerates_from_saved_results(tmp_path):
     out = tmp_path / "run"
-    assert cli.main(_cli_args(out, "3")) == 0
+    assert cli.main(_cli_args(out, "3")) == NOT_CONVERGED
     (out / "report.html").unlink()
-    assert cli.main(["report", str(out)]) == 0
+    assert cli.main(["report", str(out)]) == NOT_CONVERGED
     assert (out / "report.html").exists()
 
 

@@ -13,6 +13,18 @@ log space; nothing runs a sampler.
 - :func:`consistency_check`: a test, exact under the AIS tail bounds, of whether
   the reverse estimates sit further below the forward ones than chance allows:
   the signature of a simulator that disagrees with the model, or a wrong kernel.
+  Assumption-free, so it has little power: it needs a gap of tens of nats.
+- :func:`sign_test`: a one-sided test of E[U] - E[L] >= 0 from the chains'
+  spread (central limit theorem), with the power the tail-bound test lacks.
+- :func:`grouped_bound`: the multi-draw bound, averaged over K simulated data
+  sets, with an interval from the spread between data sets.
+
+With one exact draw x*, all reverse chains start from the same point, so the
+interval of :func:`jeffreys_bound` and the sign test are *conditional on x**:
+they see the chain-to-chain spread given x*, not the spread of the reverse
+estimates over x* ~ posterior, and E[U | x*] - E[L] >= J need not hold for one
+x* (the inequality holds on average over x*).  :func:`grouped_bound` on K
+independent simulated problems measures the spread between problems instead.
 - :func:`one_sided_bounds`: KL(q || p) and KL(p || q) bounds from a trusted
   bound on log p(y).
 """
@@ -26,7 +38,8 @@ from scipy import stats
 
 __all__ = [
     "log_mean_exp", "JeffreysBound", "jeffreys_bound", "Sandwich", "log_ml_sandwich",
-    "ConsistencyCheck", "consistency_check", "one_sided_bounds",
+    "ConsistencyCheck", "consistency_check", "one_sided_bounds", "SignTest", "sign_test",
+    "grouped_bound",
 ]
 
 
@@ -34,9 +47,13 @@ def _estimates(x, name: str, allowed_inf: float) -> np.ndarray:
     """Per-chain log estimates as a 1-d array.
 
     An infinite value is legitimate on one side only: a forward chain whose
-    prior draw has zero likelihood has L = -inf (weight 0), a reverse chain
-    passing through such a point has U = +inf.  NaN, or the other infinity,
-    means the run is broken.
+    prior draw has zero likelihood has L = -inf (weight 0); a reverse chain
+    may have U = +inf (a vacuous upper bound, from a log likelihood of +inf).
+    A reverse chain through a point of zero likelihood would have logw_rev =
+    +inf and so U = -inf, an upper bound of -inf on log p(y); it cannot happen
+    in a correct run (every state it scores is an exact posterior draw or the
+    output of a kernel at beta > 0, where the likelihood is positive).  NaN, or
+    the other infinity, means the run is broken.
     """
     x = np.asarray(x, dtype=float).ravel()
     if x.size == 0:
@@ -205,6 +222,87 @@ def consistency_check(lower, upper, *, alpha: float = 1e-3) -> ConsistencyCheck:
             "program (priors, likelihood, parameter names) and the kernel settings. "
             "The Jeffreys bound is not reported as a divergence.")
     return ConsistencyCheck(passed, p_value, alpha, float(sandwich_gap), extreme_gap, message)
+
+
+@dataclass(frozen=True)
+class SignTest:
+    """One-sided test of H0: E[U] - E[L] >= 0, which holds whenever the simulator,
+    the model and the kernels are right (the bound is an expectation of a divergence).
+
+    ``upper_limit`` is the one-sided upper confidence limit of E[U] - E[L] at
+    level 1 - ``alpha``; the test fires (``negative``) when it lies below 0, that
+    is when ``p_value`` < ``alpha``.  ``method`` says which spread it uses: the
+    chains' (``"chains, given x*"``) or the simulated problems' (``"problems"``).
+    """
+
+    negative: bool
+    p_value: float
+    alpha: float
+    estimate: float
+    upper_limit: float
+    method: str
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def sign_test(bound: JeffreysBound, *, alpha: float = 0.01,
+              df: float | None = None) -> SignTest:
+    """Test whether B = mean(U) - mean(L) lies below 0 by more than its standard error
+    allows: z = B / se (Student's t with ``df`` degrees of freedom when given, as for a
+    mean over a few simulated problems), p = P(Z <= z).
+
+    A vacuous (infinite) bound never fires.  With a single exact draw this tests
+    E[U | x*] - E[L] >= 0, which an unlucky x* can violate when the bound is
+    close to 0 (the module docstring); with K problems (``df = K - 1``) it tests
+    the unconditional expectation.
+    """
+    if not 0 < alpha < 1:
+        raise ValueError("alpha must lie in (0, 1)")
+    est, se = bound.estimate, bound.std_error
+    method = "chains, given x*" if df is None else "problems"
+    if not np.isfinite(est) or not np.isfinite(se):
+        return SignTest(False, 1.0, alpha, est, np.inf, method)
+    dist = stats.norm if df is None else stats.t(df)
+    if se > 0:
+        p = float(dist.cdf(est / se))
+    else:
+        p = 0.0 if est < 0 else 1.0
+    upper = float(est + dist.ppf(1 - alpha) * se)
+    return SignTest(p < alpha, p, alpha, est, upper, method)
+
+
+def grouped_bound(lower, upper, lower_groups, upper_groups, *,
+                  level: float = 0.95) -> tuple[JeffreysBound, np.ndarray]:
+    """The multi-draw bound: B_k = mean(U_k) - mean(L_k) on each of K simulated problems
+    (data set y*_k with its exact draw x*_k), averaged over k.
+
+    Its expectation bounds the expected Jeffreys divergence over data sets of the
+    model, E_y[J(p(.|y), q_y)].  The interval is a Student-t interval from the
+    spread of the B_k (K - 1 degrees of freedom), which covers the variation
+    from one exact draw and one data set to the next.  Returns the bound (method
+    ``"problems"``) and the per-problem B_k.
+    """
+    L, U = _lower(lower), _upper(upper)
+    gl = np.asarray(lower_groups).ravel()
+    gu = np.asarray(upper_groups).ravel()
+    if gl.size != L.size or gu.size != U.size:
+        raise ValueError("one group label per chain is needed in each direction")
+    labels = np.unique(gl)
+    if not np.array_equal(labels, np.unique(gu)):
+        raise ValueError("forward and reverse chains must cover the same problems")
+    per = np.array([np.mean(U[gu == k]) - np.mean(L[gl == k]) for k in labels])
+    K = per.size
+    estimate = float(np.mean(per))
+    if not np.isfinite(estimate):
+        return JeffreysBound(np.inf, np.inf, np.inf, np.inf, level, "problems", L.size,
+                             U.size), per
+    if K < 2:
+        raise ValueError("the multi-draw interval needs at least 2 simulated problems")
+    se = float(np.std(per, ddof=1) / np.sqrt(K))
+    half = stats.t.ppf(0.5 + level / 2, df=K - 1) * se
+    return JeffreysBound(estimate, se, estimate - half, estimate + half, level, "problems",
+                         L.size, U.size), per
 
 
 def one_sided_bounds(lower, upper, *, known_upper: float | None = None,

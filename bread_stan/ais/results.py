@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +23,9 @@ import pandas as pd
 
 from ..store import (CorruptFileError, _jsonable, load_json, load_unit, save_json, save_unit,
                      set_aside, write_atomic)
-from .estimators import (consistency_check, jeffreys_bound, log_ml_sandwich,
-                         one_sided_bounds)
+from .estimators import (Sandwich, consistency_check, grouped_bound, jeffreys_bound,
+                         log_ml_sandwich, one_sided_bounds)
+from .verdict import EXIT_CODES, StepVerdict, VerdictSettings, judge_step
 
 __all__ = ["DirectionResult", "StepResult", "BreadResult"]
 
@@ -40,7 +41,8 @@ class DirectionResult:
     ``log_estimates`` are L_i (forward) or U_j = -logw_rev (reverse).
     ``cumulative`` (optional, (n, k)) is the running estimate after the
     temperatures ``cumulative_at`` (indices into the schedule), used for the
-    per-temperature decomposition of the gap.
+    per-temperature decomposition of the gap.  ``problems`` (optional, (n,))
+    labels each chain with its simulated problem in multi-draw runs.
     """
 
     log_estimates: np.ndarray
@@ -49,12 +51,15 @@ class DirectionResult:
     diagnostics: dict[str, float] = field(default_factory=dict)
     cumulative: np.ndarray | None = None
     cumulative_at: np.ndarray | None = None
+    problems: np.ndarray | None = None
 
     def _arrays(self, prefix: str) -> dict[str, np.ndarray]:
         out = {f"{prefix}_log_estimates": self.log_estimates}
         if self.cumulative is not None:
             out[f"{prefix}_cumulative"] = self.cumulative
             out[f"{prefix}_cumulative_at"] = self.cumulative_at
+        if self.problems is not None:
+            out[f"{prefix}_problems"] = self.problems
         return out
 
     def _meta(self) -> dict[str, Any]:
@@ -66,7 +71,7 @@ class DirectionResult:
         cum = arrays.get(f"{prefix}_cumulative")
         at = arrays.get(f"{prefix}_cumulative_at")
         return cls(arrays[f"{prefix}_log_estimates"], meta["wall_time"], meta["n_grad"],
-                   meta.get("diagnostics", {}), cum, at)
+                   meta.get("diagnostics", {}), cum, at, arrays.get(f"{prefix}_problems"))
 
 
 @dataclass
@@ -84,18 +89,61 @@ class StepResult:
     def wall_time(self) -> float:
         return self.forward.wall_time + self.reverse.wall_time
 
-    def bound(self, **kwargs):
-        """The Jeffreys bound B = mean(U) - mean(L) with its interval."""
-        return jeffreys_bound(self.forward.log_estimates, self.reverse.log_estimates, **kwargs)
+    @property
+    def exact_draws(self) -> int:
+        """How many simulated problems (exact draws x*_k, data y*_k) the chains cover."""
+        if self.forward.problems is None:
+            return 1
+        return int(np.unique(self.forward.problems).size)
+
+    def _by_problem(self):
+        f, r = self.forward, self.reverse
+        for k in np.unique(f.problems):
+            yield k, f.log_estimates[f.problems == k], r.log_estimates[r.problems == k]
+
+    def bound(self, *, level: float = 0.95, **kwargs):
+        """The Jeffreys bound B = mean(U) - mean(L) with its interval.
+
+        With one exact draw the interval is conditional on it (chain-to-chain
+        spread only); with several it is the multi-draw interval over problems.
+        """
+        f, r = self.forward, self.reverse
+        if self.exact_draws > 1:
+            return grouped_bound(f.log_estimates, r.log_estimates, f.problems, r.problems,
+                                 level=level)[0]
+        return jeffreys_bound(f.log_estimates, r.log_estimates, level=level, **kwargs)
+
+    def problem_bounds(self) -> pd.DataFrame:
+        """Per simulated problem: chains, mean forward and reverse estimate, bound B_k."""
+        rows = [{"problem": int(k), "chains": int(L.size), "mean_lower": float(np.mean(L)),
+                 "mean_upper": float(np.mean(U)), "bound": float(np.mean(U) - np.mean(L))}
+                for k, L, U in (self._by_problem() if self.exact_draws > 1 else
+                                [(0, self.forward.log_estimates, self.reverse.log_estimates)])]
+        return pd.DataFrame(rows)
 
     def sandwich(self):
-        """The log-ML sandwich from this step count's chains."""
+        """The log-ML sandwich from this step count's chains (multi-draw runs have one
+        log p(y*_k) per problem, so their sandwich is NaN: see :meth:`problem_bounds`)."""
+        if self.exact_draws > 1:
+            nan = float("nan")
+            return Sandwich(nan, nan, nan, nan)
         return log_ml_sandwich(self.forward.log_estimates, self.reverse.log_estimates)
 
     def consistency(self, alpha: float = 1e-3):
-        """The tail-bound test that reverse estimates do not undercut forward ones."""
-        return consistency_check(self.forward.log_estimates, self.reverse.log_estimates,
-                                 alpha=alpha)
+        """The tail-bound test that reverse estimates do not undercut forward ones
+        (per problem in multi-draw runs, Bonferroni over problems)."""
+        if self.exact_draws == 1:
+            return consistency_check(self.forward.log_estimates, self.reverse.log_estimates,
+                                     alpha=alpha)
+        checks = [consistency_check(L, U, alpha=alpha) for _, L, U in self._by_problem()]
+        worst = min(checks, key=lambda c: c.p_value)
+        p = min(1.0, worst.p_value * len(checks))
+        return replace(worst, p_value=p, passed=p >= alpha)
+
+    def verdict(self, settings: VerdictSettings = VerdictSettings(), *,
+                n_step_counts: int = 1) -> StepVerdict:
+        """Consistent? Converged? In words, with the evidence (:mod:`.verdict`)."""
+        return judge_step(self, settings, n_step_counts=n_step_counts)
 
     def stranded_forward_chains(self, spread: float = 10.0) -> np.ndarray:
         """Indices of forward chains whose log estimate lies more than ``spread``
@@ -167,40 +215,116 @@ class BreadResult:
                 return s
         raise KeyError(f"no results for {n_steps} steps; have {[s.n_steps for s in self.steps]}")
 
-    def summary(self, *, level: float = 0.95, alpha: float = 1e-3) -> pd.DataFrame:
-        """One row per number of steps: bound with interval, sandwich, check, cost."""
+    def verdict_settings(self) -> VerdictSettings:
+        """The levels and scales the verdict uses (saved with the run, else defaults)."""
+        return VerdictSettings(**self.extra.get("verdict_settings", {}))
+
+    def verdicts(self, settings: VerdictSettings | None = None) -> list[StepVerdict]:
+        """One :class:`~.verdict.StepVerdict` per number of steps, in order of steps; the
+        sign test is Bonferroni-corrected over the step counts."""
+        settings = settings or self.verdict_settings()
+        steps = sorted(self.steps, key=lambda s: s.n_steps)
+        return [s.verdict(settings, n_step_counts=len(steps)) for s in steps]
+
+    def simulator_check(self) -> dict | None:
+        """What the simulator check recorded (None when it did not run)."""
+        check = self.extra.get("simulator_check")
+        return check if check and check.get("ran", True) else None
+
+    @property
+    def status(self) -> str:
+        """``"inconsistent"`` when any step count or the simulator check failed,
+        ``"converged"`` when some step count converged, else ``"not converged"``
+        (``"empty"`` before any step count has finished)."""
+        if not self.steps:
+            return "empty"
+        verdicts = self.verdicts()
+        check = self.simulator_check()
+        if any(not v.consistent for v in verdicts) or (check and not check.get("passed")):
+            return "inconsistent"
+        return "converged" if any(v.converged for v in verdicts) else "not converged"
+
+    @property
+    def exit_code(self) -> int:
+        """0 converged at some T, 3 a check failed, 4 ran but converged at no T."""
+        return EXIT_CODES.get(self.status, 4)
+
+    def headline(self) -> str:
+        """The one sentence a user reads: the verdict at the largest T, and what the
+        checks that ran can and cannot support."""
+        if not self.steps:
+            return "No step count has finished yet."
+        verdicts = self.verdicts()
+        last = verdicts[-1]
+        check = self.simulator_check()
+        if self.status == "inconsistent":
+            bad = [v for v in verdicts if not v.consistent]
+            where = ", ".join(str(v.n_steps) for v in bad)
+            text = (f"CHECK FAILED: the bound is not a divergence at {where} distributions "
+                    f"(reverse estimates undercut forward ones).") if bad else ""
+            if check and not check.get("passed"):
+                text += f" The simulator check failed: {check.get('message', '')}"
+            return text.strip()
+        text = f"With {last.n_steps} distributions AIS is {last.message}"
+        if self.status == "converged" and not last.converged:
+            best = min((v for v in verdicts if v.converged), key=lambda v: v.n_steps)
+            text += f" (It converged at {best.n_steps} distributions.)"
+        if check is None:
+            text += (" The simulator was not checked against the model, so a simulator bug "
+                     "that the reverse chains repair (a prior or noise scale off by a "
+                     "factor) would go unseen.")
+        return text
+
+    def summary(self, settings: VerdictSettings | None = None) -> pd.DataFrame:
+        """One row per number of steps: verdict, bound with interval, sandwich, cost.
+
+        ``bound``, ``bound_ci_low`` and ``bound_ci_high`` are the reportable bound
+        (NaN when the step is inconsistent; the low end truncated at 0);
+        ``raw_*`` are the estimate and interval as computed.
+        """
         known = self.extra.get("known_log_ml_bounds") or {}
         rows = []
-        for s in sorted(self.steps, key=lambda s: s.n_steps):
-            b, sw, check = s.bound(level=level), s.sandwich(), s.consistency(alpha)
+        steps = sorted(self.steps, key=lambda s: s.n_steps)
+        for s, v in zip(steps, self.verdicts(settings)):
+            b, sw = v.bound, s.sandwich()
+            ok = v.consistent
             row = {
-                "steps": s.n_steps,
-                "bound": b.estimate if check.passed else np.nan,
-                "bound_ci_low": b.ci_low if check.passed else np.nan,
-                "bound_ci_high": b.ci_high if check.passed else np.nan,
+                "steps": s.n_steps, "verdict": v.status,
+                "bound": b.estimate if ok else np.nan,
+                "bound_ci_low": max(b.ci_low, 0.0) if ok else np.nan,
+                "bound_ci_high": b.ci_high if ok else np.nan,
+                "raw_bound": b.estimate, "raw_ci_low": b.ci_low, "raw_ci_high": b.ci_high,
+                "bound_se": b.std_error, "exact_draws": v.exact_draws,
+                "consistent": ok, "converged": v.converged,
+                "sign_p": v.sign.p_value, "tail_p": v.tail.p_value,
+                "forward_median": v.forward_median, "reverse_median": v.reverse_median,
+                "carriers": v.carriers, "stranded": v.stranded,
                 "mean_lower": float(np.mean(s.forward.log_estimates)),
                 "mean_upper": float(np.mean(s.reverse.log_estimates)),
                 "log_ml_lower": sw.lower, "log_ml_lower_se": sw.lower_se,
                 "log_ml_upper": sw.upper, "log_ml_upper_se": sw.upper_se,
-                "consistent": check.passed, "consistency_p": check.p_value,
                 "seconds": s.wall_time,
                 "gradients": s.forward.n_grad + s.reverse.n_grad,
             }
-            row.update(one_sided_bounds(s.forward.log_estimates, s.reverse.log_estimates,
-                                        known_upper=known.get("upper"),
-                                        known_lower=known.get("lower")))
+            if s.exact_draws == 1:
+                row.update(one_sided_bounds(s.forward.log_estimates, s.reverse.log_estimates,
+                                            known_upper=known.get("upper"),
+                                            known_lower=known.get("lower")))
             rows.append(row)
         return pd.DataFrame(rows)
 
     @property
     def consistent(self) -> bool:
-        """False when any step count fails the consistency check."""
-        return all(s.consistency().passed for s in self.steps)
+        """False when any step count fails either consistency test."""
+        return all(v.consistent for v in self.verdicts())
 
     def problems(self) -> list[str]:
-        """Messages of every failed consistency check, one per step count."""
-        return [f"{s.n_steps} steps: {c.message}" for s in self.steps
-                if not (c := s.consistency()).passed]
+        """Messages of every failed check, one per step count (and the simulator check)."""
+        out = [f"{v.n_steps} steps: {v.message}" for v in self.verdicts() if not v.consistent]
+        check = self.simulator_check()
+        if check and not check.get("passed"):
+            out.append(f"simulator check: {check.get('message', 'failed')}")
+        return out
 
     def to_dataframe(self) -> pd.DataFrame:
         """Tidy per-chain data: steps, direction, chain, log_estimate."""
@@ -217,8 +341,10 @@ class BreadResult:
     def summary_json(self) -> dict[str, Any]:
         """The summary, settings and problems as JSON-ready data."""
         table = self.summary()
-        return {"model": self.model, "settings": self.settings,
+        return {"model": self.model, "status": self.status, "exit_code": self.exit_code,
+                "headline": self.headline(), "settings": self.settings,
                 "consistent": self.consistent, "problems": self.problems(),
+                "verdicts": [_jsonable(v.as_dict()) for v in self.verdicts()],
                 "extra": _jsonable(self.extra),
                 "summary": json.loads(table.to_json(orient="records"))}
 
@@ -232,10 +358,11 @@ class BreadResult:
         s = self.step(n_steps) if n_steps is not None else max(self.steps, key=lambda s: s.n_steps)
         posterior = {k: v[None, ...] for k, v in s.draws.items()}
         stats = {"log_ml_lower": s.forward.log_estimates[None, :]}
-        attrs = {"model": self.model, "n_steps": s.n_steps,
-                 "jeffreys_bound": s.bound().estimate,
+        v = s.verdict(self.verdict_settings())
+        attrs = {"model": self.model, "n_steps": s.n_steps, "verdict": v.status,
+                 "jeffreys_bound": v.bound.estimate,
                  "log_ml_lower": s.sandwich().lower, "log_ml_upper": s.sandwich().upper,
-                 "consistent": int(s.consistency().passed)}
+                 "consistent": int(v.consistent)}
         idata = az.from_dict(posterior=posterior or None, sample_stats=stats)
         for group in idata.groups():
             idata[group].attrs.update(attrs)
@@ -286,7 +413,7 @@ class BreadResult:
         return plot_all(self, truth=truth)
 
     def _repr_html_(self) -> str:  # Jupyter display
-        head = f"<b>BREAD: {self.model}</b>"
+        head = f"<b>BREAD: {self.model}</b><p>{self.headline()}</p>"
         warn = "".join(f"<p style='color:#b00'>{p}</p>" for p in self.problems())
         return head + warn + self.summary().to_html(index=False, float_format="%.4g")
 

@@ -64,16 +64,19 @@ class GridKernel(Protocol):
     """Exact transition probabilities with a fixed sparsity pattern.
 
     ``neighbours`` is an (S, k) table: row x lists the k cells that x may move
-    to (repeats allowed).  ``probabilities(log_density)`` maps an (m, S) stack
-    of normalised log densities to (m, S, k) probabilities, each row summing to
-    one, of a kernel that leaves each density invariant.  ``reversible`` says
+    to (repeats allowed).  ``probabilities(log_density, temperatures)`` maps an
+    (m, S) stack of normalised log densities, at the temperature indices
+    ``temperatures`` (m,) of the schedule, to (m, S, k) probabilities, each row
+    summing to one, of a kernel that leaves each density invariant (a kernel
+    without per-temperature settings ignores the indices).  ``reversible`` says
     whether the kernel is its own reversal (detailed balance), which saves work.
     """
 
     neighbours: np.ndarray
     reversible: bool
 
-    def probabilities(self, log_density: np.ndarray) -> np.ndarray: ...
+    def probabilities(self, log_density: np.ndarray,
+                      temperatures: np.ndarray | None = None) -> np.ndarray: ...
 
 
 class NeighbourMetropolis:
@@ -81,15 +84,24 @@ class NeighbourMetropolis:
 
     A proposal off the grid is rejected.  ``steps`` MH steps per distribution
     (the engine's ``steps_per_temperature``); with one step the pattern is
-    (stay, up, down, left, right), with more it is dense.  Mirrors
+    (stay, up, down, left, right), with more it is dense.  ``stay_prob``, one
+    value per temperature of the schedule (or None), makes each step lazy: it
+    stays put with that probability (the engine's
+    :class:`~bread_stan.kernels.grid_mh.GridMHParams`).  Mirrors
     :class:`bread_stan.kernels.grid_mh.GridMetropolis`.
     """
 
     reversible = True
 
-    def __init__(self, shape: tuple[int, int], steps: int = 1):
+    def __init__(self, shape: tuple[int, int], steps: int = 1,
+                 stay_prob: np.ndarray | None = None):
         if int(steps) < 1:
             raise ValueError("steps must be at least 1")
+        if stay_prob is not None:
+            stay_prob = np.asarray(stay_prob, dtype=float)
+            if stay_prob.ndim != 1 or not np.all((stay_prob >= 0) & (stay_prob < 1)):
+                raise ValueError("stay_prob must be one value in [0, 1) per temperature")
+        self.stay_prob = stay_prob
         rows, cols = shape
         r, c = np.divmod(np.arange(rows * cols), cols)
         table, inside_all = [r * cols + c], []
@@ -104,8 +116,16 @@ class NeighbourMetropolis:
         self.neighbours = (self._local if self.steps == 1
                            else np.tile(np.arange(rows * cols), (rows * cols, 1)))
 
-    def probabilities(self, log_density: np.ndarray) -> np.ndarray:
+    def probabilities(self, log_density: np.ndarray,
+                      temperatures: np.ndarray | None = None) -> np.ndarray:
         one = self._one_step(np.atleast_2d(log_density))
+        if self.stay_prob is not None:
+            if temperatures is None:
+                raise ValueError("a kernel with per-temperature stay_prob needs the "
+                                 "temperature indices of the densities")
+            stay = self.stay_prob[np.asarray(temperatures)][:, None]
+            one *= 1.0 - stay[:, :, None]
+            one[:, :, 0] += stay
         if self.steps == 1:
             return one
         return np.linalg.matrix_power(_dense(self._local, one), self.steps)
@@ -217,6 +237,9 @@ def grid_bounds(target: str | np.ndarray = "easy", n_distributions: int | None =
         raise ValueError("log_prior must be finite with the shape of log f")
     lp0 = (lp0 - logsumexp(lp0)).ravel()
     kernel = NeighbourMetropolis(grid_shape) if kernel is None else kernel
+    stay = getattr(kernel, "stay_prob", None)
+    if stay is not None and stay.size != betas.size:
+        raise ValueError(f"the kernel has {stay.size} stay probabilities for {betas.size} betas")
 
     g = log_f.ravel()
     path = _Path(lp0, g, betas, kernel)
@@ -236,7 +259,7 @@ def grid_bounds(target: str | np.ndarray = "easy", n_distributions: int | None =
     gap = (np.sum(rev[:-1] * steps, axis=1) - np.sum(fwd[:-1] * steps, axis=1))
     # The engine's (SPEC section 1) reverse chain ends with one more K at b_0.
     log_p0 = path.log_p(betas[:1])
-    rev_end = rev[0] @ _dense(kernel.neighbours, kernel.probabilities(log_p0))[0]
+    rev_end = rev[0] @ _dense(kernel.neighbours, kernel.probabilities(log_p0, np.arange(1)))[0]
 
     return GridBounds(
         log_f=log_f, betas=betas, log_z=float(log_z),
@@ -268,8 +291,9 @@ class _Path:
         """(first index, log p, kernel probabilities) for blocks of temperatures start..stop-1."""
         starts = range(start, stop, self.block)
         for lo in (reversed(starts) if reverse else starts):
-            log_p = self.log_p(self.betas[lo:min(lo + self.block, stop)])
-            yield lo, log_p, self.kernel.probabilities(log_p)
+            hi = min(lo + self.block, stop)
+            log_p = self.log_p(self.betas[lo:hi])
+            yield lo, log_p, self.kernel.probabilities(log_p, np.arange(lo, hi))
 
 
 def _dense(neighbours: np.ndarray, probs: np.ndarray) -> np.ndarray:

@@ -8,13 +8,21 @@ symmetric, so the kernel is reversible with respect to the tempered density;
 :class:`bread_stan.exact.NeighbourMetropolis` gives its exact transition
 probabilities on a grid.
 
+Optional :class:`GridMHParams` make the kernel lazy: with probability
+``stay_prob`` (per chain, so per temperature in an AIS schedule) a chain stays
+put instead of proposing.  The mixture is chosen independently of the state, so
+the kernel stays reversible; it gives the grid kernel a setting that a frozen
+kernel schedule can vary by temperature.  A step that stays counts as a
+rejection in the acceptance statistic.
+
 Each step draws exactly two uniforms per chain from that chain's stream (the
-direction, then the acceptance), whether or not the proposal is on the grid.
+direction, or staying, then the acceptance), whether or not the proposal is on
+the grid.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -22,22 +30,42 @@ from ..rng import ChainRandom
 from ..target import Evaluation, Target, tempered_log_density
 from .base import ChainState, StepInfo
 
-__all__ = ["GridMetropolis"]
+__all__ = ["GridMetropolis", "GridMHParams"]
+
+
+@dataclass(frozen=True)
+class GridMHParams:
+    """Probability (scalar or per chain, in [0, 1)) that a step stays put without proposing."""
+
+    stay_prob: float | np.ndarray = 0.0
+
+    def __post_init__(self):
+        s = np.asarray(self.stay_prob, dtype=float)
+        if not np.all((s >= 0.0) & (s < 1.0)):
+            raise ValueError(f"stay_prob must be in [0, 1), got {self.stay_prob}")
 
 
 class GridMetropolis:
-    """Gradient-free MH with a uniform nearest-neighbour proposal; ``params`` is unused."""
+    """Gradient-free MH with a uniform nearest-neighbour proposal.
+
+    ``params`` is None (never lazy) or :class:`GridMHParams`.
+    """
 
     needs_gradient = False
 
     def step(self, rng: ChainRandom, state: ChainState, target: Target,
-             beta: np.ndarray, params: Any = None, chains: np.ndarray | None = None
-             ) -> tuple[ChainState, StepInfo]:
+             beta: np.ndarray, params: GridMHParams | None = None,
+             chains: np.ndarray | None = None) -> tuple[ChainState, StepInfo]:
         n, d = state.position.shape
         chains = np.arange(n) if chains is None else np.asarray(chains, dtype=np.int64)
         u_direction = rng.uniform(chains)
         log_u = rng.log_uniform(chains)
 
+        stay = np.zeros(n) if params is None else np.broadcast_to(
+            np.asarray(params.stay_prob, dtype=float), (n,))
+        lazy = u_direction < stay
+        # Given a move, (u - stay) / (1 - stay) is uniform on [0, 1): it picks the direction.
+        u_direction = np.where(lazy, 0.0, (u_direction - stay) / (1.0 - stay))
         direction = np.minimum((u_direction * 2 * d).astype(np.int64), 2 * d - 1)
         proposal = state.position.copy()
         proposal[np.arange(n), direction // 2] += np.where(direction % 2 == 0, -1.0, 1.0)
@@ -47,7 +75,7 @@ class GridMetropolis:
         with np.errstate(invalid="ignore"):
             log_ratio = (tempered_log_density(proposed, beta)
                          - tempered_log_density(state.evaluation, beta))
-        log_ratio = np.where(np.isnan(log_ratio), -np.inf, log_ratio)
+        log_ratio = np.where(np.isnan(log_ratio) | lazy, -np.inf, log_ratio)
         accept = log_u < log_ratio
 
         keep = lambda new, old: np.where(accept, new, old)  # noqa: E731

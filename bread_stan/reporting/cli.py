@@ -12,6 +12,12 @@
 ``run`` and ``compare`` save every finished step count in ``--out`` and write a
 report there; interrupting keeps what finished, and rerunning the same command
 continues where it stopped.
+
+Exit status of ``run``, ``compare`` and ``report``: 0 when AIS converged (the bound's
+upper limit is within 1 nat) at some number of distributions; 3 when a check failed
+(the sign test or the tail-bound test at some T, or the simulator check); 4 when the
+run finished and passed its checks but converged at no T; 2 for bad input; 130 when
+interrupted.
 """
 
 from __future__ import annotations
@@ -69,19 +75,31 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rescue", type=float, default=0.1,
                    help="HMC: share of transitions with a step size 1 to 1000 times "
                    "smaller, to free chains stranded in the prior's tails (default 0.1)")
-    p.add_argument("--max-depth", type=_whole(1), default=8, help="NUTS maximum tree depth (default 8)")
+    p.add_argument("--max-depth", type=_whole(1), default=8,
+                   help="NUTS maximum tree depth (default 8)")
     p.add_argument("--schedule", choices=("sigmoid", "linear", "geometric"), default="sigmoid")
     p.add_argument("--seed", type=_whole(0), default=0)
-    p.add_argument("--threads", type=_whole(1), default=None, help="threads per model call (default: all cores)")
+    p.add_argument("--exact-draws", type=_whole(1), default=1,
+                   help="simulated problems (x*, y*) to split the chains among: K > 1 gives an "
+                   "interval over exact draws and data sets instead of one conditional on a "
+                   "single draw (default 1)")
+    p.add_argument("--threads", type=_whole(1), default=None,
+                   help="threads per model call (default: all cores)")
     p.add_argument("--out", type=Path, default=None,
                    help="output directory (default: bread-<model name>)")
+    p.add_argument("--converged-nats", type=float, default=1.0,
+                   help="call a step count converged when the bound's upper limit is at most "
+                   "this many nats (default 1)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="bread-stan",
-        description="Bound how far AIS/HMC output is from the exact posterior of a Stan model.")
+        description="Bound how far AIS/HMC output is from the exact posterior of a Stan model.",
+        epilog="exit status: 0 converged at some T; 3 a check failed (no bound reported); "
+               "4 ran and passed its checks but converged at no T; 2 bad input; "
+               "130 interrupted")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -122,7 +140,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _data(arg: str | None):
     """A JSON path as given, or a bundled data set by name (``bread_stan.datasets``)."""
-    if arg is None or Path(arg).exists():
+    if arg is None or Path(arg).is_file():
         return arg
     from ..stan import datasets
 
@@ -140,16 +158,24 @@ def _settings(args):
                               step_size_jitter=args.jitter, rescue_prob=args.rescue,
                               max_depth=args.max_depth)
     run = RunSettings(steps=args.steps, chains=args.chains, seed=args.seed,
+                      exact_draws=args.exact_draws,
                       threads=args.threads, schedule=ScheduleSpec(kind=args.schedule),
                       progress=not args.quiet and sys.stderr.isatty())
     return sampler, run
 
 
-def _print_summary(result) -> None:
-    from .report import markdown_table, _display_table
+def _verdict(args):
+    from ..ais.verdict import VerdictSettings
 
-    print(f"\n{result.model}")
-    print(markdown_table(_display_table(result)))
+    return VerdictSettings(converged_nats=args.converged_nats)
+
+
+def _print_summary(result) -> None:
+    from .report import display_table, markdown_table
+
+    print(f"\n{result.model}: {result.status.upper()}")
+    print(markdown_table(display_table(result.summary())))
+    print(f"\n{result.headline()}")
     for problem in result.problems():
         print(f"\n!! {problem}")
 
@@ -163,11 +189,11 @@ def _cmd_run(args) -> int:
     known = {k: v for k, v in (("upper", args.known_upper), ("lower", args.known_lower))
              if v is not None}
     result = bread(args.model, args.simulator, _data(args.data), sampler=sampler, run=run,
-                   known_log_ml_bounds=known or None, out_dir=out)
+                   known_log_ml_bounds=known or None, out_dir=out, verdict=_verdict(args))
     report = write_report(result, out)
     _print_summary(result)
     print(f"\nresults and report: {report}")
-    return 0 if result.consistent else 3
+    return result.exit_code
 
 
 def _cmd_compare(args) -> int:
@@ -178,7 +204,7 @@ def _cmd_compare(args) -> int:
     out = args.out or Path("bread-compare")
     try:
         results = compare(args.models, args.simulator, _data(args.data), sampler=sampler,
-                          run=run, out_dir=out)
+                          run=run, out_dir=out, verdict=_verdict(args))
     except (BreadStanError, ValueError, OSError):
         _compare_finished(out)
         raise
@@ -187,7 +213,8 @@ def _cmd_compare(args) -> int:
         _print_summary(result)
     path = write_comparison(results, out)
     print(f"\ncomparison: {path}")
-    return 0 if all(r.consistent for r in results.values()) else 3
+    codes = {r.exit_code for r in results.values()}
+    return 3 if 3 in codes else max(codes)
 
 
 def _compare_finished(out: Path) -> None:
@@ -272,7 +299,7 @@ def _cmd_report(args) -> int:
     path = write_report(result, args.dir)
     _print_summary(result)
     print(f"\nreport: {path}")
-    return 0
+    return result.exit_code
 
 
 def _cmd_info(args) -> int:

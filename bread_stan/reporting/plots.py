@@ -9,9 +9,12 @@ Each returns the matplotlib Figure; nothing is shown or saved here.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
-from ..ais.results import BreadResult
+if TYPE_CHECKING:
+    from ..ais.results import BreadResult
 
 __all__ = ["plot_estimates", "plot_bound", "plot_gap_by_temperature", "plot_all",
            "plot_comparison"]
@@ -29,61 +32,83 @@ def _quartiles(values: list[np.ndarray]) -> np.ndarray:
     return np.array([np.percentile(v, [25, 50, 75]) for v in values])
 
 
+def _plain_symlog(ax, linthresh: float) -> None:
+    """A symlog y axis whose ticks read as plain numbers (-1000, -10, 0, 10), not 10^k."""
+    from matplotlib.ticker import FuncFormatter
+
+    ax.set_yscale("symlog", linthresh=linthresh)
+    ax.yaxis.set_major_formatter(FuncFormatter(
+        lambda v, _: f"{v:,.0f}" if abs(v) >= 1 or v == 0 else f"{v:g}"))
+
+
 def plot_estimates(result: BreadResult, *, truth: float | None = None, ax=None):
-    """Forward (lower) and reverse (upper) log estimates vs steps, with quartile bands."""
+    """Forward (lower) and reverse (upper) log estimates vs steps, with quartile bands.
+
+    Estimates span thousands of nats (few steps) down to fractions of a nat (many),
+    so they are drawn relative to a reference (the median reverse estimate at the
+    largest number of steps, stated on the axis) on an axis that is linear within
+    1 nat of it and logarithmic beyond, with plain-number ticks.
+    """
     steps = sorted(result.steps, key=lambda s: s.n_steps)
     fig = None
     if ax is None:
         fig, (ax,) = _figure()
     x = np.array([s.n_steps for s in steps])
-    # Estimates span from thousands of nats off (few steps) to fractions of a nat
-    # (many): plot them relative to the best median upper estimate on a symlog axis.
     ref = float(np.median(steps[-1].reverse.log_estimates))
-    for label, color, get in (("forward (lower)", _FORWARD, lambda s: s.forward),
-                              ("reverse (upper)", _REVERSE, lambda s: s.reverse)):
+    for label, color, get in (("forward (lower bounds)", _FORWARD, lambda s: s.forward),
+                              ("reverse (upper bounds)", _REVERSE, lambda s: s.reverse)):
         q = _quartiles([get(s).log_estimates for s in steps]) - ref
         ax.plot(x, q[:, 1], "o-", color=color, label=label)
         ax.fill_between(x, q[:, 0], q[:, 2], color=color, alpha=0.25, linewidth=0)
     if truth is not None:
         ax.axhline(truth - ref, color="k", linestyle="--", linewidth=1, label="exact log p(y)")
     ax.set_xscale("log")
-    ax.set_yscale("symlog", linthresh=1.0)
+    _plain_symlog(ax, 1.0)
     ax.set_xlabel("number of AIS distributions")
-    ax.set_ylabel(f"log p(y) estimate - ({ref:.6g})")
-    ax.set_title(f"{result.model}: median and quartiles over chains")
-    ax.legend(frameon=False)
+    ax.set_ylabel("log p(y) estimate minus reference (nats)")
+    ax.set_title(f"{result.model}: median and quartiles over chains\n"
+                 f"reference = {ref:.6g}, the median upper estimate at {steps[-1].n_steps} "
+                 "distributions", fontsize=9)
+    ax.legend(frameon=False, fontsize=8)
     return fig if fig is not None else ax.figure
 
 
 def plot_bound(result: BreadResult):
-    """The Jeffreys bound (with its interval) against steps and against wall time."""
+    """The Jeffreys bound against steps and against wall time, with its interval.
+
+    The bound is a divergence, so the axis starts at 0: an interval reaching below 0
+    ends at 0 (the raw interval is in the summary table), and a step whose bound
+    failed a consistency test is marked, not drawn.
+    """
     fig, (ax_steps, ax_time) = _figure(ncols=2)
     table = result.summary()
     ok = table["consistent"].to_numpy(bool)
+    y = table["bound"].to_numpy(float)
+    lo = np.minimum(table["bound_ci_low"].to_numpy(float), y)
+    hi = np.maximum(table["bound_ci_high"].to_numpy(float), y)
+    shown = ok & np.isfinite(y)
     for ax, xcol, xlabel in ((ax_steps, "steps", "number of AIS distributions"),
                              (ax_time, "seconds", "wall time (s), forward + reverse")):
         x = table[xcol].to_numpy(float)
-        y = table["bound"].to_numpy(float)
-        hi = table["bound_ci_high"].to_numpy(float)
-        # A log axis cannot show an interval reaching 0 or below: end it at the
-        # bottom of the axis (a tenth of the smallest positive value shown).
-        positive = y[ok & (y > 0)]
-        floor = positive.min() / 10 if positive.size else 1e-12
-        lo = np.clip(table["bound_ci_low"].to_numpy(float), floor, None)
-        ax.errorbar(x[ok], y[ok], yerr=[y[ok] - lo[ok], hi[ok] - y[ok]], fmt="o-",
-                    color="k", capsize=3, label="bound on Jeffreys divergence")
+        yv = np.maximum(y, 0.0)
+        ax.errorbar(x[shown], yv[shown],
+                    yerr=[np.maximum(yv - np.maximum(lo, 0.0), 0.0)[shown],
+                          np.maximum(hi - yv, 0.0)[shown]],
+                    fmt="o-", color="k", capsize=3, label="bound on Jeffreys divergence")
         if (~ok).any():
             for xv in x[~ok]:
                 ax.axvline(xv, color="#b00", alpha=0.4)
-            ax.plot([], [], color="#b00", alpha=0.4, label="consistency check failed")
+            ax.plot([], [], color="#b00", alpha=0.4, label="check failed: no bound")
+        scale = result.verdict_settings().converged_nats
+        ax.axhline(scale, color="#060", linestyle="--", linewidth=1,
+                   label=f"converged below {scale:g} nat")
         ax.set_xscale("log")
-        if np.all(y[ok] > 0):
-            ax.set_yscale("log")
-            ax.set_ylim(bottom=floor)
+        _plain_symlog(ax, 0.1)
+        ax.set_ylim(bottom=0)
         ax.set_xlabel(xlabel)
         ax.set_ylabel("E[U] - E[L] (nats)")
         ax.legend(frameon=False, fontsize=8)
-    fig.suptitle(f"{result.model}: Jeffreys divergence bound")
+    fig.suptitle(f"{result.model}: bound on the Jeffreys divergence (axis linear below 0.1 nat)")
     fig.tight_layout()
     return fig
 
@@ -118,11 +143,12 @@ def plot_comparison(results: dict[str, BreadResult]):
     for label, result in results.items():
         table = result.summary()
         for ax, xcol in ((ax_steps, "steps"), (ax_time, "seconds")):
-            ax.plot(table[xcol], table["bound"], "o-", label=label)
+            ax.plot(table[xcol], np.maximum(table["bound"], 0.0), "o-", label=label)
     for ax, xlabel in ((ax_steps, "number of AIS distributions"),
                        (ax_time, "wall time (s), forward + reverse")):
         ax.set_xscale("log")
-        ax.set_yscale("log")
+        _plain_symlog(ax, 0.1)
+        ax.set_ylim(bottom=0)
         ax.set_xlabel(xlabel)
         ax.set_ylabel("Jeffreys bound (nats)")
         ax.legend(frameon=False)

@@ -10,27 +10,77 @@ from __future__ import annotations
 import base64
 import html
 import json
+import logging
 from pathlib import Path
+from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
 
 from ..ais.results import BreadResult
 
-__all__ = ["write_report", "write_comparison", "markdown_table"]
+__all__ = ["write_report", "write_comparison", "markdown_table", "display_table", "glossary",
+           "save_figures"]
 
+log = logging.getLogger(__name__)
+
+# Columns of the table a user reads, and what each means (the report's glossary).
 _COLUMNS = {
-    "steps": "steps", "bound": "Jeffreys bound", "bound_ci_low": "CI low",
-    "bound_ci_high": "CI high", "log_ml_lower": "log p(y) >=", "log_ml_upper": "log p(y) <=",
-    "consistent": "consistent", "seconds": "seconds", "gradients": "gradients",
+    "steps": ("steps", "number of AIS distributions T (the annealing schedule's length)"),
+    "verdict": ("verdict", "converged (the bound's upper limit is within the scale), not "
+                "converged, or inconsistent (a check failed: no bound is reported)"),
+    "bound": ("bound", "B = mean(U) - mean(L): an upper bound, in expectation, on the Jeffreys "
+              "divergence between the forward AIS output and the exact posterior (nats)"),
+    "interval": ("interval", "the bound's confidence interval, its low end truncated at 0 "
+                 "(a divergence is never negative)"),
+    "raw_interval": ("raw interval", "the interval as computed, before truncation"),
+    "lower": ("log p(y) >=", "log-mean-exp of the forward estimates, +- its standard error: "
+              "a stochastic lower bound on log p(y*) of the simulated data"),
+    "upper": ("log p(y) <=", "minus log-mean-exp of minus the reverse estimates, +- its "
+              "standard error: a stochastic upper bound on log p(y*). The two may cross by a "
+              "few standard errors by chance once they are close"),
+    "sign_p": ("sign p", "p-value of the one-sided sign test of E[U] - E[L] >= 0 (small: "
+               "the bound is negative beyond chance)"),
+    "tail_p": ("tail p", "p-value of the assumption-free tail-bound test that reverse "
+               "estimates do not undercut forward ones (needs a gap of tens of nats)"),
+    "seconds": ("seconds", "wall time of both directions"),
+    "gradients": ("gradients", "log-density gradient evaluations of both directions"),
+    "kl_q_p": ("KL(q||p) <=", "from the given trusted upper bound on log p(y)"),
+    "kl_p_q": ("KL(p||q) <=", "from the given trusted lower bound on log p(y)"),
 }
 
 
-def _display_table(result: BreadResult) -> pd.DataFrame:
-    table = result.summary()
-    cols = [c for c in _COLUMNS if c in table.columns]
-    extra = [c for c in ("kl_q_p", "kl_p_q") if c in table.columns]
-    return table[cols + extra].rename(columns=_COLUMNS)
+def _pm(value: float, se: float) -> str:
+    if not np.isfinite(value):
+        return "n/a"
+    return f"{value:.6g} +- {se:.2g}" if np.isfinite(se) else f"{value:.6g}"
+
+
+def _interval(low: float, high: float) -> str:
+    return "n/a" if not (np.isfinite(low) or np.isfinite(high)) else f"{low:.3g} to {high:.3g}"
+
+
+def display_table(table: pd.DataFrame) -> pd.DataFrame:
+    """The summary as a user reads it: one row per step count, columns of the glossary."""
+    out = pd.DataFrame({
+        "steps": table["steps"], "verdict": table["verdict"], "bound": table["bound"],
+        "interval": [_interval(a, b) for a, b in zip(table["bound_ci_low"], table["bound_ci_high"])],
+        "raw_interval": [_interval(a, b) for a, b in zip(table["raw_ci_low"], table["raw_ci_high"])],
+        "lower": [_pm(v, s) for v, s in zip(table["log_ml_lower"], table["log_ml_lower_se"])],
+        "upper": [_pm(v, s) for v, s in zip(table["log_ml_upper"], table["log_ml_upper_se"])],
+        "sign_p": table["sign_p"], "tail_p": table["tail_p"],
+        "seconds": table["seconds"], "gradients": table["gradients"],
+    })
+    for col in ("kl_q_p", "kl_p_q"):
+        if col in table.columns:
+            out[col] = table[col]
+    return out.rename(columns={k: v[0] for k, v in _COLUMNS.items()})
+
+
+def glossary(columns) -> list[str]:
+    """One Markdown bullet per displayed column."""
+    names = {v[0]: v[1] for v in _COLUMNS.values()}
+    return [f"- **{c}**: {names[c]}" for c in columns if c in names]
 
 
 def markdown_table(frame: pd.DataFrame, float_format: str = "{:.4g}") -> str:
@@ -46,53 +96,108 @@ def markdown_table(frame: pd.DataFrame, float_format: str = "{:.4g}") -> str:
     return "\n".join(lines)
 
 
-def _verdict(result: BreadResult) -> str:
-    if not result.steps:
-        return "No step count has finished yet."
-    if not result.consistent:
-        return ("**The consistency check failed**: reverse estimates sit below forward "
-                "estimates by more than chance allows, so the numbers below are not "
-                "divergence bounds. " + " ".join(result.problems()))
-    best = max(result.steps, key=lambda s: s.n_steps)
-    b = best.bound()
-    text = (f"With {best.n_steps} distributions, the Jeffreys divergence between the "
-            f"forward AIS output and the exact posterior (on simulated data) is at most "
-            f"about {b.estimate:.3g} nats ({100 * b.level:.0f}% interval "
-            f"{b.ci_low:.3g} to {b.ci_high:.3g}).")
-    stranded = best.stranded_forward_chains()
-    if stranded.size:
-        L = np.asarray(best.forward.log_estimates)
-        rest = np.delete(L, stranded)
-        share = (np.mean(rest) - np.mean(L)) / max(b.estimate, 1e-300)
-        text += (f" Note: {stranded.size} of {L.size} forward chains are stranded far below "
-                 f"the rest and make up {100 * share:.0f}% of that bound; these are usually "
-                 "chains started in the prior's tails where the tuned step size is far too "
-                 "large. More leapfrog steps, step-size jitter (--jitter), NUTS or a "
-                 "reparameterised model may free them.")
-    return text
+def _value_summary(values: Mapping[str, Any], limit: int = 6) -> pd.DataFrame:
+    """Shape, a few entries, and range of each variable (the truth and simulated data)."""
+    rows = []
+    for name, value in values.items():
+        a = np.asarray(value, dtype=float) if np.size(value) else np.zeros(0)
+        flat = a.ravel()
+        shown = ", ".join(f"{v:.4g}" for v in flat[:limit]) + (", ..." if flat.size > limit else "")
+        rows.append({"variable": name, "shape": "scalar" if a.ndim == 0 else "x".join(map(str, a.shape)),
+                     "values": shown,
+                     "min": float(np.min(flat)) if flat.size else np.nan,
+                     "mean": float(np.mean(flat)) if flat.size else np.nan,
+                     "max": float(np.max(flat)) if flat.size else np.nan})
+    return pd.DataFrame(rows, columns=["variable", "shape", "values", "min", "mean", "max"])
+
+
+def _sections(result: BreadResult) -> list[tuple[str, str]]:
+    """(title, Markdown body) of the report's sections after the headline."""
+    summary = result.summary()
+    table = display_table(summary)
+    verdicts = result.verdicts()
+    sections = [("Results", markdown_table(table)),
+                ("Verdict at each number of distributions",
+                 "\n".join(f"- **{v.n_steps}**: {v.message}" for v in verdicts)),
+                ("What the columns mean", "\n".join(glossary(table.columns)))]
+    check = result.simulator_check()
+    sections.append(("What the checks can and cannot see", " ".join([
+        "The sign test and the tail-bound test catch reverse estimates that undercut forward "
+        "ones: a simulator or kernel bug that makes the bound negative.",
+        "They cannot see a simulator that is wrong in a way the reverse chains repair (a prior "
+        "or noise scale off by a factor): the bound then stays positive and looks normal.",
+        ("The simulator check " + ("passed." if check.get("passed") else "FAILED: " +
+                                   str(check.get("message", "")))) if check else
+        "The simulator check did not run for this result.",
+        "The bound is on AIS with this kernel and these numbers of distributions, on data "
+        "simulated from the model, not on another sampler or on the real data."])))
+    if verdicts and verdicts[-1].exact_draws > 1:
+        best = max(result.steps, key=lambda s: s.n_steps)
+        sections.append((f"Simulated problems at {best.n_steps} distributions",
+                         "Each row is one simulated data set y*_k with its exact draw x*_k; "
+                         "the bound is their mean, its interval from their spread.\n\n"
+                         + markdown_table(best.problem_bounds())))
+    truth = result.extra.get("truth") or {}
+    data = result.extra.get("simulated_data") or {}
+    if truth or data:
+        body = ""
+        if truth:
+            body += ("The exact draw x* (the parameters that generated the data; reverse "
+                     "chains start here):\n\n" + markdown_table(_value_summary(truth)) + "\n\n")
+        if data:
+            body += ("The simulated data y* (the model's data that the simulator replaced):\n\n"
+                     + markdown_table(_value_summary(data)))
+        sections.append(("Simulated truth and data", body))
+    return sections
+
+
+def save_figures(makers: Mapping[str, Any], out_dir: Path) -> tuple[dict, list[str]]:
+    """Draw and save each figure (``stem -> function returning a Figure``) as PNG.
+
+    A figure that fails is logged and listed, never fatal: returns the saved paths by
+    stem and one message per failure.
+    """
+    import matplotlib.pyplot as plt
+
+    figures, failures = {}, []
+    for stem, make in makers.items():
+        try:
+            fig = make()
+            path = Path(out_dir) / f"{stem}.png"
+            fig.savefig(path, dpi=110, bbox_inches="tight")
+            plt.close(fig)
+            figures[stem] = path
+        except Exception as error:  # a figure must never take the report away
+            log.warning("figure %s could not be drawn: %s", stem, error)
+            failures.append(f"figure {stem} could not be drawn ({type(error).__name__}: {error})")
+            plt.close("all")
+    return figures, failures
 
 
 def write_report(result: BreadResult, out_dir: Path, *, truth: float | None = None) -> Path:
-    """Save figures, tables and ``report.md``/``report.html``; return the HTML path."""
-    import matplotlib.pyplot as plt
+    """Save figures, tables and ``report.md``/``report.html``; return the HTML path.
 
-    from .plots import plot_all
-
+    The tables and the report are written even when a figure fails (the failure is
+    noted in the report).
+    """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     result.summary().to_csv(out_dir / "summary.csv", index=False)
     (out_dir / "summary.json").write_text(json.dumps(result.summary_json(), indent=1))
-    figures = {}
-    for stem, fig in plot_all(result, truth=truth).items():
-        path = out_dir / f"{stem}.png"
-        fig.savefig(path, dpi=110, bbox_inches="tight")
-        plt.close(fig)
-        figures[stem] = path
+    from . import plots
 
-    table = _display_table(result)
+    figures, failures = save_figures(
+        {"estimates": lambda: plots.plot_estimates(result, truth=truth),
+         "bound": lambda: plots.plot_bound(result),
+         "gap_by_temperature": lambda: plots.plot_gap_by_temperature(result)}, out_dir)
+    sections = _sections(result)
     settings = json.dumps(result.settings, indent=1, default=str)
-    md = [f"# BREAD report: {result.model}", "", _verdict(result), "",
-          markdown_table(table), ""]
+    headline = f"**{result.status.upper()}.** {result.headline()}"
+
+    md = [f"# BREAD report: {result.model}", "", headline, ""]
+    md += [f"> {f}" for f in failures]
+    for title, body in sections:
+        md += [f"## {title}", "", body, ""]
     md += [f"![{stem}]({path.name})" for stem, path in figures.items()]
     md += ["", "## Settings", "", "```json", settings, "```", ""]
     (out_dir / "report.md").write_text("\n".join(md))
@@ -100,15 +205,54 @@ def write_report(result: BreadResult, out_dir: Path, *, truth: float | None = No
     imgs = "".join(
         f"<img alt='{stem}' style='max-width:100%' src='data:image/png;base64,"
         f"{base64.b64encode(path.read_bytes()).decode()}'/>" for stem, path in figures.items())
+    body = "".join(f"<h2>{html.escape(title)}</h2>{_md_to_html(text)}" for title, text in sections)
+    colour = {"converged": "#060", "not converged": "#a60"}.get(result.status, "#b00")
     page = (f"<!doctype html><meta charset='utf-8'><title>BREAD: {html.escape(result.model)}"
             f"</title><body style='font-family:sans-serif;max-width:1100px;margin:auto'>"
+            f"<style>table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;"
+            f"padding:2px 6px;font-size:90%}}</style>"
             f"<h1>BREAD report: {html.escape(result.model)}</h1>"
-            f"<p>{html.escape(_verdict(result)).replace('**', '')}</p>"
-            f"{table.to_html(index=False, float_format=lambda v: f'{v:.4g}')}"
-            f"{imgs}<h2>Settings</h2><pre>{html.escape(settings)}</pre></body>")
+            f"<p style='font-size:110%'><b style='color:{colour}'>{html.escape(result.status.upper())}."
+            f"</b> {html.escape(result.headline())}</p>"
+            + "".join(f"<p style='color:#b00'>{html.escape(f)}</p>" for f in failures)
+            + f"{body}{imgs}<h2>Settings</h2><pre>{html.escape(settings)}</pre></body>")
     html_path = out_dir / "report.html"
     html_path.write_text(page)
     return html_path
+
+
+def _md_to_html(text: str) -> str:
+    """The little Markdown the sections use (pipe tables, bullets, paragraphs) as HTML."""
+    out, rows, items = [], [], []
+
+    def inline(s: str) -> str:
+        parts = html.escape(s).split("**")
+        return "".join(f"<b>{p}</b>" if i % 2 else p for i, p in enumerate(parts))
+
+    def flush():
+        if rows:
+            head, *body = rows
+            out.append("<table><tr>" + "".join(f"<th>{inline(c)}</th>" for c in head) + "</tr>"
+                       + "".join("<tr>" + "".join(f"<td>{inline(c)}</td>" for c in r) + "</tr>"
+                                 for r in body) + "</table>")
+            rows.clear()
+        if items:
+            out.append("<ul>" + "".join(f"<li>{inline(i)}</li>" for i in items) + "</ul>")
+            items.clear()
+
+    for line in text.splitlines():
+        if line.startswith("|"):
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if not all(set(c) <= {"-"} for c in cells):
+                rows.append(cells)
+        elif line.startswith("- "):
+            items.append(line[2:])
+        else:
+            flush()
+            if line.strip():
+                out.append(f"<p>{inline(line)}</p>")
+    flush()
+    return "".join(out)
 
 
 def write_comparison(results: dict[str, BreadResult], out_dir: Path) -> Path:
@@ -121,15 +265,19 @@ def write_comparison(results: dict[str, BreadResult], out_dir: Path) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     frames = [r.summary().assign(program=label) for label, r in results.items()]
     table = pd.concat(frames, ignore_index=True)
-    cols = ["program", "steps", "bound", "bound_ci_low", "bound_ci_high", "seconds",
+    cols = ["program", "steps", "verdict", "bound", "bound_ci_low", "bound_ci_high", "seconds",
             "gradients", "consistent"]
     table = table[cols]
     table.to_csv(out_dir / "comparison.csv", index=False)
-    fig = plot_comparison(results)
-    fig.savefig(out_dir / "comparison.png", dpi=110, bbox_inches="tight")
-    plt.close(fig)
-    md = ["# Representation comparison", "", markdown_table(table), "",
-          "![comparison](comparison.png)", ""]
+    md = ["# Representation comparison", "", markdown_table(table), ""]
+    try:
+        fig = plot_comparison(results)
+        fig.savefig(out_dir / "comparison.png", dpi=110, bbox_inches="tight")
+        plt.close(fig)
+        md += ["![comparison](comparison.png)", ""]
+    except Exception as error:  # a figure must never take the comparison away
+        log.warning("comparison figure could not be drawn: %s", error)
+        md += [f"> the comparison figure could not be drawn ({error})", ""]
     path = out_dir / "comparison.md"
     path.write_text("\n".join(md))
     return path

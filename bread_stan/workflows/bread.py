@@ -38,7 +38,8 @@ from ..errors import BreadStanError
 from ..kernels.hmc import HMC, HMCParams
 from ..kernels.nuts import NUTS, NUTSParams
 from ..stan.model import unflatten_draws
-from ..ais.results import BreadResult, load_steps
+from ..ais.results import BreadResult, DirectionResult, StepResult, load_steps
+from ..ais.verdict import VerdictSettings
 from ..store import check_writable, clean_temporaries, load_if_sound, load_json, lock
 from ..ais.betas import ScheduleSpec
 from ..stan.compile import CompiledModel
@@ -46,7 +47,8 @@ from ..stan.simulator import Simulator, check_data_names, draw_at, split_draw
 from ..stan.tempered import StanTarget, check_split, compile_tempered
 from ..ais.tuning import TunedKernel, TuningConfig, tune
 
-__all__ = ["SamplerSettings", "RunSettings", "bread", "compare", "ResumeMismatchError"]
+__all__ = ["SamplerSettings", "RunSettings", "VerdictSettings", "bread", "compare",
+           "ResumeMismatchError"]
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +109,16 @@ class SamplerSettings:
 
 @dataclass(frozen=True)
 class RunSettings:
-    """What to run: step counts, chains per direction, schedule, seed, threads."""
+    """What to run: step counts, chains per direction, schedule, seed, threads.
+
+    ``exact_draws`` = K > 1 simulates K independent problems (x*_k, y*_k) and
+    splits the chains of each direction among them: the bound is then averaged
+    over data sets of the model (it bounds the expected Jeffreys divergence) and
+    its interval comes from the spread between problems, which covers the
+    variation from one exact draw to the next.  With K = 1 (the default, cheapest)
+    the interval is conditional on the single exact draw.  The kernel is tuned
+    once, on problem 1, and frozen for all.
+    """
 
     steps: tuple[int, ...] = (10, 100, 1000)
     chains: int = 100
@@ -116,6 +127,7 @@ class RunSettings:
     threads: int | None = None
     increment_blocks: int | None = 50
     progress: bool = True
+    exact_draws: int = 1
 
     def __post_init__(self):
         steps = (self.steps,) if _is_whole(self.steps) else self.steps
@@ -131,6 +143,10 @@ class RunSettings:
             _check_whole("threads", self.threads, 1, "None uses all cores")
         if self.increment_blocks is not None:
             _check_whole("increment_blocks", self.increment_blocks, 1)
+        _check_whole("exact_draws", self.exact_draws, 1)
+        if self.exact_draws != 1 and not 2 <= self.exact_draws <= self.chains:
+            raise ValueError(f"exact_draws must be 1, or between 2 and chains ({self.chains}) "
+                             "so that every simulated problem gets a chain in each direction")
         object.__setattr__(self, "steps", tuple(sorted(set(steps))))
 
 
@@ -181,12 +197,17 @@ class _Problem:
     simulated_data: dict[str, Any]
 
 
+def _truth_seed(seed: int, k: int) -> int:
+    """The seed of problem k's exact draw (problem 0 keeps the single-draw seed)."""
+    return derived_seed(seed, _TRUTH) if k == 0 else derived_seed(seed, _TRUTH, k)
+
+
 def _simulate_problem(name, model, simulator: Simulator, data: Mapping, seed: int,
                       threads, truth_draw: Mapping | None = None) -> _Problem:
     compiled = compile_tempered(model)
     check_data_names(simulator, compiled)
     if truth_draw is None:
-        truth_draw = draw_at(simulator.simulate(1, derived_seed(seed, _TRUTH)), 0)
+        truth_draw = draw_at(simulator.simulate(1, _truth_seed(seed, 0)), 0)
     params, overrides = split_draw(truth_draw, compiled)
     target = StanTarget(compiled, {**data, **overrides}, threads=threads)
     x_star = target.param_unconstrain(params)
@@ -211,13 +232,21 @@ def _constrained(problem: _Problem, u: np.ndarray) -> dict[str, np.ndarray]:
     return unflatten_draws(flat, problem.target.param_names())
 
 
-def _run_problem(problem: _Problem, simulator: Simulator, sampler: SamplerSettings,
+def _run_problem(problems: list[_Problem], simulator: Simulator, sampler: SamplerSettings,
                  run: RunSettings, out_dir: Path | None, header: dict,
-                 known_log_ml_bounds: Mapping[str, float] | None) -> BreadResult:
+                 known_log_ml_bounds: Mapping[str, float] | None,
+                 verdict: VerdictSettings) -> BreadResult:
+    """Tune on the first problem, then run every step count over all problems."""
     kernel, base_params = sampler.make()
-    result = BreadResult(problem.name, header, [], {
-        "truth": problem.truth, "simulated_data": problem.simulated_data,
-        "known_log_ml_bounds": dict(known_log_ml_bounds or {})})
+    first = problems[0]
+    extra = {"truth": first.truth, "simulated_data": first.simulated_data,
+             "known_log_ml_bounds": dict(known_log_ml_bounds or {}),
+             "verdict_settings": asdict(verdict)}
+    if len(problems) > 1:
+        extra["exact_draws"] = len(problems)
+        extra["problems"] = [{"truth": p.truth, "simulated_data": p.simulated_data}
+                             for p in problems]
+    result = BreadResult(first.name, header, [], extra)
     done: set[int] = set()
     if out_dir is not None:
         done = _resume(result, out_dir, header)
@@ -226,47 +255,90 @@ def _run_problem(problem: _Problem, simulator: Simulator, sampler: SamplerSettin
     tuned = load_if_sound(tuned_path, TunedKernel.load) if tuned_path is not None else None
     if tuned is None:
         t0 = time.perf_counter()
-        pilot = _prior_draws(problem, simulator, sampler.pilot_chains,
+        pilot = _prior_draws(first, simulator, sampler.pilot_chains,
                              derived_seed(run.seed, _PILOT))
-        tuned = tune(problem.target, kernel, base_params, pilot,
+        tuned = tune(first.target, kernel, base_params, pilot,
                      seed=derived_seed(run.seed, _PILOT), config=sampler.tuning_config(),
                      progress=run.progress)
         result.extra["tuning_seconds"] = time.perf_counter() - t0
-        log.info("%s: tuned %s along beta in %.1f s (step sizes %.3g .. %.3g)", problem.name,
+        log.info("%s: tuned %s along beta in %.1f s (step sizes %.3g .. %.3g)", first.name,
                  sampler.kernel, result.extra["tuning_seconds"], tuned.step_size.min(),
                  tuned.step_size.max())
         if tuned_path is not None:
             tuned.save(tuned_path)
     result.extra["tuning"] = tuned.to_dict()
-    setup_warnings(result.extra, tuned, problem.name)
+    setup_warnings(result.extra, tuned, first.name)
     if out_dir is not None:
         result.save_header(out_dir)
 
-    warn_if_costly(problem.name, tuned, [T for T in run.steps if T not in done],
-                   2 * run.chains * sampler.steps_per_temperature, problem.target.dim)
+    warn_if_costly(first.name, tuned, [T for T in run.steps if T not in done],
+                   2 * run.chains * sampler.steps_per_temperature, first.target.dim)
     for T in run.steps:
         if T in done:
-            log.info("%s: %d distributions already done, loaded from %s", problem.name, T, out_dir)
+            log.info("%s: %d distributions already done, loaded from %s", first.name, T, out_dir)
             continue
-        prior = _prior_draws(problem, simulator, run.chains, derived_seed(run.seed, _PRIOR, T))
-        config = engine.RunConfig(steps=(T,), schedule=run.schedule,
-                               steps_per_temperature=sampler.steps_per_temperature,
-                               increment_blocks=run.increment_blocks, progress=run.progress)
-        one = engine.run(problem.target, kernel, prior, problem.x_star,
-                      seed=derived_seed(run.seed, _CHAINS, T), tuned=tuned, config=config,
-                      model=problem.name)
-        step = one.steps[0]
-        step.draws = _constrained(problem, step.draws.pop("unconstrained"))
+        step = _run_step(problems, simulator, kernel, tuned, sampler, run, T)
         result.steps.append(step)
         if out_dir is not None:
             result.save_step(out_dir, step)
-        check = step.consistency()
-        if not check.passed:
-            log.warning("%s, %d distributions: %s", problem.name, T, check.message)
+        verdict = step.verdict(result.verdict_settings(), n_step_counts=len(run.steps))
+        if not verdict.consistent:
+            log.warning("%s, %d distributions: %s", first.name, T, verdict.message)
     result.steps.sort(key=lambda s: s.n_steps)
     if out_dir is not None:
         result.save(out_dir)
     return result
+
+
+def _run_step(problems: list[_Problem], simulator: Simulator, kernel, tuned,
+              sampler: SamplerSettings, run: RunSettings, T: int) -> StepResult:
+    """Forward and reverse AIS with T distributions; with several problems, the chains
+    are split among them and the step records which chain ran on which problem."""
+    config = engine.RunConfig(steps=(T,), schedule=run.schedule,
+                              steps_per_temperature=sampler.steps_per_temperature,
+                              increment_blocks=run.increment_blocks, progress=run.progress)
+    prior_seed = derived_seed(run.seed, _PRIOR, T)
+    if len(problems) == 1:
+        problem = problems[0]
+        prior = _prior_draws(problem, simulator, run.chains, prior_seed)
+        step = engine.run(problem.target, kernel, prior, problem.x_star,
+                          seed=derived_seed(run.seed, _CHAINS, T), tuned=tuned, config=config,
+                          model=problem.name).steps[0]
+        step.draws = _constrained(problem, step.draws.pop("unconstrained"))
+        return step
+    draws = simulator.simulate(run.chains, prior_seed)
+    parts = []
+    for k, (problem, rows) in enumerate(zip(problems, np.array_split(np.arange(run.chains),
+                                                                      len(problems)))):
+        params, _ = split_draw({name: v[rows] for name, v in draws.items()},
+                               problem.target.compiled)
+        prior = problem.target.param_unconstrain_batch(params)
+        one = engine.run(problem.target, kernel, prior, problem.x_star,
+                         seed=derived_seed(run.seed, _CHAINS, T, k), tuned=tuned,
+                         config=config, model=problem.name).steps[0]
+        one.draws = _constrained(problem, one.draws.pop("unconstrained"))
+        parts.append(one)
+    return StepResult(T, _stack([p.forward for p in parts]), _stack([p.reverse for p in parts]),
+                      parts[0].betas, {name: np.concatenate([p.draws[name] for p in parts])
+                                       for name in parts[0].draws})
+
+
+def _stack(directions: list[DirectionResult]) -> DirectionResult:
+    """One direction's chains over several problems, labelled by problem."""
+    sizes = [d.log_estimates.size for d in directions]
+    weights = np.asarray(sizes, dtype=float) / sum(sizes)
+    keys = set.intersection(*(set(d.diagnostics) for d in directions))
+    additive = {"divergences", "divergent_chains", "non_finite_estimates"}
+    diagnostics = {key: float(sum(d.diagnostics[key] for d in directions)) if key in additive
+                   else float(np.dot(weights, [d.diagnostics[key] for d in directions]))
+                   for key in keys}
+    cumulative = (np.concatenate([d.cumulative for d in directions])
+                  if all(d.cumulative is not None for d in directions) else None)
+    return DirectionResult(
+        np.concatenate([d.log_estimates for d in directions]),
+        sum(d.wall_time for d in directions), sum(d.n_grad for d in directions), diagnostics,
+        cumulative, directions[0].cumulative_at if cumulative is not None else None,
+        np.repeat(np.arange(len(directions)), sizes))
 
 
 _LONG_SECONDS = 600.0        # warn before a run estimated to take longer than this
@@ -387,6 +459,7 @@ def _header(name: str, model, simulator, data: Mapping, sampler: SamplerSettings
 def bread(model, simulator, data=None, *, sampler: SamplerSettings = SamplerSettings(),
           run: RunSettings = RunSettings(), hyper: Mapping[str, float] | None = None,
           known_log_ml_bounds: Mapping[str, float] | None = None,
+          verdict: VerdictSettings | None = None,
           out_dir: str | Path | None = None, name: str | None = None) -> BreadResult:
     """Bound the Jeffreys divergence between AIS output and the posterior of ``model``.
 
@@ -395,8 +468,10 @@ def bread(model, simulator, data=None, *, sampler: SamplerSettings = SamplerSett
     (dict or JSON path; the simulator reads it too, and its simulated variables
     replace the observed ones).  ``hyper`` fixes the simulator's hyperparameters.
     ``known_log_ml_bounds`` ({"upper": ..., "lower": ...}) adds one-sided KL
-    bounds.  With ``out_dir``, every finished step count is saved at once and a
-    rerun with the same settings continues where it stopped.
+    bounds.  ``verdict`` sets the verdict's levels and its convergence scale
+    (:class:`~bread_stan.ais.verdict.VerdictSettings`).  With ``out_dir``, every
+    finished step count is saved at once and a rerun with the same settings
+    continues where it stopped.
     """
     check_program("model", model)
     check_program("simulator", simulator)
@@ -406,15 +481,23 @@ def bread(model, simulator, data=None, *, sampler: SamplerSettings = SamplerSett
         name = name or _default_name(model)
         compile_tempered(model)
         sim = Simulator(simulator, data, hyper=hyper, threads=run.threads)
-        problem = _simulate_problem(name, model, sim, data, run.seed, run.threads)
+        problems = [_simulate_problem(name, model, sim, data, run.seed, run.threads, truth)
+                    for truth in _truth_draws(sim, run)]
         header = _header(name, model, simulator, data, sampler, run, hyper)
-        return _run_problem(problem, sim, sampler, run, out, header, known_log_ml_bounds)
+        return _run_problem(problems, sim, sampler, run, out, header, known_log_ml_bounds,
+                            verdict or VerdictSettings())
+
+
+def _truth_draws(simulator: Simulator, run: RunSettings) -> list[dict]:
+    """The exact draws (x*_k, y*_k) of the run's K simulated problems."""
+    return [draw_at(simulator.simulate(1, _truth_seed(run.seed, k)), 0)
+            for k in range(run.exact_draws)]
 
 
 def compare(models: Mapping[str, Any] | Sequence, simulator, data=None, *,
             sampler: SamplerSettings = SamplerSettings(), run: RunSettings = RunSettings(),
-            hyper: Mapping[str, float] | None = None, out_dir: str | Path | None = None
-            ) -> dict[str, BreadResult]:
+            hyper: Mapping[str, float] | None = None, out_dir: str | Path | None = None,
+            verdict: VerdictSettings | None = None) -> dict[str, BreadResult]:
     """BREAD on several programs of one model, on one shared simulated data set and
     exact posterior draw.  ``models`` maps labels to programs (or is a list of
     programs, labelled by file name; programs sharing a file name are told apart
@@ -431,15 +514,17 @@ def compare(models: Mapping[str, Any] | Sequence, simulator, data=None, *,
             compile_tempered(program)
         data = load_data(data)
         sim = Simulator(simulator, data, hyper=hyper, threads=run.threads)
-        truth = draw_at(sim.simulate(1, derived_seed(run.seed, _TRUTH)), 0)
+        truths = _truth_draws(sim, run)
         results = {}
         for label, program in models.items():
-            problem = _simulate_problem(label, program, sim, data, run.seed, run.threads, truth)
+            problems = [_simulate_problem(label, program, sim, data, run.seed, run.threads,
+                                          truth) for truth in truths]
             header = _header(label, program, simulator, data, sampler, run, hyper)
             sub = out / label if out is not None else None
             if sub is not None:
                 sub.mkdir(exist_ok=True)
-            results[label] = _run_problem(problem, sim, sampler, run, sub, header, None)
+            results[label] = _run_problem(problems, sim, sampler, run, sub, header, None,
+                                          verdict or VerdictSettings())
         return results
 
 

@@ -74,6 +74,7 @@ from .bread import (
     setup_warnings,
     warn_if_costly,
 )
+from .data_check import data_check
 from .fit import FitResult, FitSettings, fit
 from .protocol_result import (
     _HEADER,
@@ -90,6 +91,7 @@ log = logging.getLogger(__name__)
 # Purposes of derived seeds, beyond workflow's truth / pilot / prior / chains.
 _FIT_INIT, _FIT, _REAL_PILOT, _REAL_CHAINS, _REV_START = 10, 11, 12, 13, 14
 _REP_TRUTH, _REP_PILOT, _REP_CHAINS = 15, 16, 17
+_DATA_CHECK = 18
 _REV_START_STREAM = 3_000_000
 
 
@@ -115,6 +117,8 @@ class ProtocolSettings:
     sweep_alpha: float = 0.01
     sweep_tolerance: float = 0.1
     sweep_floor: float = 0.5
+    data_check_draws: int = 1000
+    data_check_alpha: float = 0.05
 
     def __post_init__(self):
         sweep = tuple(sorted(set(int(s) for s in self.s_sweep)))
@@ -129,6 +133,11 @@ class ProtocolSettings:
                              "(or None for all)")
         if not 0 < self.agreement_alpha < 1:
             raise ValueError("agreement_alpha must lie in (0, 1)")
+        if self.data_check_draws < 100:
+            raise ValueError("data_check_draws must be at least 100 (the data check's "
+                             "smallest p-value is 2 / (draws + 1))")
+        if not 0 < self.data_check_alpha < 1:
+            raise ValueError("data_check_alpha must lie in (0, 1)")
 
     @property
     def s_main(self) -> int:
@@ -270,7 +279,15 @@ def _protocol(model, simulator, real_data, sampler: SamplerSettings, run: RunSet
     problem = _simulate_problem(name + " (simulated)", model, fixed_sim, data, run.seed,
                                 run.threads, truth)
 
+    # Do data simulated at eta_hat look like the real data at all?
+    simulated = fixed_sim.simulate(settings.data_check_draws,
+                                   derived_seed(run.seed, _DATA_CHECK))
+    checked = data_check(data, {k: simulated[k] for k in overrides},
+                         alpha=settings.data_check_alpha)
+    (log.info if checked.passed else log.warning)("%s: %s", name, checked.message)
+
     extra = {"simulated_data": {k: np.asarray(v).tolist() for k, v in overrides.items()},
+             "data_check": checked.to_dict(),
              "truth": problem.truth, "fit_method": fitted.method,
              "fit_max_rhat": fitted.max_rhat, "fit_min_ess_bulk": fitted.min_ess_bulk,
              "fit_hyper_rhat": hyper_rhat,

@@ -14,6 +14,7 @@ from ..ais.results import BreadResult, DirectionResult
 from ..store import (CorruptFileError, _jsonable, load_json, load_unit, save_json, save_unit,
                      set_aside, write_atomic)
 from .agreement import Agreement, agreement_score, shifted_quartiles
+from .data_check import DataCheck
 from .fit import FitResult
 from .sweep import SweepTest, s_sweep_test
 
@@ -128,9 +129,19 @@ class ProtocolResult:
         """(c) The Jeffreys bound on the simulated data against steps and seconds."""
         return self.sim.summary()
 
+    def data_check(self) -> DataCheck | None:
+        """Whether data simulated at the fitted hyperparameters look like the real data
+        (None for results saved before the check existed)."""
+        saved = self.extra.get("data_check")
+        return DataCheck.from_dict(saved) if saved else None
+
     @property
     def ok(self) -> bool:
-        """Consistent simulated run, agreeing curves and a passed S-sweep test."""
+        """Consistent simulated run, simulated data like the real data, agreeing curves
+        and a passed S-sweep test."""
+        checked = self.data_check()
+        if checked is not None and not checked.passed:
+            return False
         if len(self.steps) < 2:
             return self.sim.consistent
         return (self.sim.consistent
@@ -139,6 +150,9 @@ class ProtocolResult:
 
     def problems(self) -> list[str]:
         out = list(self.sim.problems())
+        checked = self.data_check()
+        if checked is not None and not checked.passed:
+            out.append(checked.message)
         if len(self.steps) >= 2:
             if self.has_agreement and (a := self.agreement()).flagged:
                 out.append(a.message)
