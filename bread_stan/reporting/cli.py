@@ -66,7 +66,8 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
                    "reads it too")
     p.add_argument("--steps", type=_steps, default=(10, 100, 1000),
                    help="numbers of AIS distributions, comma-separated (default 10,100,1000)")
-    p.add_argument("--chains", type=_whole(2), default=100, help="chains per direction (default 100)")
+    p.add_argument("--chains", type=_whole(2), default=100,
+                   help="chains per direction (default 100)")
     p.add_argument("--kernel", choices=("hmc", "nuts"), default="hmc")
     p.add_argument("--leapfrog", type=_whole(1), default=10, help="HMC leapfrog steps (default 10)")
     p.add_argument("--jitter", type=float, default=0.0,
@@ -120,9 +121,12 @@ def _parser() -> argparse.ArgumentParser:
     _add_run_options(p)
     p.add_argument("--sweep", type=_sweep, default=(10, 100, 1000, 10000),
                    help="reverse-start transitions S, comma-separated (default 10,100,1000,10000)")
-    p.add_argument("--fit-chains", type=_whole(1), default=4, help="NUTS chains of the fit (default 4)")
-    p.add_argument("--fit-warmup", type=_whole(0), default=500, help="fit warmup iterations (default 500)")
-    p.add_argument("--fit-draws", type=_whole(1), default=500, help="fit draws per chain (default 500)")
+    p.add_argument("--fit-chains", type=_whole(1), default=4,
+                   help="NUTS chains of the fit (default 4)")
+    p.add_argument("--fit-warmup", type=_whole(0), default=500,
+                   help="fit warmup iterations (default 500)")
+    p.add_argument("--fit-draws", type=_whole(1), default=500,
+                   help="fit draws per chain (default 500)")
     p.add_argument("--hyper-summary", choices=("median", "mean"), default="median",
                    help="posterior summary giving the fitted hyperparameters (default median)")
     p.add_argument("--replicates", type=_whole(0), default=5,
