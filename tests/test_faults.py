@@ -440,6 +440,15 @@ def test_stanc_info_takes_the_compile_stanc_args(tmp_path, monkeypatch):
     assert calls and calls[0]["stanc_args"] == ("--allow-undefined",)
 
 
+@pytest.mark.slow
+def test_user_header_with_allow_undefined_compiles_and_evaluates():
+    target = StanTarget(TEST_STAN / "twice_undefined.stan", {},
+                        stanc_args=("--O1", "--allow-undefined"),
+                        user_header=TEST_STAN / "twice_undefined.hpp")
+    ev = target.evaluate(np.array([[0.5]]))
+    assert ev.log_lik[0] == pytest.approx(-0.5 * np.log(2 * np.pi) - 0.5 * 1.0**2)
+
+
 # --------------------------------------------------------------------- long runs
 
 
