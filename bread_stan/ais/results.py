@@ -226,6 +226,11 @@ class BreadResult:
         steps = sorted(self.steps, key=lambda s: s.n_steps)
         return [s.verdict(settings, n_step_counts=len(steps)) for s in steps]
 
+    def setup_problems(self) -> list[str]:
+        """Signs of a broken set-up seen while tuning (an improper prior, a density that
+        does not depend on a parameter): each makes the run fail its checks."""
+        return list(self.extra.get("setup_warnings") or [])
+
     def simulator_check(self) -> dict | None:
         """What the simulator check recorded (None when it did not run)."""
         check = self.extra.get("simulator_check")
@@ -240,7 +245,8 @@ class BreadResult:
             return "empty"
         verdicts = self.verdicts()
         check = self.simulator_check()
-        if any(not v.consistent for v in verdicts) or (check and not check.get("passed")):
+        if (any(not v.consistent for v in verdicts) or (check and not check.get("passed"))
+                or self.setup_problems()):
             return "inconsistent"
         return "converged" if any(v.converged for v in verdicts) else "not converged"
 
@@ -264,6 +270,8 @@ class BreadResult:
                     f"(reverse estimates undercut forward ones).") if bad else ""
             if check and not check.get("passed"):
                 text += f" The simulator check failed: {check.get('message', '')}"
+            for problem in self.setup_problems():
+                text += f" SET-UP PROBLEM: {problem}."
             return text.strip()
         text = f"With {last.n_steps} distributions AIS is {last.message}"
         if self.status == "converged" and not last.converged:
@@ -324,6 +332,7 @@ class BreadResult:
         check = self.simulator_check()
         if check and not check.get("passed"):
             out.append(f"simulator check: {check.get('message', 'failed')}")
+        out += [f"set-up: {problem}" for problem in self.setup_problems()]
         return out
 
     def to_dataframe(self) -> pd.DataFrame:
@@ -377,6 +386,10 @@ class BreadResult:
         self.save_header(out_dir)
         for s in self.steps:
             self.save_step(out_dir, s)
+        self.save_summary(out_dir)
+
+    def save_summary(self, out_dir: Path) -> None:
+        """Write ``summary.json`` and ``summary.csv``, atomically."""
         save_json(Path(out_dir) / "summary.json", self.summary_json())
         write_atomic(Path(out_dir) / "summary.csv", self.summary().to_csv(index=False))
 
