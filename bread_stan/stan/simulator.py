@@ -19,12 +19,15 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .compile import DEFAULT_STANC_ARGS, CompiledModel, Program, compile_model
+from .compile import (DEFAULT_STANC_ARGS, CompiledModel, Program, compile_many, compile_model,
+                      read_program, stanc_info)
 from .data import DataLike, load_data
-from ..errors import StanDataError
+from ..errors import PriorOnlyMissingError, StanDataError
 from .model import StanModel, _address, unflatten_draws, variable_shapes
+from .tempered import PRIOR_ONLY
 
-__all__ = ["Simulator", "split_draw", "draw_at", "to_unconstrained"]
+__all__ = ["Simulator", "split_draw", "draw_at", "to_unconstrained", "check_conventions",
+           "compile_with_simulator"]
 
 _HYPER_FLAG = "hyper_given"
 _SUFFIX = "_given"
@@ -104,6 +107,60 @@ class Simulator:
         for name in self._int_outputs & draws.keys():
             draws[name] = np.rint(draws[name]).astype(np.int64)
         return draws
+
+
+def check_conventions(model_info: Mapping, simulator_info: Mapping, *, model: str = "the model",
+                      simulator: str = "the simulator", hyper: Mapping | None = None) -> None:
+    """Refuse a model/simulator pair that breaks the conventions of
+    ``stan_models/README.md``, from ``stanc --info`` alone (no C++ compile): the model
+    declares ``prior_only``; the simulator has no parameters, generates every model
+    parameter under the model's name, and declares ``hyper_given`` if ``hyper`` is given.
+    """
+    if PRIOR_ONLY not in model_info.get("inputs", {}):
+        raise PriorOnlyMissingError(model)
+    if simulator_info.get("parameters"):
+        raise StanDataError(f"simulator program {simulator} has a parameters block "
+                            f"({', '.join(simulator_info['parameters'])}); a simulator draws "
+                            "everything in generated quantities with _rng functions")
+    generated = simulator_info.get("generated quantities", {})
+    missing = [p for p in model_info.get("parameters", {}) if p not in generated]
+    if missing:
+        raise StanDataError(f"simulator program {simulator} does not generate the parameters "
+                            f"{missing} of {model}; its generated quantities must use the "
+                            "model's names")
+    if hyper and _HYPER_FLAG not in simulator_info.get("inputs", {}):
+        raise StanDataError("hyper was given but the simulator program does not declare "
+                            "`int<lower=0, upper=1> hyper_given;` and "
+                            "`array[hyper_given] real h_given;` per hyperparameter")
+
+
+def compile_with_simulator(models: Sequence, simulator, *, hyper: Mapping | None = None,
+                           max_workers: int = 3, **options
+                           ) -> tuple[list[CompiledModel], CompiledModel]:
+    """Check the conventions of every (model, simulator) pair with stanc, then compile
+    the models, the simulator (and a missing bridge object) in parallel.
+
+    A program given as a :class:`CompiledModel` is used as it is.  Returns the compiled
+    models (in order) and the compiled simulator.
+    """
+    items = [m if isinstance(m, CompiledModel) else read_program(m)
+             for m in [*models, simulator]]
+    toolchain = options.get("toolchain")
+    infos = [i.info if isinstance(i, CompiledModel) else stanc_info(i, toolchain)
+             for i in items]
+    for item, info in zip(items[:-1], infos[:-1]):
+        check_conventions(info, infos[-1], model=_label(item), simulator=_label(items[-1]),
+                          hyper=hyper)
+    todo = [i for i in items if not isinstance(i, CompiledModel)]
+    built = iter(compile_many(todo, workers=min(max_workers, len(todo) + 1), **options)
+                 if todo else [])
+    compiled = [i if isinstance(i, CompiledModel) else next(built) for i in items]
+    return compiled[:-1], compiled[-1]
+
+
+def _label(item: Program | CompiledModel) -> str:
+    program = item.program if isinstance(item, CompiledModel) else item
+    return str(program.path or program.name)
 
 
 def draw_at(draws: Mapping[str, np.ndarray], i: int) -> dict[str, np.ndarray]:

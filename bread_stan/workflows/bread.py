@@ -6,7 +6,10 @@
 2. build the model's target on y* (``prior_only`` split);
 3. tune the kernel on pilot chains started from prior draws that are never scored,
    and freeze it;
-4. for each number of distributions T, run forward AIS from fresh exact prior
+4. check the simulator against the model with that frozen kernel
+   (:func:`~bread_stan.workflows.simulator_check.check_simulator`; recorded in
+   ``extra["simulator_check"]``, skipped with ``RunSettings(check_simulator=False)``);
+5. for each number of distributions T, run forward AIS from fresh exact prior
    draws and reverse AIS from x*, and save the step as soon as it finishes.
 
 :func:`compare` runs :func:`bread` on several programs of one model that share
@@ -38,7 +41,7 @@ from ..kernels.nuts import NUTS, NUTSParams
 from ..stan.model import unflatten_draws
 from ..ais.results import BreadResult
 from ..ais.betas import ScheduleSpec
-from ..stan.simulator import Simulator, draw_at, split_draw
+from ..stan.simulator import Simulator, compile_with_simulator, draw_at, split_draw
 from ..stan.tempered import StanTarget, compile_tempered
 from ..ais.tuning import TunedKernel, TuningConfig, tune
 
@@ -46,7 +49,7 @@ __all__ = ["SamplerSettings", "RunSettings", "bread", "compare", "ResumeMismatch
 
 log = logging.getLogger(__name__)
 
-_TRUTH, _PILOT, _PRIOR, _CHAINS = 0, 1, 2, 3  # purposes of derived seeds
+_TRUTH, _PILOT, _PRIOR, _CHAINS, _CHECK = 0, 1, 2, 3, 4  # purposes of derived seeds
 
 
 class ResumeMismatchError(BreadStanError):
@@ -98,7 +101,11 @@ class SamplerSettings:
 
 @dataclass(frozen=True)
 class RunSettings:
-    """What to run: step counts, chains per direction, schedule, seed, threads."""
+    """What to run: step counts, chains per direction, schedule, seed, threads.
+
+    ``check_simulator`` runs the simulator check before the AIS runs (its result
+    never changes the bounds, so it is not part of the resume fingerprint).
+    """
 
     steps: tuple[int, ...] = (10, 100, 1000)
     chains: int = 100
@@ -107,6 +114,7 @@ class RunSettings:
     threads: int | None = None
     increment_blocks: int | None = 50
     progress: bool = True
+    check_simulator: bool = True
 
     def __post_init__(self):
         steps = tuple(int(s) for s in self.steps)
@@ -174,7 +182,8 @@ def _constrained(problem: _Problem, u: np.ndarray) -> dict[str, np.ndarray]:
 
 def _run_problem(problem: _Problem, simulator: Simulator, sampler: SamplerSettings,
                  run: RunSettings, out_dir: Path | None, header: dict,
-                 known_log_ml_bounds: Mapping[str, float] | None) -> BreadResult:
+                 known_log_ml_bounds: Mapping[str, float] | None, data: Mapping
+                 ) -> BreadResult:
     kernel, base_params = sampler.make()
     result = BreadResult(problem.name, header, [], {
         "truth": problem.truth, "simulated_data": problem.simulated_data,
@@ -199,6 +208,7 @@ def _run_problem(problem: _Problem, simulator: Simulator, sampler: SamplerSettin
         if tuned_path is not None:
             tuned_path.write_text(tuned.to_json())
     result.extra["tuning"] = tuned.to_dict()
+    result.extra["simulator_check"] = _check(problem, simulator, data, sampler, run, tuned)
     if out_dir is not None:
         result.save_header(out_dir)
 
@@ -227,6 +237,19 @@ def _run_problem(problem: _Problem, simulator: Simulator, sampler: SamplerSettin
     return result
 
 
+def _check(problem: _Problem, simulator: Simulator, data: Mapping, sampler: SamplerSettings,
+           run: RunSettings, tuned: TunedKernel) -> dict:
+    """The simulator check with the run's frozen kernel, as a plain dict."""
+    from .simulator_check import CheckSettings, SimulatorCheck, check_simulator
+
+    if not run.check_simulator:
+        return SimulatorCheck.skipped().to_dict()
+    check = check_simulator(problem.target.compiled, simulator, data, sampler=sampler,
+                            settings=CheckSettings(seed=derived_seed(run.seed, _CHECK)),
+                            tuned=tuned, threads=run.threads)
+    return check.to_dict()
+
+
 def _resume(result: BreadResult, out_dir: Path, header: dict) -> set[int]:
     """Load finished steps from ``out_dir`` if it holds a run with the same settings."""
     run_file = out_dir / "run.json"
@@ -244,7 +267,8 @@ def _resume(result: BreadResult, out_dir: Path, header: dict) -> set[int]:
 
 def _header(name: str, model, simulator, data: Mapping, sampler: SamplerSettings,
             run: RunSettings, hyper) -> dict:
-    scored = {k: v for k, v in asdict(run).items() if k not in ("steps", "progress", "threads")}
+    scored = {k: v for k, v in asdict(run).items()
+              if k not in ("steps", "progress", "threads", "check_simulator")}
     fingerprint = _fingerprint(_program_text(model), _program_text(simulator),
                                {k: np.asarray(v).tolist() for k, v in data.items()},
                                asdict(sampler), asdict(sampler.tuning_config()), scored, hyper)
@@ -269,13 +293,14 @@ def bread(model, simulator, data=None, *, sampler: SamplerSettings = SamplerSett
     """
     data = load_data(data)
     name = name or _default_name(model)
-    sim = Simulator(simulator, data, hyper=hyper, threads=run.threads)
-    problem = _simulate_problem(name, model, sim, data, run.seed, run.threads)
+    (compiled,), sim_compiled = compile_with_simulator([model], simulator, hyper=hyper)
+    sim = Simulator(sim_compiled, data, hyper=hyper, threads=run.threads)
+    problem = _simulate_problem(name, compiled, sim, data, run.seed, run.threads)
     header = _header(name, model, simulator, data, sampler, run, hyper)
     out = Path(out_dir) if out_dir is not None else None
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
-    return _run_problem(problem, sim, sampler, run, out, header, known_log_ml_bounds)
+    return _run_problem(problem, sim, sampler, run, out, header, known_log_ml_bounds, data)
 
 
 def compare(models: Mapping[str, Any] | Sequence, simulator, data=None, *,
@@ -288,16 +313,18 @@ def compare(models: Mapping[str, Any] | Sequence, simulator, data=None, *,
     if not isinstance(models, Mapping):
         models = {_default_name(m): m for m in models}
     data = load_data(data)
-    sim = Simulator(simulator, data, hyper=hyper, threads=run.threads)
+    compiled, sim_compiled = compile_with_simulator(list(models.values()), simulator,
+                                                    hyper=hyper)
+    sim = Simulator(sim_compiled, data, hyper=hyper, threads=run.threads)
     truth = draw_at(sim.simulate(1, derived_seed(run.seed, _TRUTH)), 0)
     results = {}
-    for label, program in models.items():
-        problem = _simulate_problem(label, program, sim, data, run.seed, run.threads, truth)
+    for (label, program), built in zip(models.items(), compiled):
+        problem = _simulate_problem(label, built, sim, data, run.seed, run.threads, truth)
         header = _header(label, program, simulator, data, sampler, run, hyper)
         out = Path(out_dir) / label if out_dir is not None else None
         if out is not None:
             out.mkdir(parents=True, exist_ok=True)
-        results[label] = _run_problem(problem, sim, sampler, run, out, header, None)
+        results[label] = _run_problem(problem, sim, sampler, run, out, header, None, data)
     return results
 
 
