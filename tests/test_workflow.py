@@ -163,7 +163,7 @@ def test_cli_interrupt_and_resume_give_the_uninterrupted_results(tmp_path, monke
     assert cli.main(_cli_args(whole, "3,30")) == 0
     assert (whole / "report.html").exists() and (whole / "summary.csv").exists()
 
-    real_run, calls = workflow.ais.run, []
+    real_run, calls = workflow.engine.run, []
 
     def interrupted(*args, **kwargs):
         calls.append(1)
@@ -172,10 +172,10 @@ def test_cli_interrupt_and_resume_give_the_uninterrupted_results(tmp_path, monke
         return real_run(*args, **kwargs)
 
     parts = tmp_path / "parts"
-    monkeypatch.setattr(workflow.ais, "run", interrupted)
+    monkeypatch.setattr(workflow.engine, "run", interrupted)
     assert cli.main(_cli_args(parts, "3,30")) == 130
     assert [s.n_steps for s in BreadResult.load(parts).steps] == [3]
-    monkeypatch.setattr(workflow.ais, "run", real_run)
+    monkeypatch.setattr(workflow.engine, "run", real_run)
     assert cli.main(_cli_args(parts, "3,30")) == 0
 
     for a, b in zip(BreadResult.load(whole).steps, BreadResult.load(parts).steps, strict=True):
