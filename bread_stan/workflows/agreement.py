@@ -35,7 +35,8 @@ means of 1938 and 631, beyond bands of 1452 and 86).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import json
+from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 import numpy as np

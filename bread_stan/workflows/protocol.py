@@ -45,28 +45,43 @@ import math
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
-import pandas as pd
-from scipy import stats
 
 from ..ais import engine
-from ..ais.results import BreadResult, DirectionResult, StepResult, _jsonable
+from ..ais.results import BreadResult, DirectionResult, StepResult
 from ..ais.tuning import TunedKernel, tune
 from ..kernels.base import initial_state
 from ..rng import ChainRandom
 from ..stan.data import load_data
 from ..stan.simulator import Simulator, compile_with_simulator, draw_at, split_draw
 from ..stan.tempered import StanTarget
-from .agreement import Agreement, agreement_score, deficit_curve, shifted_quartiles
-from .bread import (_CHAINS, _PILOT, _PRIOR, _TRUTH, ResumeMismatchError, RunSettings,
-                    SamplerSettings, _constrained, _default_name, _fingerprint,
-                    _prior_draws, _program_text, _simulate_problem, derived_seed)
+from .bread import (
+    _CHAINS,
+    _PILOT,
+    _PRIOR,
+    _TRUTH,
+    ResumeMismatchError,
+    RunSettings,
+    SamplerSettings,
+    _constrained,
+    _default_name,
+    _fingerprint,
+    _prior_draws,
+    _program_text,
+    _simulate_problem,
+    derived_seed,
+)
 from .fit import FitResult, FitSettings, fit
 from .simulator_check import CheckSettings, SimulatorCheck, check_simulator
-from .protocol_result import _HEADER, ProtocolResult, _replicate_path, _save_direction, _write_header
-from .sweep import SweepTest, s_sweep_test
+from .protocol_result import (
+    _HEADER,
+    ProtocolResult,
+    _replicate_path,
+    _save_direction,
+    _write_header,
+)
 
 __all__ = ["ProtocolSettings", "protocol"]
 

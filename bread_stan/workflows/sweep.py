@@ -18,13 +18,13 @@ conservative (the variance of a difference is overstated).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import json
+from dataclasses import dataclass
 from typing import Mapping
 
 import numpy as np
+import pandas as pd
 from scipy import stats
-
-from .agreement import _median_se
 
 __all__ = ["SweepTest", "s_sweep_test"]
 
