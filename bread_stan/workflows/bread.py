@@ -240,6 +240,7 @@ def _run_problem(problem: _Problem, simulator: Simulator, sampler: SamplerSettin
 def _check(problem: _Problem, simulator: Simulator, data: Mapping, sampler: SamplerSettings,
            run: RunSettings, tuned: TunedKernel) -> dict:
     """The simulator check with the run's frozen kernel, as a plain dict."""
+    # Imported here: simulator_check builds on this module's settings and helpers.
     from .simulator_check import CheckSettings, SimulatorCheck, check_simulator
 
     if not run.check_simulator:

@@ -121,7 +121,8 @@ class SimulatorCheck:
                 "n_grad": self.n_grad}
 
     @classmethod
-    def skipped(cls, reason: str = "the simulator check was skipped (--no-check)"
+    def skipped(cls, reason: str = "the simulator check was skipped (--no-check, "
+                                   "check_simulator=False)"
                 ) -> "SimulatorCheck":
         return cls(ran=False, passed=False, message=reason)
 
@@ -145,6 +146,11 @@ def _snapshot(target: StanTarget, position: np.ndarray, evaluation) -> _Snapshot
     return _Snapshot(np.atleast_2d(target.param_constrain(position)),
                      np.asarray(evaluation.log_prior, float).copy(),
                      np.asarray(evaluation.log_lik, float).copy())
+
+
+def _concat(snapshots: list[_Snapshot]) -> _Snapshot:
+    return _Snapshot(*(np.concatenate([getattr(s, f) for s in snapshots])
+                       for f in ("values", "log_prior", "log_lik")))
 
 
 def _signed_rank(diff: np.ndarray) -> tuple[float, int, float]:
@@ -228,9 +234,9 @@ def _explain(row: dict, transitions: int) -> str:
 
 
 def _flag_support(what: str, started: float, settings: CheckSettings) -> SimulatorCheck:
-    message = f"flagged: the simulator draws parameters outside the model's support: {what}"
+    message = f"flagged: {what}"
     return SimulatorCheck(True, False, message, settings.alpha,
-                          [{"stage": "prior", "quantity": "support", "kind": "support",
+                          [{"stage": "support", "quantity": "support", "kind": "support",
                             "p_raw": 0.0, "p": 0.0, "direction": 0, "moved": 0.0}],
                           asdict(settings), time.perf_counter() - started)
 
@@ -239,11 +245,16 @@ def _unconstrained(target: StanTarget, params: Mapping[str, np.ndarray]) -> np.n
     try:
         return target.param_unconstrain_batch(params)
     except BreadStanError as error:
-        raise _OutsideSupport(str(error).splitlines()[0]) from None
+        raise _OutsideSupport("the simulator draws parameters outside the model's "
+                              f"constraints: {_first_line(error)}") from None
+
+
+def _first_line(error: Exception) -> str:
+    return next((line for line in str(error).splitlines() if line.strip()), repr(error))
 
 
 class _OutsideSupport(Exception):
-    pass
+    """A simulator draw the model cannot even evaluate: flagged without a test."""
 
 
 def _run_chains(kernel, params, target: StanTarget, start: np.ndarray, beta: float,
@@ -253,8 +264,9 @@ def _run_chains(kernel, params, target: StanTarget, start: np.ndarray, beta: flo
     bad = ~np.isfinite(state0.evaluation.log_prior)
     if bad.any():
         first = int(np.flatnonzero(bad)[0])
-        raise _OutsideSupport(f"{int(bad.sum())} draw(s) have zero model prior density "
-                              f"(first: {target.last_errors.get(first, 'log prior -inf')})")
+        raise _OutsideSupport(f"{int(bad.sum())} simulator draw(s) have zero prior density "
+                              "under the model (first: "
+                              f"{target.last_errors.get(first, 'log prior -inf')})")
     n = start.shape[0]
     index = np.arange(n) if chains is None else chains
     rng = ChainRandom(chain_seed_sequences(seed, _CHECK_STREAM, index))
@@ -321,7 +333,11 @@ def check_simulator(model, simulator, data=None, *, sampler: SamplerSettings = S
         for j in range(settings.datasets):
             draw = {key: value[j] for key, value in draws.items()}
             params_j, overrides = split_draw(draw, compiled)
-            target_j = StanTarget(compiled, {**data, **overrides}, threads=1)
+            try:
+                target_j = StanTarget(compiled, {**data, **overrides}, threads=1)
+            except BreadStanError as error:
+                raise _OutsideSupport(f"simulated data set {j} is not valid data for the "
+                                      f"model: {_first_line(error)}") from None
             x_j = _unconstrained(target_j, {key: np.asarray(v)[None] for key, v in
                                             params_j.items()})
             a, b, g = _run_chains(kernel, at_one, target_j, x_j, 1.0, k, joint_seed,
@@ -329,11 +345,7 @@ def check_simulator(model, simulator, data=None, *, sampler: SamplerSettings = S
             n_grad += g
             before.append(_snapshot(target_j, a.position, a.evaluation))
             after.append(_snapshot(target_j, b.position, b.evaluation))
-        stack = lambda snaps: _Snapshot(  # noqa: E731
-            np.concatenate([s.values for s in snaps]),
-            np.concatenate([s.log_prior for s in snaps]),
-            np.concatenate([s.log_lik for s in snaps]))
-        rows += _stage_tests("joint", names, stack(before), stack(after), centre)
+        rows += _stage_tests("joint", names, _concat(before), _concat(after), centre)
     except _OutsideSupport as error:
         return _flag_support(str(error), started, settings)
 
