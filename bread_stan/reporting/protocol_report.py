@@ -133,6 +133,14 @@ def plot_protocol(result: ProtocolResult) -> dict:
     return figures
 
 
+def _number(value) -> str:
+    """A fitted hyperparameter: "0.5" or, for a vector or array, "[0.5, 1.2]"."""
+    array = np.asarray(value, dtype=float)
+    if array.ndim == 0:
+        return f"{float(array):.4g}"
+    return np.array2string(array, precision=4, separator=", ")
+
+
 def protocol_verdict(result: ProtocolResult) -> list[str]:
     """Plain-language findings, one sentence each."""
     if len(result.steps) == 0:
@@ -143,7 +151,8 @@ def protocol_verdict(result: ProtocolResult) -> list[str]:
                      f"{result.fit.max_rhat:.3f}, min bulk ESS {result.fit.min_ess_bulk:.0f}; "
                      f"fitted hyperparameters (posterior "
                      f"{result.extra.get('hyper_summary', 'median')}): "
-                     + ", ".join(f"{k} = {v:.4g}" for k, v in result.hyper.items()) + ".")
+                     + ", ".join(f"{k} = {_number(v)}" for k, v in result.hyper.items())
+                     + ".")
     if len(result.steps) >= 2:
         if result.has_agreement:
             lines.append(result.agreement().message + ".")

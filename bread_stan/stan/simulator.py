@@ -7,7 +7,8 @@ not depend on the batch size or the thread count.
 
 The hyperparameter convention (``hyper_given`` and ``h_given`` arrays) is
 filled in here: ``hyper=None`` draws the hyperparameters from their prior,
-``hyper={"sigma_sq": 0.5, ...}`` fixes them.
+``hyper={"sigma_sq": 0.5, "tau": [1.0, 2.0], ...}`` fixes them (a hyperparameter
+may be a scalar, vector, matrix or array: its value has the hyperparameter's shape).
 """
 
 from __future__ import annotations
@@ -36,11 +37,12 @@ _SUFFIX = "_given"
 class Simulator:
     """Runs a simulator program's generated quantities in seeded batches.
 
-    ``hyper`` fixes the hyperparameters (all of them, by name); None draws them.
+    ``hyper`` fixes the hyperparameters (all of them, by name, each a number or an
+    array of the hyperparameter's shape); None draws them.
     """
 
     def __init__(self, program: str | os.PathLike | Program | CompiledModel,
-                 data: DataLike = None, *, hyper: Mapping[str, float] | None = None,
+                 data: DataLike = None, *, hyper: Mapping[str, Any] | None = None,
                  threads: int | None = None, batch_size: int = 1000,
                  stanc_args: Sequence[str] = DEFAULT_STANC_ARGS, **compile_options):
         if not isinstance(program, CompiledModel):
@@ -61,7 +63,7 @@ class Simulator:
         gq = program.info.get("generated quantities", {})
         self._int_outputs = {k for k, v in gq.items() if v.get("type") == "int"}
 
-    def _hyper_data(self, inputs: Mapping, hyper: Mapping[str, float] | None) -> dict:
+    def _hyper_data(self, inputs: Mapping, hyper: Mapping[str, Any] | None) -> dict:
         if _HYPER_FLAG not in inputs:
             if hyper:
                 raise StanDataError("hyper was given but the simulator program does not "
@@ -76,7 +78,16 @@ class Simulator:
             raise StanDataError(f"hyper must give exactly the hyperparameters "
                                 f"{self.hyperparameters}; unknown {sorted(unknown)}, "
                                 f"missing {sorted(missing)}")
-        return {_HYPER_FLAG: 1, **{f"{h}{_SUFFIX}": [float(v)] for h, v in hyper.items()}}
+        given = {_HYPER_FLAG: 1}
+        for h, v in hyper.items():
+            value = np.asarray(v, dtype=float)
+            shape_dims = int(inputs[f"{h}{_SUFFIX}"].get("dimensions", 1)) - 1
+            if value.ndim != shape_dims:
+                raise StanDataError(f"hyper[{h!r}] has shape {value.shape}, but {h} has "
+                                    f"{shape_dims} dimension(s) (its {h}{_SUFFIX} is an "
+                                    f"array of values of {h}'s shape)")
+            given[f"{h}{_SUFFIX}"] = value[None].tolist()
+        return given
 
     def simulate_flat(self, n: int, seed: int, *, first: int = 0,
                       threads: int | None = None) -> np.ndarray:

@@ -174,6 +174,17 @@ def _tuned(path: Path | None, target, kernel, base, pilot, seed, sampler) -> Tun
     return tuned
 
 
+def _hyper_rhat(fitted: FitResult, hyper: Mapping) -> dict[str, float]:
+    """Largest R-hat over the elements of each hyperparameter (ArviZ names "tau[0]")."""
+    index = fitted.summary.index.astype(str)
+    out = {}
+    for h in hyper:
+        rows = (index == h) | index.str.startswith(f"{h}[")
+        if rows.any():
+            out[h] = float(fitted.summary.loc[rows, "r_hat"].max())
+    return out
+
+
 def _header(name, model, simulator, data, sampler, run, settings) -> dict:
     scored = {k: v for k, v in asdict(run).items()
               if k not in ("steps", "progress", "threads", "check_simulator")}
@@ -250,8 +261,7 @@ def protocol(model, simulator, real_data, *, sampler: SamplerSettings = SamplerS
         if fit_dir is not None:
             fitted.save(fit_dir)
     hyper = fitted.hyperparameters(prior_sim.hyperparameters, settings.fit.hyper_summary)
-    hyper_rhat = {h: float(fitted.summary.loc[h, "r_hat"]) for h in hyper
-                  if h in fitted.summary.index}
+    hyper_rhat = _hyper_rhat(fitted, hyper)
     if any(r > 1.1 for r in hyper_rhat.values()):
         # Only the hyperparameters matter here: label switching or rotations of
         # other parameters (mixtures, factorisations) inflate R-hat harmlessly.
@@ -259,7 +269,7 @@ def protocol(model, simulator, real_data, *, sampler: SamplerSettings = SamplerS
                     "may be unreliable (longer warmup, more draws?)", name,
                     {h: round(r, 3) for h, r in hyper_rhat.items()})
     log.info("%s: fitted hyperparameters (posterior %s): %s", name,
-             settings.fit.hyper_summary, {k: round(v, 4) for k, v in hyper.items()})
+             settings.fit.hyper_summary, {k: np.round(v, 4).tolist() for k, v in hyper.items()})
 
     # 2. Simulate with the fitted hyperparameters.
     fixed_sim = Simulator(sim_compiled, data, hyper=hyper, threads=run.threads)
