@@ -1,5 +1,6 @@
 """Vector hyperparameters: ``hyper`` values of the hyperparameter's shape reach the
-simulator, the fit summarises them elementwise, and the protocol runs end to end.
+simulator, the fit summarises them elementwise, and the protocol runs end to end
+(checking the simulator first).
 
 Model ``tests/stan/group_scales.stan``: per-group scales tau[g] ~ inv_gamma(3, 2) (the
 hyperparameter, a vector), mu[g] ~ normal(0, tau[g]), y_n ~ normal(mu[group[n]], 1).
@@ -59,8 +60,7 @@ def test_protocol_fits_and_uses_a_vector_hyperparameter(compiled):
     result = protocol(MODEL, SIMULATOR, data,
                       sampler=SamplerSettings(n_leapfrog=5, pilot_chains=16, pilot_grid=6,
                                               pilot_steps=20),
-                      run=RunSettings(steps=(5,), chains=16, seed=2, progress=False,
-                                      check_simulator=False),
+                      run=RunSettings(steps=(5,), chains=16, seed=2, progress=False),
                       settings=ProtocolSettings(s_sweep=(0, 5), replicates=1,
                                                 fit=FitSettings(chains=2, warmup=100,
                                                                 draws=100)))
@@ -72,3 +72,7 @@ def test_protocol_fits_and_uses_a_vector_hyperparameter(compiled):
     np.testing.assert_allclose(result.extra["truth"]["tau"], fitted)
     assert set(result.extra["fit_hyper_rhat"]) == {"tau"}
     assert "tau = [" in protocol_verdict(result)[0]
+    # The protocol checked the simulator first (hyperparameters drawn), and it passed.
+    check = result.extra["simulator_check"]
+    assert check["ran"] and check["passed"], check["message"]
+    assert {t["quantity"] for t in check["tests"]} >= {"tau[1]", "tau[3]", "mu[2]"}
