@@ -38,7 +38,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any, Mapping
+from typing import Mapping
 
 import numpy as np
 from scipy import stats
@@ -52,17 +52,13 @@ from ..stan.tempered import StanTarget
 from ..ais.tuning import TunedKernel, tune
 from .bread import SamplerSettings, _prior_draws, _simulate_problem, derived_seed
 
-__all__ = ["CheckSettings", "SimulatorCheck", "check_simulator", "SimulatorMismatchError"]
+__all__ = ["CheckSettings", "SimulatorCheck", "check_simulator"]
 
 log = logging.getLogger(__name__)
 
 # Purposes of derived seeds (pure functions of the seed; see bread.derived_seed).
 _PRIOR_DRAWS, _CENTRE, _PRIOR_CHAINS, _DATASETS, _JOINT_CHAINS, _TUNE = range(6)
 _CHECK_STREAM = 2_000_000  # random stream of the check's chains (AIS uses small streams)
-
-
-class SimulatorMismatchError(BreadStanError):
-    """The simulator check flagged the simulator (raised only on request)."""
 
 
 @dataclass(frozen=True)
