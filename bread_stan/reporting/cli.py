@@ -7,8 +7,15 @@
                    [--sweep 10,100,1000,10000] [--replicates 5] [--fit-chains 4]
                    [--fit-sampler toolkit|cmdstan]
                    [run options]
+    bread-stan check MODEL.stan --simulator SIM.stan --data DATA.json [--kernel hmc|nuts]
+                   [--prior-draws 2000] [--datasets 100] [--transitions 10] [--alpha 0.01]
     bread-stan report DIR
     bread-stan info
+
+``run``, ``compare`` and ``protocol`` first check the simulator against the model
+(``--no-check`` skips it).  ``check`` exits 0 when the simulator passes, 3 when it
+is flagged and 2 for bad input; ``run`` and ``compare`` exit 3 when the bounds are
+inconsistent or the simulator was flagged.
 
 ``run`` and ``compare`` save every finished step count in ``--out`` and write a
 report there; interrupting keeps what finished, and rerunning the same command
@@ -93,6 +100,8 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
                    help="call a step count converged when the bound's upper limit is at most "
                    "this many nats (default 1)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--no-check", action="store_true",
+                   help="skip the simulator check that runs before the AIS runs")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -139,6 +148,25 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--replicate-max-steps", type=_whole(2), default=None,
                    help="run the replicates only up to this many distributions (default all)")
 
+    p = sub.add_parser("check", help="test that a simulator draws from the model's joint "
+                       "distribution (exit 0 pass, 3 flagged, 2 bad input)")
+    p.add_argument("model", type=Path, help="model program with the prior_only split")
+    p.add_argument("--simulator", required=True, type=Path, help="simulator program")
+    p.add_argument("--data", help="the model's data: a JSON file or a bundled data set")
+    p.add_argument("--kernel", choices=("hmc", "nuts"), default="hmc")
+    p.add_argument("--leapfrog", type=int, default=10, help="HMC leapfrog steps (default 10)")
+    p.add_argument("--max-depth", type=int, default=8, help="NUTS maximum tree depth (default 8)")
+    p.add_argument("--prior-draws", type=int, default=2000,
+                   help="simulator draws moved by the frozen prior kernel (default 2000)")
+    p.add_argument("--datasets", type=int, default=100,
+                   help="simulated data sets, one posterior chain each (default 100)")
+    p.add_argument("--transitions", type=int, default=10,
+                   help="frozen kernel transitions per chain (default 10)")
+    p.add_argument("--alpha", type=float, default=0.01,
+                   help="family-wise significance level (default 0.01)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=None, help="threads per model call")
+
     p = sub.add_parser("report", help="regenerate figures and report from saved results")
     p.add_argument("dir", type=Path)
 
@@ -168,7 +196,8 @@ def _settings(args):
     run = RunSettings(steps=args.steps, chains=args.chains, seed=args.seed,
                       exact_draws=args.exact_draws,
                       threads=args.threads, schedule=ScheduleSpec(kind=args.schedule),
-                      progress=not args.quiet and sys.stderr.isatty())
+                      progress=not args.quiet and sys.stderr.isatty(),
+                      check_simulator=not args.no_check)
     return sampler, run
 
 
@@ -178,10 +207,18 @@ def _verdict(args):
     return VerdictSettings(converged_nats=args.converged_nats)
 
 
+def _check_line(check: dict | None) -> str:
+    """One line on the simulator check of a run."""
+    if not check:
+        return "simulator check: not recorded"
+    return f"simulator check: {check['message']}"
+
+
 def _print_summary(result) -> None:
     from .report import display_table, markdown_table
 
     print(f"\n{result.model}: {result.status.upper()}")
+    print(_check_line(result.extra.get("simulator_check")))
     print(markdown_table(display_table(result.summary())))
     print(f"\n{result.headline()}")
     for problem in result.problems():
@@ -259,6 +296,7 @@ def _print_protocol(result) -> None:
     from .report import markdown_table
 
     print(f"\n{result.model} (real-data protocol)")
+    print(_check_line(result.extra.get("simulator_check")))
     for line in protocol_verdict(result):
         print(f"- {line}")
     table = result.summary()
@@ -288,6 +326,20 @@ def _cmd_protocol(args) -> int:
     _print_protocol(result)
     print(f"\nresults and report: {report}")
     return 0 if result.ok else 3
+
+
+def _cmd_check(args) -> int:
+    from ..workflows.bread import SamplerSettings
+    from ..workflows.simulator_check import CheckSettings, check_simulator
+
+    sampler = SamplerSettings(kernel=args.kernel, n_leapfrog=args.leapfrog,
+                              max_depth=args.max_depth)
+    settings = CheckSettings(prior_draws=args.prior_draws, datasets=args.datasets,
+                             transitions=args.transitions, alpha=args.alpha, seed=args.seed)
+    result = check_simulator(args.model, args.simulator, _data(args.data), sampler=sampler,
+                             settings=settings, threads=args.threads)
+    print(f"{args.simulator} against {args.model}: {result.message}")
+    return 0 if result.passed else 3
 
 
 def _cmd_report(args) -> int:
@@ -336,7 +388,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S")
     commands = {"run": _cmd_run, "compare": _cmd_compare, "protocol": _cmd_protocol,
-                "report": _cmd_report,
+                "check": _cmd_check, "report": _cmd_report,
                 "info": _cmd_info}
     try:
         return commands[args.command](args)

@@ -151,6 +151,14 @@ def _fit_sentence(fit) -> str:
             f"{fit.settings.get('max_depth', 10)}")
 
 
+def _number(value) -> str:
+    """A fitted hyperparameter: "0.5" or, for a vector or array, "[0.5, 1.2]"."""
+    array = np.asarray(value, dtype=float)
+    if array.ndim == 0:
+        return f"{float(array):.4g}"
+    return np.array2string(array, precision=4, separator=", ")
+
+
 def protocol_verdict(result: ProtocolResult) -> list[str]:
     """Plain-language findings, one sentence each."""
     if len(result.steps) == 0:
@@ -159,7 +167,8 @@ def protocol_verdict(result: ProtocolResult) -> list[str]:
     if result.fit is not None:
         lines.append(_fit_sentence(result.fit) + "; fitted hyperparameters (posterior "
                      f"{result.extra.get('hyper_summary', 'median')}): "
-                     + ", ".join(f"{k} = {v:.4g}" for k, v in result.hyper.items()) + ".")
+                     + ", ".join(f"{k} = {_number(v)}" for k, v in result.hyper.items())
+                     + ".")
     checked = result.data_check()
     if checked is not None:
         lines.append(checked.message + ".")

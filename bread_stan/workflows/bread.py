@@ -6,7 +6,10 @@
 2. build the model's target on y* (``prior_only`` split);
 3. tune the kernel on pilot chains started from prior draws that are never scored,
    and freeze it;
-4. for each number of distributions T, run forward AIS from fresh exact prior
+4. check the simulator against the model with that frozen kernel
+   (:func:`~bread_stan.workflows.simulator_check.check_simulator`; recorded in
+   ``extra["simulator_check"]``, skipped with ``RunSettings(check_simulator=False)``);
+5. for each number of distributions T, run forward AIS from fresh exact prior
    draws and reverse AIS from x*, and save the step as soon as it finishes.
 
 :func:`compare` runs :func:`bread` on several programs of one model that share
@@ -43,7 +46,8 @@ from ..ais.verdict import VerdictSettings
 from ..store import check_writable, clean_temporaries, load_if_sound, load_json, lock
 from ..ais.betas import ScheduleSpec
 from ..stan.compile import CompiledModel
-from ..stan.simulator import Simulator, check_data_names, draw_at, split_draw
+from ..stan.simulator import (Simulator, check_data_names, compile_with_simulator, draw_at,
+                              split_draw)
 from ..stan.tempered import StanTarget, check_split, compile_tempered
 from ..ais.tuning import TunedKernel, TuningConfig, tune
 
@@ -118,6 +122,9 @@ class RunSettings:
     variation from one exact draw to the next.  With K = 1 (the default, cheapest)
     the interval is conditional on the single exact draw.  The kernel is tuned
     once, on problem 1, and frozen for all.
+
+    ``check_simulator`` runs the simulator check before the AIS runs (its result
+    never changes the bounds, so it is not part of the resume fingerprint).
     """
 
     steps: tuple[int, ...] = (10, 100, 1000)
@@ -128,6 +135,7 @@ class RunSettings:
     increment_blocks: int | None = 50
     progress: bool = True
     exact_draws: int = 1
+    check_simulator: bool = True
 
     def __post_init__(self):
         steps = (self.steps,) if _is_whole(self.steps) else self.steps
@@ -236,8 +244,9 @@ def _constrained(problem: _Problem, u: np.ndarray) -> dict[str, np.ndarray]:
 def _run_problem(problems: list[_Problem], simulator: Simulator, sampler: SamplerSettings,
                  run: RunSettings, out_dir: Path | None, header: dict,
                  known_log_ml_bounds: Mapping[str, float] | None,
-                 verdict: VerdictSettings) -> BreadResult:
-    """Tune on the first problem, then run every step count over all problems."""
+                 verdict: VerdictSettings, data: Mapping) -> BreadResult:
+    """Tune on the first problem, check the simulator with the frozen kernel, then run
+    every step count over all problems."""
     kernel, base_params = sampler.make()
     first = problems[0]
     extra = {"truth": first.truth, "simulated_data": first.simulated_data,
@@ -269,6 +278,8 @@ def _run_problem(problems: list[_Problem], simulator: Simulator, sampler: Sample
             tuned.save(tuned_path)
     result.extra["tuning"] = tuned.to_dict()
     setup_warnings(result.extra, tuned, first.name)
+    if "simulator_check" not in result.extra:
+        result.extra["simulator_check"] = _check(first, simulator, data, sampler, run, tuned)
     if out_dir is not None:
         result.save_header(out_dir)
 
@@ -390,11 +401,28 @@ def setup_warnings(extra: dict, tuned: TunedKernel, name: str) -> None:
         log.warning("%s: SET-UP PROBLEM: %s", name, text)
 
 
+def _check(problem: _Problem, simulator: Simulator, data: Mapping, sampler: SamplerSettings,
+           run: RunSettings, tuned: TunedKernel) -> dict:
+    """The simulator check with the run's frozen kernel, as a plain dict."""
+    # Imported here: simulator_check builds on this module's settings and helpers.
+    from .simulator_check import CheckSettings, SimulatorCheck, check_simulator
+
+    if not run.check_simulator:
+        return SimulatorCheck.skipped().to_dict()
+    check = check_simulator(problem.target.compiled, simulator, data, sampler=sampler,
+                            settings=CheckSettings(seed=derived_seed(run.seed, _CHECK)),
+                            tuned=tuned, threads=run.threads)
+    return check.to_dict()
+
+
 def _resume(result: BreadResult, out_dir: Path, header: dict) -> set[int]:
     """Load finished steps from ``out_dir`` if it holds a run with the same settings."""
     saved = load_if_sound(out_dir / "run.json", load_json)
     if saved is not None:
         check_resumable(out_dir, saved.get("settings", {}), header)
+        check = saved.get("extra", {}).get("simulator_check")
+        if check and check.get("ran"):  # the same simulator and model: no need to rerun it
+            result.extra["simulator_check"] = check
     previous = load_steps(out_dir, header["fingerprint"])
     result.steps.extend(s for s in previous if s.n_steps in set(header["steps"]))
     return {s.n_steps for s in result.steps}
@@ -447,7 +475,7 @@ def output_directory(out: Path | None):
 
 def _header(name: str, model, simulator, data: Mapping, sampler: SamplerSettings,
             run: RunSettings, hyper) -> dict:
-    scored = {k: v for k, v in asdict(run).items() if k not in ("steps", "progress", "threads")}
+    scored = {k: v for k, v in asdict(run).items() if k not in ("steps", "progress", "threads", "check_simulator")}
     fingerprint, parts = fingerprints(
         model=_program_text(model), simulator=_program_text(simulator),
         data={k: np.asarray(v).tolist() for k, v in data.items()}, sampler=asdict(sampler),
@@ -480,13 +508,13 @@ def bread(model, simulator, data=None, *, sampler: SamplerSettings = SamplerSett
     with output_directory(out):
         data = load_data(data)
         name = name or _default_name(model)
-        compile_tempered(model)
-        sim = Simulator(simulator, data, hyper=hyper, threads=run.threads)
-        problems = [_simulate_problem(name, model, sim, data, run.seed, run.threads, truth)
+        (compiled,), sim_compiled = compile_with_simulator([model], simulator, hyper=hyper)
+        sim = Simulator(sim_compiled, data, hyper=hyper, threads=run.threads)
+        problems = [_simulate_problem(name, compiled, sim, data, run.seed, run.threads, truth)
                     for truth in _truth_draws(sim, run)]
         header = _header(name, model, simulator, data, sampler, run, hyper)
         return _run_problem(problems, sim, sampler, run, out, header, known_log_ml_bounds,
-                            verdict or VerdictSettings())
+                            verdict or VerdictSettings(), data)
 
 
 def _truth_draws(simulator: Simulator, run: RunSettings) -> list[dict]:
@@ -511,21 +539,21 @@ def compare(models: Mapping[str, Any] | Sequence, simulator, data=None, *,
     check_program("simulator", simulator)
     out = Path(out_dir) if out_dir is not None else None
     with output_directory(out):
-        for program in models.values():
-            compile_tempered(program)
+        compiled, sim_compiled = compile_with_simulator(list(models.values()), simulator,
+                                                        hyper=hyper)
         data = load_data(data)
-        sim = Simulator(simulator, data, hyper=hyper, threads=run.threads)
+        sim = Simulator(sim_compiled, data, hyper=hyper, threads=run.threads)
         truths = _truth_draws(sim, run)
         results = {}
-        for label, program in models.items():
-            problems = [_simulate_problem(label, program, sim, data, run.seed, run.threads,
+        for (label, program), built in zip(models.items(), compiled):
+            problems = [_simulate_problem(label, built, sim, data, run.seed, run.threads,
                                           truth) for truth in truths]
             header = _header(label, program, simulator, data, sampler, run, hyper)
             sub = out / label if out is not None else None
             if sub is not None:
                 sub.mkdir(exist_ok=True)
             results[label] = _run_problem(problems, sim, sampler, run, sub, header, None,
-                                          verdict or VerdictSettings())
+                                          verdict or VerdictSettings(), data)
         return results
 
 

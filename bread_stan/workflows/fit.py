@@ -108,17 +108,18 @@ class FitResult:
     diagnostics: dict[str, float] = field(default_factory=dict)
     settings: dict[str, Any] = field(default_factory=dict)
 
-    def hyperparameters(self, names: Sequence[str], how: str = "median") -> dict[str, float]:
-        """The fitted value of each (scalar) hyperparameter: posterior median or mean."""
+    def hyperparameters(self, names: Sequence[str], how: str = "median"
+                        ) -> dict[str, float | list]:
+        """The fitted value of each hyperparameter: posterior median or mean, elementwise
+        (a float for a scalar, nested lists of the hyperparameter's shape otherwise)."""
         out = {}
         for name in names:
             if name not in self.draws:
                 raise KeyError(f"hyperparameter {name!r} is not a model parameter; "
                                f"parameters: {sorted(self.draws)}")
-            x = np.asarray(self.draws[name], dtype=float)
-            if x.ndim != 2:
-                raise ValueError(f"hyperparameter {name!r} is not a scalar")
-            out[name] = float(np.median(x) if how == "median" else np.mean(x))
+            x = np.asarray(self.draws[name], dtype=float)  # (chains, draws, *shape)
+            value = np.median(x, axis=(0, 1)) if how == "median" else np.mean(x, axis=(0, 1))
+            out[name] = float(value) if value.ndim == 0 else value.tolist()
         return out
 
     @property

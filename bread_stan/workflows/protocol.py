@@ -3,6 +3,9 @@
 Bounds are rigorous only on simulated data.  :func:`protocol` does, for one
 model, simulator and real data set:
 
+0. **Check** the simulator against the model
+   (:func:`~bread_stan.workflows.simulator_check.check_simulator`, unless
+   ``RunSettings.check_simulator`` is off; recorded in ``extra["simulator_check"]``).
 1. **Fit**: NUTS on the real data (:mod:`bread_stan.fit`); the fitted
    hyperparameters eta_hat are the posterior medians of the simulator's
    ``*_given`` variables (``ProtocolSettings.fit.hyper_summary``).
@@ -41,7 +44,7 @@ import math
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -52,8 +55,8 @@ from ..ais.tuning import TunedKernel, tune
 from ..kernels.base import initial_state
 from ..rng import ChainRandom
 from ..stan.data import load_data
-from ..stan.simulator import Simulator, draw_at, split_draw
-from ..stan.tempered import StanTarget, compile_tempered
+from ..stan.simulator import Simulator, compile_with_simulator, draw_at, split_draw
+from ..stan.tempered import StanTarget
 from .bread import (
     _CHAINS,
     _PILOT,
@@ -76,6 +79,7 @@ from .bread import (
 )
 from .data_check import data_check
 from .fit import FitResult, FitSettings, fit
+from .simulator_check import CheckSettings, SimulatorCheck, check_simulator
 from .protocol_result import (
     _HEADER,
     ProtocolResult,
@@ -90,8 +94,8 @@ log = logging.getLogger(__name__)
 
 # Purposes of derived seeds, beyond workflow's truth / pilot / prior / chains.
 _FIT_INIT, _FIT, _REAL_PILOT, _REAL_CHAINS, _REV_START = 10, 11, 12, 13, 14
-_REP_TRUTH, _REP_PILOT, _REP_CHAINS = 15, 16, 17
-_DATA_CHECK = 18
+_REP_TRUTH, _REP_PILOT, _REP_CHAINS, _CHECK = 15, 16, 17, 18
+_DATA_CHECK = 19
 _REV_START_STREAM = 3_000_000
 
 
@@ -186,8 +190,20 @@ def _tuned(path: Path | None, target, kernel, base, pilot, seed, sampler,
     return tuned
 
 
+def _hyper_rhat(fitted: FitResult, hyper: Mapping) -> dict[str, float]:
+    """Largest R-hat over the elements of each hyperparameter (names as Stan writes them, "tau[1]")."""
+    index = fitted.summary.index.astype(str)
+    out = {}
+    for h in hyper:
+        rows = (index == h) | index.str.startswith(f"{h}[")
+        if rows.any():
+            out[h] = float(fitted.summary.loc[rows, "r_hat"].max())
+    return out
+
+
 def _header(name, model, simulator, data, sampler, run, settings) -> dict:
-    scored = {k: v for k, v in asdict(run).items() if k not in ("steps", "progress", "threads")}
+    scored = {k: v for k, v in asdict(run).items()
+              if k not in ("steps", "progress", "threads", "check_simulator")}
     pset = asdict(settings)
     pset["s_sweep"] = list(settings.s_sweep)
     # Only what changes numbers already computed: the sweep, the step counts and the
@@ -241,10 +257,17 @@ def _protocol(model, simulator, real_data, sampler: SamplerSettings, run: RunSet
             check_resumable(out, saved.get("settings", {}), header)
             previous = ProtocolResult.load(out)
 
-    compiled = compile_tempered(model)
+    (compiled,), sim_compiled = compile_with_simulator([model], simulator)
     kernel, base = sampler.make()
-    prior_sim = Simulator(simulator, data, threads=run.threads)
+    prior_sim = Simulator(sim_compiled, data, threads=run.threads)
     real_target = StanTarget(compiled, data, threads=run.threads)
+    # 0. The simulator check, before anything expensive (its own pilot tuning).
+    if run.check_simulator:
+        simulator_check = check_simulator(
+            compiled, prior_sim, data, sampler=sampler, threads=run.threads,
+            settings=CheckSettings(seed=derived_seed(run.seed, _CHECK))).to_dict()
+    else:
+        simulator_check = SimulatorCheck.skipped().to_dict()
 
     # 1. Fit on the real data.
     fit_dir = out / "fit" if out is not None else None
@@ -261,8 +284,7 @@ def _protocol(model, simulator, real_data, sampler: SamplerSettings, run: RunSet
         if fit_dir is not None:
             fitted.save(fit_dir)
     hyper = fitted.hyperparameters(prior_sim.hyperparameters, settings.fit.hyper_summary)
-    hyper_rhat = {h: float(fitted.summary.loc[h, "r_hat"]) for h in hyper
-                  if h in fitted.summary.index}
+    hyper_rhat = _hyper_rhat(fitted, hyper)
     if any(r > 1.1 for r in hyper_rhat.values()):
         # Only the hyperparameters matter here: label switching or rotations of
         # other parameters (mixtures, factorisations) inflate R-hat harmlessly.
@@ -270,10 +292,10 @@ def _protocol(model, simulator, real_data, sampler: SamplerSettings, run: RunSet
                     "may be unreliable (longer warmup, more draws?)", name,
                     {h: round(r, 3) for h, r in hyper_rhat.items()})
     log.info("%s: fitted hyperparameters (posterior %s): %s", name,
-             settings.fit.hyper_summary, {k: round(v, 4) for k, v in hyper.items()})
+             settings.fit.hyper_summary, {k: np.round(v, 4).tolist() for k, v in hyper.items()})
 
     # 2. Simulate with the fitted hyperparameters.
-    fixed_sim = Simulator(simulator, data, hyper=hyper, threads=run.threads)
+    fixed_sim = Simulator(sim_compiled, data, hyper=hyper, threads=run.threads)
     truth = draw_at(fixed_sim.simulate(1, derived_seed(run.seed, _TRUTH)), 0)
     _, overrides = split_draw(truth, compiled)
     problem = _simulate_problem(name + " (simulated)", model, fixed_sim, data, run.seed,
@@ -291,8 +313,9 @@ def _protocol(model, simulator, real_data, sampler: SamplerSettings, run: RunSet
              "truth": problem.truth, "fit_sampler": fitted.sampler,
              "fit_max_rhat": fitted.max_rhat, "fit_min_ess_bulk": fitted.min_ess_bulk,
              "fit_hyper_rhat": hyper_rhat,
-             "hyper_summary": settings.fit.hyper_summary}
-    sim = BreadResult(name, header, [], {"truth": problem.truth, "known_log_ml_bounds": {}})
+             "hyper_summary": settings.fit.hyper_summary, "simulator_check": simulator_check}
+    sim = BreadResult(name, header, [], {"truth": problem.truth, "known_log_ml_bounds": {},
+                                         "simulator_check": simulator_check})
     result = ProtocolResult(name, header, fitted, hyper, sim, {}, {}, extra)
     if previous is not None:
         result.sim.steps = [s for s in previous.sim.steps if s.n_steps in run.steps]
