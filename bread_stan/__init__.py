@@ -25,6 +25,9 @@ _LAZY = {
     "RunSettings": "workflows.bread",
     "SamplerSettings": "workflows.bread",
     "protocol": "workflows.protocol",
+    "check_simulator": "workflows.simulator_check",
+    "CheckSettings": "workflows.simulator_check",
+    "SimulatorCheck": "workflows.simulator_check",
     "ProtocolSettings": "workflows.protocol",
     "BreadResult": "ais.results",
 }

@@ -158,12 +158,13 @@ def test_adaptive_dense_sandwich_contains_exact_log_ml(kernel, base):
     assert U.mean() - L.mean() < 3.0
 
 
-def test_dense_tuned_kernel_and_schedule_round_trip():
+def test_dense_tuned_kernel_and_schedule_round_trip(tmp_path):
     model, _ = simulate_regression(50, 2, correlation=0.9, seed=7)
     tuned = tune(model, NUTS(), NUTSParams(0.1, max_depth=4),
                  model.sample_prior(np.random.default_rng(0), 16), seed=1,
                  config=TuningConfig(n_grid=4, adapt_steps=6, adapt_metric=True, metric="dense"))
-    again = TunedKernel.from_json(tuned.to_json())
+    tuned.save(tmp_path / "tuning.json")
+    again = TunedKernel.load(tmp_path / "tuning.json")
     np.testing.assert_array_equal(again.loglik_sd, tuned.loglik_sd)
     betas = ScheduleSpec("adaptive").betas(30, again)
     np.testing.assert_array_equal(betas, ScheduleSpec("adaptive").betas(30, tuned))
