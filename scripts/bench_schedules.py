@@ -13,6 +13,8 @@ Each setting runs :func:`bread_stan.bread` (HMC, default tuning, 50 chains per
 direction by default) and reports, per T, the bound B = mean(U) - mean(L) with
 its interval, and the wall time (tuning plus both AIS directions).
 
+Results of the runs behind the defaults: ``scripts/figures/bench_schedules/results.md``.
+
 Usage: ``PYTHONPATH=$PWD python scripts/bench_schedules.py [--steps 100,1000]
 [--chains 50] [--models nhefs,vague] [--kernel hmc] [--threads 1]``.
 """
