@@ -263,6 +263,9 @@ def test_adaptive_schedule_and_dense_metric_in_the_workflow():
     row = res.summary().set_index("steps").loc[30]
     assert row.log_ml_lower <= exact + Z * row.log_ml_lower_se
     assert row.log_ml_upper >= exact - Z * row.log_ml_upper_se
+    from bread_stan.reporting.report import _sections
+    schedule = dict(_sections(res))["Schedule and kernel"]
+    assert "**adaptive**" in schedule and "**dense**" in schedule
     args = cli._parser().parse_args(["run", str(MODEL), "--simulator", str(SIMULATOR), "--schedule",
                                      "adaptive", "--metric", "auto"])
     sampler, run = cli._settings(args)

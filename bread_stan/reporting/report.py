@@ -138,6 +138,9 @@ def _sections(result: BreadResult) -> list[tuple[str, str]]:
                          "Each row is one simulated data set y*_k with its exact draw x*_k; "
                          "the bound is their mean, its interval from their spread.\n\n"
                          + markdown_table(best.problem_bounds())))
+    schedule = _schedule_section(result)
+    if schedule:
+        sections.append(("Schedule and kernel", schedule))
     truth = result.extra.get("truth") or {}
     data = result.extra.get("simulated_data") or {}
     if truth or data:
@@ -150,6 +153,28 @@ def _sections(result: BreadResult) -> list[tuple[str, str]]:
                      + markdown_table(_value_summary(data)))
         sections.append(("Simulated truth and data", body))
     return sections
+
+
+def _schedule_section(result: BreadResult) -> str:
+    """How the betas were placed and which metric the frozen kernel uses."""
+    kind = (result.settings.get("run") or {}).get("schedule", {}).get("kind")
+    tuning = result.extra.get("tuning") or {}
+    if not kind or not result.steps:
+        return ""
+    lines = [f"- Schedule: **{kind}**" + (
+        " (betas at equal shares of the path's thermodynamic length, from the pilot's "
+        "sd of the log likelihood along beta)" if kind == "adaptive" else "") + "."]
+    metric = tuning.get("inv_metric")
+    if metric is not None:
+        lines.append(f"- Inverse metric: **{'dense' if np.ndim(metric) == 3 else 'diagonal'}**, "
+                     f"tuned at {len(tuning['grid_betas'])} pilot betas from "
+                     f"{float(tuning['grid_betas'][1]):.3g} to 1.")
+    longest = max(result.steps, key=lambda st: st.n_steps)
+    betas = np.asarray(longest.betas)
+    at = [int(q * (betas.size - 1)) for q in (0.1, 0.25, 0.5, 0.75, 0.9)]
+    lines.append(f"- With {longest.n_steps} distributions, the betas at 10%, 25%, 50%, 75% and "
+                 "90% of the steps: " + ", ".join(f"{betas[i]:.3g}" for i in at) + ".")
+    return "\n".join(lines)
 
 
 def save_figures(makers: Mapping[str, Any], out_dir: Path) -> tuple[dict, list[str]]:
