@@ -6,6 +6,8 @@
     bread-stan protocol MODEL.stan --simulator SIM.stan --data REAL.json
                    [--sweep 10,100,1000,10000] [--replicates 5] [--fit-chains 4]
                    [run options]
+    bread-stan subjective MODEL.stan --data DATA.json [--reference FILE.nc]
+                   [--base gaussian] [--base-fit reference|laplace] [--widen 1.5] [run options]
     bread-stan report DIR
     bread-stan info
 
@@ -13,7 +15,7 @@
 report there; interrupting keeps what finished, and rerunning the same command
 continues where it stopped.
 
-Exit status of ``run``, ``compare`` and ``report``: 0 when AIS converged (the bound's
+Exit status of ``run``, ``compare``, ``subjective`` and ``report``: 0 when AIS converged (the bound's
 upper limit is within 1 nat) at some number of distributions; 3 when a check failed
 (the sign test or the tail-bound test at some T, or the simulator check); 4 when the
 run finished and passed its checks but converged at no T; 2 for bad input; 130 when
@@ -44,12 +46,13 @@ def _steps(text: str) -> tuple[int, ...]:
     return steps
 
 
-def _add_run_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--simulator", required=True, type=Path,
-                   help="simulator program: draws all unknowns from the prior, then the data")
+def _add_run_options(p: argparse.ArgumentParser, simulator: bool = True) -> None:
+    if simulator:
+        p.add_argument("--simulator", required=True, type=Path,
+                       help="simulator program: draws all unknowns from the prior, then the data")
     p.add_argument("--data", help="the model's data: a JSON file, or the name of a bundled "
-                   "data set (nhefs, pima, goog, faithful, movielens, ...); the simulator "
-                   "reads it too")
+                   "data set (nhefs, pima, goog, faithful, movielens, ...)"
+                   + ("; the simulator reads it too" if simulator else ""))
     p.add_argument("--steps", type=_steps, default=(10, 100, 1000),
                    help="numbers of AIS distributions, comma-separated (default 10,100,1000)")
     p.add_argument("--chains", type=int, default=100, help="chains per direction (default 100)")
@@ -64,10 +67,11 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-depth", type=int, default=8, help="NUTS maximum tree depth (default 8)")
     p.add_argument("--schedule", choices=("sigmoid", "linear", "geometric"), default="sigmoid")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--exact-draws", type=int, default=1,
-                   help="simulated problems (x*, y*) to split the chains among: K > 1 gives an "
-                   "interval over exact draws and data sets instead of one conditional on a "
-                   "single draw (default 1)")
+    if simulator:
+        p.add_argument("--exact-draws", type=int, default=1,
+                       help="simulated problems (x*, y*) to split the chains among: K > 1 gives an "
+                       "interval over exact draws and data sets instead of one conditional on a "
+                       "single draw (default 1)")
     p.add_argument("--threads", type=int, default=None, help="threads per model call (default: all cores)")
     p.add_argument("--out", type=Path, default=None,
                    help="output directory (default: bread-<model name>)")
@@ -115,6 +119,25 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--replicate-max-steps", type=int, default=None,
                    help="run the replicates only up to this many distributions (default all)")
 
+    p = sub.add_parser("subjective", help="subjective divergence on the real data, against "
+                       "a reference sampler; any Stan program (no prior_only, no simulator)")
+    p.add_argument("model", type=Path, help="model program (any; prior_only is set to 0 if "
+                   "declared)")
+    _add_run_options(p, simulator=False)
+    p.add_argument("--reference", type=Path, default=None,
+                   help="reference draws: an ArviZ NetCDF file (posterior group); default: "
+                   "the toolkit's own NUTS fit on the data")
+    p.add_argument("--base", choices=("gaussian",), default="gaussian",
+                   help="initial distribution of AIS: a Gaussian in the unconstrained space")
+    p.add_argument("--base-fit", choices=("reference", "laplace"), default="reference",
+                   help="fit the Gaussian base to the reference draws or to a Laplace "
+                   "approximation (default reference)")
+    p.add_argument("--widen", type=float, default=1.5,
+                   help="multiply the base's standard deviations by this (default 1.5)")
+    p.add_argument("--fit-chains", type=int, default=4, help="NUTS chains of the reference (default 4)")
+    p.add_argument("--fit-warmup", type=int, default=500, help="reference warmup (default 500)")
+    p.add_argument("--fit-draws", type=int, default=500, help="reference draws per chain (default 500)")
+
     p = sub.add_parser("report", help="regenerate figures and report from saved results")
     p.add_argument("dir", type=Path)
 
@@ -142,7 +165,7 @@ def _settings(args):
                               step_size_jitter=args.jitter, rescue_prob=args.rescue,
                               max_depth=args.max_depth)
     run = RunSettings(steps=args.steps, chains=args.chains, seed=args.seed,
-                      exact_draws=args.exact_draws,
+                      exact_draws=getattr(args, "exact_draws", 1),
                       threads=args.threads, schedule=ScheduleSpec(kind=args.schedule),
                       progress=not args.quiet and sys.stderr.isatty())
     return sampler, run
@@ -243,6 +266,24 @@ def _cmd_protocol(args) -> int:
     return 0 if result.ok else 3
 
 
+def _cmd_subjective(args) -> int:
+    from ..workflows.fit import FitSettings
+    from ..workflows.subjective import BaseSettings, subjective
+    from .report import write_report
+
+    sampler, run = _settings(args)
+    out = args.out or Path(f"subjective-{args.model.stem}")
+    result = subjective(args.model, _data(args.data), reference=args.reference,
+                        base=BaseSettings(kind=args.base, fit=args.base_fit, widen=args.widen),
+                        sampler=sampler, run=run, verdict=_verdict(args), out_dir=out,
+                        fit_settings=FitSettings(chains=args.fit_chains, warmup=args.fit_warmup,
+                                                 draws=args.fit_draws))
+    report = write_report(result, out)
+    _print_summary(result)
+    print(f"\nresults and report: {report}")
+    return result.exit_code
+
+
 def _cmd_report(args) -> int:
     if (Path(args.dir) / "protocol.json").exists():
         from ..workflows.protocol_result import ProtocolResult
@@ -281,6 +322,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S")
     commands = {"run": _cmd_run, "compare": _cmd_compare, "protocol": _cmd_protocol,
+                "subjective": _cmd_subjective,
                 "report": _cmd_report,
                 "info": _cmd_info}
     try:

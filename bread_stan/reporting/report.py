@@ -111,6 +111,25 @@ def _value_summary(values: Mapping[str, Any], limit: int = 6) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["variable", "shape", "values", "min", "mean", "max"])
 
 
+def _reference_table(info: Mapping[str, Any]) -> pd.DataFrame:
+    """The reference's quality and its check against AIS output, one row per fact."""
+    rows = [("source", info.get("reference_source")),
+            ("chains x draws", f"{info.get('reference_chains')} x "
+                               f"{info.get('reference_draws', 0) // max(info.get('reference_chains', 1), 1)}"),
+            ("max R-hat (threshold)", f"{info.get('reference_max_rhat', float('nan')):.4g} "
+                                      f"({info.get('rhat_max')})"),
+            ("min bulk ESS (threshold)", f"{info.get('reference_min_ess', float('nan')):.0f} "
+                                         f"({info.get('ess_min')})"),
+            ("thinning stride / draws kept", f"{info.get('thinning_stride')} / "
+                                             f"{info.get('thinned_draws')}"),
+            ("reverse chains", info.get("reverse_chains")),
+            ("base widening factor", (info.get("base") or {}).get("widen"))]
+    for T, check in (info.get("reference_checks") or {}).items():
+        rows.append((f"AIS vs reference at {T} distributions",
+                     f"{'agree' if check['passed'] else 'DIFFER'} (p = {check['p_value']:.2g})"))
+    return pd.DataFrame(rows, columns=["reference", "value"])
+
+
 def _sections(result: BreadResult) -> list[tuple[str, str]]:
     """(title, Markdown body) of the report's sections after the headline."""
     summary = result.summary()
@@ -120,6 +139,12 @@ def _sections(result: BreadResult) -> list[tuple[str, str]]:
                 ("Verdict at each number of distributions",
                  "\n".join(f"- **{v.n_steps}**: {v.message}" for v in verdicts)),
                 ("What the columns mean", "\n".join(glossary(table.columns)))]
+    subjective = result.extra.get("subjective")
+    if subjective is not None:
+        sections.append(("Subjective divergence: what the number means",
+                         subjective.get("meaning", "") + "\n\n"
+                         + markdown_table(_reference_table(subjective))))
+        return sections
     check = result.simulator_check()
     sections.append(("What the checks can and cannot see", " ".join([
         "The sign test and the tail-bound test catch reverse estimates that undercut forward "

@@ -1,0 +1,431 @@
+"""Subjective divergence on the user's own data (SPEC 7.2; Cusumano-Towner & Mansinghka 2016).
+
+On real data there is no exact posterior draw, so reverse AIS starts from a trusted
+reference sampler's draws instead.  :func:`subjective` runs, on any Stan program (no
+``prior_only`` split, no simulator):
+
+1. the reference: the toolkit's own NUTS fit on the data (default; R-hat and ESS
+   reported, a warning below ``RHAT_MAX`` / ``ESS_MIN``), or draws the user brings (a
+   mapping of names to arrays in Stan's shapes, a :class:`~bread_stan.workflows.fit.FitResult`,
+   an ArviZ InferenceData or NetCDF file); they are mapped to the unconstrained space
+   through the bridge and thinned to about one draw per effective sample;
+2. the base: a Gaussian q0 in the unconstrained space fitted to the reference draws (or
+   a Laplace approximation), widened (SPEC 7.1);
+3. the kernel, tuned on never-scored pilot chains from q0 and frozen;
+4. for each number of distributions T, forward AIS from fresh q0 draws and reverse AIS
+   from the thinned reference draws (one per reverse chain), saved as it finishes.
+
+The result is a :class:`~bread_stan.ais.results.BreadResult` (same summary, verdict,
+report and exit codes as ``bread``); D_SBJ = mean U - mean L is its ``bound``, the log Z
+sandwich its ``log_ml_*`` columns.  ``extra["subjective"]`` records the reference's
+quality, how many draws were used, the base, and a check of the reference against the
+AIS output, and says in words what the number means given the reference.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+import warnings
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+from scipy import stats
+
+from ..ais import engine
+from ..ais.gaussian_base import DEFAULT_WIDEN, GaussianBase, GaussianBaseTarget
+from ..ais.results import BreadResult, StepResult
+from ..ais.tuning import TunedKernel, tune
+from ..ais.verdict import VerdictSettings
+from ..errors import BreadStanError
+from ..stan.compile import compile_model
+from ..stan.data import load_data
+from ..stan.model import StanModel, unflatten_draws, variable_shapes
+from ..stan.tempered import PRIOR_ONLY
+from .bread import (RunSettings, SamplerSettings, _default_name, _fingerprint, _program_text,
+                    _resume, derived_seed)
+from .fit import FitResult, FitSettings, fit
+
+__all__ = ["BaseSettings", "Reference", "ReferenceError", "load_reference", "reference_check",
+           "subjective", "RHAT_MAX", "ESS_MIN"]
+
+log = logging.getLogger(__name__)
+
+RHAT_MAX = 1.01  # Vehtari et al. (2021): R-hat above this says the chains disagree
+ESS_MIN = 400    # ... and a bulk ESS below this is too few for reliable summaries
+_FIT, _PILOT, _BASE, _CHAINS, _PICK = 10, 11, 12, 13, 14  # purposes of derived seeds
+
+
+class ReferenceError(BreadStanError):
+    """Reference draws that cannot serve: wrong names or shapes, outside the support."""
+
+
+@dataclass(frozen=True)
+class BaseSettings:
+    """The initial distribution of AIS: a Gaussian q0 in the unconstrained space.
+
+    ``fit``: ``"reference"`` (mean and covariance of the reference draws) or
+    ``"laplace"`` (mode and curvature of the log density).  ``widen`` multiplies q0's
+    standard deviations, so that its tails cover the posterior's.
+    """
+
+    kind: str = "gaussian"
+    fit: str = "reference"
+    widen: float = DEFAULT_WIDEN
+
+    def __post_init__(self):
+        if self.kind != "gaussian":
+            raise ValueError(f"base {self.kind!r} is not available; use 'gaussian' (a prior "
+                             "base needs the prior_only split: use `bread-stan run`)")
+        if self.fit not in ("reference", "laplace"):
+            raise ValueError(f"unknown base fit {self.fit!r}; use 'reference' or 'laplace'")
+        if not np.isfinite(self.widen) or self.widen <= 0:
+            raise ValueError(f"widen must be a positive factor, got {self.widen}")
+
+
+@dataclass
+class Reference:
+    """Reference draws in the unconstrained space, (chains, draws, d), and their quality.
+
+    ``max_rhat`` and ``min_ess`` are over the unconstrained coordinates (R-hat is NaN
+    with one chain).
+    """
+
+    unconstrained: np.ndarray
+    source: str
+    max_rhat: float
+    min_ess: float
+
+    @classmethod
+    def rate(cls, unconstrained: np.ndarray, source: str) -> "Reference":
+        """A reference of (chains, draws, d) unconstrained draws, with R-hat and ESS."""
+        unc = np.ascontiguousarray(unconstrained, dtype=float)
+        return cls(unc, source, *_quality(unc))
+
+    @property
+    def n_draws(self) -> int:
+        return int(self.unconstrained.shape[0] * self.unconstrained.shape[1])
+
+    def thinned(self) -> tuple[np.ndarray, int]:
+        """About one draw per effective sample: every k-th draw of each chain, (m, d), k."""
+        chains, draws, d = self.unconstrained.shape
+        ess = self.min_ess if np.isfinite(self.min_ess) and self.min_ess > 0 else 1.0
+        k = max(1, int(np.ceil(chains * draws / ess)))
+        return self.unconstrained[:, ::k].reshape(-1, d), k
+
+    def warnings(self) -> list[str]:
+        """Why the reference may not be a good stand-in for the posterior (empty: none)."""
+        out = []
+        chains = self.unconstrained.shape[0]
+        if chains < 2:
+            out.append("the reference has one chain, so R-hat cannot check it")
+        elif not self.max_rhat <= RHAT_MAX:
+            out.append(f"the reference's chains disagree (max R-hat {self.max_rhat:.3f} > "
+                       f"{RHAT_MAX})")
+        if not self.min_ess >= ESS_MIN:
+            out.append(f"the reference has few effective draws (min bulk ESS "
+                       f"{self.min_ess:.0f} < {ESS_MIN})")
+        return out
+
+
+def _quality(unc: np.ndarray) -> tuple[float, float]:
+    with warnings.catch_warnings():  # arviz announces its refactor on import
+        warnings.simplefilter("ignore")
+        import arviz as az
+        rhat, ess = [], []
+        for k in range(unc.shape[2]):
+            x = unc[:, :, k]
+            rhat.append(float(az.rhat(x)) if unc.shape[0] > 1 else np.nan)
+            ess.append(float(az.ess(x)))
+    return (float(np.nanmax(rhat)) if np.any(np.isfinite(rhat)) else np.nan,
+            float(np.nanmin(ess)))
+
+
+def _mapping_of(reference: Any) -> tuple[Mapping[str, Any], str]:
+    """Names -> arrays, and a description, of a user's reference."""
+    if isinstance(reference, (str, Path)):
+        path = Path(reference)
+        if not path.is_file():
+            raise FileNotFoundError(f"reference {path} does not exist")
+        if path.suffix not in (".nc", ".netcdf"):
+            raise ReferenceError(f"reference {path}: only ArviZ NetCDF files (.nc) are read "
+                                 "here; pass CmdStan draws as a mapping of names to arrays")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            import arviz as az
+            reference = az.from_netcdf(str(path))
+        return {k: reference.posterior[k].values for k in reference.posterior.data_vars}, \
+            f"ArviZ file {path.name}"
+    if hasattr(reference, "posterior"):
+        posterior = reference.posterior
+        return {k: posterior[k].values for k in posterior.data_vars}, "ArviZ InferenceData"
+    if isinstance(reference, Mapping):
+        return reference, "draws given as a mapping"
+    raise ReferenceError(f"cannot read reference draws from a {type(reference).__name__}; "
+                         "pass a mapping of names to arrays, a FitResult, an ArviZ "
+                         "InferenceData or a .nc file")
+
+
+def load_reference(reference: Any, model: StanModel) -> Reference:
+    """Map a user's reference draws to the model's unconstrained space and rate them.
+
+    A mapping holds each parameter with a leading draw axis, (draws, *shape), or leading
+    chain and draw axes, (chains, draws, *shape) (Stan's shapes otherwise).  A draw the
+    model gives zero density is an error that names it.
+    """
+    if isinstance(reference, FitResult):
+        unc, source = np.asarray(reference.unconstrained, float), f"{reference.method} fit"
+    else:
+        values, source = _mapping_of(reference)
+        unc = _unconstrain(values, model)
+    if unc.ndim != 3 or unc.shape[2] != model.dim or unc.shape[1] < 4:
+        raise ReferenceError(f"reference draws must have shape (chains, draws >= 4, "
+                             f"{model.dim}), got {unc.shape}")
+    lp = model.log_density_batch(unc.reshape(-1, model.dim), jacobian=True)
+    bad = np.flatnonzero(~np.isfinite(lp))
+    if bad.size:
+        c, i = divmod(int(bad[0]), unc.shape[1])
+        message = next(iter(model.last_errors.values()), "zero density")
+        raise ReferenceError(f"{bad.size} reference draw(s) have zero density under the model; "
+                             f"the first is chain {c + 1}, draw {i + 1} ({message}); the "
+                             "reference must sample this model on this data")
+    return Reference.rate(unc, source)
+
+
+def _unconstrain(values: Mapping[str, Any], model: StanModel) -> np.ndarray:
+    shapes = variable_shapes(model.param_names())
+    names = [n for n, _ in shapes]
+    missing = [n for n in names if n not in values]
+    if missing:
+        raise ReferenceError(f"the reference lacks the parameter(s) {missing}; it must give "
+                             f"every parameter of the model ({names})")
+    lead = None
+    arrays = {}
+    for name, shape in shapes:
+        x = np.asarray(values[name], dtype=float)
+        core = tuple(shape)
+        extra = x.ndim - len(core)
+        if extra == 1:
+            x = x[None]
+        elif extra != 2 or tuple(x.shape[2:]) != tuple(core):
+            raise ReferenceError(f"reference parameter {name!r} has shape {x.shape}; expected "
+                                 f"(draws, {', '.join(map(str, core))}) or (chains, draws, ...)"
+                                 .replace(", )", ")"))
+        if lead is not None and x.shape[:2] != lead:
+            raise ReferenceError(f"reference parameter {name!r} has {x.shape[:2]} (chains, "
+                                 f"draws), the others {lead}")
+        lead = x.shape[:2]
+        arrays[name] = x.reshape(-1, *x.shape[2:])
+    try:
+        flat = model.param_unconstrain_batch(arrays)
+    except BreadStanError as error:
+        raise ReferenceError(f"a reference draw lies outside the model's support: {error}") \
+            from None
+    return flat.reshape(*lead, model.dim)
+
+
+def reference_check(ais_draws: np.ndarray, reference_draws: np.ndarray, *,
+                    alpha: float = 1e-3) -> dict[str, Any]:
+    """Do AIS's final draws and the reference agree?  Per unconstrained coordinate, a
+    two-sample z test of the means and of the log standard deviations (normal theory,
+    Bonferroni over the 2d tests); returns the worst coordinate and the p-value."""
+    a, r = np.asarray(ais_draws, float), np.asarray(reference_draws, float)
+    na, nr = a.shape[0], r.shape[0]
+    z_mean = (a.mean(0) - r.mean(0)) / np.sqrt(a.var(0, ddof=1) / na + r.var(0, ddof=1) / nr)
+    sd_ratio = r.std(0, ddof=1) / a.std(0, ddof=1)
+    z_sd = np.log(sd_ratio) / np.sqrt(1 / (2 * (na - 1)) + 1 / (2 * (nr - 1)))
+    z = np.concatenate([z_mean, z_sd])
+    worst = int(np.nanargmax(np.abs(z)))
+    p = float(min(1.0, 2 * stats.norm.sf(np.abs(z[worst])) * z.size))
+    k = worst % a.shape[1]
+    return {"passed": p >= alpha, "p_value": p, "coordinate": k,
+            "z_mean": float(z_mean[k]), "sd_ratio": float(sd_ratio[k]), "alpha": alpha}
+
+
+def _stan_model(model, data: Mapping, threads) -> StanModel:
+    compiled = compile_model(model)
+    values = dict(data)
+    if PRIOR_ONLY in compiled.data_variables:
+        values[PRIOR_ONLY] = 0  # the full joint density: the path needs nothing else
+    return StanModel(compiled, values, threads=threads)
+
+
+def _own_fit(stan: StanModel, settings: FitSettings, seed: int, out: Path | None) -> FitResult:
+    """The toolkit's NUTS on the data (saved in ``out/reference_fit`` and reused)."""
+    where = out / "reference_fit" if out is not None else None
+    if where is not None and FitResult.exists(where):
+        return FitResult.load(where)
+    target = GaussianBaseTarget(stan, GaussianBase.standard(stan.dim))
+    rng = np.random.default_rng(derived_seed(seed, _FIT))
+    inits = rng.uniform(-2, 2, size=(settings.chains, stan.dim))  # Stan's default inits
+    result = fit(target, inits, settings=settings, seed=derived_seed(seed, _FIT))
+    if where is not None:
+        result.save(where)
+    return result
+
+
+def _meaning(ref: Reference, used: int, stride: int, problems: list[str]) -> str:
+    quality = (f"max R-hat {ref.max_rhat:.3f}, min bulk ESS {ref.min_ess:.0f}"
+               if np.isfinite(ref.max_rhat) else f"min bulk ESS {ref.min_ess:.0f}")
+    text = (f"This is a subjective divergence: the reverse chains start from {used} reference "
+            f"draws ({ref.source}, {ref.unconstrained.shape[0]} chains x "
+            f"{ref.unconstrained.shape[1]} draws, thinned by {stride}), not from exact "
+            "posterior draws. If the reference is exact, it bounds the Jeffreys divergence "
+            "of AIS(T) from the posterior (Proposition 1); a reference closer to the "
+            "posterior than AIS still bounds it, or bounds KL(AIS || posterior) "
+            f"(Propositions 2-3). Your reference has {quality}. The log Z sandwich is on "
+            "log p(y) when every prior is proper, otherwise on the normaliser of the "
+            "unnormalised posterior.")
+    if problems:
+        text += " THE REFERENCE IS SUSPECT: " + "; ".join(problems) + "."
+    return text
+
+
+def _check_steps(result: BreadResult, stan: StanModel, reference: np.ndarray) -> list[str]:
+    """Compare AIS output with the reference at each T; the problems it points to."""
+    checks, problems = {}, []
+    names = [n for n, _ in variable_shapes(stan.param_names())]
+    settings = result.verdict_settings()
+    steps = sorted(result.steps, key=lambda s: s.n_steps)
+    for step, verdict in zip(steps, result.verdicts()):
+        draws = {n: step.draws[n] for n in names if n in step.draws}
+        if len(draws) != len(names):
+            continue
+        check = reference_check(stan.param_unconstrain_batch(draws), reference,
+                                alpha=settings.tail_alpha)
+        check["converged"] = bool(verdict.converged)
+        check["consistent"] = bool(verdict.consistent)
+        checks[str(step.n_steps)] = check
+    result.extra["subjective"]["reference_checks"] = checks
+    if any(not v.consistent for v in result.verdicts()):
+        problems.append("reverse estimates from the reference undercut forward ones, so the "
+                        "reference is further from the posterior than AIS is (Proposition 3 "
+                        "fails) and D_SBJ bounds nothing")
+    coords = stan.param_unc_names()
+    # A failure where AIS converged, or at the largest T; one only at a small T just says
+    # that AIS had not converged there.
+    largest = str(max(s.n_steps for s in result.steps)) if result.steps else None
+    failed = [(T, c) for T, c in checks.items()
+              if not c["passed"] and (c["converged"] or T == largest)]
+    if failed:
+        T, check = next(((T, c) for T, c in failed if c["converged"]), failed[-1])
+        why = ("AIS converged there (D_SBJ within the convergence scale), so the reference is "
+               "off" if check["converged"] else
+               "AIS has not converged there, so either AIS or the reference is off; if more "
+               "distributions do not close the gap, it is the reference")
+        problems.append(
+            f"at {T} distributions AIS's draws differ from the reference in "
+            f"{coords[check['coordinate']]} (mean z = {check['z_mean']:.1f}, reference sd / "
+            f"AIS sd = {check['sd_ratio']:.2f}, p = {check['p_value']:.2g}); {why}")
+    return problems
+
+
+def subjective(model, data=None, *, reference: Any = None,
+               base: BaseSettings = BaseSettings(), sampler: SamplerSettings = SamplerSettings(),
+               run: RunSettings = RunSettings(), fit_settings: FitSettings = FitSettings(),
+               verdict: VerdictSettings | None = None, out_dir: str | Path | None = None,
+               name: str | None = None) -> BreadResult:
+    """Subjective divergence of AIS from the posterior of ``model`` on the real ``data``.
+
+    ``reference``: None (the toolkit's NUTS fit with ``fit_settings``), a mapping of
+    parameter names to draws, a :class:`~bread_stan.workflows.fit.FitResult`, an ArviZ
+    InferenceData or a ``.nc`` path.  ``run.chains`` forward chains; one reverse chain per
+    thinned reference draw, at most ``run.chains``.  With ``out_dir`` every finished step
+    count is saved and a rerun with the same settings continues where it stopped.
+    """
+    data = load_data(data)
+    name = name or _default_name(model)
+    out = Path(out_dir) if out_dir is not None else None
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+    stan = _stan_model(model, data, run.threads)
+
+    t0 = time.perf_counter()
+    if reference is None:
+        ref = load_reference(_own_fit(stan, fit_settings, run.seed, out), stan)
+        ref_key: Any = {"own_fit": asdict(fit_settings)}
+    else:
+        ref = load_reference(reference, stan)
+        ref_key = hashlib.sha256(ref.unconstrained.tobytes()).hexdigest()[:16]
+    reference_seconds = time.perf_counter() - t0
+    thinned, stride = ref.thinned()
+    n_reverse = min(run.chains, thinned.shape[0])
+    if n_reverse < 2:
+        raise ReferenceError(f"only {thinned.shape[0]} roughly independent reference draw(s) "
+                             "after thinning; the reverse direction needs at least 2: give a "
+                             "longer reference")
+    pick = np.random.default_rng(derived_seed(run.seed, _PICK))
+    reverse_starts = thinned[np.sort(pick.choice(thinned.shape[0], n_reverse, replace=False))]
+    if n_reverse < run.chains:
+        log.warning("%s: only %d roughly independent reference draws, so %d reverse chains "
+                    "(forward: %d)", name, thinned.shape[0], n_reverse, run.chains)
+    for problem in ref.warnings():
+        log.warning("%s: %s", name, problem)
+
+    all_draws = ref.unconstrained.reshape(-1, stan.dim)
+    q0 = (GaussianBase.from_draws(all_draws, base.widen) if base.fit == "reference"
+          else GaussianBase.laplace(stan, all_draws.mean(axis=0), base.widen))
+    target = GaussianBaseTarget(stan, q0)
+
+    scored = {k: v for k, v in asdict(run).items() if k not in ("steps", "progress", "threads")}
+    header = {"model": name, "method": "subjective", "steps": list(run.steps),
+              "fingerprint": _fingerprint(_program_text(model), {k: np.asarray(v).tolist()
+                                                                 for k, v in data.items()},
+                                          asdict(sampler), asdict(sampler.tuning_config()),
+                                          scored, asdict(base), ref_key),
+              "sampler": asdict(sampler), "run": {**scored, "schedule": asdict(run.schedule)},
+              "base": asdict(base)}
+    verdict = replace(verdict or VerdictSettings(), one_reverse_start=False)
+    info = {"reference_source": ref.source, "reference_chains": ref.unconstrained.shape[0],
+            "reference_draws": ref.n_draws, "reference_max_rhat": ref.max_rhat,
+            "reference_min_ess": ref.min_ess, "thinning_stride": stride,
+            "thinned_draws": int(thinned.shape[0]), "reverse_chains": n_reverse,
+            "reference_seconds": reference_seconds, "rhat_max": RHAT_MAX, "ess_min": ESS_MIN,
+            "base": q0.to_dict(), "warnings": ref.warnings()}
+    result = BreadResult(name, header, [], {"verdict_settings": asdict(verdict),
+                                           "subjective": info})
+    done = _resume(result, out, header) if out is not None else set()
+
+    kernel, base_params = sampler.make()
+    tuned_path = out / "tuning.json" if out is not None else None
+    if tuned_path is not None and tuned_path.exists():
+        tuned = TunedKernel.from_json(tuned_path.read_text())
+    else:
+        pilot = q0.sample(np.random.default_rng(derived_seed(run.seed, _PILOT)),
+                          sampler.pilot_chains)
+        tuned = tune(target, kernel, base_params, pilot, seed=derived_seed(run.seed, _PILOT),
+                     config=sampler.tuning_config())
+        if tuned_path is not None:
+            tuned_path.write_text(tuned.to_json())
+    result.extra["tuning"] = tuned.to_dict()
+    if out is not None:
+        result.save_header(out)
+
+    for T in run.steps:
+        if T in done:
+            log.info("%s: %d distributions already done, loaded from %s", name, T, out)
+            continue
+        starts = q0.sample(np.random.default_rng(derived_seed(run.seed, _BASE, T)), run.chains)
+        step: StepResult = engine.run(
+            target, kernel, starts, reverse_starts, seed=derived_seed(run.seed, _CHAINS, T),
+            tuned=tuned, model=name,
+            config=engine.RunConfig(steps=(T,), schedule=run.schedule,
+                                    steps_per_temperature=sampler.steps_per_temperature,
+                                    increment_blocks=run.increment_blocks,
+                                    progress=run.progress)).steps[0]
+        flat = stan.param_constrain(step.draws.pop("unconstrained"))
+        step.draws = unflatten_draws(flat, stan.param_names())
+        result.steps.append(step)
+        if out is not None:
+            result.save_step(out, step)
+    result.steps.sort(key=lambda s: s.n_steps)
+    problems = ref.warnings() + _check_steps(result, stan, thinned)
+    info["suspect"] = bool(problems)
+    info["meaning"] = _meaning(ref, n_reverse, stride, problems)
+    if out is not None:
+        result.save(out)
+    return result
+
