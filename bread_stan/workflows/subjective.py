@@ -41,7 +41,7 @@ from ..ais.results import BreadResult, StepResult
 from ..ais.tuning import TunedKernel, tune
 from ..ais.verdict import VerdictSettings
 from ..errors import BreadStanError
-from ..stan.compile import compile_model
+from ..stan.compile import CompiledModel, compile_model
 from ..stan.data import load_data
 from ..stan.model import StanModel, unflatten_draws, variable_shapes
 from ..stan.tempered import PRIOR_ONLY
@@ -122,6 +122,8 @@ class Reference:
         chains = self.unconstrained.shape[0]
         if chains < 2:
             out.append("the reference has one chain, so R-hat cannot check it")
+        elif not np.isfinite(self.max_rhat):
+            out.append("R-hat of the reference could not be computed (a chain does not move)")
         elif not self.max_rhat <= RHAT_MAX:
             out.append(f"the reference's chains disagree (max R-hat {self.max_rhat:.3f} > "
                        f"{RHAT_MAX})")
@@ -192,6 +194,12 @@ def load_reference(reference: Any, model: StanModel) -> Reference:
         raise ReferenceError(f"{bad.size} reference draw(s) have zero density under the model; "
                              f"the first is chain {c + 1}, draw {i + 1} ({message}); the "
                              "reference must sample this model on this data")
+    flat = unc.reshape(-1, model.dim)
+    constant = np.flatnonzero(np.ptp(flat, axis=0) == 0)
+    if constant.size:
+        raise ReferenceError(f"the reference draws do not vary in "
+                             f"{model.param_unc_names()[constant[0]]}; a reference must sample "
+                             "the posterior, not repeat one point")
     return Reference.rate(unc, source)
 
 
@@ -246,7 +254,7 @@ def reference_check(ais_draws: np.ndarray, reference_draws: np.ndarray, *,
 
 
 def _stan_model(model, data: Mapping, threads) -> StanModel:
-    compiled = compile_model(model)
+    compiled = model if isinstance(model, CompiledModel) else compile_model(model)
     values = dict(data)
     if PRIOR_ONLY in compiled.data_variables:
         values[PRIOR_ONLY] = 0  # the full joint density: the path needs nothing else
@@ -337,7 +345,9 @@ def subjective(model, data=None, *, reference: Any = None,
     count is saved and a rerun with the same settings continues where it stopped.
     """
     data = load_data(data)
-    name = name or _default_name(model)
+    program = model.program.code if isinstance(model, CompiledModel) else _program_text(model)
+    name = name or (model.program.name if isinstance(model, CompiledModel)
+                    else _default_name(model))
     out = Path(out_dir) if out_dir is not None else None
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
@@ -372,7 +382,7 @@ def subjective(model, data=None, *, reference: Any = None,
 
     scored = {k: v for k, v in asdict(run).items() if k not in ("steps", "progress", "threads")}
     header = {"model": name, "method": "subjective", "steps": list(run.steps),
-              "fingerprint": _fingerprint(_program_text(model), {k: np.asarray(v).tolist()
+              "fingerprint": _fingerprint(program, {k: np.asarray(v).tolist()
                                                                  for k, v in data.items()},
                                           asdict(sampler), asdict(sampler.tuning_config()),
                                           scored, asdict(base), ref_key),
