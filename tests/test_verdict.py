@@ -100,12 +100,14 @@ def test_multi_draw_interval_covers_where_the_single_draw_interval_does_not():
     single = single_draw_coverage(model, HMC(), PARAMS, steps=100, chains=50,
                                   replications=200, level=0.9, seed=0)
     assert single.coverage <= 0.80, single  # measured 0.735
-    # K = 5 problems of 10 + 10 chains, Student-t interval; 100 replications
+    # K = 5 problems of 40 + 40 chains, Student-t interval; 100 replications
     # (standard error 0.03 at 0.9): at least 0.85 asks for no worse than 1.7 se below
     # 0.9, and at most 0.97 (2.3 se above) catches an interval made needlessly wide.
-    multi = multi_draw_coverage(100, 5, HMC(), PARAMS, steps=100, chains=50, problems=5,
+    # An interval from the chains' spread within problems (ignoring the spread between
+    # draws) covered 0.70 here; one from the pooled chains, 1.0.
+    multi = multi_draw_coverage(100, 5, HMC(), PARAMS, steps=100, chains=200, problems=5,
                                 replications=100, noise_sd=0.5, level=0.9, seed=0)
-    assert 0.85 <= multi.coverage <= 0.97, multi  # measured 0.92
+    assert 0.85 <= multi.coverage <= 0.97, multi  # measured 0.88
 
 
 def test_every_chain_failing_is_not_called_a_few_stranded_chains():
