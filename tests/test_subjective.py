@@ -3,7 +3,8 @@
 - Conjugate regression (tests/stan/conjugate_regression.stan with prior_only = 0, one fixed
   data set used as real data, no truth): with exact posterior draws as the reference, the
   log Z sandwich from the Gaussian base contains the closed-form log p(y), for a base fitted
-  to the reference and for a Laplace base.
+  to the reference and for a Laplace base; likewise from the prior base on the normal-mean
+  model (tests/stan/normal_mean.stan and its simulator).
 - The same with a deliberately poor reference (too narrow, shifted): the reverse estimates
   still upper-bound log p(y) (Proposition 3 holds) and D_SBJ exceeds the exact-reference
   value (so it still bounds J: Proposition 2), and the result says the reference is suspect.
@@ -16,11 +17,14 @@ Tolerances: 3.5 standard errors for the Gaussian checks (test_ais.py), 4 for the
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
+from scipy import stats
 
 from bread_stan.ais import engine
-from bread_stan.ais.frozen_kernels import KernelSchedule
+from bread_stan.errors import PriorOnlyMissingError
 from bread_stan.exact.conjugate import simulate_regression
 from bread_stan.exact.grid import GridTarget, grid_log_f
 from bread_stan.exact.oracle import NeighbourMetropolis, grid_bounds, linear_schedule
@@ -30,6 +34,7 @@ from bread_stan.workflows.subjective import (BaseSettings, Reference, ReferenceE
                                              reference_check, subjective)
 
 N_SE = 3.5
+STAN = Path(__file__).resolve().parent / "stan"
 RUN = RunSettings(steps=(10, 100), chains=100, progress=False, threads=1)
 SAMPLER = SamplerSettings(pilot_chains=16)
 
@@ -121,8 +126,8 @@ def test_bad_references_are_refused_with_the_reason(problem):
         _run(problem, problem["post"][..., :2])
     with pytest.raises(ReferenceError, match="do not vary in w.1"):
         _run(problem, np.repeat(problem["post"][:1, :1], 10, axis=1))
-    with pytest.raises(ValueError, match="not available"):
-        BaseSettings(kind="prior")
+    with pytest.raises(ValueError, match="unknown base"):
+        BaseSettings(kind="uniform")
 
 
 def test_exact_reference_reproduces_the_exact_bound_on_the_grid():
@@ -147,3 +152,36 @@ class _Linear:
 
     def betas(self, T):
         return linear_schedule(T)
+
+
+@pytest.fixture(scope="module")
+def normal_mean():
+    """y_i ~ normal(mu, 1.5), mu ~ normal(0, 2): a prior_only split and a simulator."""
+    rng = np.random.default_rng(7)
+    n, sigma, tau = 12, 1.5, 2.0
+    y = rng.normal(1.0, sigma, n)
+    cov = sigma ** 2 * np.eye(n) + tau ** 2
+    v = 1 / (1 / tau ** 2 + n / sigma ** 2)
+    return {"data": {"N": n, "y": y, "sigma": sigma, "tau": tau},
+            "log_ml": stats.multivariate_normal(np.zeros(n), cov).logpdf(y),
+            "post": rng.normal(v * y.sum() / sigma ** 2, np.sqrt(v), (4, 250))}
+
+
+def test_prior_base_sandwiches_the_closed_form_log_ml(normal_mean):
+    result = subjective(STAN / "normal_mean.stan", normal_mean["data"], base=BaseSettings("prior"),
+                        simulator=STAN / "normal_mean_sim.stan", run=RUN, sampler=SAMPLER,
+                        reference={"mu": normal_mean["post"]})
+    assert result.extra["subjective"]["base"]["kind"] == "prior"
+    for step in result.steps:
+        assert step.sandwich().contains(normal_mean["log_ml"], n_se=N_SE), step.n_steps
+    assert not result.extra["subjective"]["suspect"]
+
+
+def test_prior_base_needs_a_simulator_and_the_split(normal_mean):
+    with pytest.raises(ValueError, match="simulator"):
+        subjective(STAN / "normal_mean.stan", normal_mean["data"], base=BaseSettings("prior"),
+                   reference={"mu": normal_mean["post"]})
+    with pytest.raises(PriorOnlyMissingError):
+        subjective(STAN / "no_prior_only.stan", {"N": 12, "y": normal_mean["data"]["y"]},
+                   base=BaseSettings("prior"), simulator=STAN / "normal_mean_sim.stan",
+                   reference={"mu": normal_mean["post"]})

@@ -7,7 +7,7 @@
                    [--sweep 10,100,1000,10000] [--replicates 5] [--fit-chains 4]
                    [run options]
     bread-stan subjective MODEL.stan --data DATA.json [--reference FILE.nc]
-                   [--base gaussian] [--base-fit reference|laplace] [--widen 1.5] [run options]
+                   [--base gaussian|prior] [--simulator SIM.stan] [--base-fit reference|laplace] [--widen 1.5] [run options]
     bread-stan report DIR
     bread-stan info
 
@@ -127,8 +127,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--reference", type=Path, default=None,
                    help="reference draws: an ArviZ NetCDF file (posterior group); default: "
                    "the toolkit's own NUTS fit on the data")
-    p.add_argument("--base", choices=("gaussian",), default="gaussian",
-                   help="initial distribution of AIS: a Gaussian in the unconstrained space")
+    p.add_argument("--base", choices=("gaussian", "prior"), default="gaussian",
+                   help="initial distribution of AIS: a Gaussian in the unconstrained space "
+                   "(any program; default), or the prior (needs prior_only and --simulator)")
+    p.add_argument("--simulator", type=Path, default=None,
+                   help="simulator program giving exact prior draws (only for --base prior)")
     p.add_argument("--base-fit", choices=("reference", "laplace"), default="reference",
                    help="fit the Gaussian base to the reference draws or to a Laplace "
                    "approximation (default reference)")
@@ -274,6 +277,7 @@ def _cmd_subjective(args) -> int:
     sampler, run = _settings(args)
     out = args.out or Path(f"subjective-{args.model.stem}")
     result = subjective(args.model, _data(args.data), reference=args.reference,
+                        simulator=args.simulator,
                         base=BaseSettings(kind=args.base, fit=args.base_fit, widen=args.widen),
                         sampler=sampler, run=run, verdict=_verdict(args), out_dir=out,
                         fit_settings=FitSettings(chains=args.fit_chains, warmup=args.fit_warmup,

@@ -123,7 +123,8 @@ def _reference_table(info: Mapping[str, Any]) -> pd.DataFrame:
             ("thinning stride / draws kept", f"{info.get('thinning_stride')} / "
                                              f"{info.get('thinned_draws')}"),
             ("reverse chains", info.get("reverse_chains")),
-            ("base widening factor", (info.get("base") or {}).get("widen"))]
+            ("base (widening of its sds)", f"{(info.get('base') or {}).get('kind')} "
+                                           f"({(info.get('base') or {}).get('widen', '-')})")]
     for T, check in (info.get("reference_checks") or {}).items():
         rows.append((f"AIS vs reference at {T} distributions",
                      f"{'agree' if check['passed'] else 'DIFFER'} (p = {check['p_value']:.2g})"))

@@ -10,9 +10,10 @@ reference sampler's draws instead.  :func:`subjective` runs, on any Stan program
    an ArviZ InferenceData or NetCDF file); they are mapped to the unconstrained space
    through the bridge and thinned to about one draw per effective sample;
 2. the base: a Gaussian q0 in the unconstrained space fitted to the reference draws (or
-   a Laplace approximation), widened (SPEC 7.1);
-3. the kernel, tuned on never-scored pilot chains from q0 and frozen;
-4. for each number of distributions T, forward AIS from fresh q0 draws and reverse AIS
+   a Laplace approximation), widened (SPEC 7.1); or, for a program with the
+   ``prior_only`` split and a simulator, the prior;
+3. the kernel, tuned on never-scored pilot chains from the base and frozen;
+4. for each number of distributions T, forward AIS from fresh base draws and reverse AIS
    from the thinned reference draws (one per reverse chain), saved as it finishes.
 
 The result is a :class:`~bread_stan.ais.results.BreadResult` (same summary, verdict,
@@ -44,7 +45,8 @@ from ..errors import BreadStanError
 from ..stan.compile import CompiledModel, compile_model
 from ..stan.data import load_data
 from ..stan.model import StanModel, unflatten_draws, variable_shapes
-from ..stan.tempered import PRIOR_ONLY
+from ..stan.simulator import Simulator, split_draw
+from ..stan.tempered import PRIOR_ONLY, StanTarget
 from .bread import (RunSettings, SamplerSettings, _default_name, _fingerprint, _program_text,
                     _resume, derived_seed)
 from .fit import FitResult, FitSettings, fit
@@ -65,7 +67,9 @@ class ReferenceError(BreadStanError):
 
 @dataclass(frozen=True)
 class BaseSettings:
-    """The initial distribution of AIS: a Gaussian q0 in the unconstrained space.
+    """The initial distribution of AIS: a Gaussian q0 in the unconstrained space, or the
+    prior (``kind="prior"``: exact draws from a simulator program, the model's
+    ``prior_only`` split; then ``fit`` and ``widen`` do not apply).
 
     ``fit``: ``"reference"`` (mean and covariance of the reference draws) or
     ``"laplace"`` (mode and curvature of the log density).  ``widen`` multiplies q0's
@@ -77,9 +81,9 @@ class BaseSettings:
     widen: float = DEFAULT_WIDEN
 
     def __post_init__(self):
-        if self.kind != "gaussian":
-            raise ValueError(f"base {self.kind!r} is not available; use 'gaussian' (a prior "
-                             "base needs the prior_only split: use `bread-stan run`)")
+        if self.kind not in ("gaussian", "prior"):
+            raise ValueError(f"unknown base {self.kind!r}; use 'gaussian' or 'prior' (the "
+                             "prior needs the prior_only split and a simulator)")
         if self.fit not in ("reference", "laplace"):
             raise ValueError(f"unknown base fit {self.fit!r}; use 'reference' or 'laplace'")
         if not np.isfinite(self.widen) or self.widen <= 0:
@@ -331,7 +335,19 @@ def _check_steps(result: BreadResult, stan: StanModel, reference: np.ndarray) ->
     return problems
 
 
-def subjective(model, data=None, *, reference: Any = None,
+def _prior_base(target: StanTarget, simulator, data: Mapping, threads):
+    """The prior as AIS's initial distribution: the model's split target, exact prior
+    draws from the simulator (its data outputs are ignored), and what to record."""
+    sim = Simulator(simulator, data, threads=threads)
+
+    def draw_base(n, seed):
+        params, _ = split_draw(sim.simulate(n, seed), target.compiled)
+        return target.param_unconstrain_batch(params)
+
+    return target, draw_base, {"kind": "prior", "simulator": str(simulator)[:200]}
+
+
+def subjective(model, data=None, *, reference: Any = None, simulator=None,
                base: BaseSettings = BaseSettings(), sampler: SamplerSettings = SamplerSettings(),
                run: RunSettings = RunSettings(), fit_settings: FitSettings = FitSettings(),
                verdict: VerdictSettings | None = None, out_dir: str | Path | None = None,
@@ -341,7 +357,8 @@ def subjective(model, data=None, *, reference: Any = None,
     ``reference``: None (the toolkit's NUTS fit with ``fit_settings``), a mapping of
     parameter names to draws, a :class:`~bread_stan.workflows.fit.FitResult`, an ArviZ
     InferenceData or a ``.nc`` path.  ``run.chains`` forward chains; one reverse chain per
-    thinned reference draw, at most ``run.chains``.  With ``out_dir`` every finished step
+    thinned reference draw, at most ``run.chains``.  ``base`` chooses AIS's initial
+    distribution; the prior base needs the ``prior_only`` split and a ``simulator``.  With ``out_dir`` every finished step
     count is saved and a rerun with the same settings continues where it stopped.
     """
     data = load_data(data)
@@ -351,7 +368,14 @@ def subjective(model, data=None, *, reference: Any = None,
     out = Path(out_dir) if out_dir is not None else None
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
-    stan = _stan_model(model, data, run.threads)
+    if base.kind == "prior":
+        if simulator is None:
+            raise ValueError("the prior base needs a simulator program (exact prior draws); "
+                             "give one, or use the Gaussian base")
+        prior_target = StanTarget(model, data, threads=run.threads)  # needs prior_only
+        stan = prior_target.full_model
+    else:
+        stan = _stan_model(model, data, run.threads)
 
     t0 = time.perf_counter()
     if reference is None:
@@ -375,17 +399,25 @@ def subjective(model, data=None, *, reference: Any = None,
     for problem in ref.warnings():
         log.warning("%s: %s", name, problem)
 
-    all_draws = ref.unconstrained.reshape(-1, stan.dim)
-    q0 = (GaussianBase.from_draws(all_draws, base.widen) if base.fit == "reference"
-          else GaussianBase.laplace(stan, all_draws.mean(axis=0), base.widen))
-    target = GaussianBaseTarget(stan, q0)
+    if base.kind == "prior":
+        target, draw_base, base_info = _prior_base(prior_target, simulator, data, run.threads)
+    else:
+        all_draws = ref.unconstrained.reshape(-1, stan.dim)
+        q0 = (GaussianBase.from_draws(all_draws, base.widen) if base.fit == "reference"
+              else GaussianBase.laplace(stan, all_draws.mean(axis=0), base.widen))
+        target = GaussianBaseTarget(stan, q0)
+        base_info = {"kind": "gaussian", **q0.to_dict()}
+
+        def draw_base(n, seed):
+            return q0.sample(np.random.default_rng(seed), n)
 
     scored = {k: v for k, v in asdict(run).items() if k not in ("steps", "progress", "threads")}
     header = {"model": name, "method": "subjective", "steps": list(run.steps),
               "fingerprint": _fingerprint(program, {k: np.asarray(v).tolist()
                                                                  for k, v in data.items()},
                                           asdict(sampler), asdict(sampler.tuning_config()),
-                                          scored, asdict(base), ref_key),
+                                          scored, asdict(base), ref_key,
+                                          None if simulator is None else _program_text(simulator)),
               "sampler": asdict(sampler), "run": {**scored, "schedule": asdict(run.schedule)},
               "base": asdict(base)}
     verdict = replace(verdict or VerdictSettings(), one_reverse_start=False)
@@ -394,7 +426,7 @@ def subjective(model, data=None, *, reference: Any = None,
             "reference_min_ess": ref.min_ess, "thinning_stride": stride,
             "thinned_draws": int(thinned.shape[0]), "reverse_chains": n_reverse,
             "reference_seconds": reference_seconds, "rhat_max": RHAT_MAX, "ess_min": ESS_MIN,
-            "base": q0.to_dict(), "warnings": ref.warnings()}
+            "base": base_info, "warnings": ref.warnings()}
     result = BreadResult(name, header, [], {"verdict_settings": asdict(verdict),
                                            "subjective": info})
     done = _resume(result, out, header) if out is not None else set()
@@ -404,8 +436,7 @@ def subjective(model, data=None, *, reference: Any = None,
     if tuned_path is not None and tuned_path.exists():
         tuned = TunedKernel.from_json(tuned_path.read_text())
     else:
-        pilot = q0.sample(np.random.default_rng(derived_seed(run.seed, _PILOT)),
-                          sampler.pilot_chains)
+        pilot = draw_base(sampler.pilot_chains, derived_seed(run.seed, _PILOT))
         tuned = tune(target, kernel, base_params, pilot, seed=derived_seed(run.seed, _PILOT),
                      config=sampler.tuning_config())
         if tuned_path is not None:
@@ -418,7 +449,7 @@ def subjective(model, data=None, *, reference: Any = None,
         if T in done:
             log.info("%s: %d distributions already done, loaded from %s", name, T, out)
             continue
-        starts = q0.sample(np.random.default_rng(derived_seed(run.seed, _BASE, T)), run.chains)
+        starts = draw_base(run.chains, derived_seed(run.seed, _BASE, T))
         step: StepResult = engine.run(
             target, kernel, starts, reverse_starts, seed=derived_seed(run.seed, _CHAINS, T),
             tuned=tuned, model=name,
