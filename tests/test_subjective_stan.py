@@ -83,5 +83,5 @@ def test_a_reference_draw_outside_the_support_is_named(schools, tmp_path):
         load_reference({"mu": rng.normal(size=30), "tau": tau,
                         "theta_tilde": rng.normal(size=(30, 8))}, schools)
     code = main(["subjective", str(PROGRAM), "--data", str(DATA),
-                 "--reference", str(tmp_path / "missing.nc")])
-    assert code == 2
+                 "--reference", str(tmp_path / "missing.nc"), "--out", str(tmp_path / "o")])
+    assert code == 2 and not (tmp_path / "o").exists()

@@ -366,8 +366,6 @@ def subjective(model, data=None, *, reference: Any = None, simulator=None,
     name = name or (model.program.name if isinstance(model, CompiledModel)
                     else _default_name(model))
     out = Path(out_dir) if out_dir is not None else None
-    if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
     if base.kind == "prior":
         if simulator is None:
             raise ValueError("the prior base needs a simulator program (exact prior draws); "
@@ -429,6 +427,8 @@ def subjective(model, data=None, *, reference: Any = None, simulator=None,
             "base": base_info, "warnings": ref.warnings()}
     result = BreadResult(name, header, [], {"verdict_settings": asdict(verdict),
                                            "subjective": info})
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
     done = _resume(result, out, header) if out is not None else set()
 
     kernel, base_params = sampler.make()
