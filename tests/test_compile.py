@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 
 import pytest
 
 from bread_stan.stan import compile as compile_module
 from bread_stan.stan.compile import cache_dir, compile_model, read_program, stanc_info
+from bread_stan.errors import ToolchainError
 from bread_stan.stan.toolchain import find_toolchain
 
 from conftest import PROGRAMS
@@ -23,6 +25,25 @@ def test_toolchain():
     assert "-ltbb" in toolchain.ldflags(sundials=False)
     assert toolchain.key() == find_toolchain().key()
     assert toolchain.key(("-O2",)) != toolchain.key()
+
+
+def test_toolchain_source_is_explicit(monkeypatch):
+    # CMDSTAN alone switches nothing; asking for CmdStan where there is none says how.
+    monkeypatch.setenv("CMDSTAN", "/nonexistent/cmdstan")
+    monkeypatch.delenv("BREAD_STAN_TOOLCHAIN", raising=False)
+    find_toolchain.cache_clear()
+    try:
+        assert find_toolchain().source == "httpstan"
+        with pytest.raises(ToolchainError, match="no stanc in /nonexistent/cmdstan/bin"):
+            find_toolchain("cmdstan")
+        monkeypatch.delenv("CMDSTAN")
+        monkeypatch.setitem(sys.modules, "cmdstanpy", None)  # cmdstanpy cannot help either
+        with pytest.raises(ToolchainError, match="set CMDSTAN"):
+            find_toolchain("cmdstan")
+        with pytest.raises(ToolchainError, match="use 'cmdstan' or 'httpstan'"):
+            find_toolchain("auto")
+    finally:
+        find_toolchain.cache_clear()
 
 
 def test_cache_dir_can_be_overridden(monkeypatch, tmp_path):

@@ -20,6 +20,8 @@ band's false-alarm rate and power directly.
 from __future__ import annotations
 
 import json
+import re
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -28,6 +30,7 @@ import pandas as pd
 import pytest
 
 from bread_stan.ais import engine as ais
+from bread_stan.errors import ToolchainError
 from bread_stan.reporting import cli
 from bread_stan.stan.compile import compile_many
 from bread_stan.workflows.fit import FitSettings, fit, warmup_windows
@@ -100,10 +103,10 @@ def test_nuts_fit_matches_the_conjugate_posterior():
     m, s = y.sum() / prec, prec ** -0.5
     target = StanTarget(NORMAL_MEAN, data)
     inits = rng.normal(scale=2.0, size=(4, 1))
-    res = fit(target, inits, settings=FitSettings(chains=4, warmup=300, draws=500, method="nuts"),
+    res = fit(target, inits, settings=FitSettings(chains=4, warmup=300, draws=500, sampler="toolkit"),
               seed=3)
     row = res.summary.loc["mu"]
-    assert res.method == "nuts" and res.draws["mu"].shape == (4, 500)
+    assert res.sampler == "toolkit" and res.draws["mu"].shape == (4, 500)
     assert row["r_hat"] < 1.01
     # 4 Monte Carlo standard errors of the mean (MCSE from ArviZ's ESS).
     assert abs(row["mean"] - m) < 4 * s / np.sqrt(row["ess_bulk"])
@@ -111,6 +114,13 @@ def test_nuts_fit_matches_the_conjugate_posterior():
     assert abs(row["sd"] / s - 1) < 4 / np.sqrt(2 * row["ess_bulk"])
     assert res.diagnostics["divergences"] == 0
     assert res.hyperparameters(["mu"]) == {"mu": pytest.approx(np.median(res.draws["mu"]))}
+
+
+def test_cmdstan_fit_without_cmdstan_says_what_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "cmdstanpy", None)
+    target = StanTarget(NORMAL_MEAN, {"N": 2, "y": [0.1, 0.2], "sigma": 1.0, "tau": 1.0})
+    with pytest.raises(ToolchainError, match=r"pip install 'bread-stan\[cmdstan\]'"):
+        fit(target, np.zeros((4, 1)), settings=FitSettings(sampler="cmdstan"))
 
 
 # --------------------------------------------------------------------------- #
@@ -344,11 +354,15 @@ def test_cli_protocol_and_report(tmp_path, capsys):
     args = ["protocol", str(LINREG), "--simulator", str(LINREG_SIM), "--data", str(data),
             "--steps", "5,15", "--chains", "16", "--sweep", "0,10", "--fit-chains", "2",
             "--fit-warmup", "100", "--fit-draws", "50", "--leapfrog", "5", "--replicates", "2",
-            "--out", str(out),
+            "--fit-sampler", "toolkit", "--out", str(out),
             "--quiet"]
     code = cli.main(args)
     assert code in (0, 3)
     assert (out / "report.html").exists() and (out / "protocol.json").exists()
+    report = (out / "report.md").read_text()  # which NUTS ran, and its diagnostics
+    assert re.search(r"with the toolkit's NUTS \(2 chains x 50 draws\).* \d+ of 100 "
+                     r"transitions divergent, \d+ at the maximum tree depth 10", report)
+    assert json.loads((out / "summary.json").read_text())["fit"]["sampler"] == "toolkit"
     printed = capsys.readouterr().out
     assert "real-data protocol" in printed
     assert "curves agree" in printed or "curves disagree" in printed
@@ -362,6 +376,8 @@ def test_protocol_is_a_plain_function_of_the_package():
 
 
 def test_bad_protocol_settings_are_refused_with_the_fix():
+    with pytest.raises(ValueError, match="use 'toolkit' or 'cmdstan'"):
+        FitSettings(sampler="auto")
     with pytest.raises(ValueError, match="replicates must be >= 0"):
         ProtocolSettings(replicates=-1)
     with pytest.raises(ValueError, match="replicate_max_steps"):

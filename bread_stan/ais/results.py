@@ -11,7 +11,6 @@ an interrupted run loses nothing it finished.
 from __future__ import annotations
 
 import json
-import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..stan.draws import to_arviz
 from .estimators import (Sandwich, consistency_check, grouped_bound, jeffreys_bound,
                          log_ml_sandwich, one_sided_bounds)
 from .verdict import EXIT_CODES, StepVerdict, VerdictSettings, judge_step
@@ -349,12 +349,9 @@ class BreadResult:
                 "summary": json.loads(table.to_json(orient="records"))}
 
     def to_inference_data(self, n_steps: int | None = None):
-        """Final forward draws at ``n_steps`` (default: the largest) as ArviZ
-        InferenceData; per-chain estimates go to ``sample_stats``."""
-        with warnings.catch_warnings():  # arviz announces its refactor on import
-            warnings.simplefilter("ignore", FutureWarning)
-            import arviz as az
-
+        """Final forward draws at ``n_steps`` (default: the largest) for ArviZ, with
+        per-chain estimates in ``sample_stats``: an ``InferenceData`` with ArviZ
+        0.x, an ``xarray.DataTree`` with ArviZ 1.x (both write NetCDF either reads)."""
         s = self.step(n_steps) if n_steps is not None else max(self.steps, key=lambda s: s.n_steps)
         posterior = {k: v[None, ...] for k, v in s.draws.items()}
         stats = {"log_ml_lower": s.forward.log_estimates[None, :]}
@@ -363,10 +360,7 @@ class BreadResult:
                  "jeffreys_bound": v.bound.estimate,
                  "log_ml_lower": s.sandwich().lower, "log_ml_upper": s.sandwich().upper,
                  "consistent": int(v.consistent)}
-        idata = az.from_dict(posterior=posterior or None, sample_stats=stats)
-        for group in idata.groups():
-            idata[group].attrs.update(attrs)
-        return idata
+        return to_arviz({"posterior": posterior, "sample_stats": stats}, attrs)
 
     # -- persistence -----------------------------------------------------
     def save_header(self, out_dir: Path) -> None:

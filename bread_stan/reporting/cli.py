@@ -5,6 +5,7 @@
     bread-stan compare A.stan B.stan --simulator SIM.stan --data DATA.json [...]
     bread-stan protocol MODEL.stan --simulator SIM.stan --data REAL.json
                    [--sweep 10,100,1000,10000] [--replicates 5] [--fit-chains 4]
+                   [--fit-sampler toolkit|cmdstan]
                    [run options]
     bread-stan subjective MODEL.stan --data DATA.json [--reference FILE.nc]
                    [--base gaussian|prior] [--simulator SIM.stan] [--base-fit reference|laplace] [--widen 1.5] [run options]
@@ -111,6 +112,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--fit-chains", type=int, default=4, help="NUTS chains of the fit (default 4)")
     p.add_argument("--fit-warmup", type=int, default=500, help="fit warmup iterations (default 500)")
     p.add_argument("--fit-draws", type=int, default=500, help="fit draws per chain (default 500)")
+    p.add_argument("--fit-sampler", choices=("toolkit", "cmdstan"), default="toolkit",
+                   help="whose NUTS fits the real data: the toolkit's (default) or CmdStan's "
+                        "(needs cmdstanpy and CMDSTAN)")
     p.add_argument("--hyper-summary", choices=("median", "mean"), default="median",
                    help="posterior summary giving the fitted hyperparameters (default median)")
     p.add_argument("--replicates", type=int, default=5,
@@ -259,7 +263,7 @@ def _cmd_protocol(args) -> int:
         s_sweep=args.sweep, replicates=args.replicates,
         replicate_max_steps=args.replicate_max_steps,
         fit=FitSettings(chains=args.fit_chains, warmup=args.fit_warmup, draws=args.fit_draws,
-                        hyper_summary=args.hyper_summary))
+                        sampler=args.fit_sampler, hyper_summary=args.hyper_summary))
     out = args.out or Path(f"protocol-{args.model.stem}")
     result = protocol(args.model, args.simulator, _data(args.data), sampler=sampler, run=run,
                       settings=settings, out_dir=out)

@@ -138,15 +138,26 @@ def plot_protocol(result: ProtocolResult) -> dict:
     return {stem: make() for stem, make in _figure_makers(result).items()}
 
 
+def _fit_sentence(fit) -> str:
+    """Which NUTS fitted the real data, and its diagnostics in Stan's terms."""
+    who = {"toolkit": "the toolkit's NUTS", "cmdstan": "CmdStan's NUTS"}[fit.sampler]
+    d = fit.diagnostics
+    chains, draws = fit.unconstrained.shape[:2]
+    total = int(d.get("transitions", chains * draws))
+    return (f"Fit on the real data with {who} ({chains} chains x {draws} draws): max R-hat "
+            f"{fit.max_rhat:.3f}, min bulk ESS {fit.min_ess_bulk:.0f}, "
+            f"{int(d.get('divergences', 0))} of {total} transitions divergent, "
+            f"{int(d.get('max_tree_depth_hits', 0))} at the maximum tree depth "
+            f"{fit.settings.get('max_depth', 10)}")
+
+
 def protocol_verdict(result: ProtocolResult) -> list[str]:
     """Plain-language findings, one sentence each."""
     if len(result.steps) == 0:
         return ["No number of distributions has finished yet."]
     lines = []
     if result.fit is not None:
-        lines.append(f"Fit on the real data ({result.fit.method}): max R-hat "
-                     f"{result.fit.max_rhat:.3f}, min bulk ESS {result.fit.min_ess_bulk:.0f}; "
-                     f"fitted hyperparameters (posterior "
+        lines.append(_fit_sentence(result.fit) + "; fitted hyperparameters (posterior "
                      f"{result.extra.get('hyper_summary', 'median')}): "
                      + ", ".join(f"{k} = {v:.4g}" for k, v in result.hyper.items()) + ".")
     checked = result.data_check()
@@ -210,7 +221,7 @@ def write_protocol_report(result: ProtocolResult, out_dir: Path) -> Path:
                "ones; z: how many simulated sds the real statistic is from their mean.", "",
                markdown_table(checked.table), ""]
     if result.fit is not None:
-        md += ["## Fit on the real data (ArviZ)", "",
+        md += [f"## Fit on the real data ({result.fit.sampler} NUTS; ArviZ summary)", "",
                markdown_table(result.fit.summary.reset_index().rename(
                    columns={"index": "parameter"}).head(40)), ""]
     md += [f"![{stem}]({path.name})" for stem, path in figures.items()]

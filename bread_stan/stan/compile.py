@@ -83,9 +83,14 @@ def cache_dir() -> Path:
 
 
 def read_program(program: str | os.PathLike | Program) -> Program:
-    """A :class:`Program` from a ``.stan`` path or from program text."""
+    """A :class:`Program` from a ``.stan`` path, program text or a ``cmdstanpy.CmdStanModel``."""
     if isinstance(program, Program):
         return program
+    if type(program).__name__ == "CmdStanModel":  # cmdstanpy is optional: no import
+        if not program.stan_file:
+            raise ValueError(f"the CmdStanModel {program.name!r} has no Stan file (built from "
+                             "an executable); give the .stan program instead")
+        program = Path(program.stan_file)
     text = str(program)
     looks_like_path = isinstance(program, os.PathLike) or (
         text.endswith(".stan") and "\n" not in text and "{" not in text)
@@ -96,6 +101,11 @@ def read_program(program: str | os.PathLike | Program) -> Program:
         return Program(path.read_text(), _identifier(path.stem), path.resolve())
     digest = hashlib.sha256(text.encode()).hexdigest()
     return Program(text, f"model_{digest[:10]}")
+
+
+def _toolchain(toolchain: Toolchain | str | None) -> Toolchain:
+    """A :class:`Toolchain` as given, or found from its source name (None: the default)."""
+    return toolchain if isinstance(toolchain, Toolchain) else find_toolchain(toolchain)
 
 
 def _identifier(stem: str) -> str:
@@ -146,11 +156,11 @@ def _stanc(program: Program, toolchain: Toolchain, args: Sequence[str], workdir:
     return result.stdout
 
 
-def stanc_info(program: str | os.PathLike | Program, toolchain: Toolchain | None = None
+def stanc_info(program: str | os.PathLike | Program, toolchain: Toolchain | str | None = None
                ) -> dict:
     """``stanc --info`` of the program (data, parameters, ... as JSON), cached."""
     program = read_program(program)
-    toolchain = toolchain or find_toolchain()
+    toolchain = _toolchain(toolchain)
     path = cache_dir() / "info" / f"{program.digest[:32]}-{toolchain.key()}.json"
     if path.exists():
         return json.loads(path.read_text())
@@ -169,9 +179,9 @@ def _bridge_digest() -> str:
     return h.hexdigest()[:16]
 
 
-def build_bridge(toolchain: Toolchain | None = None, cxxflags: Sequence[str] = ()) -> Path:
+def build_bridge(toolchain: Toolchain | str | None = None, cxxflags: Sequence[str] = ()) -> Path:
     """The bridge object for this toolchain and flags, compiled once and cached."""
-    toolchain = toolchain or find_toolchain()
+    toolchain = _toolchain(toolchain)
     key = f"{toolchain.key(tuple(cxxflags))}-{_bridge_digest()}"
     directory = cache_dir() / "bridge" / key
     target = directory / "bridge.o"
@@ -196,16 +206,19 @@ def build_bridge(toolchain: Toolchain | None = None, cxxflags: Sequence[str] = (
 def compile_model(program: str | os.PathLike | Program, *,
                   stanc_args: Sequence[str] = DEFAULT_STANC_ARGS,
                   cxxflags: Sequence[str] = (), user_header: str | os.PathLike | None = None,
-                  toolchain: Toolchain | None = None, force: bool = False) -> CompiledModel:
-    """Compile a Stan program (path or text) into a cached model library.
+                  toolchain: Toolchain | str | None = None, force: bool = False
+                  ) -> CompiledModel:
+    """Compile a Stan program (path, text or CmdStanModel) into a cached model library.
 
     ``stanc_args`` go to stanc (default ``--O1``), ``cxxflags`` to the C++
     compiler for the model and the bridge; ``user_header`` is a C++ header with
     the definitions of functions declared without body (add
-    ``--allow-undefined`` to ``stanc_args``).  ``force`` rebuilds even when cached.
+    ``--allow-undefined`` to ``stanc_args``).  ``toolchain``: a :class:`Toolchain`
+    or its source, "httpstan" (default) or "cmdstan".  ``force`` rebuilds even
+    when cached.
     """
     program = read_program(program)
-    toolchain = toolchain or find_toolchain()
+    toolchain = _toolchain(toolchain)
     cxxflags = tuple(cxxflags)
     header_text = Path(user_header).read_text() if user_header else ""
     # The model object does not depend on the bridge sources, the library does:
@@ -282,7 +295,7 @@ def compile_many(programs: Sequence[str | os.PathLike | Program], *, workers: in
     The bridge object is built alongside the first model, so a cold cache costs
     about (bridge + models) / workers.
     """
-    options.setdefault("toolchain", find_toolchain())
+    options["toolchain"] = _toolchain(options.get("toolchain"))
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         bridge = pool.submit(build_bridge, options["toolchain"], options.get("cxxflags", ()))
         futures = [pool.submit(compile_model, p, **options) for p in programs]

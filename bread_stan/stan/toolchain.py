@@ -1,16 +1,18 @@
 """Finding stanc, the Stan C++ headers and libtbb: the one place that knows where.
 
-Two sources are supported:
+Two sources are supported, chosen explicitly (never switched silently):
 
-- a CmdStan installation, when one is present (the ``CMDSTAN`` environment
-  variable, or the path ``cmdstanpy`` reports when cmdstanpy is installed);
-- the ``httpstan`` wheel, a pinned dependency used only as a toolchain: it ships
-  stanc, the Stan / Stan Math / Eigen / Boost / SUNDIALS / TBB headers, a
-  prebuilt ``libtbb.so.2`` and the SUNDIALS static libraries.
+- the ``httpstan`` wheel (the default), a pinned dependency used only as a
+  toolchain: it ships stanc, the Stan / Stan Math / Eigen / Boost / SUNDIALS /
+  TBB headers, a prebuilt ``libtbb.so.2`` and the SUNDIALS static libraries;
+- a CmdStan installation, on request (``source="cmdstan"`` or
+  ``BREAD_STAN_TOOLCHAIN=cmdstan``): the ``CMDSTAN`` environment variable, or
+  the path ``cmdstanpy`` reports.  Both a release layout (headers under
+  ``stan/lib/stan_math/lib``) and the offline build of
+  ``shared/cmdstan/build-cmdstan.sh`` (headers of the httpstan wheel) work.
 
-``BREAD_STAN_TOOLCHAIN=httpstan`` or ``=cmdstan`` forces a source.  The
-:class:`Toolchain` carries a version string (part of every cache key) and the
-compile and link flags; finding it runs no subprocess.
+The :class:`Toolchain` carries a version string (part of every cache key) and
+the compile and link flags; finding it runs no subprocess.
 """
 
 from __future__ import annotations
@@ -116,8 +118,32 @@ def _cmdstan_path() -> Path | None:
         return None
 
 
+def _httpstan_of_offline_build(math: Path) -> Path | None:
+    """The httpstan folder an offline CmdStan build (build-cmdstan.sh) takes headers from."""
+    flags = math / "make" / "compiler_flags"
+    if not flags.is_file():
+        return None
+    found = re.search(r"^HTTPSTAN := (.+)$", flags.read_text(), re.MULTILINE)
+    return Path(found.group(1).strip()) if found else None
+
+
 def _from_cmdstan(root: Path) -> Toolchain:
     math = root / "stan" / "lib" / "stan_math"
+    stanc = root / "bin" / ("stanc.exe" if os.name == "nt" else "stanc")
+    if not stanc.exists():
+        raise ToolchainError(f"no stanc in {root}/bin; build CmdStan with `make build`")
+    stan_version = _stan_version(root / "stan" / "src")
+    httpstan = _httpstan_of_offline_build(math)
+    if httpstan is not None:
+        if not (httpstan / "include" / "stan" / "math.hpp").is_file():
+            raise ToolchainError(f"CmdStan at {root} takes its headers from {httpstan}, "
+                                 "which is gone; rebuild it with build-cmdstan.sh")
+        lib = httpstan / "lib"
+        return Toolchain(
+            source="cmdstan", stanc=stanc,
+            include_dirs=(root / "src", root / "stan" / "src", httpstan / "include"),
+            tbb_dir=lib, sundials_libs=tuple(sorted(lib.glob("libsundials_*.a"))),
+            stan_version=stan_version, source_version=str(root))
 
     def one(pattern: str) -> Path:
         found = sorted((math / "lib").glob(pattern))
@@ -126,9 +152,6 @@ def _from_cmdstan(root: Path) -> Toolchain:
                                  "is it built (`make build`)?")
         return found[-1]
 
-    stanc = root / "bin" / ("stanc.exe" if os.name == "nt" else "stanc")
-    if not stanc.exists():
-        raise ToolchainError(f"no stanc in {root}/bin; build CmdStan with `make build`")
     sundials = one("sundials_*")
     tbb = one("tbb")
     include_dirs = (root / "src", root / "stan" / "src", math, one("eigen_*"),
@@ -136,30 +159,30 @@ def _from_cmdstan(root: Path) -> Toolchain:
     return Toolchain(
         source="cmdstan", stanc=stanc, include_dirs=include_dirs, tbb_dir=tbb,
         sundials_libs=tuple(sorted(sundials.glob("lib/*.a"))),
-        stan_version=_stan_version(root / "stan" / "src"),
-        source_version=str(root))
+        stan_version=stan_version, source_version=str(root))
 
 
 @functools.lru_cache(maxsize=None)
 def find_toolchain(source: str | None = None) -> Toolchain:
-    """The toolchain to compile with: CmdStan when present, else the httpstan wheel.
+    """The toolchain to compile with: ``"httpstan"`` (default) or ``"cmdstan"``.
 
-    ``source`` (or the ``BREAD_STAN_TOOLCHAIN`` environment variable) forces
-    "cmdstan" or "httpstan".
+    ``source`` defaults to the ``BREAD_STAN_TOOLCHAIN`` environment variable,
+    then to "httpstan".  "cmdstan" uses the installation in ``CMDSTAN`` (or the
+    one cmdstanpy finds) and fails clearly when there is none.
     """
-    source = source or os.environ.get("BREAD_STAN_TOOLCHAIN") or None
-    if source not in (None, "cmdstan", "httpstan"):
+    source = source or os.environ.get("BREAD_STAN_TOOLCHAIN") or "httpstan"
+    if source not in ("cmdstan", "httpstan"):
         raise ToolchainError(f"unknown toolchain source {source!r}; use 'cmdstan' or 'httpstan'")
     if shutil.which(os.environ.get("CXX", "g++")) is None:
         raise ToolchainError("no C++ compiler found: install g++ or set CXX")
-    if source != "httpstan":
+    if source == "cmdstan":
         root = _cmdstan_path()
-        if root is not None:
-            toolchain = _from_cmdstan(root)
-            logger.info("using the CmdStan toolchain at %s", root)
-            return toolchain
-        if source == "cmdstan":
-            raise ToolchainError("no CmdStan found: set CMDSTAN to its directory")
+        if root is None:
+            raise ToolchainError("no CmdStan found: set CMDSTAN to its directory "
+                                 "(or build one with shared/cmdstan/build-cmdstan.sh)")
+        toolchain = _from_cmdstan(root)
+        logger.info("using the CmdStan toolchain at %s", root)
+        return toolchain
     toolchain = _from_httpstan()
     logger.debug("using the toolchain of the httpstan wheel: %s", toolchain.version)
     return toolchain

@@ -144,6 +144,7 @@ def _fingerprint(*parts: Any) -> str:
 
 
 def _program_text(program) -> str:
+    program = getattr(program, "stan_file", None) or program  # a cmdstanpy.CmdStanModel
     path = Path(str(program))
     if str(program).endswith(".stan") and path.exists():
         return path.read_text()
@@ -386,7 +387,7 @@ def compare(models: Mapping[str, Any] | Sequence, simulator, data=None, *,
 
 
 def _default_name(program) -> str:
-    text = str(program)
+    text = str(getattr(program, "stan_file", None) or program)  # a cmdstanpy.CmdStanModel
     if text.endswith(".stan"):
         return Path(text).stem
     return "model_" + hashlib.sha256(text.encode()).hexdigest()[:8]

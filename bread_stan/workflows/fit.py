@@ -1,19 +1,25 @@
 """Posterior inference on real data, to fit the hyperparameters (SPEC section 4, step 1).
 
-:func:`fit` runs NUTS at beta = 1 on the model's posterior:
+:func:`fit` runs NUTS at beta = 1 on the model's posterior with the sampler
+named in :class:`FitSettings` (no automatic switching; the result and the
+protocol report say which ran):
 
-- with CmdStan, through cmdstanpy, when both are installed (``method="auto"``
-  or ``"cmdstan"``);
-- otherwise with the toolkit's own vectorised NUTS (``method="nuts"``): several
+- ``sampler="toolkit"`` (default): the toolkit's own vectorised NUTS: several
   chains started from exact prior draws, a warmup with Stan's windowed
   adaptation (an initial fast buffer, doubling slow windows that each end by
   setting the chain's diagonal inverse metric to the regularised variance of the
   window's draws, a terminal fast buffer; dual averaging of the step size toward
   ``target_accept`` throughout, restarted after every metric update), then
-  ``draws`` transitions per chain with the step size and metric frozen.
+  ``draws`` transitions per chain with the step size and metric frozen;
+- ``sampler="cmdstan"``: CmdStan's NUTS through cmdstanpy (the ``cmdstan``
+  extra and a CmdStan installation), from the same starting points.
 
-The result carries the draws, ArviZ's R-hat / ESS summary and sampler
-diagnostics.  :meth:`FitResult.hyperparameters` summarises the draws of the
+The result carries the draws of parameters, transformed parameters and
+generated quantities, a summary in Stan's terms (1-based ``theta[1]`` rows:
+mean, sd, quantiles, R-hat, ESS) and the sampler's diagnostics, among them the
+numbers of divergent transitions and of transitions that hit the maximum tree
+depth (logged as warnings when not zero).
+:meth:`FitResult.hyperparameters` summarises the draws of the
 hyperparameters (the variables with a ``*_given`` input in the simulator) by
 their **posterior median** by default: a median is a typical value of the
 fitted posterior, is robust to the heavy right tail of variance parameters
@@ -25,38 +31,41 @@ available too.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import tempfile
 import time
-import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
 
+from ..ais.tuning import DualAveraging, regularised_variance
+from ..errors import ToolchainError
 from ..kernels.base import initial_state
 from ..kernels.nuts import NUTS, NUTSParams
-from ..stan.model import unflatten_draws
 from ..rng import ChainRandom
-from ..ais.results import _jsonable
-from ..stan.tempered import PRIOR_ONLY, StanTarget
-from ..ais.tuning import DualAveraging, regularised_variance
+from ..stan.compile import Program, cache_dir
+from ..stan.draws import read_draws, summarise, unconstrain_draws
+from ..stan.model import unflatten_draws
+from ..stan.tempered import StanTarget
 
 __all__ = ["FitSettings", "FitResult", "fit", "warmup_windows", "cmdstan_available"]
 
 log = logging.getLogger(__name__)
 
 _FIT_STREAM = 2_000_000  # random stream of the fit's chains (scored AIS uses small streams)
+SAMPLERS = ("toolkit", "cmdstan")
 
 
 @dataclass(frozen=True)
 class FitSettings:
-    """NUTS on the real data: chains, warmup and sampling lengths, adaptation target.
+    """NUTS on the real data: sampler, chains, warmup and sampling lengths, adaptation.
 
-    ``method``: ``"auto"`` (CmdStan if installed, else ours), ``"nuts"`` or
-    ``"cmdstan"``.  ``hyper_summary``: ``"median"`` or ``"mean"`` of the draws.
+    ``sampler``: ``"toolkit"`` (the toolkit's NUTS) or ``"cmdstan"`` (CmdStan's,
+    through cmdstanpy).  ``hyper_summary``: ``"median"`` or ``"mean"`` of the draws.
     """
 
     chains: int = 4
@@ -64,12 +73,12 @@ class FitSettings:
     draws: int = 500
     max_depth: int = 10
     target_accept: float = 0.8
-    method: str = "auto"
+    sampler: str = "toolkit"
     hyper_summary: str = "median"
 
     def __post_init__(self):
-        if self.method not in ("auto", "nuts", "cmdstan"):
-            raise ValueError(f"unknown fit method {self.method!r}; use auto, nuts or cmdstan")
+        if self.sampler not in SAMPLERS:
+            raise ValueError(f"unknown fit sampler {self.sampler!r}; use 'toolkit' or 'cmdstan'")
         if self.hyper_summary not in ("median", "mean"):
             raise ValueError("hyper_summary must be 'median' or 'mean'")
         if self.chains < 2 or self.draws < 4:
@@ -80,12 +89,16 @@ class FitSettings:
 class FitResult:
     """Draws of a posterior fit and their diagnostics.
 
-    ``unconstrained`` is (chains, draws, d); ``draws`` maps each parameter to
-    (chains, draws, *shape) on the constrained scale.  ``summary`` is ArviZ's
-    table (mean, sd, quantiles, ``r_hat``, ``ess_bulk``, ``ess_tail``).
+    ``sampler`` is "toolkit" or "cmdstan"; ``unconstrained`` is (chains, draws,
+    d); ``draws`` maps each parameter, transformed parameter and generated
+    quantity to (chains, draws, *shape) on the constrained scale.  ``summary``
+    is ArviZ's table (mean, sd, quantiles, ``r_hat``, ``ess_bulk``, ``ess_tail``)
+    with one row per element, named as Stan does (``theta[1]``).
+    ``diagnostics`` holds ``divergences`` and ``max_tree_depth_hits`` (counts of
+    transitions), ``transitions``, ``accept_stat`` and step sizes.
     """
 
-    method: str
+    sampler: str
     unconstrained: np.ndarray
     draws: dict[str, np.ndarray]
     summary: pd.DataFrame
@@ -125,7 +138,7 @@ class FitResult:
         np.savez_compressed(tmp, unconstrained=self.unconstrained,
                             **{f"draw__{k}": v for k, v in self.draws.items()})
         self.summary.to_csv(out_dir / "fit_summary.csv")
-        meta = {"method": self.method, "seconds": self.seconds,
+        meta = {"sampler": self.sampler, "seconds": self.seconds,
                 "diagnostics": self.diagnostics, "settings": self.settings,
                 "max_rhat": self.max_rhat, "min_ess_bulk": self.min_ess_bulk}
         (out_dir / "fit.json").write_text(json.dumps(meta, indent=1, default=float))
@@ -141,7 +154,9 @@ class FitResult:
             unc = z["unconstrained"]
             draws = {k[len("draw__"):]: z[k] for k in z.files if k.startswith("draw__")}
         summary = pd.read_csv(out_dir / "fit_summary.csv", index_col=0)
-        return cls(meta["method"], unc, draws, summary, meta["seconds"],
+        # fits saved before the sampler was named explicitly say "method": "nuts" / "cmdstan"
+        sampler = meta.get("sampler") or {"nuts": "toolkit"}.get(meta["method"], meta["method"])
+        return cls(sampler, unc, draws, summary, meta["seconds"],
                    meta.get("diagnostics", {}), meta.get("settings", {}))
 
     @staticmethod
@@ -217,8 +232,9 @@ def _own_nuts(target: StanTarget, inits: np.ndarray, settings: FitSettings, seed
         n_grad += int(np.sum(info.n_grad))
     diagnostics = {"accept_stat": float(np.nanmean(accept)),
                    "divergences": float(divergent.sum()),
+                   "max_tree_depth_hits": float(np.sum(depth >= settings.max_depth)),
+                   "transitions": float(depth.size),
                    "tree_depth": float(np.mean(depth)),
-                   "max_tree_depth_hits": float(np.mean(depth >= settings.max_depth)),
                    "gradients_sampling": float(n_grad),
                    "step_size_min": float(step.min()), "step_size_max": float(step.max())}
     return draws, diagnostics
@@ -234,26 +250,61 @@ def cmdstan_available() -> bool:
     return True
 
 
-def _cmdstan(target: StanTarget, data: Mapping, inits: np.ndarray, settings: FitSettings,
-             seed: int) -> tuple[np.ndarray, dict]:  # pragma: no cover - needs CmdStan
-    """Sample with CmdStan; unconstrained draws (chains, draws, d) via our bridge."""
+def _cmdstan(target: StanTarget, inits: np.ndarray, settings: FitSettings, seed: int
+             ) -> tuple[dict[str, np.ndarray], dict]:
+    """Sample with CmdStan from the same program, data and starting points.
+
+    Returns CmdStan's own draws of every variable, (chains, draws, *shape),
+    and its diagnostics.
+    """
+    if not cmdstan_available():
+        raise ToolchainError("FitSettings(sampler='cmdstan') needs cmdstanpy "
+                             "(pip install 'bread-stan[cmdstan]') and a CmdStan installation "
+                             "(set CMDSTAN); or use sampler='toolkit'")
     import cmdstanpy
 
-    program = target.compiled.program
+    model = cmdstanpy.CmdStanModel(stan_file=str(_cmdstan_program(target.compiled.program)),
+                                   stanc_options=_include_paths(target.compiled.program))
     with tempfile.TemporaryDirectory(prefix="bread_stan_fit_") as tmp:
-        stan_file = Path(tmp) / f"{program.name}.stan"
-        stan_file.write_text(program.code)
-        init_dicts = [_constrained_dict(target, u) for u in inits]
-        sampled = cmdstanpy.CmdStanModel(stan_file=str(stan_file)).sample(
-            data={**_jsonable(dict(data)), PRIOR_ONLY: 0}, chains=inits.shape[0],
-            iter_warmup=settings.warmup, iter_sampling=settings.draws, seed=seed,
-            adapt_delta=settings.target_accept, max_treedepth=settings.max_depth,
-            inits=init_dicts, show_progress=False)
-        params = {name: sampled.stan_variable(name) for name in target.compiled.info["parameters"]}
-    flat = target.param_unconstrain_batch(params)
-    n_chains = inits.shape[0]
-    unc = flat.reshape(n_chains, settings.draws, -1)  # stan_variable concatenates chains
-    return np.ascontiguousarray(unc), {"cmdstan": 1.0}
+        data_file = Path(tmp) / "data.json"  # the model's data with prior_only = 0
+        data_file.write_text(target.full_model.data_json)
+        sampled = model.sample(
+            data=str(data_file), chains=inits.shape[0], iter_warmup=settings.warmup,
+            iter_sampling=settings.draws, seed=seed, adapt_delta=settings.target_accept,
+            max_treedepth=settings.max_depth, inits=[_constrained_dict(target, u) for u in inits],
+            show_progress=False, output_dir=tmp)
+        draws = read_draws(sampled)
+        stats = sampled.method_variables()  # (draws, chains) each
+    depth, divergent = stats["treedepth__"], stats["divergent__"]
+    diagnostics = {"accept_stat": float(np.mean(stats["accept_stat__"])),
+                   "divergences": float(np.sum(divergent)),
+                   "max_tree_depth_hits": float(np.sum(depth >= settings.max_depth)),
+                   "transitions": float(depth.size),
+                   "tree_depth": float(np.mean(depth)),
+                   "gradients_sampling": float(np.sum(stats["n_leapfrog__"])),
+                   "step_size_min": float(np.min(sampled.step_size)),
+                   "step_size_max": float(np.max(sampled.step_size))}
+    return draws, diagnostics
+
+
+def _cmdstan_program(program: Program) -> Path:
+    """The program's text in the compile cache, where cmdstanpy builds (and keeps) its
+    executable: one folder per program text and CmdStan installation."""
+    import cmdstanpy
+
+    key = hashlib.sha256(f"{program.digest}\n{cmdstanpy.cmdstan_path()}".encode()).hexdigest()
+    stan_file = cache_dir() / "cmdstan" / f"{program.name}-{key[:24]}" / f"{program.name}.stan"
+    if not stan_file.exists():
+        stan_file.parent.mkdir(parents=True, exist_ok=True)
+        partial = stan_file.with_suffix(".partial")
+        partial.write_text(program.code)
+        partial.replace(stan_file)
+    return stan_file
+
+
+def _include_paths(program: Program) -> dict | None:
+    """stanc options that find the program's #includes next to its original file."""
+    return {"include-paths": [str(program.path.parent)]} if program.path else None
 
 
 def _constrained_dict(target: StanTarget, u: np.ndarray) -> dict:
@@ -262,41 +313,49 @@ def _constrained_dict(target: StanTarget, u: np.ndarray) -> dict:
             for k, v in unflatten_draws(flat, target.param_names()).items()}
 
 
-def _summary(draws: dict[str, np.ndarray]) -> pd.DataFrame:
-    with warnings.catch_warnings():  # arviz announces its refactor on import
-        warnings.simplefilter("ignore", FutureWarning)
-        import arviz as az
-        idata = az.from_dict(posterior=draws)
-        return az.summary(idata, kind="all", round_to="none")
+def _all_variables(target: StanTarget, unc: np.ndarray, seed: int) -> dict[str, np.ndarray]:
+    """Parameters, transformed parameters and generated quantities (chains, draws, *shape)."""
+    c, s, d = unc.shape
+    flat = target.full_model.param_constrain(unc.reshape(c * s, d), True, True, seed=seed)
+    return {k: v.reshape(c, s, *v.shape[1:])
+            for k, v in unflatten_draws(flat, target.param_names(True, True)).items()}
+
+
+def _log_diagnostics(sampler: str, diagnostics: dict, max_depth: int) -> None:
+    total = int(diagnostics["transitions"])
+    for key, what in (("divergences", "ended with a divergence"),
+                      ("max_tree_depth_hits", f"hit the maximum tree depth of {max_depth}")):
+        count = int(diagnostics[key])
+        if count:
+            log.warning("fit (%s): %d of %d transitions (%.1f%%) %s", sampler, count, total,
+                        100 * count / total, what)
 
 
 def fit(target: StanTarget, inits: np.ndarray, *, settings: FitSettings = FitSettings(),
-        seed: int = 0, data: Mapping | None = None) -> FitResult:
+        seed: int = 0) -> FitResult:
     """NUTS on the posterior of ``target`` (the model on the real data).
 
     ``inits`` are (chains, d) unconstrained starting points, normally exact
-    prior draws.  ``data`` is only needed for CmdStan (the model's data).
+    prior draws; ``settings.sampler`` says whose NUTS runs.
     """
     inits = np.ascontiguousarray(np.asarray(inits, dtype=float))
     if inits.ndim != 2 or inits.shape != (settings.chains, target.dim):
         raise ValueError(f"fit needs ({settings.chains}, {target.dim}) initial points, "
                          f"got {inits.shape}")
-    method = settings.method
-    if method == "auto":
-        method = "cmdstan" if cmdstan_available() else "nuts"
     t0 = time.perf_counter()
-    if method == "cmdstan":
-        unc, diagnostics = _cmdstan(target, data or {}, inits, settings, seed)
+    if settings.sampler == "cmdstan":
+        draws, diagnostics = _cmdstan(target, inits, settings, seed)
+        unc = unconstrain_draws(draws, target)
     else:
         unc, diagnostics = _own_nuts(target, inits, settings, seed)
+        draws = _all_variables(target, unc, seed)
     seconds = time.perf_counter() - t0
-    c, s, d = unc.shape
-    flat = target.param_constrain(unc.reshape(c * s, d))
-    draws = {k: v.reshape(c, s, *v.shape[1:])
-             for k, v in unflatten_draws(flat, target.param_names()).items()}
-    summary = _summary(draws)
-    result = FitResult(method, unc, draws, summary, seconds, diagnostics,
+    result = FitResult(settings.sampler, unc, draws, summarise(draws), seconds, diagnostics,
                        {**asdict(settings), "seed": seed})
-    log.info("fit (%s): %d chains x %d draws in %.1f s, max R-hat %.3f, min bulk ESS %.0f",
-             method, c, s, seconds, result.max_rhat, result.min_ess_bulk)
+    c, s, _ = unc.shape
+    log.info("fit (%s): %d chains x %d draws in %.1f s, max R-hat %.3f, min bulk ESS %.0f, "
+             "%d divergences, %d at max tree depth", settings.sampler, c, s, seconds,
+             result.max_rhat, result.min_ess_bulk, diagnostics["divergences"],
+             diagnostics["max_tree_depth_hits"])
+    _log_diagnostics(settings.sampler, diagnostics, settings.max_depth)
     return result

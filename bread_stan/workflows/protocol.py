@@ -243,7 +243,7 @@ def protocol(model, simulator, real_data, *, sampler: SamplerSettings = SamplerS
         inits = _prior_unconstrained(real_target, prior_sim, settings.fit.chains,
                                      derived_seed(run.seed, _FIT_INIT))
         fitted = fit(real_target, inits, settings=settings.fit,
-                     seed=derived_seed(run.seed, _FIT), data=data)
+                     seed=derived_seed(run.seed, _FIT))
         if fit_dir is not None:
             fitted.save(fit_dir)
     hyper = fitted.hyperparameters(prior_sim.hyperparameters, settings.fit.hyper_summary)
@@ -274,7 +274,7 @@ def protocol(model, simulator, real_data, *, sampler: SamplerSettings = SamplerS
 
     extra = {"simulated_data": {k: np.asarray(v).tolist() for k, v in overrides.items()},
              "data_check": checked.to_dict(),
-             "truth": problem.truth, "fit_method": fitted.method,
+             "truth": problem.truth, "fit_sampler": fitted.sampler,
              "fit_max_rhat": fitted.max_rhat, "fit_min_ess_bulk": fitted.min_ess_bulk,
              "fit_hyper_rhat": hyper_rhat,
              "hyper_summary": settings.fit.hyper_summary}

@@ -208,7 +208,7 @@ class ProtocolResult:
                "summary": json.loads(self.summary().to_json(orient="records")),
                "curves": json.loads(self.curves().to_json(orient="records"))}
         if self.fit is not None:
-            out["fit"] = {"method": self.fit.method, "seconds": self.fit.seconds,
+            out["fit"] = {"sampler": self.fit.sampler, "seconds": self.fit.seconds,
                           "max_rhat": self.fit.max_rhat, "min_ess_bulk": self.fit.min_ess_bulk,
                           "diagnostics": self.fit.diagnostics}
         if len(self.steps) >= 2:

@@ -1,0 +1,39 @@
+"""The example notebooks run from top to bottom (with small settings) and are saved run."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = ROOT / "notebooks"
+
+
+def _runner():
+    spec = importlib.util.spec_from_file_location("run_notebooks",
+                                                  ROOT / "scripts" / "run_notebooks.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["bread_example.ipynb", "protocol_example.ipynb"])
+def test_notebook_runs_with_small_settings(name):
+    pytest.importorskip("nbclient", reason="nbclient and ipykernel are in the test extra")
+    notebook = _runner().run_notebook(NOTEBOOKS / name, quick=True, timeout=900)
+    outputs = [o for c in notebook.cells if c.cell_type == "code" for o in c.outputs]
+    assert not [o for o in outputs if o.output_type == "error"]
+    assert any("image/png" in o.get("data", {}) for o in outputs)  # figures were drawn
+
+
+def test_committed_notebooks_carry_their_outputs_and_figures():
+    import nbformat
+
+    for name in ("bread_example.ipynb", "protocol_example.ipynb"):
+        notebook = nbformat.read(NOTEBOOKS / name, as_version=4)
+        code = [c for c in notebook.cells if c.cell_type == "code"]
+        assert all(c.execution_count for c in code), f"{name} is saved without running it"
+        assert any("image/png" in o.get("data", {}) for c in code for o in c.outputs), name
