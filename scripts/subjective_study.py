@@ -74,8 +74,7 @@ def main(argv=None) -> int:
                               pilot_steps=30)
     run = RunSettings(steps=args.steps, chains=args.chains, seed=args.seed,
                       threads=args.threads, progress=False)
-    fit = FitSettings(chains=4, warmup=args.fit_warmup, draws=args.fit_draws, max_depth=8,
-                      method="nuts")
+    fit = FitSettings(chains=4, warmup=args.fit_warmup, draws=args.fit_draws, max_depth=8)
     args.out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     for case in ([] if args.summarise else args.only):

@@ -119,7 +119,7 @@ def test_resume_and_refusal_of_other_settings(problem, tmp_path):
 
 
 def test_bad_references_are_refused_with_the_reason(problem):
-    with pytest.raises(ReferenceError, match="lacks the parameter"):
+    with pytest.raises(ReferenceError, match="lack the model parameter 'w'"):
         subjective(problem["program"], problem["data"], reference={"v": problem["post"]},
                    run=RUN)
     with pytest.raises(ReferenceError, match="shape"):

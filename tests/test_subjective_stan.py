@@ -9,7 +9,6 @@ they came from; draws outside the support are refused with their position.
 from __future__ import annotations
 
 import json
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +16,7 @@ import pytest
 
 from bread_stan.reporting.cli import main
 from bread_stan.stan.compile import compile_model
+from bread_stan.stan.draws import to_arviz
 from bread_stan.stan.model import StanModel
 from bread_stan.workflows.fit import FitResult
 from bread_stan.workflows.subjective import ReferenceError, load_reference
@@ -41,7 +41,7 @@ def test_eight_schools_runs_end_to_end_with_gaussian_base_and_own_nuts(tmp_path,
     assert code in (0, 4)  # converged or not, but every check passed
     summary = json.loads((out / "summary.json").read_text())
     info = summary["extra"]["subjective"]
-    assert info["reference_source"] == "nuts fit" and info["reference_chains"] == 4
+    assert info["reference_source"] == "toolkit NUTS fit" and info["reference_chains"] == 4
     assert info["reference_max_rhat"] < 1.05 and info["reverse_chains"] == 40
     rows = summary["summary"]
     assert all(np.isfinite(r["raw_bound"]) for r in rows)
@@ -58,21 +58,19 @@ def test_eight_schools_runs_end_to_end_with_gaussian_base_and_own_nuts(tmp_path,
     assert [r["raw_bound"] for r in again] == [r["raw_bound"] for r in rows]
 
 def test_netcdf_reference_gives_the_draws_it_holds(schools, tmp_path):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        import arviz as az
     rng = np.random.default_rng(0)
     draws = {"mu": rng.normal(4, 3, (2, 50)), "tau": rng.gamma(2, 2, (2, 50)),
              "theta_tilde": rng.normal(size=(2, 50, 8))}
     path = tmp_path / "ref.nc"
-    az.from_dict(posterior=draws).to_netcdf(str(path))
+    to_arviz({"posterior": draws}).to_netcdf(str(path))
     ref = load_reference(path, schools)
     assert ref.unconstrained.shape == (2, 50, 10)
     np.testing.assert_allclose(ref.unconstrained[..., 1], np.log(draws["tau"]))
     np.testing.assert_allclose(ref.unconstrained[..., 2:], draws["theta_tilde"])
-    flat = {k: v.reshape(100, *v.shape[2:]) for k, v in draws.items()}
-    np.testing.assert_allclose(load_reference(flat, schools).unconstrained[0],
-                               ref.unconstrained.reshape(100, 10))
+    np.testing.assert_allclose(load_reference(draws, schools).unconstrained, ref.unconstrained)
+    assert ref.source == "file ref.nc"
+    with pytest.raises(ReferenceError, match="lack the model parameter 'tau'"):
+        load_reference({k: v for k, v in draws.items() if k != "tau"}, schools)
 
 
 def test_a_reference_draw_outside_the_support_is_named(schools, tmp_path):
@@ -80,8 +78,8 @@ def test_a_reference_draw_outside_the_support_is_named(schools, tmp_path):
     tau = rng.gamma(2, 2, 30)
     tau[7] = -1.0
     with pytest.raises(ReferenceError, match="outside the model's support"):
-        load_reference({"mu": rng.normal(size=30), "tau": tau,
-                        "theta_tilde": rng.normal(size=(30, 8))}, schools)
+        load_reference({"mu": rng.normal(size=(1, 30)), "tau": tau[None],
+                        "theta_tilde": rng.normal(size=(1, 30, 8))}, schools)
     code = main(["subjective", str(PROGRAM), "--data", str(DATA),
                  "--reference", str(tmp_path / "missing.nc"), "--out", str(tmp_path / "o")])
     assert code == 2 and not (tmp_path / "o").exists()

@@ -222,3 +222,9 @@ class GaussianBaseTarget:
     @property
     def compiled(self):
         return self.source.compiled
+
+    @property
+    def full_model(self):
+        """The model with its full joint density, as :func:`~bread_stan.workflows.fit.fit`
+        reads it (a StanModel source)."""
+        return self.source

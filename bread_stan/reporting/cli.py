@@ -7,7 +7,7 @@
                    [--sweep 10,100,1000,10000] [--replicates 5] [--fit-chains 4]
                    [--fit-sampler toolkit|cmdstan]
                    [run options]
-    bread-stan subjective MODEL.stan --data DATA.json [--reference FILE.nc]
+    bread-stan subjective MODEL.stan --data DATA.json [--reference DRAWS]
                    [--base gaussian|prior] [--simulator SIM.stan] [--base-fit reference|laplace] [--widen 1.5] [run options]
     bread-stan report DIR
     bread-stan info
@@ -128,9 +128,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("model", type=Path, help="model program (any; prior_only is set to 0 if "
                    "declared)")
     _add_run_options(p, simulator=False)
-    p.add_argument("--reference", type=Path, default=None,
-                   help="reference draws: an ArviZ NetCDF file (posterior group); default: "
-                   "the toolkit's own NUTS fit on the data")
+    p.add_argument("--reference", type=Path, nargs="+", default=None,
+                   help="reference draws: CmdStan CSV files (one per chain) or an ArviZ "
+                   "NetCDF file (posterior group); default: a NUTS fit on the data")
     p.add_argument("--base", choices=("gaussian", "prior"), default="gaussian",
                    help="initial distribution of AIS: a Gaussian in the unconstrained space "
                    "(any program; default), or the prior (needs prior_only and --simulator)")
@@ -144,6 +144,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--fit-chains", type=int, default=4, help="NUTS chains of the reference (default 4)")
     p.add_argument("--fit-warmup", type=int, default=500, help="reference warmup (default 500)")
     p.add_argument("--fit-draws", type=int, default=500, help="reference draws per chain (default 500)")
+    p.add_argument("--fit-sampler", choices=("toolkit", "cmdstan"), default="toolkit",
+                   help="NUTS of the reference: the toolkit's or CmdStan's (default toolkit)")
 
     p = sub.add_parser("report", help="regenerate figures and report from saved results")
     p.add_argument("dir", type=Path)
@@ -280,12 +282,16 @@ def _cmd_subjective(args) -> int:
 
     sampler, run = _settings(args)
     out = args.out or Path(f"subjective-{args.model.stem}")
-    result = subjective(args.model, _data(args.data), reference=args.reference,
+    reference = args.reference
+    if reference is not None and len(reference) == 1:
+        reference = reference[0]
+    result = subjective(args.model, _data(args.data), reference=reference,
                         simulator=args.simulator,
                         base=BaseSettings(kind=args.base, fit=args.base_fit, widen=args.widen),
                         sampler=sampler, run=run, verdict=_verdict(args), out_dir=out,
                         fit_settings=FitSettings(chains=args.fit_chains, warmup=args.fit_warmup,
-                                                 draws=args.fit_draws))
+                                                 draws=args.fit_draws,
+                                                 sampler=args.fit_sampler))
     report = write_report(result, out)
     _print_summary(result)
     print(f"\nresults and report: {report}")

@@ -6,8 +6,8 @@ reference sampler's draws instead.  :func:`subjective` runs, on any Stan program
 
 1. the reference: the toolkit's own NUTS fit on the data (default; R-hat and ESS
    reported, a warning below ``RHAT_MAX`` / ``ESS_MIN``), or draws the user brings (a
-   mapping of names to arrays in Stan's shapes, a :class:`~bread_stan.workflows.fit.FitResult`,
-   an ArviZ InferenceData or NetCDF file); they are mapped to the unconstrained space
+   :class:`~bread_stan.workflows.fit.FitResult`, CmdStan CSV files, a cmdstanpy fit, ArviZ
+   data or a NetCDF file, a mapping of names to arrays in Stan's shapes); they are mapped to the unconstrained space
    through the bridge and thinned to about one draw per effective sample;
 2. the base: a Gaussian q0 in the unconstrained space fitted to the reference draws (or
    a Laplace approximation), widened (SPEC 7.1); or, for a program with the
@@ -27,11 +27,13 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import time
 import warnings
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 from scipy import stats
@@ -44,6 +46,7 @@ from ..ais.verdict import VerdictSettings
 from ..errors import BreadStanError
 from ..stan.compile import CompiledModel, compile_model
 from ..stan.data import load_data
+from ..stan.draws import arviz_generation, read_draws, summarise, unconstrain_draws
 from ..stan.model import StanModel, unflatten_draws, variable_shapes
 from ..stan.simulator import Simulator, split_draw
 from ..stan.tempered import PRIOR_ONLY, StanTarget
@@ -138,55 +141,59 @@ class Reference:
 
 
 def _quality(unc: np.ndarray) -> tuple[float, float]:
-    with warnings.catch_warnings():  # arviz announces its refactor on import
-        warnings.simplefilter("ignore")
-        import arviz as az
-        rhat, ess = [], []
-        for k in range(unc.shape[2]):
-            x = unc[:, :, k]
-            rhat.append(float(az.rhat(x)) if unc.shape[0] > 1 else np.nan)
-            ess.append(float(az.ess(x)))
+    """Max R-hat and min bulk ESS over the unconstrained coordinates."""
+    table = summarise({"u": unc})
+    rhat = table["r_hat"].to_numpy(dtype=float)
     return (float(np.nanmax(rhat)) if np.any(np.isfinite(rhat)) else np.nan,
-            float(np.nanmin(ess)))
+            float(np.nanmin(table["ess_bulk"].to_numpy(dtype=float))))
 
 
-def _mapping_of(reference: Any) -> tuple[Mapping[str, Any], str]:
-    """Names -> arrays, and a description, of a user's reference."""
-    if isinstance(reference, (str, Path)):
-        path = Path(reference)
-        if not path.is_file():
-            raise FileNotFoundError(f"reference {path} does not exist")
-        if path.suffix not in (".nc", ".netcdf"):
-            raise ReferenceError(f"reference {path}: only ArviZ NetCDF files (.nc) are read "
-                                 "here; pass CmdStan draws as a mapping of names to arrays")
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            import arviz as az
-            reference = az.from_netcdf(str(path))
-        return {k: reference.posterior[k].values for k in reference.posterior.data_vars}, \
-            f"ArviZ file {path.name}"
-    if hasattr(reference, "posterior"):
-        posterior = reference.posterior
-        return {k: posterior[k].values for k in posterior.data_vars}, "ArviZ InferenceData"
-    if isinstance(reference, Mapping):
-        return reference, "draws given as a mapping"
-    raise ReferenceError(f"cannot read reference draws from a {type(reference).__name__}; "
-                         "pass a mapping of names to arrays, a FitResult, an ArviZ "
-                         "InferenceData or a .nc file")
+def _describe(reference: Any) -> str:
+    if isinstance(reference, (str, os.PathLike)):
+        return f"file {Path(reference).name}"
+    if isinstance(reference, Sequence) and not isinstance(reference, Mapping):
+        return f"{len(reference)} CmdStan CSV files"
+    if type(reference).__name__ == "CmdStanMCMC":
+        return "cmdstanpy fit"
+    return "draws given as a mapping" if isinstance(reference, Mapping) else "ArviZ data"
+
+
+def _read_netcdf(path: Path):
+    """ArviZ data from a NetCDF file, with whichever ArviZ generation is installed."""
+    if arviz_generation() >= 1:
+        import xarray as xr
+        return xr.open_datatree(path)
+    with warnings.catch_warnings():  # arviz 0.x announces its refactor on import
+        warnings.simplefilter("ignore", FutureWarning)
+        import arviz as az
+    return az.from_netcdf(str(path))
 
 
 def load_reference(reference: Any, model: StanModel) -> Reference:
     """Map a user's reference draws to the model's unconstrained space and rate them.
 
-    A mapping holds each parameter with a leading draw axis, (draws, *shape), or leading
-    chain and draw axes, (chains, draws, *shape) (Stan's shapes otherwise).  A draw the
-    model gives zero density is an error that names it.
+    ``reference``: a :class:`~bread_stan.workflows.fit.FitResult`, CmdStan CSV file(s), a
+    cmdstanpy fit, ArviZ data or a NetCDF (``.nc``) file of them, or a mapping name ->
+    (chains, draws, *Stan shape) (read by :func:`~bread_stan.stan.draws.read_draws`).  A
+    draw outside the support or with zero density is an error that names it.
     """
     if isinstance(reference, FitResult):
-        unc, source = np.asarray(reference.unconstrained, float), f"{reference.method} fit"
+        unc, source = np.asarray(reference.unconstrained, float), f"{reference.sampler} NUTS fit"
     else:
-        values, source = _mapping_of(reference)
-        unc = _unconstrain(values, model)
+        source = _describe(reference)
+        if isinstance(reference, (str, os.PathLike)):
+            path = Path(reference)
+            if not path.is_file():
+                raise FileNotFoundError(f"reference {path} does not exist")
+            if path.suffix in (".nc", ".netcdf"):
+                reference = _read_netcdf(path)
+        try:
+            unc = unconstrain_draws(read_draws(reference, model), model)
+        except BreadStanError as error:
+            raise ReferenceError(f"a reference draw lies outside the model's support: "
+                                 f"{error}") from None
+        except (ValueError, TypeError) as error:
+            raise ReferenceError(f"reference ({source}): {error}") from None
     if unc.ndim != 3 or unc.shape[2] != model.dim or unc.shape[1] < 4:
         raise ReferenceError(f"reference draws must have shape (chains, draws >= 4, "
                              f"{model.dim}), got {unc.shape}")
@@ -205,38 +212,6 @@ def load_reference(reference: Any, model: StanModel) -> Reference:
                              f"{model.param_unc_names()[constant[0]]}; a reference must sample "
                              "the posterior, not repeat one point")
     return Reference.rate(unc, source)
-
-
-def _unconstrain(values: Mapping[str, Any], model: StanModel) -> np.ndarray:
-    shapes = variable_shapes(model.param_names())
-    names = [n for n, _ in shapes]
-    missing = [n for n in names if n not in values]
-    if missing:
-        raise ReferenceError(f"the reference lacks the parameter(s) {missing}; it must give "
-                             f"every parameter of the model ({names})")
-    lead = None
-    arrays = {}
-    for name, shape in shapes:
-        x = np.asarray(values[name], dtype=float)
-        core = tuple(shape)
-        extra = x.ndim - len(core)
-        if extra == 1:
-            x = x[None]
-        elif extra != 2 or tuple(x.shape[2:]) != tuple(core):
-            raise ReferenceError(f"reference parameter {name!r} has shape {x.shape}; expected "
-                                 f"(draws, {', '.join(map(str, core))}) or (chains, draws, ...)"
-                                 .replace(", )", ")"))
-        if lead is not None and x.shape[:2] != lead:
-            raise ReferenceError(f"reference parameter {name!r} has {x.shape[:2]} (chains, "
-                                 f"draws), the others {lead}")
-        lead = x.shape[:2]
-        arrays[name] = x.reshape(-1, *x.shape[2:])
-    try:
-        flat = model.param_unconstrain_batch(arrays)
-    except BreadStanError as error:
-        raise ReferenceError(f"a reference draw lies outside the model's support: {error}") \
-            from None
-    return flat.reshape(*lead, model.dim)
 
 
 def reference_check(ais_draws: np.ndarray, reference_draws: np.ndarray, *,
@@ -354,9 +329,9 @@ def subjective(model, data=None, *, reference: Any = None, simulator=None,
                name: str | None = None) -> BreadResult:
     """Subjective divergence of AIS from the posterior of ``model`` on the real ``data``.
 
-    ``reference``: None (the toolkit's NUTS fit with ``fit_settings``), a mapping of
-    parameter names to draws, a :class:`~bread_stan.workflows.fit.FitResult`, an ArviZ
-    InferenceData or a ``.nc`` path.  ``run.chains`` forward chains; one reverse chain per
+    ``reference``: None (the toolkit's NUTS fit with ``fit_settings``), or draws as
+    :func:`load_reference` takes them (FitResult, CmdStan CSV, cmdstanpy fit, ArviZ data
+    or ``.nc`` file, mapping name -> (chains, draws, *shape)).  ``run.chains`` forward chains; one reverse chain per
     thinned reference draw, at most ``run.chains``.  ``base`` chooses AIS's initial
     distribution; the prior base needs the ``prior_only`` split and a ``simulator``.  With ``out_dir`` every finished step
     count is saved and a rerun with the same settings continues where it stopped.
