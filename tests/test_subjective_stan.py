@@ -2,29 +2,32 @@
 non-centred, written as in Stan's documentation (tests/stan/eight_schools.stan).
 
 End to end through the command line with the Gaussian base and the toolkit's own NUTS
-reference; reference files (ArviZ NetCDF) give the same unconstrained draws as the fit
-they came from; draws outside the support are refused with their position.
+reference, and with CSV files written by a real CmdStan 2.35 as the reference; ArviZ
+NetCDF files, cmdstanpy fits and CSV files give the unconstrained draws they hold; draws
+outside the support are refused.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from bread_stan.reporting.cli import main
-from bread_stan.stan.compile import compile_model
+from bread_stan.stan.compile import compile_model, read_program
 from bread_stan.stan.draws import to_arviz
 from bread_stan.stan.model import StanModel
-from bread_stan.workflows.fit import FitResult
+from bread_stan.workflows.fit import FitResult, _cmdstan_program
 from bread_stan.workflows.subjective import ReferenceError, load_reference
 
 pytestmark = pytest.mark.slow  # compiles eight schools (about 40 s cold)
 
 HERE = Path(__file__).resolve().parent / "stan"
 PROGRAM, DATA = HERE / "eight_schools.stan", HERE / "eight_schools.json"
+CMDSTAN_HOME = Path.home() / ".cache" / "bread-stan" / "cmdstan-2.35.0"
 
 
 @pytest.fixture(scope="module")
@@ -83,3 +86,35 @@ def test_a_reference_draw_outside_the_support_is_named(schools, tmp_path):
     code = main(["subjective", str(PROGRAM), "--data", str(DATA),
                  "--reference", str(tmp_path / "missing.nc"), "--out", str(tmp_path / "o")])
     assert code == 2 and not (tmp_path / "o").exists()
+
+
+@pytest.fixture(scope="module")
+def cmdstan_fit(tmp_path_factory):
+    """Eight schools sampled by a real CmdStan 2.35 (the build of tests/test_cmdstan.py)."""
+    cmdstanpy = pytest.importorskip("cmdstanpy")
+    path = os.environ.get("CMDSTAN") or (str(CMDSTAN_HOME) if CMDSTAN_HOME.is_dir() else None)
+    if path is None:
+        pytest.skip("no CmdStan: set CMDSTAN or run tests/test_cmdstan.py, which builds it")
+    cmdstanpy.set_cmdstan_path(path)
+    out = tmp_path_factory.mktemp("cmdstan")
+    model = cmdstanpy.CmdStanModel(stan_file=str(_cmdstan_program(read_program(PROGRAM))))
+    return model.sample(data=str(DATA), chains=2, iter_warmup=300, iter_sampling=300, seed=3,
+                        show_progress=False, output_dir=str(out), adapt_delta=0.9)
+
+
+def test_cmdstan_csv_files_and_cmdstanpy_fits_serve_as_references(schools, cmdstan_fit,
+                                                                  tmp_path):
+    files = cmdstan_fit.runset.csv_files
+    from_files, from_fit = load_reference(files, schools), load_reference(cmdstan_fit, schools)
+    np.testing.assert_array_equal(from_files.unconstrained, from_fit.unconstrained)
+    assert from_files.unconstrained.shape == (2, 300, 10)
+    assert from_fit.source == "cmdstanpy fit" and from_files.source == "2 CmdStan CSV files"
+    np.testing.assert_allclose(from_fit.unconstrained[1, :, 1],
+                               np.log(cmdstan_fit.stan_variable("tau")[300:]), rtol=1e-10)
+    out = tmp_path / "csv"
+    code = main(["subjective", str(PROGRAM), "--data", str(DATA), "--steps", "10,30",
+                 "--chains", "20", "--out", str(out), "--threads", "1", "--quiet",
+                 "--reference", *files])
+    assert code in (0, 4)
+    info = json.loads((out / "summary.json").read_text())["extra"]["subjective"]
+    assert info["reference_source"] == "2 CmdStan CSV files" and info["reference_draws"] == 600
