@@ -17,6 +17,7 @@ __all__ = [
     "StanDataError",
     "StanEvaluationError",
     "PriorOnlyMissingError",
+    "ModelSetupError",
 ]
 
 
@@ -78,3 +79,8 @@ class PriorOnlyMissingError(BreadStanError):
             "  model { ...priors...;\n"
             "    if (!prior_only) { y ~ normal(mu, sigma); } }\n\n"
             "Do not put prior_only in the data file: bread_stan supplies it.")
+
+
+class ModelSetupError(BreadStanError):
+    """The model program runs but cannot be what its author meant (for example a
+    likelihood outside ``if (!prior_only)`` or a parameter without a prior)."""

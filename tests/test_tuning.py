@@ -36,11 +36,12 @@ def test_tuned_step_sizes_hit_the_target_acceptance(kernel, base, metric):
     assert info.accept_stat.mean() > target - 0.1
 
 
-def test_tuned_kernel_round_trip_gives_identical_schedules():
+def test_tuned_kernel_round_trip_gives_identical_schedules(tmp_path):
     tk = TunedKernel("nuts", np.array([0.0, 0.1, 1.0]), np.array([1.0, 0.5, 0.2]),
                      np.array([[1.0, 2.0], [0.5, 1.0], [0.1, 0.2]]), {"max_depth": 7}, 1e-3,
                      np.array([0.8, 0.8, 0.8]))
-    back = TunedKernel.from_json(tk.to_json())
+    tk.save(tmp_path / "tuning.json")
+    back = TunedKernel.load(tmp_path / "tuning.json")
     a, b = tk.schedule(sigmoidal(30)), back.schedule(sigmoidal(30))
     np.testing.assert_array_equal(a.step_size, b.step_size)
     np.testing.assert_array_equal(a.inv_metric, b.inv_metric)
@@ -110,6 +111,6 @@ def test_burn_in_runs_unadapted_transitions_and_keeps_the_format():
         if burn_in:  # burn-in at grid beta 2 uses the step size frozen at beta 1
             assert calls[6:9] == [tuned.step_size[0]] * 3
         assert set(tuned.to_dict()) == {"kind", "grid_betas", "step_size", "inv_metric",
-                                        "fixed", "beta_floor", "accept"}
+                                        "fixed", "beta_floor", "accept", "seconds_per_transition"}
     with pytest.raises(ValueError, match="burn_in"):
         tune(model, HMC(), HMCParams(0.5, 4), prior, seed=1, config=TuningConfig(burn_in=-1))

@@ -206,3 +206,16 @@ def test_report_explains_its_columns_and_shows_the_truth(tmp_path):
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["status"] == "not converged" and summary["exit_code"] == 4
     assert summary["verdicts"][0]["conditional"] is True
+
+
+def test_a_set_up_problem_fails_the_run_loudly():
+    # Issue 12: an improper prior gave tuned step sizes of 6e-26 to 8.6e13 and a
+    # "consistent" bound of 0.89 nats; the tuning's warning now fails the run.
+    rng = np.random.default_rng(6)
+    near = _synthetic(-10 - 0.05 + 0.1 * rng.normal(size=100), -10 + 0.1 * rng.normal(size=100))
+    result = BreadResult("m", {}, [near], {"setup_warnings": ["tuned step sizes range from "
+                                                               "6e-26 to 8.6e+13 along beta"]})
+    assert result.verdicts()[0].converged
+    assert result.status == "inconsistent" and result.exit_code == 3
+    assert "SET-UP PROBLEM" in result.headline()
+    assert any(p.startswith("set-up:") for p in result.problems())

@@ -107,7 +107,10 @@ def test_mismatched_simulator_is_flagged_and_no_bound_is_reported():
     row = wrong.summary().iloc[0]
     assert not row.consistent and row.tail_p < 1e-6 and row.sign_p < 1e-6
     assert np.isnan(row.bound) and row.mean_upper < row.mean_lower
-    assert len(wrong.problems()) == 1 and "simulator" in wrong.problems()[0]
+    assert "simulator" in wrong.problems()[0]
+    # The simulator check, run by default, flags it as well.
+    assert not wrong.extra["simulator_check"]["passed"]
+    assert wrong.problems()[-1].startswith("simulator check:") and wrong.exit_code == 3
 
 
 def test_multi_draw_run_splits_chains_over_problems_each_on_its_own_data(tmp_path):

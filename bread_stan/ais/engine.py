@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import logging
 import math
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -48,6 +47,7 @@ from ..kernels.params import concat_params
 from .results import BreadResult, DirectionResult, StepResult
 from ..rng import ChainRandom, chain_seed_sequences
 from .betas import ScheduleSpec
+from .tuning import progress_bar
 from ..target import Target
 
 __all__ = ["AISRun", "forward", "reverse", "RunConfig", "run"]
@@ -132,17 +132,6 @@ def _check_start(target: Target, start, n_chains: int | None, what: str) -> np.n
     return np.ascontiguousarray(x)
 
 
-def _progress(total: int, enabled: bool, desc: str):
-    """A tqdm bar when asked for and attached to a terminal; otherwise nothing."""
-    if not enabled or not sys.stderr.isatty():
-        return None
-    try:
-        from tqdm.auto import tqdm
-    except ImportError:  # progress bars are optional
-        return None
-    return tqdm(total=total, desc=desc, leave=False)
-
-
 def _anneal(target: Target, kernel: Kernel, schedule, groups: list[_Group], *,
             increments_every: int | None, progress: bool) -> list[AISRun]:
     """Run the groups' chains in one batch through the schedule; one AISRun per group."""
@@ -163,9 +152,13 @@ def _anneal(target: Target, kernel: Kernel, schedule, groups: list[_Group], *,
                           gradient=kernel.needs_gradient)
     bad = ~np.isfinite(state.evaluation.log_prior)
     if bad.any():
-        raise ValueError(f"{int(bad.sum())} start points have zero or non-computable prior "
-                         f"density (first: chain {int(np.flatnonzero(bad)[0])}); "
-                         "exact prior/posterior draws must lie in the support")
+        first = int(np.flatnonzero(bad)[0])
+        stan = (getattr(target, "last_errors", None) or {}).get(first)
+        said = f"; Stan says: {stan}" if stan else ""
+        raise ValueError(f"{int(bad.sum())} of {n} start points have zero or non-computable "
+                         f"prior density under the model (first: chain {first}{said}). "
+                         "Exact prior and posterior draws must lie in the model's support: "
+                         "does the simulator draw values that the model rejects?")
 
     logw = np.zeros(n)
     n_grad = np.zeros(n, dtype=np.int64)
@@ -180,7 +173,7 @@ def _anneal(target: Target, kernel: Kernel, schedule, groups: list[_Group], *,
         n_blocks = -(-(T - 1) // every)
         blocks = np.zeros((n, n_blocks))
 
-    bar = _progress(T - 1, progress, "AIS " + "+".join(g.direction for g in groups))
+    bar = progress_bar(T - 1, progress, "AIS " + "+".join(g.direction for g in groups))
     try:
         for k in range(1, T):
             # Forward: temperature k (0-based) after the interval (b_{k-1}, b_k];

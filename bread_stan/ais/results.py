@@ -4,13 +4,15 @@ A :class:`BreadResult` holds one :class:`StepResult` per number of
 distributions T.  Each step result keeps the raw per-chain log estimates of
 both directions, timings, gradient counts, kernel diagnostics and (thinned)
 cumulative log weights, so every summary and figure can be recomputed from
-what is saved.  Results are saved one step count at a time (``save_step``), so
-an interrupted run loses nothing it finished.
+what is saved.  Results are saved one step count at a time (``save_step``), each as one
+file written atomically through :mod:`bread_stan.store`, so an interrupted run
+loses nothing it finished.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -19,11 +21,15 @@ import numpy as np
 import pandas as pd
 
 from ..stan.draws import to_arviz
+from ..store import (CorruptFileError, _jsonable, load_json, load_unit, save_json, save_unit,
+                     set_aside, write_atomic)
 from .estimators import (Sandwich, consistency_check, grouped_bound, jeffreys_bound,
                          log_ml_sandwich, one_sided_bounds)
 from .verdict import EXIT_CODES, StepVerdict, VerdictSettings, judge_step
 
 __all__ = ["DirectionResult", "StepResult", "BreadResult"]
+
+log = logging.getLogger(__name__)
 
 _RUN_FILE = "run.json"
 
@@ -77,6 +83,7 @@ class StepResult:
     reverse: DirectionResult
     betas: np.ndarray | None = None
     draws: dict[str, np.ndarray] = field(default_factory=dict)
+    fingerprint: str | None = None  # settings of the run that saved it (None: unsaved)
 
     @property
     def wall_time(self) -> float:
@@ -163,33 +170,29 @@ class StepResult:
         return pd.DataFrame({"temperature_index": at, "beta": beta,
                              "forward": mean_f, "reverse": mean_r, "gap": mean_r - mean_f})
 
-    def save(self, path: Path) -> None:
-        """Write this step count to ``path`` (npz + json side file), atomically."""
-        path = Path(path)
+    def save(self, path: Path, fingerprint: str | None = None) -> None:
+        """Write this step count to the one file ``path`` (.npz), atomically;
+        ``fingerprint`` names the run settings it belongs to."""
         arrays = {**self.forward._arrays("forward"), **self.reverse._arrays("reverse")}
         if self.betas is not None:
             arrays["betas"] = self.betas
         for name, value in self.draws.items():
             arrays[f"draw__{name}"] = value
-        tmp = path.with_name(path.name + ".tmp.npz")
-        np.savez_compressed(tmp, **arrays)
         meta = {"n_steps": int(self.n_steps), "forward": self.forward._meta(),
-                "reverse": self.reverse._meta()}
-        tmp_json = path.with_suffix(".json.tmp")
-        tmp_json.write_text(json.dumps(meta, indent=1))
-        tmp_json.replace(path.with_suffix(".json"))
-        tmp.replace(path.with_suffix(".npz"))  # the npz appearing marks the step complete
+                "reverse": self.reverse._meta(), "fingerprint": fingerprint}
+        save_unit(path, arrays, meta)
 
     @classmethod
     def load(cls, path: Path) -> "StepResult":
-        path = Path(path)
-        meta = json.loads(path.with_suffix(".json").read_text())
-        with np.load(path.with_suffix(".npz")) as z:
-            arrays = {k: z[k] for k in z.files}
-        draws = {k[len("draw__"):]: v for k, v in arrays.items() if k.startswith("draw__")}
-        return cls(meta["n_steps"], DirectionResult._load(arrays, meta["forward"], "forward"),
-                   DirectionResult._load(arrays, meta["reverse"], "reverse"),
-                   arrays.get("betas"), draws)
+        """Read a step saved by :meth:`save`; CorruptFileError if it is damaged."""
+        arrays, meta = load_unit(path)
+        try:
+            draws = {k[len("draw__"):]: v for k, v in arrays.items() if k.startswith("draw__")}
+            return cls(meta["n_steps"], DirectionResult._load(arrays, meta["forward"], "forward"),
+                       DirectionResult._load(arrays, meta["reverse"], "reverse"),
+                       arrays.get("betas"), draws, meta.get("fingerprint"))
+        except (KeyError, TypeError) as error:
+            raise CorruptFileError(Path(path), f"missing entry {error}") from None
 
 
 @dataclass
@@ -223,6 +226,11 @@ class BreadResult:
         steps = sorted(self.steps, key=lambda s: s.n_steps)
         return [s.verdict(settings, n_step_counts=len(steps)) for s in steps]
 
+    def setup_problems(self) -> list[str]:
+        """Signs of a broken set-up seen while tuning (an improper prior, a density that
+        does not depend on a parameter): each makes the run fail its checks."""
+        return list(self.extra.get("setup_warnings") or [])
+
     def simulator_check(self) -> dict | None:
         """What the simulator check recorded (None when it did not run)."""
         check = self.extra.get("simulator_check")
@@ -237,7 +245,8 @@ class BreadResult:
             return "empty"
         verdicts = self.verdicts()
         check = self.simulator_check()
-        if any(not v.consistent for v in verdicts) or (check and not check.get("passed")):
+        if (any(not v.consistent for v in verdicts) or (check and not check.get("passed"))
+                or self.setup_problems()):
             return "inconsistent"
         return "converged" if any(v.converged for v in verdicts) else "not converged"
 
@@ -261,6 +270,8 @@ class BreadResult:
                     f"(reverse estimates undercut forward ones).") if bad else ""
             if check and not check.get("passed"):
                 text += f" The simulator check failed: {check.get('message', '')}"
+            for problem in self.setup_problems():
+                text += f" SET-UP PROBLEM: {problem}."
             return text.strip()
         text = f"With {last.n_steps} distributions AIS is {last.message}"
         if self.status == "converged" and not last.converged:
@@ -324,6 +335,7 @@ class BreadResult:
         check = self.simulator_check()
         if check and not check.get("passed"):
             out.append(f"simulator check: {check.get('message', 'failed')}")
+        out += [f"set-up: {problem}" for problem in self.setup_problems()]
         return out
 
     def to_dataframe(self) -> pd.DataFrame:
@@ -365,35 +377,44 @@ class BreadResult:
     # -- persistence -----------------------------------------------------
     def save_header(self, out_dir: Path) -> None:
         """Write settings and extras (``run.json``); steps are saved separately."""
-        out_dir = Path(out_dir)
-        out_dir.mkdir(parents=True, exist_ok=True)
-        header = {"model": self.model, "settings": self.settings, "extra": _jsonable(self.extra)}
-        tmp = out_dir / (_RUN_FILE + ".tmp")
-        tmp.write_text(json.dumps(header, indent=1))
-        tmp.replace(out_dir / _RUN_FILE)
+        save_json(Path(out_dir) / _RUN_FILE,
+                  {"model": self.model, "settings": self.settings, "extra": self.extra})
 
     def save_step(self, out_dir: Path, step: StepResult) -> None:
-        step.save(Path(out_dir) / f"steps_{step.n_steps}")
+        """Write one step count (``steps_T.npz``), tagged with this run's fingerprint."""
+        step.save(Path(out_dir) / f"steps_{step.n_steps}.npz", self.settings.get("fingerprint"))
 
     def save(self, out_dir: Path) -> None:
         """Write everything needed to re-plot and re-summarise into ``out_dir``."""
         self.save_header(out_dir)
         for s in self.steps:
             self.save_step(out_dir, s)
-        (Path(out_dir) / "summary.json").write_text(json.dumps(self.summary_json(), indent=1))
-        self.summary().to_csv(Path(out_dir) / "summary.csv", index=False)
+        self.save_summary(out_dir)
+
+    def save_summary(self, out_dir: Path) -> None:
+        """Write ``summary.json`` and ``summary.csv``, atomically."""
+        save_json(Path(out_dir) / "summary.json", self.summary_json())
+        write_atomic(Path(out_dir) / "summary.csv", self.summary().to_csv(index=False))
 
     @classmethod
     def load(cls, out_dir: Path) -> "BreadResult":
-        """Read a result saved by :meth:`save` (or the completed steps of a run)."""
+        """Read a result saved by :meth:`save` (or the completed steps of a run).
+
+        A corrupt ``run.json`` raises CorruptFileError; a corrupt step file is
+        set aside with a warning (a rerun recomputes it), and steps saved by a
+        run with other settings are ignored.
+        """
         out_dir = Path(out_dir)
         run_file = out_dir / _RUN_FILE
         if not run_file.exists():
             raise FileNotFoundError(f"{out_dir} holds no BREAD results (no {_RUN_FILE})")
-        header = json.loads(run_file.read_text())
-        steps = [StepResult.load(p.with_suffix("")) for p in sorted(out_dir.glob("steps_*.npz"))]
-        steps.sort(key=lambda s: s.n_steps)
-        return cls(header["model"], header["settings"], steps, header.get("extra", {}))
+        header = load_json(run_file)
+        try:
+            model, settings = header["model"], header["settings"]
+        except (KeyError, TypeError):
+            raise CorruptFileError(run_file, "no model or settings in it") from None
+        return cls(model, settings, load_steps(out_dir, settings.get("fingerprint")),
+                   header.get("extra", {}))
 
     def plot(self, *, truth: float | None = None) -> dict:
         """All figures of the report (estimates, bound, per-temperature gap), by name."""
@@ -410,14 +431,20 @@ class BreadResult:
         return f"BreadResult(model={self.model!r}, steps={[s.n_steps for s in self.steps]})"
 
 
-def _jsonable(obj):
-    """Convert numpy values inside nested containers to plain Python."""
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return obj.tolist()
-    if isinstance(obj, np.generic):
-        return obj.item()
-    return obj
+def load_steps(out_dir: Path, fingerprint: str | None) -> list[StepResult]:
+    """The readable ``steps_T.npz`` files of ``out_dir`` saved under ``fingerprint``,
+    sorted by T; corrupt ones are set aside (logged), foreign ones skipped."""
+    steps = []
+    for path in Path(out_dir).glob("steps_*.npz"):
+        if not path.stem[len("steps_"):].isdigit():
+            continue
+        try:
+            step = StepResult.load(path)
+        except CorruptFileError as error:
+            set_aside(error)
+            continue
+        if fingerprint is not None and step.fingerprint != fingerprint:
+            log.warning("%s was saved by a run with other settings; ignored", path)
+            continue
+        steps.append(step)
+    return sorted(steps, key=lambda s: s.n_steps)

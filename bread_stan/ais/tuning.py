@@ -19,8 +19,9 @@ forward and reverse runs and saved with the results.
 
 from __future__ import annotations
 
-import json
 import logging
+import sys
+import time
 from dataclasses import asdict, dataclass, replace
 
 import numpy as np
@@ -28,14 +29,17 @@ import numpy as np
 from .frozen_kernels import KernelSchedule, kind_of
 from ..kernels.base import Kernel, initial_state
 from ..rng import ChainRandom
+from ..store import CorruptFileError, load_json, save_json
 from ..target import Target
 
-__all__ = ["TuningConfig", "TunedKernel", "tune", "PILOT_STREAM"]
+__all__ = ["TuningConfig", "TunedKernel", "tune", "progress_bar", "PILOT_STREAM"]
 
 log = logging.getLogger(__name__)
 
 PILOT_STREAM = 1_000_000  # random stream of the pilot chains; scored runs use small streams
 _DEFAULT_ACCEPT = {"hmc": 0.65, "nuts": 0.8}
+_SANE_STEP = (1e-8, 1e6)   # step sizes outside this range flag a broken density
+_SANE_RATIO = 1e6          # nor should they vary more than this along beta
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,7 @@ class TunedKernel:
     fixed: dict
     beta_floor: float
     accept: np.ndarray  # mean pilot acceptance at each grid beta during the final window
+    seconds_per_transition: float = float("nan")  # pilot wall time per chain and transition
 
     def _coord(self, betas) -> np.ndarray:
         return np.log(np.asarray(betas, dtype=float) + self.beta_floor)
@@ -86,21 +91,41 @@ class TunedKernel:
         lst = lambda a: None if a is None else np.asarray(a).tolist()  # noqa: E731
         return {"kind": self.kind, "grid_betas": lst(self.grid_betas),
                 "step_size": lst(self.step_size), "inv_metric": lst(self.inv_metric),
-                "fixed": self.fixed, "beta_floor": self.beta_floor, "accept": lst(self.accept)}
+                "fixed": self.fixed, "beta_floor": self.beta_floor, "accept": lst(self.accept),
+                "seconds_per_transition": self.seconds_per_transition}
 
     @classmethod
     def from_dict(cls, data: dict) -> "TunedKernel":
         arr = lambda a: None if a is None else np.asarray(a, dtype=float)  # noqa: E731
         return cls(data["kind"], arr(data["grid_betas"]), arr(data["step_size"]),
                    arr(data.get("inv_metric")), dict(data.get("fixed") or {}),
-                   float(data["beta_floor"]), arr(data.get("accept")))
+                   float(data["beta_floor"]), arr(data.get("accept")),
+                   float(data.get("seconds_per_transition", float("nan"))))
 
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict())
+    def problems(self) -> list[str]:
+        """Signs that a tempered density is improper or absurdly scaled: step sizes
+        that no sane tuning produces (a kernel that cannot move at some beta
+        has its step size driven toward 0, one on a flat density toward infinity)."""
+        out = []
+        low, high = float(np.min(self.step_size)), float(np.max(self.step_size))
+        if not (_SANE_STEP[0] <= low and high <= _SANE_STEP[1]) or high > _SANE_RATIO * low:
+            out.append(f"tuned step sizes range from {low:.3g} to {high:.3g} along beta: "
+                       "a density this badly scaled usually means a parameter without a "
+                       "(proper) prior or a likelihood that does not depend on it")
+        return out
+
+    def save(self, path) -> None:
+        """Write the tuned kernel as JSON, atomically."""
+        save_json(path, self.to_dict())
 
     @classmethod
-    def from_json(cls, text: str) -> "TunedKernel":
-        return cls.from_dict(json.loads(text))
+    def load(cls, path) -> "TunedKernel":
+        """Read a tuned kernel saved by :meth:`save`; CorruptFileError if damaged."""
+        data = load_json(path)
+        try:
+            return cls.from_dict(data)
+        except (KeyError, TypeError, ValueError) as error:
+            raise CorruptFileError(path, f"not a tuned kernel: {error!r}") from None
 
 
 def _grid(n_grid: int, floor: float) -> np.ndarray:
@@ -154,14 +179,26 @@ class DualAveraging:
         return np.exp(self.x_bar)
 
 
+def progress_bar(total: int, enabled: bool, desc: str):
+    """A tqdm bar when asked for and attached to a terminal; otherwise None."""
+    if not enabled or not sys.stderr.isatty():
+        return None
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:  # progress bars are optional
+        return None
+    return tqdm(total=total, desc=desc, leave=False)
+
+
 def tune(target: Target, kernel: Kernel, base_params, prior_draws, *, seed,
-         config: TuningConfig = TuningConfig()) -> TunedKernel:
+         config: TuningConfig = TuningConfig(), progress: bool = False) -> TunedKernel:
     """Tune the step size (and optionally the metric) of ``kernel`` along beta.
 
     ``base_params`` (HMCParams or NUTSParams) gives the fixed settings (leapfrog
     steps or maximum depth) and the initial step size; ``prior_draws`` (n, d)
     are exact prior draws reserved for the pilot (never reuse them for scored
-    chains).  Pilot chains use random stream ``config.stream``.
+    chains).  Pilot chains use random stream ``config.stream``.  ``progress``
+    shows a bar over the grid betas (on a terminal).
     """
     kind = kind_of(base_params)
     if config.burn_in < 0 or config.adapt_steps < 1:
@@ -189,7 +226,13 @@ def tune(target: Target, kernel: Kernel, base_params, prior_draws, *, seed,
             acc.append(a)
         return state, float(da.final), float(np.mean(acc[len(acc) // 2:]))
 
+    log.info("tuning %s along beta: %d betas x %d transitions x %d pilot chains", kind,
+             grid.size, config.adapt_steps + config.burn_in, n)
+    bar = progress_bar(grid.size, progress, "tuning")
+    start = time.perf_counter()
     for i, beta in enumerate(grid):
+        if bar is not None:
+            bar.update()
         if i > 0 and config.burn_in > 0:
             params = replace(base_params, step_size=step, inv_metric=metric)
             for _ in range(config.burn_in):
@@ -207,11 +250,14 @@ def tune(target: Target, kernel: Kernel, base_params, prior_draws, *, seed,
         accepts.append(acc)
         log.debug("pilot beta=%.4g: step size %.4g, acceptance %.3f", beta, step, acc)
 
+    if bar is not None:
+        bar.close()
+    transitions = n * (grid.size * (config.adapt_steps + config.burn_in) - config.burn_in)
     fixed = {k: v for k, v in asdict(base_params).items() if k not in ("step_size", "inv_metric")}
     inv_metric = None
     if config.adapt_metric:
         inv_metric = np.stack(metrics)
     elif metric is not None:
         inv_metric = np.tile(metric, (grid.size, 1))
-    return TunedKernel(kind, grid, np.array(steps), inv_metric, fixed,
-                       config.beta_floor, np.array(accepts))
+    return TunedKernel(kind, grid, np.array(steps), inv_metric, fixed, config.beta_floor,
+                       np.array(accepts), (time.perf_counter() - start) / max(transitions, 1))

@@ -8,9 +8,17 @@
                    [--fit-sampler toolkit|cmdstan]
                    [run options]
     bread-stan subjective MODEL.stan --data DATA.json [--reference DRAWS]
-                   [--base gaussian|prior] [--simulator SIM.stan] [--base-fit reference|laplace] [--widen 1.5] [run options]
+                   [--base gaussian|prior] [--simulator SIM.stan]
+                   [--base-fit reference|laplace] [--widen 1.5] [run options]
+    bread-stan check MODEL.stan --simulator SIM.stan --data DATA.json [--kernel hmc|nuts]
+                   [--prior-draws 2000] [--datasets 100] [--transitions 10] [--alpha 0.01]
     bread-stan report DIR
     bread-stan info
+
+``run``, ``compare`` and ``protocol`` first check the simulator against the model
+(``--no-check`` skips it).  ``check`` exits 0 when the simulator passes, 3 when it
+is flagged and 2 for bad input; ``run`` and ``compare`` exit 3 when the bounds are
+inconsistent or the simulator was flagged.
 
 ``run`` and ``compare`` save every finished step count in ``--out`` and write a
 report there; interrupting keeps what finished, and rerunning the same command
@@ -47,6 +55,20 @@ def _steps(text: str) -> tuple[int, ...]:
     return steps
 
 
+def _whole(least: int):
+    """An argparse type: a whole number >= ``least``."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if value < least:
+            raise argparse.ArgumentTypeError(f"must be at least {least}, got {value}")
+        return value
+    parse.__name__ = "whole number"
+    return parse
+
+
 def _add_run_options(p: argparse.ArgumentParser, simulator: bool = True) -> None:
     if simulator:
         p.add_argument("--simulator", required=True, type=Path,
@@ -56,30 +78,36 @@ def _add_run_options(p: argparse.ArgumentParser, simulator: bool = True) -> None
                    + ("; the simulator reads it too" if simulator else ""))
     p.add_argument("--steps", type=_steps, default=(10, 100, 1000),
                    help="numbers of AIS distributions, comma-separated (default 10,100,1000)")
-    p.add_argument("--chains", type=int, default=100, help="chains per direction (default 100)")
+    p.add_argument("--chains", type=_whole(2), default=100,
+                   help="chains per direction (default 100)")
     p.add_argument("--kernel", choices=("hmc", "nuts"), default="hmc")
-    p.add_argument("--leapfrog", type=int, default=10, help="HMC leapfrog steps (default 10)")
+    p.add_argument("--leapfrog", type=_whole(1), default=10, help="HMC leapfrog steps (default 10)")
     p.add_argument("--jitter", type=float, default=0.0,
                    help="HMC step-size jitter j in [0, 1): step sizes uniform in "
                    "[(1-j) e, (1+j) e] (default 0)")
     p.add_argument("--rescue", type=float, default=0.1,
                    help="HMC: share of transitions with a step size 1 to 1000 times "
                    "smaller, to free chains stranded in the prior's tails (default 0.1)")
-    p.add_argument("--max-depth", type=int, default=8, help="NUTS maximum tree depth (default 8)")
+    p.add_argument("--max-depth", type=_whole(1), default=8,
+                   help="NUTS maximum tree depth (default 8)")
     p.add_argument("--schedule", choices=("sigmoid", "linear", "geometric"), default="sigmoid")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=_whole(0), default=0)
     if simulator:
-        p.add_argument("--exact-draws", type=int, default=1,
+        p.add_argument("--exact-draws", type=_whole(1), default=1,
                        help="simulated problems (x*, y*) to split the chains among: K > 1 gives an "
                        "interval over exact draws and data sets instead of one conditional on a "
                        "single draw (default 1)")
-    p.add_argument("--threads", type=int, default=None, help="threads per model call (default: all cores)")
+    p.add_argument("--threads", type=_whole(1), default=None,
+                   help="threads per model call (default: all cores)")
     p.add_argument("--out", type=Path, default=None,
                    help="output directory (default: bread-<model name>)")
     p.add_argument("--converged-nats", type=float, default=1.0,
                    help="call a step count converged when the bound's upper limit is at most "
                    "this many nats (default 1)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    if simulator:
+        p.add_argument("--no-check", action="store_true",
+                       help="skip the simulator check that runs before the AIS runs")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -109,18 +137,21 @@ def _parser() -> argparse.ArgumentParser:
     _add_run_options(p)
     p.add_argument("--sweep", type=_sweep, default=(10, 100, 1000, 10000),
                    help="reverse-start transitions S, comma-separated (default 10,100,1000,10000)")
-    p.add_argument("--fit-chains", type=int, default=4, help="NUTS chains of the fit (default 4)")
-    p.add_argument("--fit-warmup", type=int, default=500, help="fit warmup iterations (default 500)")
-    p.add_argument("--fit-draws", type=int, default=500, help="fit draws per chain (default 500)")
+    p.add_argument("--fit-chains", type=_whole(1), default=4,
+                   help="NUTS chains of the fit (default 4)")
+    p.add_argument("--fit-warmup", type=_whole(0), default=500,
+                   help="fit warmup iterations (default 500)")
+    p.add_argument("--fit-draws", type=_whole(1), default=500,
+                   help="fit draws per chain (default 500)")
     p.add_argument("--fit-sampler", choices=("toolkit", "cmdstan"), default="toolkit",
                    help="whose NUTS fits the real data: the toolkit's (default) or CmdStan's "
                         "(needs cmdstanpy and CMDSTAN)")
     p.add_argument("--hyper-summary", choices=("median", "mean"), default="median",
                    help="posterior summary giving the fitted hyperparameters (default median)")
-    p.add_argument("--replicates", type=int, default=5,
+    p.add_argument("--replicates", type=_whole(0), default=5,
                    help="further simulated data sets for the agreement band (default 5; "
                         "0 turns the agreement score off)")
-    p.add_argument("--replicate-max-steps", type=int, default=None,
+    p.add_argument("--replicate-max-steps", type=_whole(2), default=None,
                    help="run the replicates only up to this many distributions (default all)")
 
     p = sub.add_parser("subjective", help="subjective divergence on the real data, against "
@@ -141,11 +172,30 @@ def _parser() -> argparse.ArgumentParser:
                    "approximation (default reference)")
     p.add_argument("--widen", type=float, default=1.5,
                    help="multiply the base's standard deviations by this (default 1.5)")
-    p.add_argument("--fit-chains", type=int, default=4, help="NUTS chains of the reference (default 4)")
-    p.add_argument("--fit-warmup", type=int, default=500, help="reference warmup (default 500)")
-    p.add_argument("--fit-draws", type=int, default=500, help="reference draws per chain (default 500)")
+    p.add_argument("--fit-chains", type=_whole(2), default=4, help="NUTS chains of the reference (default 4)")
+    p.add_argument("--fit-warmup", type=_whole(0), default=500, help="reference warmup (default 500)")
+    p.add_argument("--fit-draws", type=_whole(4), default=500, help="reference draws per chain (default 500)")
     p.add_argument("--fit-sampler", choices=("toolkit", "cmdstan"), default="toolkit",
                    help="NUTS of the reference: the toolkit's or CmdStan's (default toolkit)")
+
+    p = sub.add_parser("check", help="test that a simulator draws from the model's joint "
+                       "distribution (exit 0 pass, 3 flagged, 2 bad input)")
+    p.add_argument("model", type=Path, help="model program with the prior_only split")
+    p.add_argument("--simulator", required=True, type=Path, help="simulator program")
+    p.add_argument("--data", help="the model's data: a JSON file or a bundled data set")
+    p.add_argument("--kernel", choices=("hmc", "nuts"), default="hmc")
+    p.add_argument("--leapfrog", type=int, default=10, help="HMC leapfrog steps (default 10)")
+    p.add_argument("--max-depth", type=int, default=8, help="NUTS maximum tree depth (default 8)")
+    p.add_argument("--prior-draws", type=int, default=2000,
+                   help="simulator draws moved by the frozen prior kernel (default 2000)")
+    p.add_argument("--datasets", type=int, default=100,
+                   help="simulated data sets, one posterior chain each (default 100)")
+    p.add_argument("--transitions", type=int, default=10,
+                   help="frozen kernel transitions per chain (default 10)")
+    p.add_argument("--alpha", type=float, default=0.01,
+                   help="family-wise significance level (default 0.01)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=None, help="threads per model call")
 
     p = sub.add_parser("report", help="regenerate figures and report from saved results")
     p.add_argument("dir", type=Path)
@@ -176,7 +226,8 @@ def _settings(args):
     run = RunSettings(steps=args.steps, chains=args.chains, seed=args.seed,
                       exact_draws=getattr(args, "exact_draws", 1),
                       threads=args.threads, schedule=ScheduleSpec(kind=args.schedule),
-                      progress=not args.quiet and sys.stderr.isatty())
+                      progress=not args.quiet and sys.stderr.isatty(),
+                      check_simulator=not getattr(args, "no_check", False))
     return sampler, run
 
 
@@ -186,10 +237,18 @@ def _verdict(args):
     return VerdictSettings(converged_nats=args.converged_nats)
 
 
+def _check_line(check: dict | None) -> str:
+    """One line on the simulator check of a run."""
+    if not check:
+        return "simulator check: not recorded"
+    return f"simulator check: {check['message']}"
+
+
 def _print_summary(result) -> None:
     from .report import display_table, markdown_table
 
     print(f"\n{result.model}: {result.status.upper()}")
+    print(_check_line(result.extra.get("simulator_check")))
     print(markdown_table(display_table(result.summary())))
     print(f"\n{result.headline()}")
     for problem in result.problems():
@@ -218,8 +277,12 @@ def _cmd_compare(args) -> int:
 
     sampler, run = _settings(args)
     out = args.out or Path("bread-compare")
-    results = compare(args.models, args.simulator, _data(args.data), sampler=sampler, run=run,
-                      out_dir=out, verdict=_verdict(args))
+    try:
+        results = compare(args.models, args.simulator, _data(args.data), sampler=sampler,
+                          run=run, out_dir=out, verdict=_verdict(args))
+    except (BreadStanError, ValueError, OSError):
+        _compare_finished(out)
+        raise
     for label, result in results.items():
         write_report(result, out / label)
         _print_summary(result)
@@ -227,6 +290,25 @@ def _cmd_compare(args) -> int:
     print(f"\ncomparison: {path}")
     codes = {r.exit_code for r in results.values()}
     return 3 if 3 in codes else max(codes)
+
+
+def _compare_finished(out: Path) -> None:
+    """After a failed ``compare``, write the comparison of the programs that finished."""
+    from ..ais.results import BreadResult
+    from .report import write_comparison
+
+    finished = {}
+    for run_file in sorted(Path(out).glob("*/run.json")):
+        try:
+            result = BreadResult.load(run_file.parent)
+        except BreadStanError:
+            continue
+        if result.steps:
+            finished[run_file.parent.name] = result
+    if finished:
+        path = write_comparison(finished, out)
+        print(f"comparison of the programs that finished ({', '.join(finished)}): {path}",
+              file=sys.stderr)
 
 
 def _sweep(text: str) -> tuple[int, ...]:
@@ -244,6 +326,7 @@ def _print_protocol(result) -> None:
     from .report import markdown_table
 
     print(f"\n{result.model} (real-data protocol)")
+    print(_check_line(result.extra.get("simulator_check")))
     for line in protocol_verdict(result):
         print(f"- {line}")
     table = result.summary()
@@ -298,6 +381,20 @@ def _cmd_subjective(args) -> int:
     return result.exit_code
 
 
+def _cmd_check(args) -> int:
+    from ..workflows.bread import SamplerSettings
+    from ..workflows.simulator_check import CheckSettings, check_simulator
+
+    sampler = SamplerSettings(kernel=args.kernel, n_leapfrog=args.leapfrog,
+                              max_depth=args.max_depth)
+    settings = CheckSettings(prior_draws=args.prior_draws, datasets=args.datasets,
+                             transitions=args.transitions, alpha=args.alpha, seed=args.seed)
+    result = check_simulator(args.model, args.simulator, _data(args.data), sampler=sampler,
+                             settings=settings, threads=args.threads)
+    print(f"{args.simulator} against {args.model}: {result.message}")
+    return 0 if result.passed else 3
+
+
 def _cmd_report(args) -> int:
     if (Path(args.dir) / "protocol.json").exists():
         from ..workflows.protocol_result import ProtocolResult
@@ -330,20 +427,31 @@ def _cmd_info(args) -> int:
     return 0
 
 
+def _os_message(error: OSError) -> str:
+    """One line for an OS error: what failed on which file, without a traceback."""
+    if error.strerror is None:
+        return str(error)
+    where = f": {error.filename}" if error.filename else ""
+    return f"{error.strerror}{where}"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``bread-stan`` console script."""
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S")
     commands = {"run": _cmd_run, "compare": _cmd_compare, "protocol": _cmd_protocol,
-                "subjective": _cmd_subjective,
-                "report": _cmd_report,
+                "subjective": _cmd_subjective, "check": _cmd_check, "report": _cmd_report,
                 "info": _cmd_info}
     try:
         return commands[args.command](args)
-    except (BreadStanError, FileNotFoundError, ValueError) as error:
+    except (BreadStanError, ValueError) as error:
         # Problems with the user's input: the message names the problem and the fix.
         print(f"bread-stan {args.command}: error: {error}", file=sys.stderr)
+        return 2
+    except OSError as error:
+        # File-system problems (missing file, permissions, full disk): one line.
+        print(f"bread-stan {args.command}: error: {_os_message(error)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("\ninterrupted: finished step counts are saved; rerun the same command to "

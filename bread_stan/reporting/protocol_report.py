@@ -23,7 +23,7 @@ import numpy as np
 
 from ..workflows.protocol_result import ProtocolResult
 from .report import markdown_table, save_figures
-from ..ais.results import _jsonable
+from ..store import save_json, write_atomic
 
 __all__ = ["plot_shifted_curves", "plot_s_sweep", "plot_protocol", "write_protocol_report",
            "protocol_verdict"]
@@ -151,6 +151,14 @@ def _fit_sentence(fit) -> str:
             f"{fit.settings.get('max_depth', 10)}")
 
 
+def _number(value) -> str:
+    """A fitted hyperparameter: "0.5" or, for a vector or array, "[0.5, 1.2]"."""
+    array = np.asarray(value, dtype=float)
+    if array.ndim == 0:
+        return f"{float(array):.4g}"
+    return np.array2string(array, precision=4, separator=", ")
+
+
 def protocol_verdict(result: ProtocolResult) -> list[str]:
     """Plain-language findings, one sentence each."""
     if len(result.steps) == 0:
@@ -159,7 +167,8 @@ def protocol_verdict(result: ProtocolResult) -> list[str]:
     if result.fit is not None:
         lines.append(_fit_sentence(result.fit) + "; fitted hyperparameters (posterior "
                      f"{result.extra.get('hyper_summary', 'median')}): "
-                     + ", ".join(f"{k} = {v:.4g}" for k, v in result.hyper.items()) + ".")
+                     + ", ".join(f"{k} = {_number(v)}" for k, v in result.hyper.items())
+                     + ".")
     checked = result.data_check()
     if checked is not None:
         lines.append(checked.message + ".")
@@ -193,12 +202,11 @@ def write_protocol_report(result: ProtocolResult, out_dir: Path) -> Path:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     summary = result.summary()
-    summary.to_csv(out_dir / "summary.csv", index=False)
-    result.curves().to_csv(out_dir / "curves.csv", index=False)
+    write_atomic(out_dir / "summary.csv", summary.to_csv(index=False))
+    write_atomic(out_dir / "curves.csv", result.curves().to_csv(index=False))
     if result.fit is not None:
-        result.fit.summary.to_csv(out_dir / "fit_summary.csv")
-    (out_dir / "summary.json").write_text(
-        json.dumps(_jsonable(result.summary_json()), indent=1, default=float))
+        write_atomic(out_dir / "fit_summary.csv", result.fit.summary.to_csv())
+    save_json(out_dir / "summary.json", result.summary_json())
     figures, failures = save_figures(_figure_makers(result), out_dir)
     verdict = protocol_verdict(result) + failures
     cols = [c for c in ("steps", "verdict", "bound", "bound_ci_low", "bound_ci_high",
@@ -227,7 +235,7 @@ def write_protocol_report(result: ProtocolResult, out_dir: Path) -> Path:
     md += [f"![{stem}]({path.name})" for stem, path in figures.items()]
     settings = json.dumps(result.settings, indent=1, default=str)
     md += ["", "## Settings", "", "```json", settings, "```", ""]
-    (out_dir / "report.md").write_text("\n".join(md))
+    write_atomic(out_dir / "report.md", "\n".join(md))
 
     imgs = "".join(
         f"<img alt='{stem}' style='max-width:100%' src='data:image/png;base64,"
@@ -240,5 +248,5 @@ def write_protocol_report(result: ProtocolResult, out_dir: Path) -> Path:
             f"{table.to_html(index=False, float_format=lambda v: f'{v:.4g}')}{imgs}"
             f"<h2>Settings</h2><pre>{html.escape(settings)}</pre></body>")
     path = out_dir / "report.html"
-    path.write_text(page)
+    write_atomic(path, page)
     return path

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ..ais.results import BreadResult
+from ..store import write_atomic
 
 __all__ = ["write_report", "write_comparison", "markdown_table", "display_table", "glossary",
            "save_figures"]
@@ -234,8 +235,7 @@ def write_report(result: BreadResult, out_dir: Path, *, truth: float | None = No
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    result.summary().to_csv(out_dir / "summary.csv", index=False)
-    (out_dir / "summary.json").write_text(json.dumps(result.summary_json(), indent=1))
+    result.save_summary(out_dir)
     from . import plots
 
     figures, failures = save_figures(
@@ -252,7 +252,7 @@ def write_report(result: BreadResult, out_dir: Path, *, truth: float | None = No
         md += [f"## {title}", "", body, ""]
     md += [f"![{stem}]({path.name})" for stem, path in figures.items()]
     md += ["", "## Settings", "", "```json", settings, "```", ""]
-    (out_dir / "report.md").write_text("\n".join(md))
+    write_atomic(out_dir / "report.md", "\n".join(md))
 
     imgs = "".join(
         f"<img alt='{stem}' style='max-width:100%' src='data:image/png;base64,"
@@ -269,7 +269,7 @@ def write_report(result: BreadResult, out_dir: Path, *, truth: float | None = No
             + "".join(f"<p style='color:#b00'>{html.escape(f)}</p>" for f in failures)
             + f"{body}{imgs}<h2>Settings</h2><pre>{html.escape(settings)}</pre></body>")
     html_path = out_dir / "report.html"
-    html_path.write_text(page)
+    write_atomic(html_path, page)
     return html_path
 
 
@@ -320,7 +320,7 @@ def write_comparison(results: dict[str, BreadResult], out_dir: Path) -> Path:
     cols = ["program", "steps", "verdict", "bound", "bound_ci_low", "bound_ci_high", "seconds",
             "gradients", "consistent"]
     table = table[cols]
-    table.to_csv(out_dir / "comparison.csv", index=False)
+    write_atomic(out_dir / "comparison.csv", table.to_csv(index=False))
     md = ["# Representation comparison", "", markdown_table(table), ""]
     try:
         fig = plot_comparison(results)
@@ -331,5 +331,5 @@ def write_comparison(results: dict[str, BreadResult], out_dir: Path) -> Path:
         log.warning("comparison figure could not be drawn: %s", error)
         md += [f"> the comparison figure could not be drawn ({error})", ""]
     path = out_dir / "comparison.md"
-    path.write_text("\n".join(md))
+    write_atomic(path, "\n".join(md))
     return path

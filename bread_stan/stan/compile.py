@@ -12,27 +12,27 @@ entry keeps concurrent processes from building the same thing twice.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import functools
 import hashlib
 import json
 import logging
 import os
 import re
+import shutil
 import subprocess
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Sequence
 
 from ..errors import CompilerError, StanCompileError
+from ..store import (CorruptFileError, OutputDirectoryError, check_writable, load_json, lock,
+                     save_json, write_atomic)
 from .toolchain import Toolchain, find_toolchain
-
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - non-POSIX: no locking, os.replace still atomic
-    fcntl = None
 
 __all__ = ["CompiledModel", "Program", "cache_dir", "read_program", "stanc_info",
            "build_bridge", "compile_model", "compile_many", "DEFAULT_STANC_ARGS"]
@@ -71,15 +71,31 @@ class CompiledModel:
 
 
 def cache_dir() -> Path:
-    """The cache root: ``$BREAD_STAN_CACHE`` or the platformdirs user cache."""
+    """The cache root: ``$BREAD_STAN_CACHE`` or the platformdirs user cache.
+
+    When that cannot be written (read-only, or a file), a private temporary
+    cache is used instead, with one warning per process.
+    """
     env = os.environ.get("BREAD_STAN_CACHE")
     if env:
         root = Path(env)
     else:
         import platformdirs
         root = Path(platformdirs.user_cache_dir("bread_stan"))
-    root.mkdir(parents=True, exist_ok=True)
-    return root
+    return _usable_cache(root)
+
+
+@functools.lru_cache(maxsize=None)
+def _usable_cache(root: Path) -> Path:
+    try:
+        return check_writable(root, "cache directory")
+    except OutputDirectoryError as error:
+        fallback = Path(tempfile.mkdtemp(prefix="bread_stan_cache_"))
+        atexit.register(shutil.rmtree, fallback, ignore_errors=True)
+        logger.warning("the compile cache %s is unusable (%s); using the private temporary "
+                       "cache %s for this process (models are recompiled; set "
+                       "BREAD_STAN_CACHE to a writable directory)", root, error, fallback)
+        return fallback
 
 
 def read_program(program: str | os.PathLike | Program) -> Program:
@@ -113,26 +129,6 @@ def _identifier(stem: str) -> str:
     return name if re.match(r"[A-Za-z]", name) else f"m_{name}"
 
 
-@contextlib.contextmanager
-def _locked(directory: Path) -> Iterator[None]:
-    directory.mkdir(parents=True, exist_ok=True)
-    with open(directory / ".lock", "w") as handle:
-        if fcntl is not None:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            if fcntl is not None:
-                fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(handle, "w") as out:
-        out.write(text)
-    os.replace(tmp, path)
-
-
 def _run(command: list[str], cwd: Path | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(command, cwd=cwd, capture_output=True, text=True)
 
@@ -156,19 +152,22 @@ def _stanc(program: Program, toolchain: Toolchain, args: Sequence[str], workdir:
     return result.stdout
 
 
-def stanc_info(program: str | os.PathLike | Program, toolchain: Toolchain | str | None = None
-               ) -> dict:
-    """``stanc --info`` of the program (data, parameters, ... as JSON), cached."""
+def stanc_info(program: str | os.PathLike | Program, toolchain: Toolchain | str | None = None,
+               stanc_args: Sequence[str] = DEFAULT_STANC_ARGS) -> dict:
+    """``stanc --info`` of the program (data, parameters, ... as JSON), cached.
+
+    ``stanc_args`` are those of the compile (``--allow-undefined`` matters here).
+    """
     program = read_program(program)
     toolchain = _toolchain(toolchain)
-    path = cache_dir() / "info" / f"{program.digest[:32]}-{toolchain.key()}.json"
-    if path.exists():
-        return json.loads(path.read_text())
+    key = _digest(program.digest, *stanc_args, toolchain.key())
+    path = cache_dir() / "info" / f"{key}.json"
+    with contextlib.suppress(FileNotFoundError, CorruptFileError):
+        return load_json(path)
     with tempfile.TemporaryDirectory() as tmp:
-        text = _stanc(program, toolchain, ["--info"], Path(tmp), None)
+        text = _stanc(program, toolchain, [*stanc_args, "--info"], Path(tmp), None)
     info = json.loads(text)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    _write_atomic(path, json.dumps(info))
+    save_json(path, info)
     return info
 
 
@@ -187,7 +186,7 @@ def build_bridge(toolchain: Toolchain | str | None = None, cxxflags: Sequence[st
     target = directory / "bridge.o"
     if target.exists():
         return target
-    with _locked(directory):
+    with lock(directory, wait=True):
         if target.exists():
             return target
         tmp = directory / f"bridge.{os.getpid()}.tmp.o"
@@ -227,14 +226,57 @@ def compile_model(program: str | os.PathLike | Program, *,
     directory = cache_dir() / "models" / f"{program.name}-{object_key}"
     library = directory / f"{program.name}-{_bridge_digest()}.so"
     info_path = directory / "info.json"
-    if library.exists() and not force:
+    if not force and (info := _verified(library, info_path, quiet=True)) is not None:
         logger.debug("cache hit for %s: %s", program.name, library)
-        return CompiledModel(library, program, json.loads(info_path.read_text()))
-    with _locked(directory):
-        if library.exists() and not force:
-            return CompiledModel(library, program, json.loads(info_path.read_text()))
-        return _build(program, toolchain, stanc_args, cxxflags, user_header, directory,
-                      library, info_path, force)
+        return CompiledModel(library, program, info)
+    with lock(directory, wait=True):
+        if not force and (info := _verified(library, info_path)) is not None:
+            return CompiledModel(library, program, info)
+        build = functools.partial(_build, program, toolchain, stanc_args, cxxflags,
+                                  user_header, directory, library, info_path)
+        if force or not library.exists():
+            return build(force)
+        try:  # a damaged library: link it again from the cached object
+            return build(False)
+        except CompilerError:  # the object is damaged too
+            return build(True)
+
+
+def _file_digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _verified(library: Path, info_path: Path, quiet: bool = False) -> dict | None:
+    """The stanc info of a cache entry whose library matches the size and hash
+    recorded when it was built; None (with a warning, unless ``quiet``, if the
+    entry exists but is damaged) when it must be built again."""
+    if not library.exists():
+        return None
+    manifest = library.with_name(library.name + ".json")
+    if not manifest.exists():
+        if quiet:
+            return None
+        logger.info("the cached model library %s has no record of its size and hash "
+                    "(built by an older version); linking it again", library)
+        return None
+    try:
+        recorded = load_json(manifest)
+        info = load_json(info_path)
+        size = library.stat().st_size
+        if size != recorded["size"] or _file_digest(library) != recorded["sha256"]:
+            raise CorruptFileError(library, f"{size} bytes that do not match the "
+                                            f"{recorded['size']} recorded at build time")
+    except (OSError, CorruptFileError, KeyError, TypeError) as error:
+        if quiet:
+            return None
+        logger.warning("the cached model library %s is damaged or incomplete (%s); "
+                       "rebuilding it", library, getattr(error, "problem", error))
+        return None
+    return info
 
 
 def _digest(*parts: str) -> str:
@@ -249,9 +291,18 @@ def _build(program: Program, toolchain: Toolchain, stanc_args: Sequence[str],
     model_object = directory / f"{program.name}.o"
     try:
         t0 = time.perf_counter()
-        if force or not model_object.exists() or not info_path.exists():
+        info = None
+        if not force and model_object.exists():
+            try:
+                info = load_json(info_path)
+            except (FileNotFoundError, CorruptFileError):  # lost: stanc alone restores it
+                info = json.loads(_stanc(program, toolchain, [*stanc_args, "--info"],
+                                         directory, None))
+                save_json(info_path, info)
+        if info is None:
             _stanc(program, toolchain, stanc_args, directory, hpp)
-            info = json.loads(_stanc(program, toolchain, ["--info"], directory, None))
+            info = json.loads(_stanc(program, toolchain, [*stanc_args, "--info"], directory,
+                                     None))
             t1 = time.perf_counter()
             flags = toolchain.cxxflags(cxxflags)
             if user_header:
@@ -260,11 +311,10 @@ def _build(program: Program, toolchain: Toolchain, stanc_args: Sequence[str],
             result = _run(command)
             if result.returncode != 0:
                 raise CompilerError(command, result.stderr + result.stdout)
-            _write_atomic(info_path, json.dumps(info))
-            (directory / f"{program.name}.stan").write_text(program.code)
+            save_json(info_path, info)
+            write_atomic(directory / f"{program.name}.stan", program.code)
             os.replace(obj, model_object)
         else:
-            info = json.loads(info_path.read_text())
             t1 = time.perf_counter()
         t2 = time.perf_counter()
         bridge = build_bridge(toolchain, cxxflags)
@@ -279,6 +329,8 @@ def _build(program: Program, toolchain: Toolchain, stanc_args: Sequence[str],
             raise CompilerError(command, result.stderr + result.stdout)
         t4 = time.perf_counter()
         os.replace(lib, library)
+        save_json(library.with_name(library.name + ".json"),
+                  {"size": library.stat().st_size, "sha256": _file_digest(library)})
         logger.info("compiled %s in %.1f s (stanc %.2f s, C++ %.1f s, bridge wait/build "
                     "%.1f s, link %.2f s)", program.name, t4 - t0, t1 - t0, t2 - t1,
                     t3 - t2, t4 - t3)

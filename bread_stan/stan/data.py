@@ -20,7 +20,7 @@ import numpy as np
 
 from ..errors import StanDataError
 
-__all__ = ["DataLike", "load_data", "to_stan_json", "to_json_value"]
+__all__ = ["DataLike", "load_data", "to_stan_json", "to_json_value", "nonfinite_entries"]
 
 DataLike = Mapping[str, Any] | str | os.PathLike | None
 
@@ -37,11 +37,50 @@ def load_data(data: DataLike) -> dict[str, Any]:
             raise StanDataError(f"data file {path} does not exist; give a dict or the path "
                                 "of a JSON file")
         try:
-            return json.loads(path.read_text())
-        except json.JSONDecodeError as exc:
-            raise StanDataError(f"data file {path} is not valid JSON: {exc}") from exc
+            values = json.loads(path.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise StanDataError(f"data file {path} is not valid JSON: {exc}") from None
+        if not isinstance(values, dict):
+            raise StanDataError(f"data file {path} must hold a JSON object (name: value)")
+        return {k: _nonfinite_strings(v) for k, v in values.items()}
     raise StanDataError(f"cannot use data of type {type(data).__name__}: give a dict or "
                         "the path of a JSON file")
+
+
+_NONFINITE = {"NaN": math.nan, "Inf": math.inf, "+Inf": math.inf, "-Inf": -math.inf,
+              "Infinity": math.inf, "-Infinity": -math.inf}
+
+
+def _nonfinite_strings(value: Any) -> Any:
+    """CmdStan's JSON strings "NaN", "Inf", "-Inf" (in nested lists) as floats."""
+    if isinstance(value, list):
+        return [_nonfinite_strings(v) for v in value]
+    if isinstance(value, str) and value in _NONFINITE:
+        return _NONFINITE[value]
+    return value
+
+
+def nonfinite_entries(values: Mapping[str, Any], *, batched: bool = False,
+                      limit: int = 3) -> list[str]:
+    """Up to ``limit`` descriptions such as ``"X[4, 2] is NaN"`` (Stan's 1-based
+    indices; with ``batched``, the leading axis is the draw) of non-finite
+    numbers in ``values``."""
+    found = []
+    for name, value in values.items():
+        try:
+            array = np.asarray(value, dtype=float)
+        except (TypeError, ValueError):
+            continue
+        for index in np.argwhere(~np.isfinite(array))[:limit]:
+            x = array[tuple(index)]
+            draw = ""
+            if batched:
+                draw, index = f" in draw {index[0]}", index[1:]
+            where = f"[{', '.join(str(i + 1) for i in index)}]" if len(index) else ""
+            found.append(f"{name}{where} is {'NaN' if np.isnan(x) else x}{draw}")
+        if len(found) >= limit:
+            break
+    return found[:limit]
 
 
 def _real(x: float) -> float | str:

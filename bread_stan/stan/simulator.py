@@ -7,24 +7,31 @@ not depend on the batch size or the thread count.
 
 The hyperparameter convention (``hyper_given`` and ``h_given`` arrays) is
 filled in here: ``hyper=None`` draws the hyperparameters from their prior,
-``hyper={"sigma_sq": 0.5, ...}`` fixes them.
+``hyper={"sigma_sq": 0.5, "tau": [1.0, 2.0], ...}`` fixes them (a hyperparameter
+may be a scalar, vector, matrix or array: its value has the hyperparameter's shape).
 """
 
 from __future__ import annotations
 
 import ctypes
+import logging
 import os
 from collections.abc import Mapping
 from typing import Any, Sequence
 
 import numpy as np
 
-from .compile import DEFAULT_STANC_ARGS, CompiledModel, Program, compile_model
-from .data import DataLike, load_data
-from ..errors import StanDataError
+from ..errors import PriorOnlyMissingError, StanDataError
+from .compile import (DEFAULT_STANC_ARGS, CompiledModel, Program, compile_many, compile_model,
+                      read_program, stanc_info)
+from .data import DataLike, load_data, nonfinite_entries
 from .model import StanModel, _address, unflatten_draws, variable_shapes
+from .tempered import PRIOR_ONLY
 
-__all__ = ["Simulator", "split_draw", "draw_at", "to_unconstrained"]
+__all__ = ["Simulator", "split_draw", "draw_at", "to_unconstrained", "check_data_names",
+           "check_conventions", "compile_with_simulator"]
+
+logger = logging.getLogger("bread_stan")
 
 _HYPER_FLAG = "hyper_given"
 _SUFFIX = "_given"
@@ -33,11 +40,12 @@ _SUFFIX = "_given"
 class Simulator:
     """Runs a simulator program's generated quantities in seeded batches.
 
-    ``hyper`` fixes the hyperparameters (all of them, by name); None draws them.
+    ``hyper`` fixes the hyperparameters (all of them, by name, each a number or an
+    array of the hyperparameter's shape); None draws them.
     """
 
     def __init__(self, program: str | os.PathLike | Program | CompiledModel,
-                 data: DataLike = None, *, hyper: Mapping[str, float] | None = None,
+                 data: DataLike = None, *, hyper: Mapping[str, Any] | None = None,
                  threads: int | None = None, batch_size: int = 1000,
                  stanc_args: Sequence[str] = DEFAULT_STANC_ARGS, **compile_options):
         if not isinstance(program, CompiledModel):
@@ -47,6 +55,7 @@ class Simulator:
         self.hyperparameters = sorted(name[:-len(_SUFFIX)] for name in inputs
                                       if name.endswith(_SUFFIX) and name != _HYPER_FLAG)
         values = load_data(data)
+        self.data = dict(values)
         values.update(self._hyper_data(inputs, hyper))
         self.model = StanModel(program, values, threads=threads)
         if self.model.dim != 0:
@@ -58,7 +67,7 @@ class Simulator:
         gq = program.info.get("generated quantities", {})
         self._int_outputs = {k for k, v in gq.items() if v.get("type") == "int"}
 
-    def _hyper_data(self, inputs: Mapping, hyper: Mapping[str, float] | None) -> dict:
+    def _hyper_data(self, inputs: Mapping, hyper: Mapping[str, Any] | None) -> dict:
         if _HYPER_FLAG not in inputs:
             if hyper:
                 raise StanDataError("hyper was given but the simulator program does not "
@@ -73,7 +82,16 @@ class Simulator:
             raise StanDataError(f"hyper must give exactly the hyperparameters "
                                 f"{self.hyperparameters}; unknown {sorted(unknown)}, "
                                 f"missing {sorted(missing)}")
-        return {_HYPER_FLAG: 1, **{f"{h}{_SUFFIX}": [float(v)] for h, v in hyper.items()}}
+        given = {_HYPER_FLAG: 1}
+        for h, v in hyper.items():
+            value = np.asarray(v, dtype=float)
+            shape_dims = int(inputs[f"{h}{_SUFFIX}"].get("dimensions", 1)) - 1
+            if value.ndim != shape_dims:
+                raise StanDataError(f"hyper[{h!r}] has shape {value.shape}, but {h} has "
+                                    f"{shape_dims} dimension(s) (its {h}{_SUFFIX} is an "
+                                    f"array of values of {h}'s shape)")
+            given[f"{h}{_SUFFIX}"] = value[None].tolist()
+        return given
 
     def simulate_flat(self, n: int, seed: int, *, first: int = 0,
                       threads: int | None = None) -> np.ndarray:
@@ -92,8 +110,11 @@ class Simulator:
             if rc:
                 self.model._batch_status(rc, err, "simulate")
                 index, message = next(iter(self.model.last_errors.items()))
+                bad = nonfinite_entries(self.data)
+                cause = (f" (the data given to the simulator are not finite: "
+                         f"{', '.join(bad)})" if bad else "")
                 raise StanDataError(f"simulation failed for {rc} draw(s); draw "
-                                    f"{first + start + index}: {message}")
+                                    f"{first + start + index}: {message}{cause}")
         return out
 
     def simulate(self, n: int, seed: int, *, first: int = 0,
@@ -104,6 +125,60 @@ class Simulator:
         for name in self._int_outputs & draws.keys():
             draws[name] = np.rint(draws[name]).astype(np.int64)
         return draws
+
+
+def check_conventions(model_info: Mapping, simulator_info: Mapping, *, model: str = "the model",
+                      simulator: str = "the simulator", hyper: Mapping | None = None) -> None:
+    """Refuse a model/simulator pair that breaks the conventions of
+    ``stan_models/README.md``, from ``stanc --info`` alone (no C++ compile): the model
+    declares ``prior_only``; the simulator has no parameters, generates every model
+    parameter under the model's name, and declares ``hyper_given`` if ``hyper`` is given.
+    """
+    if PRIOR_ONLY not in model_info.get("inputs", {}):
+        raise PriorOnlyMissingError(model)
+    if simulator_info.get("parameters"):
+        raise StanDataError(f"simulator program {simulator} has a parameters block "
+                            f"({', '.join(simulator_info['parameters'])}); a simulator draws "
+                            "everything in generated quantities with _rng functions")
+    generated = simulator_info.get("generated quantities", {})
+    missing = [p for p in model_info.get("parameters", {}) if p not in generated]
+    if missing:
+        raise StanDataError(f"simulator program {simulator} does not generate the parameters "
+                            f"{missing} of {model}; its generated quantities must use the "
+                            "model's names")
+    if hyper and _HYPER_FLAG not in simulator_info.get("inputs", {}):
+        raise StanDataError("hyper was given but the simulator program does not declare "
+                            "`int<lower=0, upper=1> hyper_given;` and "
+                            "`array[hyper_given] real h_given;` per hyperparameter")
+
+
+def compile_with_simulator(models: Sequence, simulator, *, hyper: Mapping | None = None,
+                           max_workers: int = 3, **options
+                           ) -> tuple[list[CompiledModel], CompiledModel]:
+    """Check the conventions of every (model, simulator) pair with stanc, then compile
+    the models, the simulator (and a missing bridge object) in parallel.
+
+    A program given as a :class:`CompiledModel` is used as it is.  Returns the compiled
+    models (in order) and the compiled simulator.
+    """
+    items = [m if isinstance(m, CompiledModel) else read_program(m)
+             for m in [*models, simulator]]
+    toolchain = options.get("toolchain")
+    infos = [i.info if isinstance(i, CompiledModel) else stanc_info(i, toolchain)
+             for i in items]
+    for item, info in zip(items[:-1], infos[:-1]):
+        check_conventions(info, infos[-1], model=_label(item), simulator=_label(items[-1]),
+                          hyper=hyper)
+    todo = [i for i in items if not isinstance(i, CompiledModel)]
+    built = iter(compile_many(todo, workers=min(max_workers, len(todo) + 1), **options)
+                 if todo else [])
+    compiled = [i if isinstance(i, CompiledModel) else next(built) for i in items]
+    return compiled[:-1], compiled[-1]
+
+
+def _label(item: Program | CompiledModel) -> str:
+    program = item.program if isinstance(item, CompiledModel) else item
+    return str(program.path or program.name)
 
 
 def draw_at(draws: Mapping[str, np.ndarray], i: int) -> dict[str, np.ndarray]:
@@ -134,7 +209,45 @@ def split_draw(draw: Mapping[str, Any], model: Any) -> tuple[dict, dict]:
                             f"{missing}; its generated quantities must use the model's names")
     params = {k: draw[k] for k in parameters}
     data = {k: v for k, v in draw.items() if k in inputs and k != "prior_only"}
+    bad = nonfinite_entries({**params, **data}, batched=_batched(draw, parameters))
+    if bad:
+        raise StanDataError(f"the simulator produced non-finite values: {', '.join(bad)}; "
+                            "check its generated quantities (and the data they use)")
     return params, data
+
+
+def _batched(draw: Mapping[str, Any], parameters: Mapping[str, Any]) -> bool:
+    """Whether ``draw`` has a leading draw axis (judged on the first parameter)."""
+    for name, declared in parameters.items():
+        dims = declared.get("dimensions", 0) if isinstance(declared, Mapping) else 0
+        return np.ndim(draw[name]) > dims
+    return False
+
+
+def check_data_names(simulator: Simulator, model: Any) -> list[str]:
+    """The model's data variables that the simulator neither generates nor reads.
+
+    Each is named in a warning (BREAD would run on the observed values while
+    taking a prior draw for the exact posterior draw); a simulator that
+    generates none of the model's data is refused with :class:`StanDataError`.
+    """
+    inputs = set(_model_info(model).get("inputs", {})) - {"prior_only"}
+    generated = set(simulator.compiled.info.get("generated quantities", {}))
+    read = set(simulator.compiled.data_variables)
+    if not inputs & generated:
+        raise StanDataError(
+            f"the simulator generates none of the model's data variables "
+            f"({', '.join(sorted(inputs - read)) or ', '.join(sorted(inputs))}); it generates "
+            f"{', '.join(sorted(generated))}. Its generated quantities must write the "
+            "simulated data under the model's names")
+    missing = sorted(inputs - generated - read)
+    if missing:
+        logger.warning("the simulator does not generate the model's data variable(s) %s "
+                       "(nor reads them): BREAD keeps their observed values, so the "
+                       "simulated draw is not an exact posterior draw unless they are "
+                       "fixed inputs; the simulator generates %s", ", ".join(missing),
+                       ", ".join(sorted(generated)))
+    return missing
 
 
 def to_unconstrained(params: Mapping[str, Any], model: Any, *, batched: bool = True

@@ -20,11 +20,11 @@ import numpy as np
 from .compile import (DEFAULT_STANC_ARGS, CompiledModel, Program, compile_model,
                       read_program, stanc_info)
 from .data import DataLike, load_data
-from ..errors import PriorOnlyMissingError
+from ..errors import ModelSetupError, PriorOnlyMissingError
 from .model import StanModel, _address, _as_points, _out
 from ..target import Evaluation
 
-__all__ = ["StanTarget", "compile_tempered", "PRIOR_ONLY"]
+__all__ = ["StanTarget", "compile_tempered", "check_split", "PRIOR_ONLY"]
 
 logger = logging.getLogger("bread_stan")
 
@@ -44,7 +44,7 @@ def compile_tempered(model: str | os.PathLike | Program | CompiledModel, *,
             raise PriorOnlyMissingError(str(model.program.path or model.program.name))
         return model
     program = read_program(model)
-    info = stanc_info(program, compile_options.get("toolchain"))
+    info = stanc_info(program, compile_options.get("toolchain"), stanc_args)
     if PRIOR_ONLY not in info.get("inputs", {}):
         raise PriorOnlyMissingError(str(program.path or program.name))
     return compile_model(program, stanc_args=stanc_args, **compile_options)
@@ -128,3 +128,34 @@ class StanTarget:
     def param_constrain(self, u: np.ndarray, include_tp: bool = False) -> np.ndarray:
         """Constrained parameter values (flat, Stan's order) of ``u`` (d,) or (n, d)."""
         return self.full_model.param_constrain(u, include_tp)
+
+
+def check_split(target: StanTarget, points: np.ndarray) -> None:
+    """Refuse a model whose prior/likelihood split cannot be what its author meant,
+    judged at exact prior draws ``points`` (n, d) with n >= 2.
+
+    * The log likelihood is exactly 0 with a zero gradient at every point: the
+      prior (prior_only = 1) and the joint (prior_only = 0) agree, so the
+      likelihood is not inside ``if (!prior_only)`` (or there are no data).
+    * The log prior does not depend on some unconstrained coordinate at any
+      point: that parameter has no prior statement, so the prior is improper.
+    """
+    ev = target.evaluate(np.atleast_2d(points), gradient=True)
+    ok = np.isfinite(ev.log_prior) & np.isfinite(ev.log_lik)
+    if not ok.any():
+        return  # nothing to judge by; the engine reports points outside the support
+    name = target.compiled.program.path or target.compiled.program.name
+    if np.all(ev.log_lik[ok] == 0) and np.all(ev.grad_lik[ok] == 0):
+        raise ModelSetupError(
+            f"in {name}, the log likelihood is exactly 0 at all {int(ok.sum())} prior draws "
+            "checked: the densities with prior_only = 1 and prior_only = 0 agree, so the "
+            "likelihood is not inside `if (!prior_only) { ... }` (or the data are empty). "
+            "Wrap every likelihood statement in it")
+    flat = np.all(ev.grad_prior[ok] == 0, axis=0)
+    if flat.any():
+        names = [n for n, f in zip(target.param_unc_names(), flat) if f]
+        raise ModelSetupError(
+            f"in {name}, the log prior does not depend on {', '.join(names)} at any of the "
+            f"{int(ok.sum())} prior draws checked: no prior statement covers "
+            f"{'it' if len(names) == 1 else 'them'}, so the prior is improper and AIS from "
+            "the prior is meaningless. Give every parameter a proper prior")

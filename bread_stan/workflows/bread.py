@@ -6,7 +6,10 @@
 2. build the model's target on y* (``prior_only`` split);
 3. tune the kernel on pilot chains started from prior draws that are never scored,
    and freeze it;
-4. for each number of distributions T, run forward AIS from fresh exact prior
+4. check the simulator against the model with that frozen kernel
+   (:func:`~bread_stan.workflows.simulator_check.check_simulator`; recorded in
+   ``extra["simulator_check"]``, skipped with ``RunSettings(check_simulator=False)``);
+5. for each number of distributions T, run forward AIS from fresh exact prior
    draws and reverse AIS from x*, and save the step as soon as it finishes.
 
 :func:`compare` runs :func:`bread` on several programs of one model that share
@@ -20,7 +23,9 @@ so an interrupted run resumed later gives the numbers of an uninterrupted one.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import os
 import json
 import logging
 import time
@@ -36,11 +41,14 @@ from ..errors import BreadStanError
 from ..kernels.hmc import HMC, HMCParams
 from ..kernels.nuts import NUTS, NUTSParams
 from ..stan.model import unflatten_draws
-from ..ais.results import BreadResult, DirectionResult, StepResult
+from ..ais.results import BreadResult, DirectionResult, StepResult, load_steps
 from ..ais.verdict import VerdictSettings
+from ..store import check_writable, clean_temporaries, load_if_sound, load_json, lock
 from ..ais.betas import ScheduleSpec
-from ..stan.simulator import Simulator, draw_at, split_draw
-from ..stan.tempered import StanTarget, compile_tempered
+from ..stan.compile import CompiledModel
+from ..stan.simulator import (Simulator, check_data_names, compile_with_simulator, draw_at,
+                              split_draw)
+from ..stan.tempered import StanTarget, check_split, compile_tempered
 from ..ais.tuning import TunedKernel, TuningConfig, tune
 
 __all__ = ["SamplerSettings", "RunSettings", "VerdictSettings", "bread", "compare",
@@ -48,7 +56,8 @@ __all__ = ["SamplerSettings", "RunSettings", "VerdictSettings", "bread", "compar
 
 log = logging.getLogger(__name__)
 
-_TRUTH, _PILOT, _PRIOR, _CHAINS = 0, 1, 2, 3  # purposes of derived seeds
+_TRUTH, _PILOT, _PRIOR, _CHAINS, _CHECK = 0, 1, 2, 3, 4  # purposes of derived seeds
+_CHECK_DRAWS = 8  # prior draws at which the model's prior/likelihood split is checked
 
 
 class ResumeMismatchError(BreadStanError):
@@ -84,6 +93,10 @@ class SamplerSettings:
     def __post_init__(self):
         if self.kernel not in ("hmc", "nuts"):
             raise ValueError(f"unknown kernel {self.kernel!r}; use 'hmc' or 'nuts'")
+        for name in ("n_leapfrog", "max_depth", "steps_per_temperature", "pilot_steps"):
+            _check_whole(name, getattr(self, name), 1)
+        _check_whole("pilot_chains", self.pilot_chains, 2)
+        _check_whole("pilot_grid", self.pilot_grid, 2)
 
     def make(self):
         """The kernel object and its base params."""
@@ -109,6 +122,9 @@ class RunSettings:
     variation from one exact draw to the next.  With K = 1 (the default, cheapest)
     the interval is conditional on the single exact draw.  The kernel is tuned
     once, on problem 1, and frozen for all.
+
+    ``check_simulator`` runs the simulator check before the AIS runs (its result
+    never changes the bounds, so it is not part of the resume fingerprint).
     """
 
     steps: tuple[int, ...] = (10, 100, 1000)
@@ -119,17 +135,45 @@ class RunSettings:
     increment_blocks: int | None = 50
     progress: bool = True
     exact_draws: int = 1
+    check_simulator: bool = True
 
     def __post_init__(self):
-        steps = tuple(int(s) for s in self.steps)
+        steps = (self.steps,) if _is_whole(self.steps) else self.steps
+        if isinstance(steps, (str, bytes)) or not all(_is_whole(s) for s in _iterable(steps)):
+            raise ValueError(f"steps must be whole numbers of distributions (each at least 2), "
+                             f"for example (10, 100, 1000); got {self.steps!r}")
+        steps = tuple(int(s) for s in steps)
         if not steps or min(steps) < 2:
             raise ValueError("steps must be numbers of distributions, each at least 2")
-        if self.chains < 2:
-            raise ValueError("chains must be at least 2 per direction (intervals need spread)")
+        _check_whole("chains", self.chains, 2, "intervals need spread")
+        _check_whole("seed", self.seed, 0)
+        if self.threads is not None:
+            _check_whole("threads", self.threads, 1, "None uses all cores")
+        if self.increment_blocks is not None:
+            _check_whole("increment_blocks", self.increment_blocks, 1)
+        _check_whole("exact_draws", self.exact_draws, 1)
         if self.exact_draws != 1 and not 2 <= self.exact_draws <= self.chains:
             raise ValueError(f"exact_draws must be 1, or between 2 and chains ({self.chains}) "
                              "so that every simulated problem gets a chain in each direction")
         object.__setattr__(self, "steps", tuple(sorted(set(steps))))
+
+
+def _is_whole(value) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def _iterable(value) -> tuple:
+    try:
+        return tuple(value)
+    except TypeError:
+        return (value,)
+
+
+def _check_whole(name: str, value, least: int, why: str = "") -> None:
+    """Refuse anything but a whole number >= ``least`` (2.5, "3", True, -3)."""
+    if not _is_whole(value) or value < least:
+        hint = f" ({why})" if why else ""
+        raise ValueError(f"{name} must be a whole number >= {least}{hint}; got {value!r}")
 
 
 def derived_seed(seed: int, *purpose: int) -> int:
@@ -170,12 +214,16 @@ def _truth_seed(seed: int, k: int) -> int:
 def _simulate_problem(name, model, simulator: Simulator, data: Mapping, seed: int,
                       threads, truth_draw: Mapping | None = None) -> _Problem:
     compiled = compile_tempered(model)
+    check_data_names(simulator, compiled)
     if truth_draw is None:
         truth_draw = draw_at(simulator.simulate(1, _truth_seed(seed, 0)), 0)
     params, overrides = split_draw(truth_draw, compiled)
     target = StanTarget(compiled, {**data, **overrides}, threads=threads)
     x_star = target.param_unconstrain(params)
-    return _Problem(name, target, x_star, _as_lists(params), _as_lists(overrides))
+    problem = _Problem(name, target, x_star, _as_lists(params), _as_lists(overrides))
+    check_split(target, _prior_draws(problem, simulator, _CHECK_DRAWS,
+                                     derived_seed(seed, _CHECK)))
+    return problem
 
 
 def _as_lists(values: Mapping[str, Any]) -> dict[str, Any]:
@@ -196,8 +244,9 @@ def _constrained(problem: _Problem, u: np.ndarray) -> dict[str, np.ndarray]:
 def _run_problem(problems: list[_Problem], simulator: Simulator, sampler: SamplerSettings,
                  run: RunSettings, out_dir: Path | None, header: dict,
                  known_log_ml_bounds: Mapping[str, float] | None,
-                 verdict: VerdictSettings) -> BreadResult:
-    """Tune on the first problem, then run every step count over all problems."""
+                 verdict: VerdictSettings, data: Mapping) -> BreadResult:
+    """Tune on the first problem, check the simulator with the frozen kernel, then run
+    every step count over all problems."""
     kernel, base_params = sampler.make()
     first = problems[0]
     extra = {"truth": first.truth, "simulated_data": first.simulated_data,
@@ -213,24 +262,29 @@ def _run_problem(problems: list[_Problem], simulator: Simulator, sampler: Sample
         done = _resume(result, out_dir, header)
 
     tuned_path = out_dir / "tuning.json" if out_dir is not None else None
-    if tuned_path is not None and tuned_path.exists():
-        tuned = TunedKernel.from_json(tuned_path.read_text())
-    else:
+    tuned = load_if_sound(tuned_path, TunedKernel.load) if tuned_path is not None else None
+    if tuned is None:
         t0 = time.perf_counter()
         pilot = _prior_draws(first, simulator, sampler.pilot_chains,
                              derived_seed(run.seed, _PILOT))
         tuned = tune(first.target, kernel, base_params, pilot,
-                     seed=derived_seed(run.seed, _PILOT), config=sampler.tuning_config())
+                     seed=derived_seed(run.seed, _PILOT), config=sampler.tuning_config(),
+                     progress=run.progress)
         result.extra["tuning_seconds"] = time.perf_counter() - t0
         log.info("%s: tuned %s along beta in %.1f s (step sizes %.3g .. %.3g)", first.name,
                  sampler.kernel, result.extra["tuning_seconds"], tuned.step_size.min(),
                  tuned.step_size.max())
         if tuned_path is not None:
-            tuned_path.write_text(tuned.to_json())
+            tuned.save(tuned_path)
     result.extra["tuning"] = tuned.to_dict()
+    setup_warnings(result.extra, tuned, first.name)
+    if "simulator_check" not in result.extra:
+        result.extra["simulator_check"] = _check(first, simulator, data, sampler, run, tuned)
     if out_dir is not None:
         result.save_header(out_dir)
 
+    warn_if_costly(first.name, tuned, [T for T in run.steps if T not in done],
+                   2 * run.chains * sampler.steps_per_temperature, first.target.dim)
     for T in run.steps:
         if T in done:
             log.info("%s: %d distributions already done, loaded from %s", first.name, T, out_dir)
@@ -299,30 +353,136 @@ def _stack(directions: list[DirectionResult]) -> DirectionResult:
         np.repeat(np.arange(len(directions)), sizes))
 
 
+_LONG_SECONDS = 600.0        # warn before a run estimated to take longer than this
+_LARGE_BYTES = 1 << 30       # or to need more memory than this
+
+
+def cost_estimate(tuned: TunedKernel, steps: Sequence[int], chains: int, dim: int
+                  ) -> tuple[float, float]:
+    """Seconds (from the pilot's time per chain and transition) and peak bytes
+    (the per-temperature betas, step sizes and metric of the largest T, with
+    their temporaries: about 40 + 16 d bytes per temperature, measured) of running
+    ``chains`` chains (both directions, all transitions) at each T."""
+    seconds = sum(T - 1 for T in steps) * chains * tuned.seconds_per_transition
+    peak = max(steps, default=0) * (40.0 + 16.0 * dim)
+    return seconds, peak
+
+
+def warn_if_costly(name: str, tuned: TunedKernel, steps: Sequence[int], chains: int,
+                   dim: int) -> None:
+    """Log the estimated cost of the coming runs; warn before a long or large one."""
+    if not steps:
+        return
+    seconds, peak = cost_estimate(tuned, steps, chains, dim)
+    text = (f"{name}: {', '.join(map(str, steps))} distributions will take about "
+            f"{_duration(seconds)} and {peak / 2**30:.2g} GB of memory (estimated from the "
+            "pilot)")
+    if seconds > _LONG_SECONDS or peak > _LARGE_BYTES:
+        log.warning("%s; interrupt now (Ctrl-C) and choose fewer --steps if that is too "
+                    "much", text)
+    else:
+        log.info("%s", text)
+
+
+def _duration(seconds: float) -> str:
+    if not np.isfinite(seconds):
+        return "an unknown time"
+    for unit, size in (("days", 86400), ("hours", 3600), ("minutes", 60)):
+        if seconds >= 2 * size:
+            return f"{seconds / size:.3g} {unit}"
+    return f"{seconds:.2g} s"
+
+
+def setup_warnings(extra: dict, tuned: TunedKernel, name: str) -> None:
+    """Log the tuned kernel's problems loudly and record them in ``extra``
+    (``setup_warnings``)."""
+    extra["setup_warnings"] = tuned.problems()
+    for text in extra["setup_warnings"]:
+        log.warning("%s: SET-UP PROBLEM: %s", name, text)
+
+
+def _check(problem: _Problem, simulator: Simulator, data: Mapping, sampler: SamplerSettings,
+           run: RunSettings, tuned: TunedKernel) -> dict:
+    """The simulator check with the run's frozen kernel, as a plain dict."""
+    # Imported here: simulator_check builds on this module's settings and helpers.
+    from .simulator_check import CheckSettings, SimulatorCheck, check_simulator
+
+    if not run.check_simulator:
+        return SimulatorCheck.skipped().to_dict()
+    check = check_simulator(problem.target.compiled, simulator, data, sampler=sampler,
+                            settings=CheckSettings(seed=derived_seed(run.seed, _CHECK)),
+                            tuned=tuned, threads=run.threads)
+    return check.to_dict()
+
+
 def _resume(result: BreadResult, out_dir: Path, header: dict) -> set[int]:
     """Load finished steps from ``out_dir`` if it holds a run with the same settings."""
-    run_file = out_dir / "run.json"
-    if not run_file.exists():
-        return set()
-    saved = json.loads(run_file.read_text())
-    if saved.get("settings", {}).get("fingerprint") != header["fingerprint"]:
-        raise ResumeMismatchError(
-            f"{out_dir} holds results of a run with different settings (model, data, "
-            "seed, sampler or schedule); use a new output directory or delete it")
-    previous = BreadResult.load(out_dir)
-    result.steps.extend(s for s in previous.steps if s.n_steps in set(header["steps"]))
+    saved = load_if_sound(out_dir / "run.json", load_json)
+    if saved is not None:
+        check_resumable(out_dir, saved.get("settings", {}), header)
+        check = saved.get("extra", {}).get("simulator_check")
+        if check and check.get("ran"):  # the same simulator and model: no need to rerun it
+            result.extra["simulator_check"] = check
+    previous = load_steps(out_dir, header["fingerprint"])
+    result.steps.extend(s for s in previous if s.n_steps in set(header["steps"]))
     return {s.n_steps for s in result.steps}
+
+
+def check_resumable(out_dir: Path, saved: Mapping, header: Mapping) -> None:
+    """Refuse to resume into ``out_dir`` when its saved settings differ from
+    ``header``'s, naming what differs."""
+    if saved.get("fingerprint") == header["fingerprint"]:
+        return
+    old, new = saved.get("fingerprints") or {}, header["fingerprints"]
+    differences = []
+    for part, digest in new.items():
+        if old.get(part) == digest or (part == "tuning" and old.get("sampler") != new["sampler"]):
+            continue
+        before, after = saved.get(part), header.get(part)
+        if isinstance(before, Mapping) and isinstance(after, Mapping):
+            differences += [f"{part}.{k}: {before.get(k)!r} then, {after.get(k)!r} now"
+                            for k in sorted(set(before) | set(after))
+                            if before.get(k) != after.get(k)]
+        else:
+            differences.append(_PART_NAMES.get(part, part))
+    what = "; ".join(differences) if differences else "settings saved by an older version"
+    raise ResumeMismatchError(
+        f"{out_dir} holds results of a run with different settings ({what}); use a new "
+        "output directory, delete this one, or rerun with the settings it was made with")
+
+
+_PART_NAMES = {"model": "the model program", "simulator": "the simulator program",
+               "data": "the data", "tuning": "the tuning settings"}
+
+
+def fingerprints(**parts: Any) -> tuple[str, dict[str, str]]:
+    """The fingerprint of all ``parts`` together and of each part (to say which differs)."""
+    return _fingerprint(*parts.values()), {k: _fingerprint(v) for k, v in parts.items()}
+
+
+@contextlib.contextmanager
+def output_directory(out: Path | None):
+    """Check ``out`` is a writable directory, hold its lock and clear temporaries
+    left by an interrupted run; nothing when ``out`` is None."""
+    if out is None:
+        yield None
+        return
+    check_writable(out)
+    with lock(out):
+        clean_temporaries(out)
+        yield out
 
 
 def _header(name: str, model, simulator, data: Mapping, sampler: SamplerSettings,
             run: RunSettings, hyper) -> dict:
-    scored = {k: v for k, v in asdict(run).items() if k not in ("steps", "progress", "threads")}
-    fingerprint = _fingerprint(_program_text(model), _program_text(simulator),
-                               {k: np.asarray(v).tolist() for k, v in data.items()},
-                               asdict(sampler), asdict(sampler.tuning_config()), scored, hyper)
-    return {"model": name, "fingerprint": fingerprint, "steps": list(run.steps),
-            "sampler": asdict(sampler), "run": {**scored, "schedule": asdict(run.schedule)},
-            "hyper": dict(hyper or {})}
+    scored = {k: v for k, v in asdict(run).items() if k not in ("steps", "progress", "threads", "check_simulator")}
+    fingerprint, parts = fingerprints(
+        model=_program_text(model), simulator=_program_text(simulator),
+        data={k: np.asarray(v).tolist() for k, v in data.items()}, sampler=asdict(sampler),
+        tuning=asdict(sampler.tuning_config()), run=scored, hyper=hyper)
+    return {"model": name, "fingerprint": fingerprint, "fingerprints": parts,
+            "steps": list(run.steps), "sampler": asdict(sampler),
+            "run": {**scored, "schedule": asdict(run.schedule)}, "hyper": dict(hyper or {})}
 
 
 def bread(model, simulator, data=None, *, sampler: SamplerSettings = SamplerSettings(),
@@ -338,21 +498,23 @@ def bread(model, simulator, data=None, *, sampler: SamplerSettings = SamplerSett
     replace the observed ones).  ``hyper`` fixes the simulator's hyperparameters.
     ``known_log_ml_bounds`` ({"upper": ..., "lower": ...}) adds one-sided KL
     bounds.  ``verdict`` sets the verdict's levels and its convergence scale
-    (:class:`~bread_stan.ais.verdict.VerdictSettings`).  With ``out_dir``, every finished step count is saved at once and a
-    rerun with the same settings continues where it stopped.
+    (:class:`~bread_stan.ais.verdict.VerdictSettings`).  With ``out_dir``, every
+    finished step count is saved at once and a rerun with the same settings
+    continues where it stopped.
     """
-    data = load_data(data)
-    name = name or _default_name(model)
-    sim = Simulator(simulator, data, hyper=hyper, threads=run.threads)
-    truths = _truth_draws(sim, run)
-    problems = [_simulate_problem(name, model, sim, data, run.seed, run.threads, truth)
-                for truth in truths]
-    header = _header(name, model, simulator, data, sampler, run, hyper)
+    check_program("model", model)
+    check_program("simulator", simulator)
     out = Path(out_dir) if out_dir is not None else None
-    if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-    return _run_problem(problems, sim, sampler, run, out, header, known_log_ml_bounds,
-                        verdict or VerdictSettings())
+    with output_directory(out):
+        data = load_data(data)
+        name = name or _default_name(model)
+        (compiled,), sim_compiled = compile_with_simulator([model], simulator, hyper=hyper)
+        sim = Simulator(sim_compiled, data, hyper=hyper, threads=run.threads)
+        problems = [_simulate_problem(name, compiled, sim, data, run.seed, run.threads, truth)
+                    for truth in _truth_draws(sim, run)]
+        header = _header(name, model, simulator, data, sampler, run, hyper)
+        return _run_problem(problems, sim, sampler, run, out, header, known_log_ml_bounds,
+                            verdict or VerdictSettings(), data)
 
 
 def _truth_draws(simulator: Simulator, run: RunSettings) -> list[dict]:
@@ -367,23 +529,52 @@ def compare(models: Mapping[str, Any] | Sequence, simulator, data=None, *,
             verdict: VerdictSettings | None = None) -> dict[str, BreadResult]:
     """BREAD on several programs of one model, on one shared simulated data set and
     exact posterior draw.  ``models`` maps labels to programs (or is a list of
-    programs, labelled by file name).  Returns one result per label."""
+    programs, labelled by file name; programs sharing a file name are told apart
+    by their folders).  Every program is compiled before any run starts.
+    Returns one result per label."""
     if not isinstance(models, Mapping):
-        models = {_default_name(m): m for m in models}
-    data = load_data(data)
-    sim = Simulator(simulator, data, hyper=hyper, threads=run.threads)
-    truths = _truth_draws(sim, run)
-    results = {}
+        models = dict(zip(_labels(models), models))
     for label, program in models.items():
-        problems = [_simulate_problem(label, program, sim, data, run.seed, run.threads, truth)
-                    for truth in truths]
-        header = _header(label, program, simulator, data, sampler, run, hyper)
-        out = Path(out_dir) / label if out_dir is not None else None
-        if out is not None:
-            out.mkdir(parents=True, exist_ok=True)
-        results[label] = _run_problem(problems, sim, sampler, run, out, header, None,
-                                      verdict or VerdictSettings())
-    return results
+        check_program(f"model {label!r}", program)
+    check_program("simulator", simulator)
+    out = Path(out_dir) if out_dir is not None else None
+    with output_directory(out):
+        compiled, sim_compiled = compile_with_simulator(list(models.values()), simulator,
+                                                        hyper=hyper)
+        data = load_data(data)
+        sim = Simulator(sim_compiled, data, hyper=hyper, threads=run.threads)
+        truths = _truth_draws(sim, run)
+        results = {}
+        for (label, program), built in zip(models.items(), compiled):
+            problems = [_simulate_problem(label, built, sim, data, run.seed, run.threads,
+                                          truth) for truth in truths]
+            header = _header(label, program, simulator, data, sampler, run, hyper)
+            sub = out / label if out is not None else None
+            if sub is not None:
+                sub.mkdir(exist_ok=True)
+            results[label] = _run_problem(problems, sim, sampler, run, sub, header, None,
+                                          verdict or VerdictSettings(), data)
+        return results
+
+
+def check_program(role: str, program) -> None:
+    """Refuse a ``program`` that is neither a path, program text nor a compiled model."""
+    if isinstance(program, (CompiledModel, os.PathLike)) or (
+            isinstance(program, str) and program.strip()):
+        return
+    raise ValueError(f"{role} must be a Stan program: the path of a .stan file, the program "
+                     f"text, or a compiled model; got {program!r}")
+
+
+def _labels(programs: Sequence) -> list[str]:
+    """Labels of programs by file name; shared names get their folder's name
+    in front, and a number when that is not enough."""
+    stems = [_default_name(p) for p in programs]
+    labels = [f"{Path(str(p)).resolve().parent.name}_{stem}"
+              if stems.count(stem) > 1 and str(p).endswith(".stan") else stem
+              for stem, p in zip(stems, programs)]
+    return [f"{label}_{labels[:i].count(label) + 1}" if labels.count(label) > 1 else label
+            for i, label in enumerate(labels)]
 
 
 def _default_name(program) -> str:

@@ -32,6 +32,7 @@ available too.
 from __future__ import annotations
 
 import hashlib
+import io
 import logging
 import tempfile
 import time
@@ -51,6 +52,7 @@ from ..stan.compile import Program, cache_dir
 from ..stan.draws import read_draws, summarise, unconstrain_draws
 from ..stan.model import unflatten_draws
 from ..stan.tempered import StanTarget
+from ..store import CorruptFileError, load_unit, save_unit, write_atomic
 
 __all__ = ["FitSettings", "FitResult", "fit", "warmup_windows", "cmdstan_available"]
 
@@ -106,17 +108,18 @@ class FitResult:
     diagnostics: dict[str, float] = field(default_factory=dict)
     settings: dict[str, Any] = field(default_factory=dict)
 
-    def hyperparameters(self, names: Sequence[str], how: str = "median") -> dict[str, float]:
-        """The fitted value of each (scalar) hyperparameter: posterior median or mean."""
+    def hyperparameters(self, names: Sequence[str], how: str = "median"
+                        ) -> dict[str, float | list]:
+        """The fitted value of each hyperparameter: posterior median or mean, elementwise
+        (a float for a scalar, nested lists of the hyperparameter's shape otherwise)."""
         out = {}
         for name in names:
             if name not in self.draws:
                 raise KeyError(f"hyperparameter {name!r} is not a model parameter; "
                                f"parameters: {sorted(self.draws)}")
-            x = np.asarray(self.draws[name], dtype=float)
-            if x.ndim != 2:
-                raise ValueError(f"hyperparameter {name!r} is not a scalar")
-            out[name] = float(np.median(x) if how == "median" else np.mean(x))
+            x = np.asarray(self.draws[name], dtype=float)  # (chains, draws, *shape)
+            value = np.median(x, axis=(0, 1)) if how == "median" else np.mean(x, axis=(0, 1))
+            out[name] = float(value) if value.ndim == 0 else value.tolist()
         return out
 
     @property
@@ -129,39 +132,34 @@ class FitResult:
 
     # -- persistence -----------------------------------------------------
     def save(self, out_dir: Path) -> None:
-        """``fit.npz`` (unconstrained draws) and ``fit_summary.csv``, ``fit.json``."""
-        import json
-
+        """``fit.npz`` (draws, summary and settings in one unit) and, for reading,
+        ``fit_summary.csv``."""
         out_dir = Path(out_dir)
-        out_dir.mkdir(parents=True, exist_ok=True)
-        tmp = out_dir / "fit.tmp.npz"
-        np.savez_compressed(tmp, unconstrained=self.unconstrained,
-                            **{f"draw__{k}": v for k, v in self.draws.items()})
-        self.summary.to_csv(out_dir / "fit_summary.csv")
+        write_atomic(out_dir / "fit_summary.csv", self.summary.to_csv())
         meta = {"sampler": self.sampler, "seconds": self.seconds,
                 "diagnostics": self.diagnostics, "settings": self.settings,
-                "max_rhat": self.max_rhat, "min_ess_bulk": self.min_ess_bulk}
-        (out_dir / "fit.json").write_text(json.dumps(meta, indent=1, default=float))
-        tmp.replace(out_dir / "fit.npz")  # the npz appearing marks the fit complete
+                "max_rhat": self.max_rhat, "min_ess_bulk": self.min_ess_bulk,
+                "summary": self.summary.to_json(orient="split")}
+        save_unit(out_dir / "fit.npz", {"unconstrained": self.unconstrained,
+                                        **{f"draw__{k}": v for k, v in self.draws.items()}},
+                  meta)
 
     @classmethod
     def load(cls, out_dir: Path) -> "FitResult":
-        import json
-
-        out_dir = Path(out_dir)
-        meta = json.loads((out_dir / "fit.json").read_text())
-        with np.load(out_dir / "fit.npz") as z:
-            unc = z["unconstrained"]
-            draws = {k[len("draw__"):]: z[k] for k in z.files if k.startswith("draw__")}
-        summary = pd.read_csv(out_dir / "fit_summary.csv", index_col=0)
-        # fits saved before the sampler was named explicitly say "method": "nuts" / "cmdstan"
-        sampler = meta.get("sampler") or {"nuts": "toolkit"}.get(meta["method"], meta["method"])
-        return cls(sampler, unc, draws, summary, meta["seconds"],
-                   meta.get("diagnostics", {}), meta.get("settings", {}))
+        """Read a fit saved by :meth:`save`; CorruptFileError if it is damaged."""
+        path = Path(out_dir) / "fit.npz"
+        arrays, meta = load_unit(path)
+        try:
+            draws = {k[len("draw__"):]: v for k, v in arrays.items() if k.startswith("draw__")}
+            summary = pd.read_json(io.StringIO(meta["summary"]), orient="split")
+            return cls(meta["sampler"], arrays["unconstrained"], draws, summary,
+                       meta["seconds"], meta.get("diagnostics", {}), meta.get("settings", {}))
+        except (KeyError, TypeError, ValueError) as error:
+            raise CorruptFileError(path, f"missing or unreadable entry {error}") from None
 
     @staticmethod
     def exists(out_dir: Path) -> bool:
-        return (Path(out_dir) / "fit.npz").exists() and (Path(out_dir) / "fit.json").exists()
+        return (Path(out_dir) / "fit.npz").exists()
 
 
 def warmup_windows(warmup: int, init_buffer: int = 75, term_buffer: int = 50,
@@ -295,10 +293,7 @@ def _cmdstan_program(program: Program) -> Path:
     key = hashlib.sha256(f"{program.digest}\n{cmdstanpy.cmdstan_path()}".encode()).hexdigest()
     stan_file = cache_dir() / "cmdstan" / f"{program.name}-{key[:24]}" / f"{program.name}.stan"
     if not stan_file.exists():
-        stan_file.parent.mkdir(parents=True, exist_ok=True)
-        partial = stan_file.with_suffix(".partial")
-        partial.write_text(program.code)
-        partial.replace(stan_file)
+        write_atomic(stan_file, program.code)
     return stan_file
 
 

@@ -3,6 +3,9 @@
 Bounds are rigorous only on simulated data.  :func:`protocol` does, for one
 model, simulator and real data set:
 
+0. **Check** the simulator against the model
+   (:func:`~bread_stan.workflows.simulator_check.check_simulator`, unless
+   ``RunSettings.check_simulator`` is off; recorded in ``extra["simulator_check"]``).
 1. **Fit**: NUTS on the real data (:mod:`bread_stan.fit`); the fitted
    hyperparameters eta_hat are the posterior medians of the simulator's
    ``*_given`` variables (``ProtocolSettings.fit.hyper_summary``).
@@ -36,42 +39,47 @@ the result and its files in :mod:`.protocol_result`.
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import math
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 
 from ..ais import engine
 from ..ais.results import BreadResult, DirectionResult, StepResult
+from ..store import load_if_sound, load_json, load_unit, save_unit
 from ..ais.tuning import TunedKernel, tune
 from ..kernels.base import initial_state
 from ..rng import ChainRandom
 from ..stan.data import load_data
-from ..stan.simulator import Simulator, draw_at, split_draw
-from ..stan.tempered import StanTarget, compile_tempered
+from ..stan.simulator import Simulator, compile_with_simulator, draw_at, split_draw
+from ..stan.tempered import StanTarget
 from .bread import (
     _CHAINS,
     _PILOT,
     _PRIOR,
     _TRUTH,
-    ResumeMismatchError,
     RunSettings,
     SamplerSettings,
     _constrained,
     _default_name,
-    _fingerprint,
     _prior_draws,
     _program_text,
     _simulate_problem,
+    check_program,
+    check_resumable,
     derived_seed,
+    fingerprints,
+    output_directory,
+    setup_warnings,
+    warn_if_costly,
 )
 from .data_check import data_check
 from .fit import FitResult, FitSettings, fit
+from .simulator_check import CheckSettings, SimulatorCheck, check_simulator
 from .protocol_result import (
     _HEADER,
     ProtocolResult,
@@ -86,8 +94,8 @@ log = logging.getLogger(__name__)
 
 # Purposes of derived seeds, beyond workflow's truth / pilot / prior / chains.
 _FIT_INIT, _FIT, _REAL_PILOT, _REAL_CHAINS, _REV_START = 10, 11, 12, 13, 14
-_REP_TRUTH, _REP_PILOT, _REP_CHAINS = 15, 16, 17
-_DATA_CHECK = 18
+_REP_TRUTH, _REP_PILOT, _REP_CHAINS, _CHECK = 15, 16, 17, 18
+_DATA_CHECK = 19
 _REV_START_STREAM = 3_000_000
 
 
@@ -170,27 +178,43 @@ def _prior_unconstrained(target: StanTarget, simulator: Simulator, n: int, seed:
     return target.param_unconstrain_batch(params)
 
 
-def _tuned(path: Path | None, target, kernel, base, pilot, seed, sampler) -> TunedKernel:
-    if path is not None and path.exists():
-        return TunedKernel.from_json(path.read_text())
-    tuned = tune(target, kernel, base, pilot, seed=seed, config=sampler.tuning_config())
+def _tuned(path: Path | None, target, kernel, base, pilot, seed, sampler,
+           progress: bool = False) -> TunedKernel:
+    tuned = load_if_sound(path, TunedKernel.load) if path is not None else None
+    if tuned is not None:
+        return tuned
+    tuned = tune(target, kernel, base, pilot, seed=seed, config=sampler.tuning_config(),
+                 progress=progress)
     if path is not None:
-        path.write_text(tuned.to_json())
+        tuned.save(path)
     return tuned
 
 
+def _hyper_rhat(fitted: FitResult, hyper: Mapping) -> dict[str, float]:
+    """Largest R-hat over the elements of each hyperparameter (names as Stan writes them, "tau[1]")."""
+    index = fitted.summary.index.astype(str)
+    out = {}
+    for h in hyper:
+        rows = (index == h) | index.str.startswith(f"{h}[")
+        if rows.any():
+            out[h] = float(fitted.summary.loc[rows, "r_hat"].max())
+    return out
+
+
 def _header(name, model, simulator, data, sampler, run, settings) -> dict:
-    scored = {k: v for k, v in asdict(run).items() if k not in ("steps", "progress", "threads")}
+    scored = {k: v for k, v in asdict(run).items()
+              if k not in ("steps", "progress", "threads", "check_simulator")}
     pset = asdict(settings)
     pset["s_sweep"] = list(settings.s_sweep)
     # Only what changes numbers already computed: the sweep, the step counts and the
     # replicates may grow on resume, and the agreement / sweep-test thresholds act at
     # analysis time.
-    fingerprint = _fingerprint("protocol", _program_text(model), _program_text(simulator),
-                               {k: np.asarray(v).tolist() for k, v in data.items()},
-                               asdict(sampler), asdict(sampler.tuning_config()), scored,
-                               pset["fit"])
-    return {"model": name, "fingerprint": fingerprint, "steps": list(run.steps),
+    fingerprint, parts = fingerprints(
+        kind="protocol", model=_program_text(model), simulator=_program_text(simulator),
+        data={k: np.asarray(v).tolist() for k, v in data.items()}, sampler=asdict(sampler),
+        tuning=asdict(sampler.tuning_config()), run=scored, fit=pset["fit"])
+    return {"model": name, "fingerprint": fingerprint, "fingerprints": parts,
+            "steps": list(run.steps), "fit": pset["fit"],
             "sampler": asdict(sampler), "run": {**scored, "schedule": asdict(run.schedule)},
             "protocol": pset}
 
@@ -213,31 +237,44 @@ def protocol(model, simulator, real_data, *, sampler: SamplerSettings = SamplerS
     charged its share of the batch's time in proportion to its gradients, so a
     step's time is what one forward plus one reverse run cost.
     """
+    check_program("model", model)
+    check_program("simulator", simulator)
+    out = Path(out_dir) if out_dir is not None else None
+    with output_directory(out):
+        return _protocol(model, simulator, real_data, sampler, run, settings, out, name)
+
+
+def _protocol(model, simulator, real_data, sampler: SamplerSettings, run: RunSettings,
+              settings: ProtocolSettings, out: Path | None, name: str | None
+              ) -> ProtocolResult:
     data = load_data(real_data)
     name = name or _default_name(model)
     header = _header(name, model, simulator, data, sampler, run, settings)
-    out = Path(out_dir) if out_dir is not None else None
     previous = None
     if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        if (out / _HEADER).exists():
-            saved = json.loads((out / _HEADER).read_text())
-            if saved.get("settings", {}).get("fingerprint") != header["fingerprint"]:
-                raise ResumeMismatchError(
-                    f"{out} holds protocol results with different settings (model, data, "
-                    "seed, sampler, schedule or protocol settings); use a new output "
-                    "directory or delete it")
+        saved = load_if_sound(out / _HEADER, load_json)
+        if saved is not None:
+            check_resumable(out, saved.get("settings", {}), header)
             previous = ProtocolResult.load(out)
 
-    compiled = compile_tempered(model)
+    (compiled,), sim_compiled = compile_with_simulator([model], simulator)
     kernel, base = sampler.make()
-    prior_sim = Simulator(simulator, data, threads=run.threads)
+    prior_sim = Simulator(sim_compiled, data, threads=run.threads)
     real_target = StanTarget(compiled, data, threads=run.threads)
+    # 0. The simulator check, before anything expensive (its own pilot tuning).
+    if run.check_simulator:
+        simulator_check = check_simulator(
+            compiled, prior_sim, data, sampler=sampler, threads=run.threads,
+            settings=CheckSettings(seed=derived_seed(run.seed, _CHECK))).to_dict()
+    else:
+        simulator_check = SimulatorCheck.skipped().to_dict()
 
     # 1. Fit on the real data.
     fit_dir = out / "fit" if out is not None else None
-    if fit_dir is not None and FitResult.exists(fit_dir):
-        fitted = FitResult.load(fit_dir)
+    fitted = None
+    if fit_dir is not None:
+        fitted = load_if_sound(fit_dir / "fit.npz", lambda path: FitResult.load(path.parent))
+    if fitted is not None:
         log.info("%s: fit loaded from %s", name, fit_dir)
     else:
         inits = _prior_unconstrained(real_target, prior_sim, settings.fit.chains,
@@ -247,8 +284,7 @@ def protocol(model, simulator, real_data, *, sampler: SamplerSettings = SamplerS
         if fit_dir is not None:
             fitted.save(fit_dir)
     hyper = fitted.hyperparameters(prior_sim.hyperparameters, settings.fit.hyper_summary)
-    hyper_rhat = {h: float(fitted.summary.loc[h, "r_hat"]) for h in hyper
-                  if h in fitted.summary.index}
+    hyper_rhat = _hyper_rhat(fitted, hyper)
     if any(r > 1.1 for r in hyper_rhat.values()):
         # Only the hyperparameters matter here: label switching or rotations of
         # other parameters (mixtures, factorisations) inflate R-hat harmlessly.
@@ -256,10 +292,10 @@ def protocol(model, simulator, real_data, *, sampler: SamplerSettings = SamplerS
                     "may be unreliable (longer warmup, more draws?)", name,
                     {h: round(r, 3) for h, r in hyper_rhat.items()})
     log.info("%s: fitted hyperparameters (posterior %s): %s", name,
-             settings.fit.hyper_summary, {k: round(v, 4) for k, v in hyper.items()})
+             settings.fit.hyper_summary, {k: np.round(v, 4).tolist() for k, v in hyper.items()})
 
     # 2. Simulate with the fitted hyperparameters.
-    fixed_sim = Simulator(simulator, data, hyper=hyper, threads=run.threads)
+    fixed_sim = Simulator(sim_compiled, data, hyper=hyper, threads=run.threads)
     truth = draw_at(fixed_sim.simulate(1, derived_seed(run.seed, _TRUTH)), 0)
     _, overrides = split_draw(truth, compiled)
     problem = _simulate_problem(name + " (simulated)", model, fixed_sim, data, run.seed,
@@ -277,8 +313,9 @@ def protocol(model, simulator, real_data, *, sampler: SamplerSettings = SamplerS
              "truth": problem.truth, "fit_sampler": fitted.sampler,
              "fit_max_rhat": fitted.max_rhat, "fit_min_ess_bulk": fitted.min_ess_bulk,
              "fit_hyper_rhat": hyper_rhat,
-             "hyper_summary": settings.fit.hyper_summary}
-    sim = BreadResult(name, header, [], {"truth": problem.truth, "known_log_ml_bounds": {}})
+             "hyper_summary": settings.fit.hyper_summary, "simulator_check": simulator_check}
+    sim = BreadResult(name, header, [], {"truth": problem.truth, "known_log_ml_bounds": {},
+                                         "simulator_check": simulator_check})
     result = ProtocolResult(name, header, fitted, hyper, sim, {}, {}, extra)
     if previous is not None:
         result.sim.steps = [s for s in previous.sim.steps if s.n_steps in run.steps]
@@ -297,11 +334,16 @@ def protocol(model, simulator, real_data, *, sampler: SamplerSettings = SamplerS
     pilot = _prior_draws(problem, prior_sim, sampler.pilot_chains,
                          derived_seed(run.seed, _PILOT))
     tuned_sim = _tuned(out / "tuning_sim.json" if out else None, problem.target, kernel, base,
-                       pilot, derived_seed(run.seed, _PILOT), sampler)
+                       pilot, derived_seed(run.seed, _PILOT), sampler, run.progress)
     tuned_real = _tuned(out / "tuning_real.json" if out else None, real_target, kernel, base,
-                        pilot, derived_seed(run.seed, _REAL_PILOT), sampler)
+                        pilot, derived_seed(run.seed, _REAL_PILOT), sampler, run.progress)
     result.extra.setdefault("tuning_seconds", time.perf_counter() - t0)
     result.sim.extra["tuning"] = tuned_sim.to_dict()
+    setup_warnings(result.sim.extra, tuned_sim, name + " (simulated)")
+    setup_warnings(result.extra, tuned_real, name + " (real data)")
+    # Per T: simulated forward, one reverse run per S, real forward, the replicates.
+    warn_if_costly(name, tuned_sim, list(run.steps), sampler.steps_per_temperature * run.chains
+                   * (2 + len(settings.s_sweep) + settings.replicates), problem.target.dim)
 
     @functools.cache
     def replicate(k: int) -> tuple[Any, TunedKernel]:
@@ -315,14 +357,14 @@ def protocol(model, simulator, real_data, *, sampler: SamplerSettings = SamplerS
             (out / "replicates").mkdir(parents=True, exist_ok=True)
             path = out / "replicates" / f"tuning_r{k}.json"
         return problem_k, _tuned(path, problem_k.target, kernel, base, pilot,
-                                 derived_seed(run.seed, _REP_PILOT, k), sampler)
+                                 derived_seed(run.seed, _REP_PILOT, k), sampler, run.progress)
 
     # 4. Reverse starts: S frozen beta = 1 transitions from (eta_hat, theta) on D_sim.
     starts_path = out / "reverse_starts.npz" if out is not None else None
     starts: dict[int, np.ndarray] = {}
-    if starts_path is not None and starts_path.exists():
-        with np.load(starts_path) as z:
-            starts = {int(k[1:]): z[k] for k in z.files}
+    saved_starts = load_if_sound(starts_path, load_unit) if starts_path is not None else None
+    if saved_starts is not None:
+        starts = {int(k[1:]): v for k, v in saved_starts[0].items()}
     if not set(settings.s_sweep) <= set(starts):
         # The snapshots are a deterministic function of the seed, so recomputing
         # for a larger sweep reproduces the saved ones.
@@ -335,9 +377,7 @@ def protocol(model, simulator, real_data, *, sampler: SamplerSettings = SamplerS
                  "acceptance %.2f)", name, list(settings.s_sweep), info["seconds"],
                  info["accept_stat"])
         if starts_path is not None:
-            tmp = starts_path.with_name("reverse_starts.tmp.npz")
-            np.savez_compressed(tmp, **{f"S{S}": v for S, v in starts.items()})
-            tmp.replace(starts_path)
+            save_unit(starts_path, {f"S{S}": v for S, v in starts.items()}, {})
     if out is not None:
         _write_header(out, result)
         result.sim.save_header(out / "sim")
@@ -365,7 +405,7 @@ def protocol(model, simulator, real_data, *, sampler: SamplerSettings = SamplerS
             for S, r in zip(missing, runs):
                 result.reverse_sweep[(S, T)] = r.to_direction_result()
                 if out is not None:
-                    _save_direction(out / "sweep" / f"reverse_S{S}_T{T}",
+                    _save_direction(out / "sweep" / f"reverse_S{S}_T{T}.npz",
                                     result.reverse_sweep[(S, T)])
         step = StepResult(T, fwd_done.forward, result.reverse_sweep[(settings.s_main, T)],
                           betas, fwd_done.draws)
@@ -393,7 +433,7 @@ def protocol(model, simulator, real_data, *, sampler: SamplerSettings = SamplerS
         if T not in result.real_forward:
             result.real_forward[T] = forward_only(
                 real_target, tuned_real, derived_seed(run.seed, _REAL_CHAINS, T),
-                out / "real" / f"forward_{T}" if out is not None else None, "real data")
+                out / "real" / f"forward_{T}.npz" if out is not None else None, "real data")
         if settings.replicate_max_steps is not None and T > settings.replicate_max_steps:
             continue
         for k in range(1, settings.replicates + 1):

@@ -10,7 +10,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..ais.results import BreadResult, DirectionResult, _jsonable
+from ..ais.results import BreadResult, DirectionResult
+from ..store import (CorruptFileError, _jsonable, load_json, load_unit, save_json, save_unit,
+                     set_aside, write_atomic)
 from .agreement import Agreement, agreement_score, shifted_quartiles
 from .data_check import DataCheck
 from .fit import FitResult
@@ -227,38 +229,45 @@ class ProtocolResult:
             self.fit.save(out_dir / "fit")
         self.sim.save(out_dir / "sim")
         for T, d in self.real_forward.items():
-            _save_direction(out_dir / "real" / f"forward_{T}", d)
+            _save_direction(out_dir / "real" / f"forward_{T}.npz", d)
         for (S, T), d in self.reverse_sweep.items():
-            _save_direction(out_dir / "sweep" / f"reverse_S{S}_T{T}", d)
+            _save_direction(out_dir / "sweep" / f"reverse_S{S}_T{T}.npz", d)
         for k, by_steps in self.replicate_forward.items():
             for T, d in by_steps.items():
                 _save_direction(_replicate_path(out_dir, k, T), d)
-        (out_dir / "summary.json").write_text(json.dumps(_jsonable(self.summary_json()),
-                                                          indent=1, default=float))
-        self.summary().to_csv(out_dir / "summary.csv", index=False)
+        save_json(out_dir / "summary.json", self.summary_json())
+        write_atomic(out_dir / "summary.csv", self.summary().to_csv(index=False))
 
     @classmethod
     def load(cls, out_dir: Path) -> "ProtocolResult":
-        """Read a result saved by :meth:`save` (or the finished parts of a run)."""
+        """Read a result saved by :meth:`save` (or the finished parts of a run).
+
+        A corrupt header raises CorruptFileError; any other corrupt part is set
+        aside with a warning (a rerun recomputes it).
+        """
         out_dir = Path(out_dir)
         path = out_dir / _HEADER
         if not path.exists():
             raise FileNotFoundError(f"{out_dir} holds no protocol results (no {_HEADER})")
-        header = json.loads(path.read_text())
-        fit_res = FitResult.load(out_dir / "fit") if FitResult.exists(out_dir / "fit") else None
+        header = load_json(path)
+        fit_res = None
+        if FitResult.exists(out_dir / "fit"):
+            try:
+                fit_res = FitResult.load(out_dir / "fit")
+            except CorruptFileError as error:
+                set_aside(error)
         sim = (BreadResult.load(out_dir / "sim") if (out_dir / "sim" / "run.json").exists()
                else BreadResult(header["model"], header["settings"]))
-        real = {}
-        for p in sorted((out_dir / "real").glob("forward_*.npz")):
-            real[int(p.stem.split("_")[1])] = _load_direction(p.with_suffix(""))
+        real = {int(p.stem.split("_")[1]): d
+                for p, d in _load_directions(out_dir / "real", "forward_*.npz")}
         sweep = {}
-        for p in sorted((out_dir / "sweep").glob("reverse_S*_T*.npz")):
+        for p, d in _load_directions(out_dir / "sweep", "reverse_S*_T*.npz"):
             s_part, t_part = p.stem[len("reverse_"):].split("_")
-            sweep[(int(s_part[1:]), int(t_part[1:]))] = _load_direction(p.with_suffix(""))
+            sweep[(int(s_part[1:]), int(t_part[1:]))] = d
         replicates: dict[int, dict[int, DirectionResult]] = {}
-        for p in sorted((out_dir / "replicates").glob("r*/forward_*.npz")):
+        for p, d in _load_directions(out_dir / "replicates", "r*/forward_*.npz"):
             k, T = int(p.parent.name[1:]), int(p.stem.split("_")[1])
-            replicates.setdefault(k, {})[T] = _load_direction(p.with_suffix(""))
+            replicates.setdefault(k, {})[T] = d
         return cls(header["model"], header["settings"], fit_res, header.get("hyper", {}),
                    sim, real, sweep, header.get("extra", {}), replicates)
 
@@ -268,31 +277,32 @@ class ProtocolResult:
 
 
 def _write_header(out_dir: Path, result: ProtocolResult) -> None:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    header = {"model": result.model, "settings": result.settings, "hyper": result.hyper,
-              "extra": _jsonable(result.extra)}
-    tmp = out_dir / (_HEADER + ".tmp")
-    tmp.write_text(json.dumps(header, indent=1, default=float))
-    tmp.replace(out_dir / _HEADER)
+    save_json(out_dir / _HEADER, {"model": result.model, "settings": result.settings,
+                                  "hyper": result.hyper, "extra": result.extra})
 
 
 def _replicate_path(out_dir: Path, k: int, T: int) -> Path:
-    return out_dir / "replicates" / f"r{k}" / f"forward_{T}"
+    return out_dir / "replicates" / f"r{k}" / f"forward_{T}.npz"
 
 
 def _save_direction(path: Path, d: DirectionResult) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp.npz")
-    np.savez_compressed(tmp, **d._arrays("x"))
-    path.with_suffix(".json").write_text(json.dumps(d._meta(), indent=1))
-    tmp.replace(path.with_suffix(".npz"))
+    """One direction's run as one ``.npz`` unit at ``path``."""
+    save_unit(path, d._arrays("x"), d._meta())
 
 
-def _load_direction(path: Path) -> DirectionResult:
-    meta = json.loads(path.with_suffix(".json").read_text())
-    with np.load(path.with_suffix(".npz")) as z:
-        arrays = {k: z[k] for k in z.files}
-    return DirectionResult._load(arrays, meta, "x")
+def _load_directions(directory: Path, pattern: str) -> list[tuple[Path, DirectionResult]]:
+    """Every readable direction unit under ``directory`` matching ``pattern``;
+    corrupt ones are set aside with a warning."""
+    found = []
+    for path in sorted(directory.glob(pattern)):
+        try:
+            arrays, meta = load_unit(path)
+            found.append((path, DirectionResult._load(arrays, meta, "x")))
+        except CorruptFileError as error:
+            set_aside(error)
+        except (KeyError, TypeError) as error:
+            set_aside(CorruptFileError(path, f"missing entry {error}"))
+    return found
 
 
 # --------------------------------------------------------------------------- #

@@ -1,0 +1,379 @@
+"""Does the simulator draw from the model?  A Geweke-style "getting it right" check.
+
+Every BREAD bound assumes that the simulator program draws (x, y) from the model's
+joint distribution.  :func:`check_simulator` tests that with exact, frozen kernels
+(the kernel and the pilot tuning of AIS, :mod:`bread_stan.ais.tuning`), in two stages:
+
+(a) **prior**: n simulator draws x_i are, if the simulator is right, exact draws of the
+    model's prior, so k transitions of the frozen beta = 0 kernel leave their
+    distribution unchanged;
+(b) **joint**: for m independent simulated (x_j, y_j), x_j is an exact posterior draw
+    given y_j, so k transitions of the frozen beta = 1 kernel on the model built on y_j
+    leave the distribution of the x_j unchanged.  Every data set gets its own target
+    (one model instance per data set from the one compiled library) and its own chain.
+
+The test.  The kernels are reversible (HMC and NUTS, with momentum refresh), so if the
+start is an exact draw of the kernel's invariant distribution the pair (start, end) is
+exchangeable and the difference ``f(end) - f(start)`` of any function f is symmetric
+about zero, independently over chains.  The **Wilcoxon signed-rank test** of those
+paired differences is therefore exact under the null, with no assumption on how
+dependent the end is on the start (it is, the chains are only k transitions long).
+The functions f are, for every scalar parameter (constrained scale), its value (does
+it drift up or down?) and its distance from a centre (does it drift inward or
+outward?; the centre is the median of an independent batch of simulator draws), and
+the log prior density (with the log-Jacobian of the unconstrained scale) and the log
+likelihood.  The p-values are Bonferroni-corrected over all quantities of both stages
+and the simulator is flagged when one falls below ``alpha``.  The message names the
+quantity that moved most significantly and which way, and what that says about the
+simulator ("tau drifts inward after 10 prior transitions, p = 2e-12: the simulator's
+prior for tau is wider than the model's").
+
+Draws a simulator makes outside the model's support (a negative scale, say) are
+flagged at once.  Hyperparameters are always drawn from their prior here (the
+``hyper_given`` inputs are off): the check is of the program, not of fixed values.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Mapping
+
+import numpy as np
+from scipy import stats
+
+from ..errors import BreadStanError
+from ..kernels.base import initial_state
+from ..rng import ChainRandom, chain_seed_sequences
+from ..stan.data import load_data
+from ..stan.simulator import Simulator, compile_with_simulator, split_draw
+from ..stan.tempered import StanTarget
+from ..ais.tuning import TunedKernel, tune
+from .bread import SamplerSettings, _prior_draws, _simulate_problem, derived_seed
+
+__all__ = ["CheckSettings", "SimulatorCheck", "check_simulator"]
+
+log = logging.getLogger(__name__)
+
+# Purposes of derived seeds (pure functions of the seed; see bread.derived_seed).
+_PRIOR_DRAWS, _CENTRE, _PRIOR_CHAINS, _DATASETS, _JOINT_CHAINS, _TUNE = range(6)
+_CHECK_STREAM = 2_000_000  # random stream of the check's chains (AIS uses small streams)
+
+
+@dataclass(frozen=True)
+class CheckSettings:
+    """Sizes of the check: prior draws (stage a), simulated data sets (stage b), frozen
+    transitions per chain, and the family-wise significance level."""
+
+    prior_draws: int = 2000
+    datasets: int = 100
+    transitions: int = 10
+    alpha: float = 0.01
+    seed: int = 0
+
+    def __post_init__(self):
+        if self.prior_draws < 20 or self.datasets < 20:
+            raise ValueError("the simulator check needs at least 20 prior draws and 20 "
+                             "data sets (the signed-rank test has no power below that)")
+        if self.transitions < 1:
+            raise ValueError("transitions must be at least 1")
+        if not 0.0 < self.alpha < 1.0:
+            raise ValueError(f"alpha must be in (0, 1), got {self.alpha}")
+
+
+@dataclass
+class SimulatorCheck:
+    """Outcome of :func:`check_simulator`.
+
+    ``tests`` has one row per quantity and stage: stage ("prior"/"joint"), quantity,
+    kind ("value", "spread", "log_prior", "log_lik"), Bonferroni-adjusted p-value,
+    direction (+1: rose / moved outward; -1: fell / moved inward; 0: no move) and the
+    share of chains that moved.  ``ran`` is False when the check was skipped.
+    """
+
+    ran: bool
+    passed: bool
+    message: str
+    alpha: float = 0.01
+    tests: list[dict] = field(default_factory=list)
+    settings: dict = field(default_factory=dict)
+    seconds: float = 0.0
+    n_grad: int = 0
+
+    @property
+    def min_p(self) -> float:
+        return min((t["p"] for t in self.tests), default=1.0)
+
+    def p_values(self) -> dict[str, float]:
+        """Adjusted p-value per "stage:quantity:kind"."""
+        return {f"{t['stage']}:{t['quantity']}:{t['kind']}": t["p"] for t in self.tests}
+
+    def to_dict(self) -> dict:
+        """Plain JSON: ran, passed, message, alpha, min_p, p-values, settings, cost."""
+        return {"ran": self.ran, "passed": self.passed, "message": self.message,
+                "alpha": self.alpha, "min_p": self.min_p, "p_values": self.p_values(),
+                "tests": self.tests, "settings": self.settings, "seconds": self.seconds,
+                "n_grad": self.n_grad}
+
+    @classmethod
+    def skipped(cls, reason: str = "the simulator check was skipped (--no-check, "
+                                   "check_simulator=False)"
+                ) -> "SimulatorCheck":
+        return cls(ran=False, passed=False, message=reason)
+
+
+def _pretty(name: str) -> str:
+    """Stan's flat name "beta.2.1" as "beta[2,1]"."""
+    base, _, rest = name.partition(".")
+    return f"{base}[{rest.replace('.', ',')}]" if rest else base
+
+
+@dataclass
+class _Snapshot:
+    """Quantities of every chain at one moment: constrained values, log prior, log lik."""
+
+    values: np.ndarray
+    log_prior: np.ndarray
+    log_lik: np.ndarray
+
+
+def _snapshot(target: StanTarget, position: np.ndarray, evaluation) -> _Snapshot:
+    return _Snapshot(np.atleast_2d(target.param_constrain(position)),
+                     np.asarray(evaluation.log_prior, float).copy(),
+                     np.asarray(evaluation.log_lik, float).copy())
+
+
+def _concat(snapshots: list[_Snapshot]) -> _Snapshot:
+    return _Snapshot(*(np.concatenate([getattr(s, f) for s in snapshots])
+                       for f in ("values", "log_prior", "log_lik")))
+
+
+def _signed_rank(diff: np.ndarray) -> tuple[float, int, float]:
+    """Two-sided Wilcoxon signed-rank p-value of paired differences, the direction of
+    the shift (+1, -1, 0) and the share of non-zero differences."""
+    diff = diff[np.isfinite(diff)]
+    moved = diff[diff != 0.0]
+    if moved.size < 10:
+        return 1.0, 0, moved.size / max(diff.size, 1)
+    ranks = stats.rankdata(np.abs(moved))
+    excess = ranks[moved > 0].sum() - ranks.sum() / 2.0
+    p = float(stats.wilcoxon(moved, zero_method="wilcox", method="approx").pvalue)
+    return p, int(np.sign(excess)), moved.size / diff.size
+
+
+def _stage_tests(stage: str, names: list[str], before: _Snapshot, after: _Snapshot,
+                 centre: np.ndarray) -> list[dict]:
+    rows = []
+
+    def add(quantity, kind, diff):
+        p, direction, moved = _signed_rank(diff)
+        rows.append({"stage": stage, "quantity": quantity, "kind": kind, "p_raw": p,
+                     "direction": direction, "moved": moved})
+
+    for j, name in enumerate(names):
+        add(_pretty(name), "value", after.values[:, j] - before.values[:, j])
+        add(_pretty(name), "spread", np.abs(after.values[:, j] - centre[j])
+            - np.abs(before.values[:, j] - centre[j]))
+    with np.errstate(invalid="ignore"):
+        add("log prior", "log_prior", after.log_prior - before.log_prior)
+        add("log likelihood", "log_lik", after.log_lik - before.log_lik)
+    return rows
+
+
+def _explain(row: dict, transitions: int) -> str:
+    """One sentence: what moved, which way, and what that says about the simulator."""
+    stage, q, kind, up = row["stage"], row["quantity"], row["kind"], row["direction"] > 0
+    when = f"after {transitions} {'prior' if stage == 'prior' else 'posterior'} transitions"
+    p = f"p = {row['p']:.2g}"
+    if stage == "prior":
+        meaning = {
+            ("value", True): f"the simulator's prior for {q} sits lower than the model's",
+            ("value", False): f"the simulator's prior for {q} sits higher than the model's",
+            ("spread", True): f"the simulator's prior for {q} is narrower than the model's",
+            ("spread", False): f"the simulator's prior for {q} is wider than the model's",
+            ("log_prior", True): "the simulator draws where the model's prior density is "
+                                 "low: its prior is wider than the model's, or shifted",
+            ("log_prior", False): "the simulator's prior is narrower than the model's",
+            ("log_lik", True): "the simulator's prior differs from the model's",
+            ("log_lik", False): "the simulator's prior differs from the model's",
+        }[(kind, up)]
+    else:
+        meaning = {
+            ("value", True): f"given its simulated data the model puts {q} higher than "
+                             "the simulator drew it: the simulator's data-generating step "
+                             f"(or prior) for {q} differs from the model's",
+            ("value", False): f"given its simulated data the model puts {q} lower than "
+                              "the simulator drew it: the simulator's data-generating step "
+                              f"(or prior) for {q} differs from the model's",
+            ("spread", True): f"the model's posterior spreads {q} wider than the "
+                              "simulator's draws: the simulator's data or prior differ",
+            ("spread", False): f"the model's posterior pulls {q} in: the simulator's data "
+                               "or prior differ from the model's",
+            ("log_lik", True): "the simulated data fit the simulator's parameters worse "
+                               "than the model's likelihood allows: the simulator's data "
+                               "noise is larger than the model's, or its likelihood differs",
+            ("log_lik", False): "the simulated data fit the simulator's parameters better "
+                                "than the model's likelihood allows: the simulator's data "
+                                "noise is smaller than the model's, or its likelihood differs",
+            ("log_prior", True): "the simulator's parameters sit where the model's prior "
+                                 "is low: its prior or its data step differ from the model's",
+            ("log_prior", False): "the simulator's prior or data step differ from the model's",
+        }[(kind, up)]
+    if kind == "spread":
+        motion = "drifts outward" if up else "drifts inward"
+    elif kind == "value":
+        motion = "drifts up" if up else "drifts down"
+    else:
+        motion = "rises" if up else "falls"
+    return f"{q} {motion} {when}, {p}: {meaning}"
+
+
+def _flag_support(what: str, started: float, settings: CheckSettings) -> SimulatorCheck:
+    message = f"flagged: {what}"
+    return SimulatorCheck(True, False, message, settings.alpha,
+                          [{"stage": "support", "quantity": "support", "kind": "support",
+                            "p_raw": 0.0, "p": 0.0, "direction": 0, "moved": 0.0}],
+                          asdict(settings), time.perf_counter() - started)
+
+
+def _unconstrained(target: StanTarget, params: Mapping[str, np.ndarray]) -> np.ndarray:
+    try:
+        return target.param_unconstrain_batch(params)
+    except BreadStanError as error:
+        raise _OutsideSupport("the simulator draws parameters outside the model's "
+                              f"constraints: {_first_line(error)}") from None
+
+
+def _first_line(error: Exception) -> str:
+    return next((line for line in str(error).splitlines() if line.strip()), repr(error))
+
+
+class _OutsideSupport(Exception):
+    """A simulator draw the model cannot even evaluate: flagged without a test."""
+
+
+def _run_chains(kernel, params, target: StanTarget, start: np.ndarray, beta: float,
+                transitions: int, seed: int, chains: np.ndarray | None = None):
+    """``transitions`` frozen kernel steps from ``start``; returns (state0, state, n_grad)."""
+    state0 = initial_state(target, start, gradient=kernel.needs_gradient)
+    bad = ~np.isfinite(state0.evaluation.log_prior)
+    if bad.any():
+        first = int(np.flatnonzero(bad)[0])
+        raise _OutsideSupport(f"{int(bad.sum())} simulator draw(s) have zero prior density "
+                              "under the model (first: "
+                              f"{target.last_errors.get(first, 'log prior -inf')})")
+    n = start.shape[0]
+    index = np.arange(n) if chains is None else chains
+    rng = ChainRandom(chain_seed_sequences(seed, _CHECK_STREAM, index))
+    state, n_grad = state0, 0
+    for _ in range(transitions):
+        state, info = kernel.step(rng, state, target, np.full(n, beta), params)
+        n_grad += int(info.n_grad.sum())
+    return state0, state, n_grad
+
+
+def check_simulator(model, simulator, data=None, *, sampler: SamplerSettings = SamplerSettings(),
+                    settings: CheckSettings = CheckSettings(), tuned: TunedKernel | None = None,
+                    threads: int | None = None) -> SimulatorCheck:
+    """Test whether ``simulator`` draws from the joint distribution of ``model``.
+
+    ``model`` and ``simulator`` are Stan programs (paths, text or compiled) following
+    ``stan_models/README.md``; ``data`` the model's data (the simulator reads it too).
+    ``sampler`` chooses the kernel; ``tuned`` reuses a kernel already tuned along beta
+    on this model (as :func:`bread_stan.bread` does), else one is tuned here on pilot
+    chains exactly as BREAD tunes.  See the module docstring for the method and the
+    test (paired Wilcoxon signed-rank, exact under the null by reversibility,
+    Bonferroni over all quantities at ``settings.alpha``).  Returns a
+    :class:`SimulatorCheck`; it never raises for a flagged simulator.
+    """
+    started = time.perf_counter()
+    data = load_data(data)
+    if isinstance(simulator, Simulator):
+        simulator = simulator.compiled
+    (compiled,), sim_compiled = compile_with_simulator([model], simulator)
+    sim = Simulator(sim_compiled, data, threads=threads)  # hyperparameters drawn
+    seed = settings.seed
+    kernel, base = sampler.make()
+    k = settings.transitions
+    try:
+        problem = _simulate_problem("check", compiled, sim, data,
+                                    derived_seed(seed, _TUNE), threads)
+        if tuned is None:
+            pilot = _prior_draws(problem, sim, sampler.pilot_chains, derived_seed(seed, _TUNE))
+            tuned = tune(problem.target, kernel, base, pilot, seed=derived_seed(seed, _TUNE),
+                         config=sampler.tuning_config())
+        schedule = tuned.schedule(np.array([0.0, 1.0]))
+        target = problem.target
+        names = target.param_names()
+
+        # Centre of each parameter: median of an independent batch of simulator draws.
+        centre_params, _ = split_draw(sim.simulate(200, derived_seed(seed, _CENTRE)), compiled)
+        centre = np.median(np.atleast_2d(target.param_constrain(
+            _unconstrained(target, centre_params))), axis=0)
+
+        # (a) prior: frozen beta = 0 transitions from simulator draws.
+        params, _ = split_draw(sim.simulate(settings.prior_draws,
+                                            derived_seed(seed, _PRIOR_DRAWS)), compiled)
+        start = _unconstrained(target, params)
+        s0, s1, n_grad = _run_chains(kernel, schedule.params_at(0), target, start, 0.0, k,
+                                     derived_seed(seed, _PRIOR_CHAINS))
+        rows = _stage_tests("prior", names, _snapshot(target, s0.position, s0.evaluation),
+                            _snapshot(target, s1.position, s1.evaluation), centre)
+
+        # (b) joint: one data set, one target and one chain per simulated (x_j, y_j).
+        draws = sim.simulate(settings.datasets, derived_seed(seed, _DATASETS))
+        before, after = [], []
+        at_one = schedule.params_at(1)
+        joint_seed = derived_seed(seed, _JOINT_CHAINS)
+        for j in range(settings.datasets):
+            draw = {key: value[j] for key, value in draws.items()}
+            params_j, overrides = split_draw(draw, compiled)
+            try:
+                target_j = StanTarget(compiled, {**data, **overrides}, threads=1)
+            except BreadStanError as error:
+                raise _OutsideSupport(f"simulated data set {j} is not valid data for the "
+                                      f"model: {_first_line(error)}") from None
+            x_j = _unconstrained(target_j, {key: np.asarray(v)[None] for key, v in
+                                            params_j.items()})
+            a, b, g = _run_chains(kernel, at_one, target_j, x_j, 1.0, k, joint_seed,
+                                  chains=np.array([j]))
+            n_grad += g
+            before.append(_snapshot(target_j, a.position, a.evaluation))
+            after.append(_snapshot(target_j, b.position, b.evaluation))
+        rows += _stage_tests("joint", names, _concat(before), _concat(after), centre)
+    except _OutsideSupport as error:
+        return _flag_support(str(error), started, settings)
+
+    for row in rows:
+        row["p"] = min(1.0, row["p_raw"] * len(rows))
+    worst = min(rows, key=lambda r: r["p"])
+    passed = worst["p"] >= settings.alpha
+    moved = {stage: np.mean([r["moved"] for r in rows if r["stage"] == stage])
+             for stage in ("prior", "joint")}
+    if passed:
+        message = (f"passed: no quantity moved under {k} frozen prior and posterior "
+                   f"transitions (smallest Bonferroni p = {worst['p']:.2g} over "
+                   f"{len(rows)} tests, alpha = {settings.alpha})")
+        weak = [s for s, m in moved.items() if m < 0.2]
+        if weak:
+            message += (f"; but the kernel moved few {' and '.join(weak)} chains "
+                        f"({', '.join(f'{moved[s]:.0%}' for s in weak)}), so the check "
+                        "had little power there")
+    else:
+        flagged = sorted((r for r in rows if r["p"] < settings.alpha), key=lambda r: r["p"])
+        # Name a parameter when one moved: "tau drifts inward" says more than "log prior".
+        lead = next((r for r in flagged if r["kind"] in ("value", "spread")), worst)
+        others = [r for r in flagged if r is not lead][:3]
+        message = "flagged: " + _explain(lead, k)
+        if others:
+            message += " (also moved: " + ", ".join(
+                f"{r['quantity']} {'up' if r['direction'] > 0 else 'down'}"
+                f"{' in spread' if r['kind'] == 'spread' else ''} under {r['stage']} "
+                f"transitions, p = {r['p']:.2g}" for r in others) + ")"
+    result = SimulatorCheck(True, passed, message, settings.alpha, rows,
+                            {**asdict(settings), "kernel": sampler.kernel},
+                            time.perf_counter() - started, n_grad)
+    log.log(logging.INFO if passed else logging.WARNING, "simulator check %s (%.1f s)",
+            message, result.seconds)
+    return result

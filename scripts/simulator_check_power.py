@@ -1,0 +1,160 @@
+"""Power and cost of the simulator check (issue 14), written to
+``scripts/figures/simulator_check/power.md`` (and ``power.csv``).
+
+Power: the check runs at 10 seeds on each planted bug (the ``tests/stan/*_sim_scaled``
+simulators with ``factor`` != 1: prior scale 1.2x, hyperprior scale 2x, likelihood
+noise 1.25x, Poisson rate 2x), which must be flagged at 9 or more seeds, and on right
+simulators (the same programs at ``factor`` = 1 and every study model of
+``stan_models/`` on its study data), which may be flagged at 1 seed at most.  Every
+check is standalone (``bread_stan.check_simulator`` with default settings, its own
+pilot tuning), as ``bread-stan check`` runs it.
+
+Cost: a default BREAD run (steps 10, 100, 1000; 100 chains; HMC) on a few of the
+models, with the check on; inside ``bread`` the check reuses the run's tuned kernel,
+so its cost is its own seconds against the run's.
+
+    PYTHONPATH=$PWD python scripts/simulator_check_power.py [--seeds 10] [--no-cost]
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from bread_stan import RunSettings, bread, check_simulator
+from bread_stan.reporting.report import markdown_table
+from bread_stan.stan import datasets
+from bread_stan.workflows.simulator_check import CheckSettings
+
+ROOT = Path(__file__).resolve().parent.parent
+TEST_STAN = ROOT / "tests" / "stan"
+MODELS = ROOT / "stan_models"
+OUT = ROOT / "scripts" / "figures" / "simulator_check"
+
+_X = np.random.default_rng(0).normal(size=(50, 3))
+_SCALED = {  # label -> (model, simulator, data without factor, planted factor)
+    "normal mean, prior scale": (TEST_STAN / "normal_mean.stan",
+                                 TEST_STAN / "normal_mean_sim_scaled.stan",
+                                 {"N": 20, "sigma": 1.0, "tau": 2.0}, 1.2),
+    "noise scale, hyperprior scale": (TEST_STAN / "noise_scale.stan",
+                                      TEST_STAN / "noise_scale_sim_scaled.stan", {"N": 20}, 2.0),
+    "linear regression (N=50), likelihood noise": (
+        MODELS / "linear_regression.stan", TEST_STAN / "linear_regression_sim_scaled.stan",
+        {"N": 50, "K": 3, "X": _X}, 1.25),
+    "Poisson regression, rate": (TEST_STAN / "poisson_regression.stan",
+                                 TEST_STAN / "poisson_regression_sim_scaled.stan",
+                                 {"N": 30, "K": 2, "X": _X[:30, :2]}, 2.0),
+}
+_STUDY = {  # label -> (model, simulator, data)
+    "normal mean (normal_mean_sim)": (TEST_STAN / "normal_mean.stan",
+                                      TEST_STAN / "normal_mean_sim.stan",
+                                      {"N": 20, "sigma": 1.0, "tau": 2.0}),
+    "noise scale (noise_scale_sim)": (TEST_STAN / "noise_scale.stan",
+                                      TEST_STAN / "noise_scale_sim.stan", {"N": 20}),
+    "ar1 / goog": (MODELS / "ar1.stan", MODELS / "ar1_sim.stan", "goog"),
+    "gaussian_mixture / faithful": (MODELS / "gaussian_mixture.stan",
+                                    MODELS / "gaussian_mixture_sim.stan", "faithful"),
+    "linear_regression / nhefs": (MODELS / "linear_regression.stan",
+                                  MODELS / "linear_regression_sim.stan", "nhefs"),
+    "logistic_regression / pima": (MODELS / "logistic_regression.stan",
+                                   MODELS / "logistic_regression_sim.stan", "pima"),
+    "matrix_factorisation / movielens": (MODELS / "matrix_factorisation.stan",
+                                         MODELS / "matrix_factorisation_sim.stan", "movielens"),
+    "mf_collapsed / mf_pair": (MODELS / "mf_collapsed.stan", MODELS / "mf_pair_sim.stan",
+                               "mf_pair"),
+    "mf_uncollapsed / mf_pair": (MODELS / "mf_uncollapsed.stan", MODELS / "mf_pair_sim.stan",
+                                 "mf_pair"),
+}
+_COST = ["normal mean (normal_mean_sim)", "ar1 / goog", "linear_regression / nhefs",
+         "logistic_regression / pima"]
+
+
+def _cases() -> list[tuple[str, str, object, object, object]]:
+    """(label, expected, model, simulator, data) for every case of the power table."""
+    cases = []
+    for label, (model, sim, data, factor) in _SCALED.items():
+        cases.append((f"{label} x{factor:g}", "flag", model, sim, {**data, "factor": factor}))
+        cases.append((f"{label} x1 (right)", "pass", model, sim, {**data, "factor": 1.0}))
+    for label, (model, sim, data) in _STUDY.items():
+        cases.append((label, "pass", model, sim,
+                      datasets.load(data) if isinstance(data, str) else data))
+    return cases
+
+
+def power(seeds: int) -> pd.DataFrame:
+    rows = []
+    for label, expected, model, sim, data in _cases():
+        results = []
+        for seed in range(seeds):
+            results.append(check_simulator(model, sim, data, settings=CheckSettings(seed=seed)))
+        flagged = sum(not r.passed for r in results)
+        rows.append({"case": label, "expected": expected, "flagged": f"{flagged}/{seeds}",
+                     "ok": flagged >= seeds - 1 if expected == "flag" else flagged <= 1,
+                     "median_min_p": float(np.median([r.min_p for r in results])),
+                     "tests": len(results[0].tests),
+                     "seconds": float(np.mean([r.seconds for r in results])),
+                     "gradients": int(np.mean([r.n_grad for r in results])),
+                     "message_seed0": results[0].message})
+        print(rows[-1], flush=True)
+    return pd.DataFrame(rows)
+
+
+def cost() -> pd.DataFrame:
+    rows = []
+    for label in _COST:
+        model, sim, data = _STUDY[label]
+        data = datasets.load(data) if isinstance(data, str) else data
+        t0 = time.perf_counter()
+        result = bread(model, sim, data, run=RunSettings(progress=False))
+        total = time.perf_counter() - t0
+        check = result.extra["simulator_check"]
+        grads = sum(s.forward.n_grad + s.reverse.n_grad for s in result.steps)
+        rows.append({"model": label, "check_seconds": check["seconds"],
+                     "bread_seconds": total, "share": check["seconds"] / total,
+                     "check_gradients": check["n_grad"], "ais_gradients": grads,
+                     "gradient_share": check["n_grad"] / (grads + check["n_grad"])})
+        print(rows[-1], flush=True)
+    return pd.DataFrame(rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--no-cost", action="store_true")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.ERROR)
+    OUT.mkdir(parents=True, exist_ok=True)
+    settings = CheckSettings()
+    table = power(args.seeds)
+    table.to_csv(OUT / "power.csv", index=False)
+    lines = ["# Simulator check: power over seeds", "",
+             f"Default settings: {settings.prior_draws} prior draws, {settings.datasets} "
+             f"simulated data sets, {settings.transitions} frozen HMC transitions per chain "
+             "(10 leapfrog steps, pilot-tuned along beta as BREAD tunes), paired Wilcoxon "
+             f"signed-rank tests, Bonferroni over all tests, alpha = {settings.alpha}; "
+             f"seeds 0..{args.seeds - 1}.  A planted bug must be flagged at "
+             f">= {args.seeds - 1} seeds, a right simulator at <= 1.  Seconds are per "
+             "standalone check (its own pilot tuning included), on a shared 2-core machine.",
+             "", markdown_table(table.drop(columns=["message_seed0"])),
+             "", "Message at seed 0:", ""]
+    lines += [f"- {r.case}: {r.message_seed0}" for r in table.itertuples()]
+    if not args.no_cost:
+        costs = cost()
+        costs.to_csv(OUT / "cost.csv", index=False)
+        lines += ["", "# Cost inside a default BREAD run", "",
+                  "Default `bread` (steps 10, 100, 1000; 100 chains per direction; HMC, 10 "
+                  "leapfrog steps) with the check on; the check reuses the run's tuned kernel. "
+                  "`share` is the check's share of the run's wall time, `gradient_share` its "
+                  "share of the gradients (check + AIS; tuning left out of both).", "",
+                  markdown_table(costs)]
+    (OUT / "power.md").write_text("\n".join(lines) + "\n")
+    print(f"written {OUT / 'power.md'}")
+
+
+if __name__ == "__main__":
+    main()
