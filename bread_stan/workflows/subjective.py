@@ -44,14 +44,15 @@ from ..ais.results import BreadResult, StepResult
 from ..ais.tuning import TunedKernel, tune
 from ..ais.verdict import VerdictSettings
 from ..errors import BreadStanError
+from ..store import load_if_sound
 from ..stan.compile import CompiledModel, compile_model
 from ..stan.data import load_data
 from ..stan.draws import arviz_generation, read_draws, summarise, unconstrain_draws
 from ..stan.model import StanModel, unflatten_draws, variable_shapes
 from ..stan.simulator import Simulator, split_draw
 from ..stan.tempered import PRIOR_ONLY, StanTarget
-from .bread import (RunSettings, SamplerSettings, _default_name, _fingerprint, _program_text,
-                    _resume, derived_seed)
+from .bread import (RunSettings, SamplerSettings, _default_name, _program_text, _resume,
+                    derived_seed, fingerprints, output_directory, setup_warnings)
 from .fit import FitResult, FitSettings, fit
 
 __all__ = ["BaseSettings", "Reference", "ReferenceError", "load_reference", "reference_check",
@@ -384,15 +385,15 @@ def subjective(model, data=None, *, reference: Any = None, simulator=None,
         def draw_base(n, seed):
             return q0.sample(np.random.default_rng(seed), n)
 
-    scored = {k: v for k, v in asdict(run).items() if k not in ("steps", "progress", "threads")}
-    header = {"model": name, "method": "subjective", "steps": list(run.steps),
-              "fingerprint": _fingerprint(program, {k: np.asarray(v).tolist()
-                                                                 for k, v in data.items()},
-                                          asdict(sampler), asdict(sampler.tuning_config()),
-                                          scored, asdict(base), ref_key,
-                                          None if simulator is None else _program_text(simulator)),
-              "sampler": asdict(sampler), "run": {**scored, "schedule": asdict(run.schedule)},
-              "base": asdict(base)}
+    scored = {k: v for k, v in asdict(run).items()
+              if k not in ("steps", "progress", "threads", "check_simulator")}
+    fingerprint, parts = fingerprints(
+        model=program, simulator=None if simulator is None else _program_text(simulator),
+        data={k: np.asarray(v).tolist() for k, v in data.items()}, sampler=asdict(sampler),
+        tuning=asdict(sampler.tuning_config()), run=scored, base=asdict(base), reference=ref_key)
+    header = {"model": name, "method": "subjective", "fingerprint": fingerprint,
+              "fingerprints": parts, "steps": list(run.steps), "sampler": asdict(sampler),
+              "run": {**scored, "schedule": asdict(run.schedule)}, "base": asdict(base)}
     verdict = replace(verdict or VerdictSettings(), one_reverse_start=False)
     info = {"reference_source": ref.source, "reference_chains": ref.unconstrained.shape[0],
             "reference_draws": ref.n_draws, "reference_max_rhat": ref.max_rhat,
@@ -404,22 +405,36 @@ def subjective(model, data=None, *, reference: Any = None, simulator=None,
                                            "subjective": info})
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
-    done = _resume(result, out, header) if out is not None else set()
+    with output_directory(out):
+        _run_steps(result, out, target, draw_base, reverse_starts, sampler, run)
+    problems = ref.warnings() + _check_steps(result, stan, thinned)
+    info["suspect"] = bool(problems)
+    info["meaning"] = _meaning(ref, n_reverse, stride, problems)
+    if out is not None:
+        with output_directory(out):
+            result.save(out)
+    return result
 
+
+def _run_steps(result: BreadResult, out: Path | None, target, draw_base, reverse_starts,
+               sampler: SamplerSettings, run: RunSettings) -> None:
+    """Tune on pilot chains from the base (or reload the tuning), then run every step
+    count not already saved, saving each as it finishes; draws are stored constrained."""
+    name, stan = result.model, target.full_model
+    done = _resume(result, out, result.settings) if out is not None else set()
     kernel, base_params = sampler.make()
     tuned_path = out / "tuning.json" if out is not None else None
-    if tuned_path is not None and tuned_path.exists():
-        tuned = TunedKernel.from_json(tuned_path.read_text())
-    else:
+    tuned = load_if_sound(tuned_path, TunedKernel.load) if tuned_path is not None else None
+    if tuned is None:
         pilot = draw_base(sampler.pilot_chains, derived_seed(run.seed, _PILOT))
         tuned = tune(target, kernel, base_params, pilot, seed=derived_seed(run.seed, _PILOT),
-                     config=sampler.tuning_config())
+                     config=sampler.tuning_config(), progress=run.progress)
         if tuned_path is not None:
-            tuned_path.write_text(tuned.to_json())
+            tuned.save(tuned_path)
     result.extra["tuning"] = tuned.to_dict()
+    setup_warnings(result.extra, tuned, name)
     if out is not None:
         result.save_header(out)
-
     for T in run.steps:
         if T in done:
             log.info("%s: %d distributions already done, loaded from %s", name, T, out)
@@ -438,10 +453,4 @@ def subjective(model, data=None, *, reference: Any = None, simulator=None,
         if out is not None:
             result.save_step(out, step)
     result.steps.sort(key=lambda s: s.n_steps)
-    problems = ref.warnings() + _check_steps(result, stan, thinned)
-    info["suspect"] = bool(problems)
-    info["meaning"] = _meaning(ref, n_reverse, stride, problems)
-    if out is not None:
-        result.save(out)
-    return result
 
