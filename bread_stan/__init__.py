@@ -2,7 +2,8 @@
 
 Subpackages, in the order data flows: ``stan`` (toolchain, compile, bridge, tempered
 target, simulator, data) -> ``kernels`` (HMC, NUTS) -> ``ais`` (schedules, tuning,
-engine, estimators, results) -> ``workflows`` (bread, compare, protocol) ->
+engine, estimators, results, Gaussian base) -> ``workflows`` (bread, compare, protocol,
+subjective) ->
 ``reporting`` (plots, reports, CLI); ``exact`` holds known answers for tests.
 
 The names a user calls are importable from the package itself
@@ -30,6 +31,10 @@ _LAZY = {
     "SimulatorCheck": "workflows.simulator_check",
     "ProtocolSettings": "workflows.protocol",
     "BreadResult": "ais.results",
+    "subjective": "workflows.subjective",
+    "BaseSettings": "workflows.subjective",
+    "GaussianBase": "ais.gaussian_base",
+    "GaussianBaseTarget": "ais.gaussian_base",
 }
 _SUBPACKAGES = ("stan", "kernels", "ais", "workflows", "exact", "reporting")
 

@@ -277,7 +277,10 @@ class BreadResult:
         if self.status == "converged" and not last.converged:
             best = min((v for v in verdicts if v.converged), key=lambda v: v.n_steps)
             text += f" (It converged at {best.n_steps} distributions.)"
-        if check is None:
+        subjective = self.extra.get("subjective")
+        if subjective is not None:
+            text += " " + subjective.get("meaning", "")
+        elif check is None:
             text += (" The simulator was not checked against the model, so a simulator bug "
                      "that the reverse chains repair (a prior or noise scale off by a "
                      "factor) would go unseen.")

@@ -54,6 +54,7 @@ class VerdictSettings:
     sign_alpha: float = 0.01
     converged_nats: float = 1.0
     stranded_spread: float = 10.0
+    one_reverse_start: bool = True  # False: reverse chains start from distinct draws
 
     def __post_init__(self):
         for name in ("level", "tail_alpha", "sign_alpha"):
@@ -188,7 +189,7 @@ def judge_step(step, settings: VerdictSettings = VerdictSettings(), *,
                             f"reverse estimate, and half of the bound comes from {carriers} of "
                             f"{L.size} forward chains.")
         message += " " + evidence + "."
-        if draws == 1:
+        if draws == 1 and settings.one_reverse_start:
             message += (" The interval is conditional on the one exact draw x* (reverse chains "
                         "all start there); --exact-draws K gives an interval over draws.")
     return StepVerdict(int(step.n_steps), status, bound, sign, tail, draws, float(fq[1]),

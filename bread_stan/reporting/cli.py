@@ -7,6 +7,9 @@
                    [--sweep 10,100,1000,10000] [--replicates 5] [--fit-chains 4]
                    [--fit-sampler toolkit|cmdstan]
                    [run options]
+    bread-stan subjective MODEL.stan --data DATA.json [--reference DRAWS]
+                   [--base gaussian|prior] [--simulator SIM.stan]
+                   [--base-fit reference|laplace] [--widen 1.5] [run options]
     bread-stan check MODEL.stan --simulator SIM.stan --data DATA.json [--kernel hmc|nuts]
                    [--prior-draws 2000] [--datasets 100] [--transitions 10] [--alpha 0.01]
     bread-stan report DIR
@@ -21,7 +24,7 @@ inconsistent or the simulator was flagged.
 report there; interrupting keeps what finished, and rerunning the same command
 continues where it stopped.
 
-Exit status of ``run``, ``compare`` and ``report``: 0 when AIS converged (the bound's
+Exit status of ``run``, ``compare``, ``subjective`` and ``report``: 0 when AIS converged (the bound's
 upper limit is within 1 nat) at some number of distributions; 3 when a check failed
 (the sign test or the tail-bound test at some T, or the simulator check); 4 when the
 run finished and passed its checks but converged at no T; 2 for bad input; 130 when
@@ -66,12 +69,13 @@ def _whole(least: int):
     return parse
 
 
-def _add_run_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--simulator", required=True, type=Path,
-                   help="simulator program: draws all unknowns from the prior, then the data")
+def _add_run_options(p: argparse.ArgumentParser, simulator: bool = True) -> None:
+    if simulator:
+        p.add_argument("--simulator", required=True, type=Path,
+                       help="simulator program: draws all unknowns from the prior, then the data")
     p.add_argument("--data", help="the model's data: a JSON file, or the name of a bundled "
-                   "data set (nhefs, pima, goog, faithful, movielens, ...); the simulator "
-                   "reads it too")
+                   "data set (nhefs, pima, goog, faithful, movielens, ...)"
+                   + ("; the simulator reads it too" if simulator else ""))
     p.add_argument("--steps", type=_steps, default=(10, 100, 1000),
                    help="numbers of AIS distributions, comma-separated (default 10,100,1000)")
     p.add_argument("--chains", type=_whole(2), default=100,
@@ -94,10 +98,11 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
                    help="inverse metric tuned along beta: diagonal, dense (Stan's dense_e), or "
                    "auto (dense where the pilot draws are strongly correlated; the default)")
     p.add_argument("--seed", type=_whole(0), default=0)
-    p.add_argument("--exact-draws", type=_whole(1), default=1,
-                   help="simulated problems (x*, y*) to split the chains among: K > 1 gives an "
-                   "interval over exact draws and data sets instead of one conditional on a "
-                   "single draw (default 1)")
+    if simulator:
+        p.add_argument("--exact-draws", type=_whole(1), default=1,
+                       help="simulated problems (x*, y*) to split the chains among: K > 1 gives an "
+                       "interval over exact draws and data sets instead of one conditional on a "
+                       "single draw (default 1)")
     p.add_argument("--threads", type=_whole(1), default=None,
                    help="threads per model call (default: all cores)")
     p.add_argument("--out", type=Path, default=None,
@@ -106,8 +111,9 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
                    help="call a step count converged when the bound's upper limit is at most "
                    "this many nats (default 1)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
-    p.add_argument("--no-check", action="store_true",
-                   help="skip the simulator check that runs before the AIS runs")
+    if simulator:
+        p.add_argument("--no-check", action="store_true",
+                       help="skip the simulator check that runs before the AIS runs")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -153,6 +159,30 @@ def _parser() -> argparse.ArgumentParser:
                         "0 turns the agreement score off)")
     p.add_argument("--replicate-max-steps", type=_whole(2), default=None,
                    help="run the replicates only up to this many distributions (default all)")
+
+    p = sub.add_parser("subjective", help="subjective divergence on the real data, against "
+                       "a reference sampler; any Stan program (no prior_only, no simulator)")
+    p.add_argument("model", type=Path, help="model program (any; prior_only is set to 0 if "
+                   "declared)")
+    _add_run_options(p, simulator=False)
+    p.add_argument("--reference", type=Path, nargs="+", default=None,
+                   help="reference draws: CmdStan CSV files (one per chain) or an ArviZ "
+                   "NetCDF file (posterior group); default: a NUTS fit on the data")
+    p.add_argument("--base", choices=("gaussian", "prior"), default="gaussian",
+                   help="initial distribution of AIS: a Gaussian in the unconstrained space "
+                   "(any program; default), or the prior (needs prior_only and --simulator)")
+    p.add_argument("--simulator", type=Path, default=None,
+                   help="simulator program giving exact prior draws (only for --base prior)")
+    p.add_argument("--base-fit", choices=("reference", "laplace"), default="reference",
+                   help="fit the Gaussian base to the reference draws or to a Laplace "
+                   "approximation (default reference)")
+    p.add_argument("--widen", type=float, default=1.5,
+                   help="multiply the base's standard deviations by this (default 1.5)")
+    p.add_argument("--fit-chains", type=_whole(2), default=4, help="NUTS chains of the reference (default 4)")
+    p.add_argument("--fit-warmup", type=_whole(0), default=500, help="reference warmup (default 500)")
+    p.add_argument("--fit-draws", type=_whole(4), default=500, help="reference draws per chain (default 500)")
+    p.add_argument("--fit-sampler", choices=("toolkit", "cmdstan"), default="toolkit",
+                   help="NUTS of the reference: the toolkit's or CmdStan's (default toolkit)")
 
     p = sub.add_parser("check", help="test that a simulator draws from the model's joint "
                        "distribution (exit 0 pass, 3 flagged, 2 bad input)")
@@ -200,10 +230,10 @@ def _settings(args):
                               step_size_jitter=args.jitter, rescue_prob=args.rescue,
                               max_depth=args.max_depth, metric=args.metric)
     run = RunSettings(steps=args.steps, chains=args.chains, seed=args.seed,
-                      exact_draws=args.exact_draws,
+                      exact_draws=getattr(args, "exact_draws", 1),
                       threads=args.threads, schedule=ScheduleSpec(kind=args.schedule),
                       progress=not args.quiet and sys.stderr.isatty(),
-                      check_simulator=not args.no_check)
+                      check_simulator=not getattr(args, "no_check", False))
     return sampler, run
 
 
@@ -334,6 +364,29 @@ def _cmd_protocol(args) -> int:
     return 0 if result.ok else 3
 
 
+def _cmd_subjective(args) -> int:
+    from ..workflows.fit import FitSettings
+    from ..workflows.subjective import BaseSettings, subjective
+    from .report import write_report
+
+    sampler, run = _settings(args)
+    out = args.out or Path(f"subjective-{args.model.stem}")
+    reference = args.reference
+    if reference is not None and len(reference) == 1:
+        reference = reference[0]
+    result = subjective(args.model, _data(args.data), reference=reference,
+                        simulator=args.simulator,
+                        base=BaseSettings(kind=args.base, fit=args.base_fit, widen=args.widen),
+                        sampler=sampler, run=run, verdict=_verdict(args), out_dir=out,
+                        fit_settings=FitSettings(chains=args.fit_chains, warmup=args.fit_warmup,
+                                                 draws=args.fit_draws,
+                                                 sampler=args.fit_sampler))
+    report = write_report(result, out)
+    _print_summary(result)
+    print(f"\nresults and report: {report}")
+    return result.exit_code
+
+
 def _cmd_check(args) -> int:
     from ..workflows.bread import SamplerSettings
     from ..workflows.simulator_check import CheckSettings, check_simulator
@@ -394,7 +447,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S")
     commands = {"run": _cmd_run, "compare": _cmd_compare, "protocol": _cmd_protocol,
-                "check": _cmd_check, "report": _cmd_report,
+                "subjective": _cmd_subjective, "check": _cmd_check, "report": _cmd_report,
                 "info": _cmd_info}
     try:
         return commands[args.command](args)

@@ -78,9 +78,25 @@ def display_table(table: pd.DataFrame) -> pd.DataFrame:
     return out.rename(columns={k: v[0] for k, v in _COLUMNS.items()})
 
 
-def glossary(columns) -> list[str]:
-    """One Markdown bullet per displayed column."""
+# What changes in the glossary of a subjective-divergence result (real data, reference).
+_SUBJECTIVE = {
+    "bound": "D_SBJ = mean(U) - mean(L), reverse chains from the reference's draws: if the "
+             "reference is exact, an upper bound, in expectation, on the Jeffreys divergence "
+             "between the forward AIS output and the posterior (nats)",
+    "log p(y) >=": "log-mean-exp of the forward estimates, +- its standard error: a "
+                   "stochastic lower bound on log Z of the real data",
+    "log p(y) <=": "minus log-mean-exp of minus the reverse estimates, +- its standard error: "
+                   "an upper bound on log Z of the real data if the reference is exact "
+                   "(Proposition 3: or at least closer to the posterior than AIS)",
+}
+
+
+def glossary(columns, *, subjective: bool = False) -> list[str]:
+    """One Markdown bullet per displayed column (``subjective``: for a subjective
+    divergence, whose reverse chains start from a reference on the real data)."""
     names = {v[0]: v[1] for v in _COLUMNS.values()}
+    if subjective:
+        names.update(_SUBJECTIVE)
     return [f"- **{c}**: {names[c]}" for c in columns if c in names]
 
 
@@ -112,6 +128,35 @@ def _value_summary(values: Mapping[str, Any], limit: int = 6) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["variable", "shape", "values", "min", "mean", "max"])
 
 
+def _reference_table(info: Mapping[str, Any]) -> pd.DataFrame:
+    """The reference's quality and its check against AIS output, one row per fact."""
+    rows = [("source", info.get("reference_source")),
+            ("chains x draws", f"{info.get('reference_chains')} x "
+                               f"{info.get('reference_draws', 0) // max(info.get('reference_chains', 1), 1)}"),
+            ("max R-hat (threshold)", f"{info.get('reference_max_rhat', float('nan')):.4g} "
+                                      f"({info.get('rhat_max')})"),
+            ("min bulk ESS (threshold)", f"{info.get('reference_min_ess', float('nan')):.0f} "
+                                         f"({info.get('ess_min')})"),
+            ("thinning stride / draws kept", f"{info.get('thinning_stride')} / "
+                                             f"{info.get('thinned_draws')}"),
+            ("reverse chains", info.get("reverse_chains")),
+            ("base (widening of its sds)", f"{(info.get('base') or {}).get('kind')} "
+                                           f"({(info.get('base') or {}).get('widen', '-')})")]
+    for T, check in (info.get("reference_checks") or {}).items():
+        rows.append((f"AIS vs reference at {T} distributions",
+                     f"{'agree' if check['passed'] else 'DIFFER'} (p = {check['p_value']:.2g})"))
+    return pd.DataFrame(rows, columns=["reference", "value"])
+
+
+def _is_subjective(result: BreadResult) -> bool:
+    return result.extra.get("subjective") is not None
+
+
+def _title(result: BreadResult) -> str:
+    kind = "Subjective divergence" if _is_subjective(result) else "BREAD"
+    return f"{kind} report: {result.model}"
+
+
 def _sections(result: BreadResult) -> list[tuple[str, str]]:
     """(title, Markdown body) of the report's sections after the headline."""
     summary = result.summary()
@@ -120,7 +165,14 @@ def _sections(result: BreadResult) -> list[tuple[str, str]]:
     sections = [("Results", markdown_table(table)),
                 ("Verdict at each number of distributions",
                  "\n".join(f"- **{v.n_steps}**: {v.message}" for v in verdicts)),
-                ("What the columns mean", "\n".join(glossary(table.columns)))]
+                ("What the columns mean",
+                 "\n".join(glossary(table.columns, subjective=_is_subjective(result))))]
+    subjective = result.extra.get("subjective")
+    if _is_subjective(result):
+        sections.append(("Subjective divergence: what the number means",
+                         subjective.get("meaning", "") + "\n\n"
+                         + markdown_table(_reference_table(subjective))))
+        return sections
     check = result.simulator_check()
     sections.append(("What the checks can and cannot see", " ".join([
         "The sign test and the tail-bound test catch reverse estimates that undercut forward "
@@ -219,7 +271,7 @@ def write_report(result: BreadResult, out_dir: Path, *, truth: float | None = No
     settings = json.dumps(result.settings, indent=1, default=str)
     headline = f"**{result.status.upper()}.** {result.headline()}"
 
-    md = [f"# BREAD report: {result.model}", "", headline, ""]
+    md = [f"# {_title(result)}", "", headline, ""]
     md += [f"> {f}" for f in failures]
     for title, body in sections:
         md += [f"## {title}", "", body, ""]
@@ -236,7 +288,7 @@ def write_report(result: BreadResult, out_dir: Path, *, truth: float | None = No
             f"</title><body style='font-family:sans-serif;max-width:1100px;margin:auto'>"
             f"<style>table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;"
             f"padding:2px 6px;font-size:90%}}</style>"
-            f"<h1>BREAD report: {html.escape(result.model)}</h1>"
+            f"<h1>{html.escape(_title(result))}</h1>"
             f"<p style='font-size:110%'><b style='color:{colour}'>{html.escape(result.status.upper())}."
             f"</b> {html.escape(result.headline())}</p>"
             + "".join(f"<p style='color:#b00'>{html.escape(f)}</p>" for f in failures)

@@ -1,0 +1,230 @@
+"""AIS from a Gaussian base in the unconstrained space (SPEC section 7.1).
+
+Any normalised density q0 with exact draws can start AIS.  :class:`GaussianBaseTarget`
+presents the geometric path ``q0^(1-b) p~^b`` to the engine as a
+:class:`~bread_stan.target.Target` whose "prior" is ``log q0(u)`` and whose "log
+likelihood" is ``log p~(u, y) - log q0(u)``, where ``log p~`` is the model's full log
+density with the Jacobian.  The engine then runs unchanged: Z_1 = 1 and Z_T is the
+integral of p~ (``log p(y)`` when every prior is proper; otherwise the normaliser of the
+unnormalised posterior).  No ``prior_only`` split and no simulator are needed.
+
+:class:`GaussianBase` is fitted either to reference draws (their mean and covariance) or
+to a Laplace approximation (mode by L-BFGS on the log density and its gradient, Hessian
+by central differences of the gradient), and widened by a stated factor on the standard
+deviation scale so that its tails cover the posterior's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+from scipy import optimize
+
+from ..errors import BreadStanError
+from ..target import Evaluation, Target
+
+__all__ = ["GaussianBase", "GaussianBaseTarget", "joint_density", "DEFAULT_WIDEN"]
+
+DEFAULT_WIDEN = 1.5  # standard deviations of q0 are this many times the fitted ones
+_LOG_2PI = float(np.log(2 * np.pi))
+
+JointDensity = Callable[[np.ndarray, bool], tuple[np.ndarray, np.ndarray | None]]
+
+
+class BaseFitError(BreadStanError):
+    """The Gaussian base could not be fitted (too few draws, no mode, no curvature)."""
+
+
+def joint_density(source: Any) -> JointDensity:
+    """``f(points, gradient) -> (log p~ (n,), gradient (n, d) or None)`` of ``source``.
+
+    ``source`` is a :class:`~bread_stan.stan.model.StanModel` (its log density with the
+    Jacobian, all constants) or any :class:`~bread_stan.target.Target` (log prior plus
+    log likelihood).
+    """
+    if hasattr(source, "log_density_gradient_batch"):
+        def stan(points, gradient):
+            if gradient:
+                return source.log_density_gradient_batch(points, jacobian=True)
+            return source.log_density_batch(points, jacobian=True), None
+        return stan
+    if isinstance(source, Target):
+        def summed(points, gradient):
+            ev = source.evaluate(points, gradient=gradient)
+            lp = ev.log_prior + ev.log_lik
+            return lp, (ev.grad_prior + ev.grad_lik) if gradient else None
+        return summed
+    raise TypeError(f"cannot take a joint log density from {type(source).__name__}; "
+                    "pass a StanModel or a Target")
+
+
+@dataclass(frozen=True)
+class GaussianBase:
+    """A normalised Gaussian N(mean, cov) in the unconstrained space, with exact draws."""
+
+    mean: np.ndarray
+    cov: np.ndarray
+    widen: float = 1.0  # recorded: cov already includes widen**2
+
+    def __post_init__(self):
+        mean = np.asarray(self.mean, dtype=float).ravel()
+        cov = np.atleast_2d(np.asarray(self.cov, dtype=float))
+        if cov.shape != (mean.size, mean.size) or not np.all(np.isfinite(cov)):
+            raise BaseFitError(f"the base covariance must be a finite ({mean.size}, "
+                               f"{mean.size}) matrix, got shape {cov.shape}")
+        cov = 0.5 * (cov + cov.T)
+        try:
+            chol = np.linalg.cholesky(cov)
+        except np.linalg.LinAlgError:
+            raise BaseFitError("the base covariance is not positive definite; widen it or "
+                               "fit the base to more reference draws") from None
+        object.__setattr__(self, "mean", mean)
+        object.__setattr__(self, "cov", cov)
+        object.__setattr__(self, "_chol", chol)
+        object.__setattr__(self, "_log_norm",
+                           -0.5 * mean.size * _LOG_2PI - float(np.sum(np.log(np.diag(chol)))))
+
+    @property
+    def dim(self) -> int:
+        return self.mean.size
+
+    @classmethod
+    def standard(cls, dim: int) -> "GaussianBase":
+        """N(0, I): a placeholder base, for example to sample the posterior at beta = 1."""
+        return cls(np.zeros(dim), np.eye(dim))
+
+    @classmethod
+    def from_draws(cls, draws: np.ndarray, widen: float = DEFAULT_WIDEN) -> "GaussianBase":
+        """Mean and covariance of (n, d) unconstrained draws, sds times ``widen``.
+
+        A small ridge (1e-8 of the largest variance) keeps a nearly singular sample
+        covariance usable; fewer than d + 1 draws give a diagonal covariance.
+        """
+        x = np.asarray(draws, dtype=float)
+        if x.ndim != 2 or x.shape[0] < 2:
+            raise BaseFitError(f"fitting a Gaussian base needs at least 2 draws of shape (n, d), "
+                               f"got {x.shape}")
+        _check_widen(widen)
+        cov = np.atleast_2d(np.cov(x, rowvar=False))
+        if x.shape[0] <= x.shape[1]:
+            cov = np.diag(np.diag(cov))
+        cov = cov + 1e-8 * max(float(np.max(np.diag(cov))), 1e-300) * np.eye(x.shape[1])
+        return cls(x.mean(axis=0), widen ** 2 * cov, widen)
+
+    @classmethod
+    def laplace(cls, source: Any, start: np.ndarray, widen: float = DEFAULT_WIDEN,
+                *, step: float = 1e-4) -> "GaussianBase":
+        """Laplace approximation of ``source``'s joint density, sds times ``widen``.
+
+        The mode comes from L-BFGS started at ``start`` (d,); the Hessian from central
+        differences of the gradient (one batched call of 2d points).  A model without
+        a mode (improper or unbounded density) or with non-negative curvature at it is
+        refused: fit the base to reference draws instead.
+        """
+        _check_widen(widen)
+        density = joint_density(source)
+        x0 = np.asarray(start, dtype=float).ravel()
+
+        def negative(u):
+            lp, grad = density(u[None, :], True)
+            if not np.isfinite(lp[0]):
+                return np.inf, np.zeros_like(u)
+            return -float(lp[0]), -grad[0]
+
+        fitted = optimize.minimize(negative, x0, jac=True, method="L-BFGS-B")
+        mode = fitted.x
+        if not np.isfinite(fitted.fun) or not np.all(np.isfinite(mode)):
+            raise BaseFitError("the Laplace fit found no mode (the log density is not finite "
+                               "there); fit the base to reference draws instead")
+        d = mode.size
+        h = step * np.maximum(1.0, np.abs(mode))
+        points = np.concatenate([mode + np.diag(h), mode - np.diag(h)])
+        _, grads = density(points, True)
+        hessian = (grads[:d] - grads[d:]) / (2 * h[:, None])
+        precision = -0.5 * (hessian + hessian.T)
+        eigen = np.linalg.eigvalsh(precision)
+        if not np.all(np.isfinite(eigen)) or eigen.min() <= 0:
+            raise BaseFitError("the log density is not curved downward at the Laplace mode "
+                               f"(smallest precision eigenvalue {eigen.min():.3g}); fit the "
+                               "base to reference draws instead")
+        return cls(mode, widen ** 2 * np.linalg.inv(precision), widen)
+
+    def log_density(self, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """log q0 (n,) and its gradient (n, d) at (n, d) points."""
+        z = np.asarray(points, dtype=float) - self.mean
+        solved = np.linalg.solve(self._chol, z.T)  # L^-1 (u - m), (d, n)
+        log_q = self._log_norm - 0.5 * np.einsum("ij,ij->j", solved, solved)
+        grad = -np.linalg.solve(self._chol.T, solved).T
+        return log_q, grad
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        """Exact draws (n, d)."""
+        return self.mean + rng.standard_normal((n, self.dim)) @ self._chol.T
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"mean": self.mean.tolist(), "cov": self.cov.tolist(), "widen": self.widen}
+
+
+def _check_widen(widen: float) -> None:
+    if not np.isfinite(widen) or widen <= 0:
+        raise ValueError(f"widen must be a positive factor on the standard deviations, got {widen}")
+
+
+class GaussianBaseTarget:
+    """The geometric path from a Gaussian base q0 to a model's joint density, as a Target.
+
+    ``source`` is a :class:`~bread_stan.stan.model.StanModel` (or any Target; its log
+    prior plus log likelihood is the joint).  Transforms (``param_constrain``,
+    ``param_names``, ``param_unconstrain_batch``) are the source's.
+    """
+
+    def __init__(self, source: Any, base: GaussianBase):
+        self.source = source
+        self.base = base
+        self._density = joint_density(source)
+        if base.dim != self.dim:
+            raise ValueError(f"the base has {base.dim} coordinates, the model {self.dim}")
+
+    @property
+    def dim(self) -> int:
+        return int(self.source.dim)
+
+    def with_base(self, base: GaussianBase) -> "GaussianBaseTarget":
+        """The same model with another base."""
+        return GaussianBaseTarget(self.source, base)
+
+    def log_joint(self, points: np.ndarray) -> np.ndarray:
+        """The model's log p~ (n,) at (n, d) points (no gradient)."""
+        return self._density(np.ascontiguousarray(points, dtype=float), False)[0]
+
+    def evaluate(self, points: np.ndarray, *, gradient: bool = True) -> Evaluation:
+        """log q0 as the prior, log p~ - log q0 as the likelihood (and gradients)."""
+        points = np.ascontiguousarray(points, dtype=float)
+        log_q, grad_q = self.base.log_density(points)
+        lp, grad = self._density(points, gradient)
+        with np.errstate(invalid="ignore"):
+            log_lik = lp - log_q
+        if not gradient:
+            return Evaluation(log_q, log_lik)
+        return Evaluation(log_q, log_lik, grad_q, grad - grad_q)
+
+    def param_names(self, include_tp: bool = False, include_gq: bool = False) -> list[str]:
+        return self.source.param_names(include_tp, include_gq)
+
+    def param_constrain(self, u: np.ndarray, include_tp: bool = False) -> np.ndarray:
+        return self.source.param_constrain(u, include_tp)
+
+    def param_unconstrain_batch(self, values) -> np.ndarray:
+        return self.source.param_unconstrain_batch(values)
+
+    @property
+    def compiled(self):
+        return self.source.compiled
+
+    @property
+    def full_model(self):
+        """The model with its full joint density, as :func:`~bread_stan.workflows.fit.fit`
+        reads it (a StanModel source)."""
+        return self.source

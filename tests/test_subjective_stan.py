@@ -1,0 +1,120 @@
+"""Subjective divergence on a program with no prior_only and no simulator: eight schools,
+non-centred, written as in Stan's documentation (tests/stan/eight_schools.stan).
+
+End to end through the command line with the Gaussian base and the toolkit's own NUTS
+reference, and with CSV files written by a real CmdStan 2.35 as the reference; ArviZ
+NetCDF files, cmdstanpy fits and CSV files give the unconstrained draws they hold; draws
+outside the support are refused.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bread_stan.reporting.cli import main
+from bread_stan.stan.compile import compile_model, read_program
+from bread_stan.stan.draws import to_arviz
+from bread_stan.stan.model import StanModel
+from bread_stan.workflows.fit import FitResult, _cmdstan_program
+from bread_stan.workflows.subjective import ReferenceError, load_reference
+
+pytestmark = pytest.mark.slow  # compiles eight schools (about 40 s cold)
+
+HERE = Path(__file__).resolve().parent / "stan"
+PROGRAM, DATA = HERE / "eight_schools.stan", HERE / "eight_schools.json"
+CMDSTAN_HOME = Path.home() / ".cache" / "bread-stan" / "cmdstan-2.35.0"
+
+
+@pytest.fixture(scope="module")
+def schools():
+    return StanModel(compile_model(PROGRAM), json.loads(DATA.read_text()), threads=1)
+
+
+@pytest.mark.slow
+def test_eight_schools_runs_end_to_end_with_gaussian_base_and_own_nuts(tmp_path, capsys):
+    out = tmp_path / "schools"
+    code = main(["subjective", str(PROGRAM), "--data", str(DATA), "--steps", "10,100",
+                 "--chains", "40", "--out", str(out), "--threads", "1", "--quiet",
+                 "--fit-warmup", "300", "--fit-draws", "300"])
+    assert code in (0, 4)  # converged or not, but every check passed
+    summary = json.loads((out / "summary.json").read_text())
+    info = summary["extra"]["subjective"]
+    assert info["reference_source"] == "toolkit NUTS fit" and info["reference_chains"] == 4
+    assert info["reference_max_rhat"] < 1.05 and info["reverse_chains"] == 40
+    rows = summary["summary"]
+    assert all(np.isfinite(r["raw_bound"]) for r in rows)
+    assert rows[-1]["log_ml_lower"] < rows[-1]["log_ml_upper"] + 1.0
+    assert "subjective divergence" in (out / "report.md").read_text()
+    assert FitResult.exists(out / "reference_fit")
+    # Resume: the same command loads the fit and every step count instead of rerunning.
+    fit_time = (out / "reference_fit" / "fit.npz").stat().st_mtime
+    assert main(["subjective", str(PROGRAM), "--data", str(DATA), "--steps", "10,100",
+                 "--chains", "40", "--out", str(out), "--threads", "1", "--quiet",
+                 "--fit-warmup", "300", "--fit-draws", "300"]) == code
+    assert (out / "reference_fit" / "fit.npz").stat().st_mtime == fit_time
+    again = json.loads((out / "summary.json").read_text())["summary"]
+    assert [r["raw_bound"] for r in again] == [r["raw_bound"] for r in rows]
+
+def test_netcdf_reference_gives_the_draws_it_holds(schools, tmp_path):
+    rng = np.random.default_rng(0)
+    draws = {"mu": rng.normal(4, 3, (2, 50)), "tau": rng.gamma(2, 2, (2, 50)),
+             "theta_tilde": rng.normal(size=(2, 50, 8))}
+    path = tmp_path / "ref.nc"
+    to_arviz({"posterior": draws}).to_netcdf(str(path))
+    ref = load_reference(path, schools)
+    assert ref.unconstrained.shape == (2, 50, 10)
+    np.testing.assert_allclose(ref.unconstrained[..., 1], np.log(draws["tau"]))
+    np.testing.assert_allclose(ref.unconstrained[..., 2:], draws["theta_tilde"])
+    np.testing.assert_allclose(load_reference(draws, schools).unconstrained, ref.unconstrained)
+    assert ref.source == "file ref.nc"
+    with pytest.raises(ReferenceError, match="lack the model parameter 'tau'"):
+        load_reference({k: v for k, v in draws.items() if k != "tau"}, schools)
+
+
+def test_a_reference_draw_outside_the_support_is_named(schools, tmp_path):
+    rng = np.random.default_rng(1)
+    tau = rng.gamma(2, 2, 30)
+    tau[7] = -1.0
+    with pytest.raises(ReferenceError, match="outside the model's support"):
+        load_reference({"mu": rng.normal(size=(1, 30)), "tau": tau[None],
+                        "theta_tilde": rng.normal(size=(1, 30, 8))}, schools)
+    code = main(["subjective", str(PROGRAM), "--data", str(DATA),
+                 "--reference", str(tmp_path / "missing.nc"), "--out", str(tmp_path / "o")])
+    assert code == 2 and not (tmp_path / "o").exists()
+
+
+@pytest.fixture(scope="module")
+def cmdstan_fit(tmp_path_factory):
+    """Eight schools sampled by a real CmdStan 2.35 (the build of tests/test_cmdstan.py)."""
+    cmdstanpy = pytest.importorskip("cmdstanpy")
+    path = os.environ.get("CMDSTAN") or (str(CMDSTAN_HOME) if CMDSTAN_HOME.is_dir() else None)
+    if path is None:
+        pytest.skip("no CmdStan: set CMDSTAN or run tests/test_cmdstan.py, which builds it")
+    cmdstanpy.set_cmdstan_path(path)
+    out = tmp_path_factory.mktemp("cmdstan")
+    model = cmdstanpy.CmdStanModel(stan_file=str(_cmdstan_program(read_program(PROGRAM))))
+    return model.sample(data=str(DATA), chains=2, iter_warmup=300, iter_sampling=300, seed=3,
+                        show_progress=False, output_dir=str(out), adapt_delta=0.9)
+
+
+def test_cmdstan_csv_files_and_cmdstanpy_fits_serve_as_references(schools, cmdstan_fit,
+                                                                  tmp_path):
+    files = cmdstan_fit.runset.csv_files
+    from_files, from_fit = load_reference(files, schools), load_reference(cmdstan_fit, schools)
+    np.testing.assert_array_equal(from_files.unconstrained, from_fit.unconstrained)
+    assert from_files.unconstrained.shape == (2, 300, 10)
+    assert from_fit.source == "cmdstanpy fit" and from_files.source == "2 CmdStan CSV files"
+    np.testing.assert_allclose(from_fit.unconstrained[1, :, 1],
+                               np.log(cmdstan_fit.stan_variable("tau")[300:]), rtol=1e-10)
+    out = tmp_path / "csv"
+    code = main(["subjective", str(PROGRAM), "--data", str(DATA), "--steps", "10,30",
+                 "--chains", "20", "--out", str(out), "--threads", "1", "--quiet",
+                 "--reference", *files])
+    assert code in (0, 4)
+    info = json.loads((out / "summary.json").read_text())["extra"]["subjective"]
+    assert info["reference_source"] == "2 CmdStan CSV files" and info["reference_draws"] == 600
