@@ -319,7 +319,10 @@ def run(target: Target, kernel: Kernel, prior_draws, posterior_draws, *, seed: i
                               for k, v in asdict(tuned).items()}
     result = BreadResult(model or getattr(target, "name", type(target).__name__), settings)
     for i, T in enumerate(config.steps):
-        betas = config.schedule.betas(T, tuned)
+        # Only the adaptive schedule reads the pilot (other specs may be stand-ins
+        # that take T alone).
+        betas = (config.schedule.betas(T, tuned) if getattr(config.schedule, "kind", None)
+                 == "adaptive" else config.schedule.betas(T))
         schedule = _kernel_schedule(tuned, betas, config.steps_per_temperature)
         every = (None if config.increment_blocks is None
                  else max(1, math.ceil((T - 1) / config.increment_blocks)))

@@ -91,7 +91,7 @@ class SamplerSettings:
     steps_per_temperature: int = 1
     target_accept: float | None = None
     adapt_metric: bool = True
-    metric: str = "auto"
+    metric: str = "diag"
     pilot_chains: int = 32
     pilot_grid: int = 16
     pilot_steps: int = 40
