@@ -33,7 +33,7 @@ from bread_stan.stan.compile import compile_many, compile_model, stanc_info
 from bread_stan.stan.model import StanModel
 from bread_stan.stan.simulator import check_data_names, split_draw
 from bread_stan.stan.tempered import StanTarget, compile_tempered
-from bread_stan.workflows.bread import RunSettings, SamplerSettings, bread, compare
+from bread_stan.workflows.bread import RunSettings, SamplerSettings, bread
 
 ROOT = Path(__file__).resolve().parent.parent
 TEST_STAN = ROOT / "tests" / "stan"
