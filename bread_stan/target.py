@@ -9,7 +9,7 @@ sampler change temperature without another call into the model.
 
 The engine never knows where a target comes from: the Stan bridge provides one
 (``bread_stan.stan_target.StanTarget``), small numpy models provide others
-(``bread_stan.conjugate``), and the exact grid oracle provides a discrete one.
+(``bread_stan.exact.conjugate``), and the exact grid oracle provides a discrete one.
 
 A point whose density cannot be evaluated (a Stan ``reject``, a domain error,
 an overflow) comes back with ``log_prior = -inf`` (or NaN); a sampler must treat

@@ -25,7 +25,7 @@ products telescope to ``log q_rev / q_fwd = sum_i (b_i - b_{i-1}) log f(x_{i-1})
 bounds the Jeffreys divergence ``J`` of their final-state marginals q_fwd(x_{T-1})
 and p_{T-1} (data processing).
 
-SPEC section 1 (and ``bread_stan.ais``, which follows it) writes the reverse
+SPEC section 1 (and ``bread_stan.ais.engine``, which follows it) writes the reverse
 chain as "weight at v_t, then v_{t-1} ~ K_{t-1}(. | v_t)", SPEC's kernels
 K_{T-1}..K_1.  That is the chain above shifted by one slot (``v_t = x_{t-2}``
 with SPEC's 1-based t and this module's 0-based x): it leaves out the first

@@ -211,7 +211,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _data(arg: str | None):
-    """A JSON path as given, or a bundled data set by name (``bread_stan.datasets``)."""
+    """A JSON path as given, or a bundled data set by name (``bread_stan.stan.datasets``)."""
     if arg is None or Path(arg).is_file():
         return arg
     from ..stan import datasets

@@ -1,4 +1,4 @@
-"""Figures and report of the real-data protocol (:mod:`bread_stan.protocol`).
+"""Figures and report of the real-data protocol (:mod:`bread_stan.workflows.protocol`).
 
 - :func:`plot_shifted_curves`: (a) quartiles over chains of forward estimates on
   real and simulated data and reverse estimates on simulated data against the

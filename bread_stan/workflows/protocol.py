@@ -6,7 +6,7 @@ model, simulator and real data set:
 0. **Check** the simulator against the model
    (:func:`~bread_stan.workflows.simulator_check.check_simulator`, unless
    ``RunSettings.check_simulator`` is off; recorded in ``extra["simulator_check"]``).
-1. **Fit**: NUTS on the real data (:mod:`bread_stan.fit`); the fitted
+1. **Fit**: NUTS on the real data (:mod:`bread_stan.workflows.fit`); the fitted
    hyperparameters eta_hat are the posterior medians of the simulator's
    ``*_given`` variables (``ProtocolSettings.fit.hyper_summary``).
 2. **Simulate**: theta ~ p(theta | eta_hat), D_sim ~ p(D | eta_hat, theta), with
