@@ -284,6 +284,8 @@ class BreadResult:
             text += (" The simulator was not checked against the model, so a simulator bug "
                      "that the reverse chains repair (a prior or noise scale off by a "
                      "factor) would go unseen.")
+        else:
+            text += " The simulator check passed."
         return text
 
     def summary(self, settings: VerdictSettings | None = None) -> pd.DataFrame:
