@@ -96,10 +96,6 @@ class StepVerdict:
         """True when the interval is conditional on a single exact draw x*."""
         return self.exact_draws == 1
 
-    def within(self) -> float:
-        """The divergence is at most this (the upper end of the interval, at least 0)."""
-        return max(self.bound.ci_high, 0.0)
-
     def as_dict(self) -> dict:
         out = {k: v for k, v in asdict(self).items() if k not in ("bound", "sign", "tail")}
         out.update(bound=self.bound.as_dict(), sign_test=self.sign.as_dict(),
@@ -112,8 +108,10 @@ def _carriers(L: np.ndarray, mean_u: float) -> int:
     """The fewest forward chains whose deficits mean(U) - L_i add up to half the bound."""
     deficits = np.sort(mean_u - L)[::-1]
     total = deficits.sum()
-    if not np.isfinite(total) or total <= 0:
-        return int(np.count_nonzero(~np.isfinite(deficits))) if not np.isfinite(total) else 0
+    if not np.isfinite(total):  # chains with zero weight carry all of an infinite bound
+        return int(np.count_nonzero(~np.isfinite(deficits)))
+    if total <= 0:
+        return 0
     return int(np.searchsorted(np.cumsum(deficits), 0.5 * total) + 1)
 
 
