@@ -106,12 +106,15 @@ def data_check(real: Mapping[str, object], simulated: Mapping[str, np.ndarray], 
                    f"(Bonferroni alpha {alpha:g} over {len(table)} statistics)")
         return DataCheck(True, alpha, n, table, message)
     worst = bad.loc[bad["z"].abs().idxmax()]
-    parts = [f"{r.variable} {r.statistic} {r.real:.4g} (simulated {r.simulated_low:.4g} to "
-             f"{r.simulated_high:.4g})" for r in bad.itertuples()]
+    parts = [f"{r.variable} {r.statistic} {r.real:.4g} (95% of simulated data sets: "
+             f"{r.simulated_low:.4g} to {r.simulated_high:.4g}; p = {r.p_value:.2g})"
+             for r in bad.itertuples()]
     message = (f"DATA CHECK FAILED: the data simulated at the fitted hyperparameters are unlike "
-               f"the real data: {'; '.join(parts)}; p < {cut:.2g} each over {n} simulated data "
-               f"sets. The model cannot produce data like these (worst: {worst.variable} "
-               f"{worst.statistic}, {abs(worst.z):.3g} simulated sds off), so bounds on the "
-               "simulated data say little about inference on the real data. Look for a "
-               "missing intercept, a scale far off, or priors too vague to fit.")
+               f"the real data: {'; '.join(parts)}, below the Bonferroni cut {cut:.2g} over "
+               f"{n} simulated data sets (worst: {worst.variable} {worst.statistic}, "
+               f"{abs(worst.z):.3g} simulated sds off). The real data lie at or beyond the edge "
+               "of what the fitted model produces, so the simulated data are a poor proxy for "
+               "them in this respect and bounds on the simulated data may not carry over. Look "
+               "for a missing intercept, a scale far off, or hyperpriors that keep the fitted "
+               "scales from matching the data.")
     return DataCheck(False, alpha, n, table, message)
