@@ -222,9 +222,12 @@ class _Problem:
     simulated_data: dict[str, Any]
 
 
-def _truth_seed(seed: int, k: int) -> int:
-    """The seed of problem k's exact draw (problem 0 keeps the single-draw seed)."""
-    return derived_seed(seed, _TRUTH) if k == 0 else derived_seed(seed, _TRUTH, k)
+def _problem_seed(seed: int, purpose: int, *rest_and_k: int) -> int:
+    """The seed of one purpose for problem k (the last argument); problem 0 keeps the
+    single-draw run's seed, so K = 1 and the first problem of K > 1 agree."""
+    *rest, k = rest_and_k
+    return derived_seed(seed, purpose, *rest) if k == 0 else derived_seed(seed, purpose,
+                                                                            *rest, k)
 
 
 def _simulate_problem(name, model, simulator: Simulator, data: Mapping, seed: int,
@@ -232,7 +235,7 @@ def _simulate_problem(name, model, simulator: Simulator, data: Mapping, seed: in
     compiled = compile_tempered(model)
     check_data_names(simulator, compiled)
     if truth_draw is None:
-        truth_draw = draw_at(simulator.simulate(1, _truth_seed(seed, 0)), 0)
+        truth_draw = draw_at(simulator.simulate(1, _problem_seed(seed, _TRUTH, 0)), 0)
     params, overrides = split_draw(truth_draw, compiled)
     target = StanTarget(compiled, {**data, **overrides}, threads=threads)
     x_star = target.param_unconstrain(params)
@@ -325,16 +328,7 @@ def _run_step(problems: list[_Problem], simulator: Simulator, kernel, tuned,
     config = engine.RunConfig(steps=(T,), schedule=run.schedule,
                               steps_per_temperature=sampler.steps_per_temperature,
                               increment_blocks=run.increment_blocks, progress=run.progress)
-    prior_seed = derived_seed(run.seed, _PRIOR, T)
-    if len(problems) == 1:
-        problem = problems[0]
-        prior = _prior_draws(problem, simulator, run.chains, prior_seed)
-        step = engine.run(problem.target, kernel, prior, problem.x_star,
-                          seed=derived_seed(run.seed, _CHAINS, T), tuned=tuned, config=config,
-                          model=problem.name).steps[0]
-        step.draws = _constrained(problem, step.draws.pop("unconstrained"))
-        return step
-    draws = simulator.simulate(run.chains, prior_seed)
+    draws = simulator.simulate(run.chains, derived_seed(run.seed, _PRIOR, T))
     parts = []
     for k, (problem, rows) in enumerate(zip(problems, np.array_split(np.arange(run.chains),
                                                                       len(problems)))):
@@ -342,10 +336,12 @@ def _run_step(problems: list[_Problem], simulator: Simulator, kernel, tuned,
                                problem.target.compiled)
         prior = problem.target.param_unconstrain_batch(params)
         one = engine.run(problem.target, kernel, prior, problem.x_star,
-                         seed=derived_seed(run.seed, _CHAINS, T, k), tuned=tuned,
+                         seed=_problem_seed(run.seed, _CHAINS, T, k), tuned=tuned,
                          config=config, model=problem.name).steps[0]
         one.draws = _constrained(problem, one.draws.pop("unconstrained"))
         parts.append(one)
+    if len(parts) == 1:
+        return parts[0]
     return StepResult(T, _stack([p.forward for p in parts]), _stack([p.reverse for p in parts]),
                       parts[0].betas, {name: np.concatenate([p.draws[name] for p in parts])
                                        for name in parts[0].draws})
@@ -535,7 +531,7 @@ def bread(model, simulator, data=None, *, sampler: SamplerSettings = SamplerSett
 
 def _truth_draws(simulator: Simulator, run: RunSettings) -> list[dict]:
     """The exact draws (x*_k, y*_k) of the run's K simulated problems."""
-    return [draw_at(simulator.simulate(1, _truth_seed(run.seed, k)), 0)
+    return [draw_at(simulator.simulate(1, _problem_seed(run.seed, _TRUTH, k)), 0)
             for k in range(run.exact_draws)]
 
 
