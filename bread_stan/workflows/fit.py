@@ -4,7 +4,9 @@
 named in :class:`FitSettings` (no automatic switching; the result and the
 protocol report say which ran):
 
-- ``sampler="toolkit"`` (default): the toolkit's own vectorised NUTS: several
+- ``sampler="toolkit"`` (default): the toolkit's own NUTS (native: one call
+  into the model library per transition of all chains, on the joint density
+  alone, one gradient per leapfrog step; see :mod:`bread_stan.kernels.nuts`): several
   chains started from exact prior draws, a warmup with Stan's windowed
   adaptation (an initial fast buffer, doubling slow windows that each end by
   setting the chain's diagonal inverse metric to the regularised variance of the
@@ -193,6 +195,7 @@ def _own_nuts(target: StanTarget, inits: np.ndarray, settings: FitSettings, seed
     n, d = inits.shape
     kernel = NUTS()
     rng = ChainRandom.from_seed(seed, n, stream=_FIT_STREAM)
+    target = target.joint()  # beta = 1: the posterior, one model instance
     state = initial_state(target, inits, gradient=True)
     bad = ~np.isfinite(state.evaluation.log_prior + state.evaluation.log_lik)
     if bad.any():
