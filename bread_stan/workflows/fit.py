@@ -224,6 +224,7 @@ def _own_nuts(target: StanTarget, inits: np.ndarray, settings: FitSettings, seed
     divergent = np.zeros(n, dtype=np.int64)
     n_grad = 0
     params = NUTSParams(step_size=step, inv_metric=metric, max_depth=settings.max_depth)
+    start = time.perf_counter()
     for i in range(settings.draws):
         state, info = kernel.step(rng, state, target, beta, params)
         draws[:, i] = state.position
@@ -237,6 +238,7 @@ def _own_nuts(target: StanTarget, inits: np.ndarray, settings: FitSettings, seed
                    "transitions": float(depth.size),
                    "tree_depth": float(np.mean(depth)),
                    "gradients_sampling": float(n_grad),
+                   "seconds_sampling": time.perf_counter() - start,
                    "step_size_min": float(step.min()), "step_size_max": float(step.max())}
     return draws, diagnostics
 

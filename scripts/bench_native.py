@@ -1,0 +1,185 @@
+"""Native HMC/NUTS transitions against the Python kernels and CmdStan, in one run.
+
+NHEFS linear regression (``stan_models/linear_regression.stan`` with the bundled
+data, d = 8), measured side by side:
+
+1. The fit (NUTS at beta = 1, 4 chains, Stan's warmup): microseconds per
+   gradient while sampling, toolkit native / toolkit Python kernel / CmdStan 2.35
+   NUTS on the same ``--O1`` program (one chain at a time, one thread each).
+2. AIS, 100 forward + 100 reverse chains, HMC (10 leapfrog steps) and NUTS: wall
+   time and the share of it spent in Stan gradient code, native on 1 and 2
+   threads and the Python kernels on 1 thread.  The share is (gradients used) x
+   (time per point of one batched prior/likelihood evaluation of 200 points on
+   1 thread, best of many) / wall time: inside a native transition the gradient
+   calls cannot be timed from Python.
+
+Prints the load average before and after (the machine is shared).
+Usage: ``python scripts/bench_native.py [--temperatures 200] [--no-cmdstan]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+from bread_stan.ais import engine as ais
+from bread_stan.ais.betas import ScheduleSpec
+from bread_stan.ais.tuning import TuningConfig, tune
+from bread_stan.kernels.hmc import HMC, HMCParams
+from bread_stan.kernels.nuts import NUTS, NUTSParams
+from bread_stan.stan import datasets
+from bread_stan.stan.tempered import StanTarget
+from bread_stan.workflows.fit import FitSettings, fit
+
+ROOT = Path(__file__).resolve().parent.parent
+PROGRAM = ROOT / "stan_models" / "linear_regression.stan"
+CMDSTAN_HOME = Path.home() / ".cache" / "bread-stan" / "cmdstan-2.35.0"
+
+
+def load() -> str:
+    one, five, _ = os.getloadavg()
+    return f"load average {one:.2f} (5 min {five:.2f}) on {os.cpu_count()} cores"
+
+
+def prior_draws(rng, n: int, k: int) -> np.ndarray:
+    """Exact prior draws, unconstrained: log sigma_sq, log scale_sq, alpha, beta."""
+    sigma_sq = 1.0 / rng.gamma(1.0, 1.0, n)
+    scale_sq = 1.0 / rng.gamma(1.0, 1.0, n)
+    coef = rng.normal(size=(n, k + 1)) * np.sqrt(scale_sq)[:, None]
+    return np.column_stack([np.log(sigma_sq), np.log(scale_sq), coef])
+
+
+def with_native(flag: bool, fn):
+    """Run ``fn`` with kernels built under BREAD_STAN_NATIVE = flag."""
+    old = os.environ.get("BREAD_STAN_NATIVE")
+    os.environ["BREAD_STAN_NATIVE"] = "1" if flag else "0"
+    try:
+        return fn()
+    finally:
+        if old is None:
+            del os.environ["BREAD_STAN_NATIVE"]
+        else:
+            os.environ["BREAD_STAN_NATIVE"] = old
+
+
+def bench_fit(data, inits, settings, use_cmdstan: bool) -> tuple[dict, np.ndarray]:
+    target = StanTarget(PROGRAM, data, threads=1)
+    rows = {}
+    draws = None
+    for name, native in (("toolkit native", True), ("toolkit Python kernel", False)):
+        res = with_native(native, lambda: fit(target, inits, settings=settings, seed=1))
+        dg = res.diagnostics
+        rows[name] = (1e6 * dg["seconds_sampling"] / dg["gradients_sampling"],
+                      dg["gradients_sampling"], dg["seconds_sampling"], res.max_rhat)
+        if native:
+            draws = res.unconstrained.reshape(-1, inits.shape[1])
+    if use_cmdstan:
+        rows["CmdStan 2.35 (--O1)"] = cmdstan_fit(data, inits.shape[0], settings)
+    return rows, draws
+
+
+def cmdstan_fit(data, chains: int, settings) -> tuple:
+    import cmdstanpy
+
+    path = os.environ.get("CMDSTAN") or str(CMDSTAN_HOME)
+    cmdstanpy.set_cmdstan_path(path)
+    out = Path.home() / ".cache" / "bread-stan" / "bench_native"
+    out.mkdir(parents=True, exist_ok=True)
+    stan_file = out / "linear_regression.stan"
+    stan_file.write_text(PROGRAM.read_text())
+    model = cmdstanpy.CmdStanModel(stan_file=str(stan_file), stanc_options={"O1": True})
+    sampled = model.sample(data={**data, "prior_only": 0}, chains=chains, parallel_chains=1,
+                           iter_warmup=settings.warmup, iter_sampling=settings.draws, seed=1,
+                           max_treedepth=settings.max_depth, show_progress=False)
+    seconds = sum(t["sampling"] for t in sampled.time)
+    grads = float(np.sum(sampled.method_variables()["n_leapfrog__"]))
+    rhat = float(np.nanmax(sampled.summary()["R_hat"]))
+    return 1e6 * seconds / grads, grads, seconds, rhat
+
+
+def split_seconds_per_point(target, points, repeats=30) -> float:
+    best = np.inf
+    for _ in range(repeats):
+        start = time.perf_counter()
+        target.evaluate(points)
+        best = min(best, time.perf_counter() - start)
+    return best / points.shape[0]
+
+
+def bench_ais(data, posterior, temperatures, nuts_temperatures):
+    rng = np.random.default_rng(0)
+    k = int(data["K"])
+    one = StanTarget(PROGRAM, data, threads=1)
+    two = StanTarget(PROGRAM, data, threads=2)
+    prior = prior_draws(rng, 100, k)
+    post = posterior[rng.choice(posterior.shape[0], 100, replace=False)]
+    per_point = split_seconds_per_point(one, np.concatenate([prior, post]))
+    print(f"one prior/likelihood evaluation with gradients (batch of 200, 1 thread): "
+          f"{1e6 * per_point:.2f} us per point")
+    rows = []
+    for name, kernel_class, base, T in (("HMC(10)", HMC, HMCParams(0.1, 10), temperatures),
+                                        ("NUTS", NUTS, NUTSParams(0.1), nuts_temperatures)):
+        tuned = tune(one, kernel_class(), base, prior_draws(rng, 32, k), seed=1,
+                     config=TuningConfig(n_grid=6, adapt_steps=20))
+        config = ais.RunConfig(steps=(T,), schedule=ScheduleSpec("sigmoid"), increment_blocks=None)
+        walls = {}
+        for label, target, native in (("native, 1 thread", one, True),
+                                      ("native, 2 threads", two, True),
+                                      ("Python kernel, 1 thread", one, False)):
+            kernel = kernel_class(native=native)
+            start = time.perf_counter()
+            result = ais.run(target, kernel, prior, post, seed=2, tuned=tuned, config=config)
+            wall = time.perf_counter() - start
+            step = result.steps[0]
+            grads = int(step.forward.n_grad + step.reverse.n_grad)
+            walls[label] = wall
+            share = grads * per_point / wall
+            rows.append((f"{name} T={T}", label, wall, grads,
+                         share if target is one else None))
+        rows.append((f"{name} T={T}", "2 threads / 1 thread speed-up",
+                     walls["native, 1 thread"] / walls["native, 2 threads"], None, None))
+        rows.append((f"{name} T={T}", "native / Python speed-up (1 thread)",
+                     walls["Python kernel, 1 thread"] / walls["native, 1 thread"], None, None))
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--temperatures", type=int, default=500)
+    parser.add_argument("--nuts-temperatures", type=int, default=200)
+    parser.add_argument("--warmup", type=int, default=500)
+    parser.add_argument("--draws", type=int, default=1000)
+    parser.add_argument("--no-cmdstan", action="store_true")
+    args = parser.parse_args()
+    print("before:", load())
+    data = datasets.load("nhefs")
+    d = 3 + int(data["K"])
+    inits = np.random.default_rng(3).normal(scale=0.5, size=(4, d))
+    settings = FitSettings(chains=4, warmup=args.warmup, draws=args.draws)
+    rows, posterior = bench_fit(data, inits, settings, not args.no_cmdstan)
+    print(f"\nFit, NHEFS linear regression (d = {d}), 4 chains, {args.warmup} warmup + "
+          f"{args.draws} draws, sampling phase:")
+    print(f"{'sampler':<24} {'us/gradient':>12} {'gradients':>10} {'seconds':>8} {'max R-hat':>9}")
+    for name, (us, grads, seconds, rhat) in rows.items():
+        print(f"{name:<24} {us:12.2f} {grads:10.0f} {seconds:8.2f} {rhat:9.3f}")
+    if "CmdStan 2.35 (--O1)" in rows:
+        ratio = rows["toolkit native"][0] / rows["CmdStan 2.35 (--O1)"][0]
+        print(f"toolkit native / CmdStan time per gradient: {ratio:.2f}x (target <= 1.3x)")
+    print("\nAIS, 100 forward + 100 reverse chains, NHEFS:")
+    print(f"{'case':<14} {'run':<36} {'wall s / ratio':>14} {'gradients':>10} {'grad share':>10}")
+    for case, label, wall, grads, share in bench_ais(data, posterior, args.temperatures,
+                                                         args.nuts_temperatures):
+        if grads is None:
+            print(f"{case:<14} {label:<36} {wall:13.2f}x")
+        else:
+            shown = "-" if share is None else f"{100 * share:.1f}%"
+            print(f"{case:<14} {label:<36} {wall:14.2f} {grads:10d} {shown:>10}")
+    print("\nafter:", load())
+
+
+if __name__ == "__main__":
+    main()
