@@ -159,3 +159,27 @@ def test_native_setting(monkeypatch, targets):
     assert not HMC().native and not NUTS().native and NUTS(native=True).native
     monkeypatch.delenv("BREAD_STAN_NATIVE")
     assert HMC().native
+
+
+def test_look_ahead_stream_values_do_not_depend_on_how_far_one_looks():
+    chains = np.array([0, 2])
+    a = ChainRandom.from_seed(9, 3)
+    b = ChainRandom.from_seed(9, 3)
+    far = a.peek_log_uniform(9000, chains)  # wider than a buffer block
+    a.advance_log_uniform([5, 4100], chains)
+    for count in (2, 3):  # the same positions, reached in small steps
+        b.peek_log_uniform(1, chains)
+        b.advance_log_uniform(count, chains)
+    b.peek_log_uniform(4095, chains)
+    b.advance_log_uniform([0, 4095], chains)
+    np.testing.assert_array_equal(a.peek_log_uniform(7, chains), b.peek_log_uniform(7, chains))
+    np.testing.assert_array_equal(a.peek_log_uniform(7, chains)[0], far[0, 5:12])
+    np.testing.assert_array_equal(a.peek_log_uniform(7, chains)[1], far[1, 4100:4107])
+    assert np.all(far <= 0) and np.isfinite(far).all()
+    # the look-ahead stream is separate: normals and uniforms are unchanged by it
+    c = ChainRandom.from_seed(9, 3)
+    np.testing.assert_array_equal(a.normal(2), c.normal(2))
+    with pytest.raises(ValueError, match="negative"):
+        a.advance_log_uniform(-1)
+    with pytest.raises(ValueError, match="more draws than were looked at"):
+        a.advance_log_uniform(10 ** 6)
