@@ -195,7 +195,7 @@ def _own_nuts(target: StanTarget, inits: np.ndarray, settings: FitSettings, seed
     n, d = inits.shape
     kernel = NUTS()
     rng = ChainRandom.from_seed(seed, n, stream=_FIT_STREAM)
-    if hasattr(target, "joint"):  # a StanTarget: the posterior alone, one model instance
+    if hasattr(target, "joint"):  # the posterior alone: one model instance, native NUTS
         target = target.joint()
     state = initial_state(target, inits, gradient=True)
     bad = ~np.isfinite(state.evaluation.log_prior + state.evaluation.log_lik)
