@@ -76,8 +76,8 @@ class _Buffered:
         short = chains[self._cursor[chains] + k > width]
         for c in short:  # rare: once every block / k draws per chain
             self._buffer[c] = self._refill(c, width)
-        start = self._cursor[chains]
-        return self._buffer[chains[:, None], start[:, None] + np.arange(k)]
+        first = chains * width + self._cursor[chains]  # flat index: a 1-d take is faster
+        return np.take(self._buffer.ravel(), first[:, None] + np.arange(k))
 
     def advance(self, chains: np.ndarray, counts: np.ndarray | int) -> None:
         """Consume ``counts`` draws (per chain, at most what was last peeked)."""
