@@ -9,8 +9,8 @@ data, d = 8), measured side by side:
 2. AIS, 100 forward + 100 reverse chains, HMC (10 leapfrog steps) and NUTS: wall
    time and the share of it spent in Stan gradient code, native on 1 and 2
    threads and the Python kernels on 1 thread.  The share is (gradients used) x
-   (CPU time per point of one batched prior/likelihood evaluation of 200 points
-   on 1 thread, best of many) / CPU time of the run: inside a native transition
+   (mean CPU time per point of batched prior/likelihood evaluations of 200
+   points on 1 thread, measured just before the run) / CPU time of the run: inside a native transition
    the gradient calls cannot be timed from Python, and CPU time (not wall time)
    keeps the share meaningful on a shared machine.  Speed-ups are wall-time ratios.
 
@@ -102,14 +102,14 @@ def cmdstan_fit(data, chains: int, settings) -> tuple:
     return 1e6 * seconds / grads, grads, seconds, rhat
 
 
-def split_seconds_per_point(target, points, repeats=50) -> float:
-    """Best CPU time per point of one batched evaluation (prior and likelihood, gradients)."""
-    best = np.inf
-    for _ in range(repeats):
-        start = time.process_time()
+def split_seconds_per_point(target, points, batches=200) -> float:
+    """Mean CPU time per point of batched evaluations (prior and likelihood, gradients),
+    over as many batches as take about as long as a run's gradients (so that a shared
+    machine slows both alike)."""
+    start = time.process_time()
+    for _ in range(batches):
         target.evaluate(points)
-        best = min(best, time.process_time() - start)
-    return best / points.shape[0]
+    return (time.process_time() - start) / (batches * points.shape[0])
 
 
 def bench_ais(data, posterior, temperatures, nuts_temperatures):
@@ -119,9 +119,7 @@ def bench_ais(data, posterior, temperatures, nuts_temperatures):
     two = StanTarget(PROGRAM, data, threads=2)
     prior = prior_draws(rng, 100, k)
     post = posterior[rng.choice(posterior.shape[0], 100, replace=False)]
-    per_point = split_seconds_per_point(one, np.concatenate([prior, post]))
-    print(f"one prior/likelihood evaluation with gradients (batch of 200, 1 thread): "
-          f"{1e6 * per_point:.2f} us CPU per point")
+    points = np.concatenate([prior, post])
     rows = []
     for name, kernel_class, base, T in (("HMC(10)", HMC, HMCParams(0.1, 10), temperatures),
                                         ("NUTS", NUTS, NUTSParams(0.1), nuts_temperatures)):
@@ -133,6 +131,7 @@ def bench_ais(data, posterior, temperatures, nuts_temperatures):
                                       ("native, 2 threads", two, True),
                                       ("Python kernel, 1 thread", one, False)):
             kernel = kernel_class(native=native)
+            per_point = split_seconds_per_point(one, points)
             start, cpu = time.perf_counter(), time.process_time()
             result = ais.run(target, kernel, prior, post, seed=2, tuned=tuned, config=config)
             wall, cpu = time.perf_counter() - start, time.process_time() - cpu
@@ -141,11 +140,11 @@ def bench_ais(data, posterior, temperatures, nuts_temperatures):
             walls[label] = wall
             share = grads * per_point / cpu
             rows.append((f"{name} T={T}", label, wall, grads,
-                         share if target is one else None))
+                         share if target is one else None, per_point))
         rows.append((f"{name} T={T}", "2 threads / 1 thread speed-up",
-                     walls["native, 1 thread"] / walls["native, 2 threads"], None, None))
+                     walls["native, 1 thread"] / walls["native, 2 threads"], None, None, None))
         rows.append((f"{name} T={T}", "native / Python speed-up (1 thread)",
-                     walls["Python kernel, 1 thread"] / walls["native, 1 thread"], None, None))
+                     walls["Python kernel, 1 thread"] / walls["native, 1 thread"], None, None, None))
     return rows
 
 
@@ -172,14 +171,16 @@ def main() -> None:
         ratio = rows["toolkit native"][0] / rows["CmdStan 2.35 (--O1)"][0]
         print(f"toolkit native / CmdStan time per gradient: {ratio:.2f}x (target <= 1.3x)")
     print("\nAIS, 100 forward + 100 reverse chains, NHEFS:")
-    print(f"{'case':<14} {'run':<36} {'wall s / ratio':>14} {'gradients':>10} {'grad share':>10}")
-    for case, label, wall, grads, share in bench_ais(data, posterior, args.temperatures,
+    print(f"{'case':<14} {'run':<36} {'wall s / ratio':>14} {'gradients':>10} {'grad share':>10}"
+          f" {'us/eval':>8}")
+    for case, label, wall, grads, share, per_point in bench_ais(data, posterior, args.temperatures,
                                                          args.nuts_temperatures):
         if grads is None:
             print(f"{case:<14} {label:<36} {wall:13.2f}x")
         else:
             shown = "-" if share is None else f"{100 * share:.1f}%"
-            print(f"{case:<14} {label:<36} {wall:14.2f} {grads:10d} {shown:>10}")
+            print(f"{case:<14} {label:<36} {wall:14.2f} {grads:10d} {shown:>10} "
+                  f"{1e6 * per_point:8.2f}")
     print("\nafter:", load())
 
 

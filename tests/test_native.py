@@ -183,3 +183,10 @@ def test_look_ahead_stream_values_do_not_depend_on_how_far_one_looks():
         a.advance_log_uniform(-1)
     with pytest.raises(ValueError, match="more draws than were looked at"):
         a.advance_log_uniform(10 ** 6)
+
+
+def test_native_kernel_without_gradients_says_so(targets):
+    target = targets["linear"]
+    state = initial_state(target, np.zeros((2, target.dim)), gradient=False)
+    with pytest.raises(ValueError, match="needs gradients"):
+        NUTS().step(ChainRandom.from_seed(0, 2), state, target, np.ones(2), NUTSParams(0.1))

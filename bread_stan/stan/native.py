@@ -76,6 +76,8 @@ class NativeKernels:
 
     def _state(self, position, evaluation, beta, step_size, inv_metric, momentum):
         n, d = position.shape
+        if evaluation.grad_prior is None or evaluation.grad_lik is None:
+            raise ValueError("this kernel needs gradients; build the state with gradient=True")
         args = [_f64(position), _f64(evaluation.log_prior), _f64(evaluation.log_lik),
                 _f64(evaluation.grad_prior), _f64(evaluation.grad_lik),
                 _f64(np.broadcast_to(beta, (n,))), _f64(np.broadcast_to(step_size, (n,)))]
