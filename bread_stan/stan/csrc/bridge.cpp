@@ -406,12 +406,17 @@ struct Hamiltonian {
   double beta;
   bool dense;
   const double* minv;  // d (diagonal) or d x d (dense, row-major)
-  mutable std::vector<double> scratch, vel;
+  double* scratch;  // d doubles each, owned by the thread (no allocation per chain)
+  double* vel;
 
   Hamiltonian(const bs_model* prior, const bs_model* full, int d, double beta, bool dense,
               const double* minv)
-      : prior(prior), full(full), d(d), beta(beta), dense(dense), minv(minv),
-        scratch(d), vel(d) {}
+      : prior(prior), full(full), d(d), beta(beta), dense(dense), minv(minv) {
+    static thread_local std::vector<double> buffer;
+    if (buffer.size() < 2 * static_cast<size_t>(d)) buffer.resize(2 * d);
+    scratch = buffer.data();
+    vel = buffer.data() + d;
+  }
 
   double logp(double lp, double ll) const {
     double out = beta == 0.0 ? lp + 0.0 : lp + beta * ll;
@@ -426,12 +431,11 @@ struct Hamiltonian {
       for (int j = 0; j < d; ++j) out[j] = minv[j] * p[j];
       return;
     }
-    for (int i = 0; i < d; ++i) out[i] = row_dot(minv + static_cast<long>(i) * d, p, d,
-                                                 scratch.data());
+    for (int i = 0; i < d; ++i) out[i] = row_dot(minv + static_cast<long>(i) * d, p, d, scratch);
   }
   double dot_velocity(const double* p, const double* v) const {
-    velocity(p, vel.data());
-    return row_dot(vel.data(), v, d, scratch.data());
+    velocity(p, vel);
+    return row_dot(vel, v, d, scratch);
   }
   double kinetic(const double* p) const { return 0.5 * dot_velocity(p, p); }
 
@@ -440,7 +444,7 @@ struct Hamiltonian {
                 double* gp, double* gl) const {
     const double half = 0.5 * e;
     for (int j = 0; j < d; ++j) p[j] = p[j] + half * g[j];
-    velocity(p, vel.data());
+    velocity(p, vel);
     for (int j = 0; j < d; ++j) q[j] = q[j] + e * vel[j];
     split_point(prior, full, true, q, lp, ll, gp, gl, nullptr);
     grad(gp, gl, g);
@@ -554,6 +558,23 @@ struct Uniforms {
   }
 };
 
+// A thread's working memory for NUTS transitions, sized once.
+struct NutsWork {
+  int d = -1;
+  std::vector<Subtree> slots;
+  Subtree cur{0};
+  std::vector<double> g0, end_q[2], end_p[2], end_g[2], rho, spans[3], cq, cp, cg, gp, gl;
+  void prepare(int dim, int max_depth) {
+    if (dim == d && static_cast<int>(slots.size()) >= max_depth) return;
+    d = dim;
+    slots.assign(max_depth, Subtree(d));
+    cur = Subtree(d);
+    for (auto* v : {&g0, &end_q[0], &end_q[1], &end_p[0], &end_p[1], &end_g[0], &end_g[1],
+                    &rho, &spans[0], &spans[1], &spans[2], &cq, &cp, &cg, &gp, &gl})
+      v->assign(d, 0.0);
+  }
+};
+
 // NUTS, as bread_stan.kernels.nuts (the iterative tree builder) for one chain.
 // stats: [sum of min(1, exp(H0 - H)) over leapfrog steps, H - H0 of the
 // sample]; flags: [divergent, n_grad, tree depth, log-uniforms used (-1 when
@@ -563,8 +584,10 @@ void nuts_chain(const Hamiltonian& H, const ChainIn& in, const double* p0, doubl
                 long long* flags) {
   const int d = H.d;
   using Vec = std::vector<double>;
+  static thread_local NutsWork work;  // no allocation per chain
+  work.prepare(d, max_depth);
   const double h0 = H.kinetic(p0) - H.logp(in.lp, in.ll);
-  Vec g0(d);
+  Vec& g0 = work.g0;
   H.grad(in.gp, in.gl, g0.data());
   // The sample: the initial point until a proposal is accepted.
   std::copy(in.q, in.q + d, out.q);
@@ -577,20 +600,32 @@ void nuts_chain(const Hamiltonian& H, const ChainIn& in, const double* p0, doubl
   double sum_metro = 0.0;
   bool divergent = false;
   // Both ends of the trajectory (0 backward, 1 forward): position, momentum, gradient.
-  Vec end_q[2] = {Vec(in.q, in.q + d), Vec(in.q, in.q + d)};
-  Vec end_p[2] = {Vec(p0, p0 + d), Vec(p0, p0 + d)};
-  Vec end_g[2] = {g0, g0};
-  Vec rho(p0, p0 + d);
+  Vec* end_q = work.end_q;
+  Vec* end_p = work.end_p;
+  Vec* end_g = work.end_g;
+  for (int side = 0; side < 2; ++side) {
+    end_q[side].assign(in.q, in.q + d);
+    end_p[side].assign(p0, p0 + d);
+    end_g[side] = g0;
+  }
+  Vec& rho = work.rho;
+  rho.assign(p0, p0 + d);
   double lsw = 0.0;
   int depth = 0;
   long long leaf = 0;
-  std::vector<Subtree> slots(max_depth, Subtree(d));
-  Subtree cur(d);
-  Vec spans[3] = {Vec(d), Vec(d), Vec(d)};
+  std::vector<Subtree>& slots = work.slots;
+  Subtree& cur = work.cur;
+  Vec* spans = work.spans;
   int side = u.next() < LOG_HALF ? 1 : 0;
-  Vec cq(in.q, in.q + d), cp(p0, p0 + d), cg(g0);
+  Vec& cq = work.cq;
+  Vec& cp = work.cp;
+  Vec& cg = work.cg;
+  cq.assign(in.q, in.q + d);
+  cp.assign(p0, p0 + d);
+  cg = g0;
   double lp, ll;
-  Vec gp(d), gl(d);
+  Vec& gp = work.gp;
+  Vec& gl = work.gl;
   while (true) {
     H.leapfrog(cq.data(), cp.data(), cg.data(), side == 1 ? eps : -eps, &lp, &ll,
                gp.data(), gl.data());
