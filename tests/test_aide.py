@@ -1,0 +1,201 @@
+"""AIDE (SPEC 7.3) against known answers: Gaussians in closed form, the BREAD bound, the
+meta-inference monotonicity in M, and the missed-mode example of the paper's Figure 3.
+
+Tolerances are stated in Monte Carlo standard errors of the estimate (its CLT se).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bread_stan.ais import engine
+from bread_stan.ais.betas import sigmoidal
+from bread_stan.ais.estimators import jeffreys_bound
+from bread_stan.ais.frozen_kernels import KernelSchedule
+from bread_stan.ais.gaussian_base import GaussianBase
+from bread_stan.aide import (AISAlgorithm, ReferenceAlgorithm, SIRAlgorithm, TractableAlgorithm,
+                             estimate_aide, gold_side)
+from bread_stan.exact.conjugate import simulate_regression
+from bread_stan.kernels.hmc import HMC, HMCParams
+from bread_stan.rng import derived_seed
+from bread_stan.target import Evaluation
+
+
+def gaussian_kl(m0, s0, m1, s1) -> float:
+    """KL(N(m0, s0) || N(m1, s1)) in closed form."""
+    d = m0.size
+    p1 = np.linalg.inv(s1)
+    diff = m1 - m0
+    return 0.5 * (np.trace(p1 @ s0) + diff @ p1 @ diff - d
+                  + np.linalg.slogdet(s1)[1] - np.linalg.slogdet(s0)[1])
+
+
+def symmetrised_kl(m0, s0, m1, s1) -> float:
+    return gaussian_kl(m0, s0, m1, s1) + gaussian_kl(m1, s1, m0, s0)
+
+
+@pytest.fixture(scope="module")
+def problem():
+    model, _ = simulate_regression(20, 2, correlation=0.6, noise_sd=0.7, seed=11)
+    mean, cov = model.tempered_posterior(1.0)
+    return model, mean, cov, TractableAlgorithm(GaussianBase(mean, cov), "exact")
+
+
+def ais(model, T: int) -> AISAlgorithm:
+    schedule = KernelSchedule.constant(sigmoidal(T), HMCParams(step_size=0.3, n_leapfrog=5))
+    return AISAlgorithm(model, HMC(), schedule,
+                        lambda n, seed: model.sample_prior(np.random.default_rng(seed), n))
+
+
+def test_two_gaussians_give_the_closed_form_symmetrised_kl(problem):
+    _, mean, cov, exact = problem
+    shifted = GaussianBase(mean + np.array([0.3, -0.2]), np.diag([1.5, 0.7]) * np.diag(cov))
+    result = estimate_aide(exact, TractableAlgorithm(shifted, "shifted"), n_gold=4000,
+                           n_target=4000, seed=3)
+    truth = symmetrised_kl(mean, cov, shifted.mean, shifted.cov)
+    assert truth > 0.5
+    assert abs(result.estimate - truth) < 4 * result.se
+    assert result.se < 0.1 * truth  # the check has power
+    assert result.estimate == pytest.approx(result.gold_term + result.target_term)
+    assert result.lower < result.estimate < result.upper
+    assert result.m_gold == result.m_target == 1  # tractable: one "trace" is enough
+    summary = result.summary()
+    assert summary["aide_nats"] == result.estimate and summary["target"] == "shifted"
+
+
+def test_mean_field_optimum_of_a_correlated_gaussian(problem):
+    """The mean-field optimum of KL(q || p) for p = N(m, S) is N(m, diag(1 / diag(S^-1)))."""
+    _, mean, cov, exact = problem
+    assert abs(cov[0, 1]) / np.sqrt(cov[0, 0] * cov[1, 1]) > 0.3  # correlated posterior
+    mean_field = GaussianBase(mean, np.diag(1 / np.diag(np.linalg.inv(cov))))
+    result = estimate_aide(exact, TractableAlgorithm(mean_field, "mean-field"), n_gold=4000,
+                           n_target=4000, seed=4)
+    truth = symmetrised_kl(mean, cov, mean_field.mean, mean_field.cov)
+    assert abs(result.estimate - truth) < 4 * result.se
+    exact_vs_itself = estimate_aide(exact, exact, n_gold=50, n_target=50, seed=4)
+    assert exact_vs_itself.estimate == pytest.approx(0.0, abs=1e-9)
+
+
+def test_ais_target_with_exact_gold_is_the_bread_bound(problem):
+    """M_t = 1: per gold output U - log Z, per target run log Z - L; log Z cancels, so D is
+    mean U - mean L of the same chains (float precision), and matches in distribution the
+    engine's own BREAD run from exact posterior draws."""
+    model, _, _, exact = problem
+    target = ais(model, 10)
+    seed, n = 5, 200
+    result = estimate_aide(exact, target, n_gold=n, n_target=n, seed=seed)
+    gold_outputs = exact.run(n, derived_seed(seed, 1)).outputs
+    upper = (model.evaluate(gold_outputs).log_prior + model.evaluate(gold_outputs).log_lik
+             - target.meta_log_xi(gold_outputs, 1, derived_seed(seed, 4)).log_xi[:, 0])
+    own = target.run(n, derived_seed(seed, 3))
+    ev = model.evaluate(own.outputs)
+    lower = ev.log_prior + ev.log_lik - own.log_xi
+    bound = jeffreys_bound(lower, upper)
+    assert result.estimate == pytest.approx(bound.estimate, abs=1e-8)
+    assert result.se == pytest.approx(bound.std_error, rel=1e-8)
+    assert result.cost["target_runs"].gradients == n * 9 * 5
+
+    rng = np.random.default_rng(6)
+    bread = engine.run(model, HMC(), model.sample_prior(rng, 400), model.sample_posterior(rng, 400),
+                       seed=7, tuned=HMCParams(step_size=0.3, n_leapfrog=5),
+                       config=engine.RunConfig(steps=(10,), schedule=_Sigmoid(),
+                                               increment_blocks=None))
+    step = bread.steps[0]
+    engine_bound = jeffreys_bound(step.forward.log_estimates, step.reverse.log_estimates)
+    assert abs(result.estimate - engine_bound.estimate) < 4 * np.hypot(result.se,
+                                                                        engine_bound.std_error)
+
+
+class _Sigmoid:
+    kind = "sigmoid"
+
+    def betas(self, T):
+        return sigmoidal(T)
+
+
+def test_ais_estimate_does_not_grow_with_m_and_falls_with_t(problem):
+    model, _, _, exact = problem
+    gold = gold_side(exact, 300, seed=8)
+    by_m = {m: estimate_aide(gold, ais(model, 30), gold_algorithm=exact, n_target=300,
+                             m_target=m, seed=8) for m in (1, 2, 5)}
+    # Non-increasing within error, and M = 5 clearly below M = 1 (the check has power).
+    assert by_m[2].estimate < by_m[1].estimate + 2 * by_m[1].se
+    assert by_m[5].estimate < by_m[2].estimate + 2 * by_m[2].se
+    assert by_m[5].estimate < by_m[1].estimate - 3 * by_m[1].se
+    by_t = [estimate_aide(gold, ais(model, T), gold_algorithm=exact, n_target=300, seed=8)
+            for T in (10, 100, 1000)]
+    assert by_t[0].estimate > by_t[1].estimate + 3 * by_t[0].se
+    assert by_t[1].estimate > by_t[2].estimate
+    assert 0 <= by_t[2].estimate < 0.3
+    assert all(r.estimate > -3 * r.se for r in by_t)  # an upper bound of a divergence
+
+
+class Bimodal:
+    """0.5 N(-4, 1) + 0.5 N(4, 1) in one dimension: a Target (log prior = the mixture,
+    normalised, so log Z = 0) and an exact sampler with its log density."""
+
+    dim = 1
+    centres = np.array([-4.0, 4.0])
+
+    def log_density(self, points):
+        x = np.asarray(points, float)[:, 0]
+        parts = -0.5 * (x[:, None] - self.centres) ** 2 - 0.5 * np.log(2 * np.pi) + np.log(0.5)
+        return np.logaddexp(parts[:, 0], parts[:, 1])
+
+    def evaluate(self, points, *, gradient=True):
+        lp = self.log_density(points)
+        return Evaluation(lp, np.zeros_like(lp))
+
+    def sample(self, rng, n):
+        return (self.centres[rng.integers(0, 2, n)] + rng.standard_normal(n))[:, None]
+
+
+def test_sir_that_misses_a_mode_has_a_large_aide_while_log_z_looks_converged():
+    target = Bimodal()
+    gold = TractableAlgorithm(target, "exact")
+    proposal = GaussianBase(np.array([-4.0]), np.array([[1.2]]))  # covers only the left mode
+    log_z = {}
+    for P in (100, 1000):
+        runs = SIRAlgorithm(target, proposal, P).run(200, 9)
+        log_z[P] = target.log_density(runs.outputs) - runs.log_xi
+    # The log Z estimates look converged: tight across runs and stable in P ...
+    assert np.std(log_z[1000]) < 0.1
+    assert abs(np.mean(log_z[1000]) - np.mean(log_z[100])) < 0.05
+    # ... at log(1/2), not at the true log Z = 0, and AIDE says the output is far off.
+    assert np.mean(log_z[1000]) == pytest.approx(np.log(0.5), abs=0.05)
+    result = estimate_aide(gold, SIRAlgorithm(target, proposal, 1000), n_gold=200,
+                           n_target=200, m_target=2, seed=10)
+    assert result.estimate - 3 * result.se > 2.0
+    # The same SIR with a proposal covering both modes is close to the gold.
+    wide = SIRAlgorithm(target, GaussianBase(np.array([0.0]), np.array([[25.0]])), 1000)
+    good = estimate_aide(gold, wide, n_gold=200, n_target=200, m_target=2, seed=10)
+    assert good.estimate < 0.1
+
+
+def test_reference_draws_as_gold_cancel_log_z(problem):
+    """Exact posterior draws as an unnormalised gold give the exact gold's estimate."""
+    model, mean, cov, exact = problem
+    draws = model.sample_posterior(np.random.default_rng(12), 500)
+    reference = ReferenceAlgorithm(draws, model)
+    shifted = TractableAlgorithm(GaussianBase(mean + 0.2, cov), "shifted")
+    by_reference = estimate_aide(reference, shifted, n_gold=400, n_target=400, seed=13)
+    by_exact = estimate_aide(exact, shifted, n_gold=400, n_target=400, seed=13)
+    truth = symmetrised_kl(mean, cov, mean + 0.2, cov)
+    assert abs(by_reference.estimate - truth) < 4 * by_reference.se
+    assert not by_reference.terms_meaningful and by_exact.terms_meaningful
+    with pytest.raises(ValueError, match="only be the gold"):
+        estimate_aide(exact, reference, n_gold=10, n_target=10)
+    with pytest.raises(ValueError, match="only 500 reference draws"):
+        estimate_aide(reference, shifted, n_gold=501, n_target=10)
+
+
+def test_bad_arguments_are_refused(problem):
+    _, _, _, exact = problem
+    with pytest.raises(ValueError, match="n_target must be a whole number"):
+        estimate_aide(exact, exact, n_gold=10, n_target=1)
+    with pytest.raises(ValueError, match="different spaces"):
+        estimate_aide(exact, TractableAlgorithm(GaussianBase.standard(3)), n_gold=10,
+                      n_target=10)
+    with pytest.raises(ValueError, match="gold_algorithm"):
+        estimate_aide(gold_side(exact, 10), exact, n_target=10)
