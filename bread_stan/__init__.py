@@ -2,8 +2,9 @@
 
 Subpackages, in the order data flows: ``stan`` (toolchain, compile, bridge, tempered
 target, simulator, data) -> ``kernels`` (HMC, NUTS) -> ``ais`` (schedules, tuning,
-engine, estimators, results, Gaussian base) -> ``workflows`` (bread, compare, protocol,
-subjective) ->
+engine, estimators, results, Gaussian base) -> ``aide`` (inference algorithms and the AIDE
+estimator; the package is callable as the AIDE workflow) -> ``workflows`` (bread, compare,
+protocol, subjective, aide) ->
 ``reporting`` (plots, reports, CLI); ``exact`` holds known answers for tests.
 
 The names a user calls are importable from the package itself
@@ -36,7 +37,7 @@ _LAZY = {
     "GaussianBase": "ais.gaussian_base",
     "GaussianBaseTarget": "ais.gaussian_base",
 }
-_SUBPACKAGES = ("stan", "kernels", "ais", "workflows", "exact", "reporting")
+_SUBPACKAGES = ("stan", "kernels", "ais", "aide", "workflows", "exact", "reporting")
 
 __all__ = ["__version__", *_LAZY, *_SUBPACKAGES]
 
