@@ -6,8 +6,12 @@ Tolerances are stated in Monte Carlo standard errors of the estimate (its CLT se
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
+
+import bread_stan
 
 from bread_stan.ais import engine
 from bread_stan.ais.betas import sigmoidal
@@ -18,8 +22,10 @@ from bread_stan.aide import (AISAlgorithm, ReferenceAlgorithm, SIRAlgorithm, Tra
                              estimate_aide, gold_side)
 from bread_stan.exact.conjugate import simulate_regression
 from bread_stan.kernels.hmc import HMC, HMCParams
+from bread_stan.reporting.cli import main
 from bread_stan.rng import derived_seed
 from bread_stan.target import Evaluation
+from bread_stan.workflows.bread import ResumeMismatchError, SamplerSettings
 
 
 def gaussian_kl(m0, s0, m1, s1) -> float:
@@ -199,3 +205,63 @@ def test_bad_arguments_are_refused(problem):
                       n_target=10)
     with pytest.raises(ValueError, match="gold_algorithm"):
         estimate_aide(gold_side(exact, 10), exact, n_target=10)
+
+
+# --- On a Stan program: the workflow, the command line, resume ---------------------------
+
+@pytest.fixture(scope="module")
+def stan_regression(compiled):
+    regression, _ = simulate_regression(20, 3, correlation=0.6, prior_sd=1.2, noise_sd=0.7,
+                                        seed=11)
+    data = {"N": 20, "K": 3, "X": regression.X, "y": regression.y,
+            "prior_sd": regression.prior_sd, "noise_sd": regression.noise_sd, "prior_only": 0}
+    exact = TractableAlgorithm(GaussianBase(*regression.tempered_posterior(1.0)), "exact")
+    return compiled["conjugate_regression"], data, exact
+
+
+SMALL_PILOT = SamplerSettings(pilot_chains=8, pilot_grid=4, pilot_steps=10)
+
+
+def test_workflow_on_a_stan_program_matches_the_numpy_model_and_resumes(stan_regression,
+                                                                         tmp_path):
+    """Exact gold against AIS through the bridge: a small divergence at T = 10 that falls
+    at T = 200; the saved results reload without recomputing."""
+    program, data, exact = stan_regression
+    out = tmp_path / "aide"
+    kw = dict(gold=exact, n_gold=100, n_target=100, sampler=SMALL_PILOT, threads=1,
+              out_dir=out)
+    short = bread_stan.aide(program, data, target="ais:10", **kw)
+    long = bread_stan.aide(program, data, target="ais:200", **kw)
+    assert short.estimate > long.estimate + 2 * short.se
+    assert abs(long.estimate) < 4 * long.se + 0.05
+    saved = json.loads((out / "aide-ais-10.json").read_text())
+    assert saved["aide_nats"] == short.estimate and saved["gold"] == "exact"
+    before = (out / "gold.npz").stat().st_mtime
+    again = bread_stan.aide(program, data, target="ais:10", **kw)
+    assert again.estimate == short.estimate
+    sir = bread_stan.aide(program, data, target="sir:50", **kw)  # a new target, the same gold
+    assert sir.gold_term != short.gold_term
+    assert (out / "gold.npz").stat().st_mtime == before
+    with pytest.raises(ResumeMismatchError, match="gold"):
+        bread_stan.aide(program, data, target="ais:10", **{**kw, "n_gold": 50})
+
+
+def test_command_line_runs_targets_against_one_gold_and_refuses_bad_input(stan_regression,
+                                                                          tmp_path, capsys):
+    program, data, _ = stan_regression
+    data_file = tmp_path / "data.json"
+    data_file.write_text(json.dumps({k: np.asarray(v).tolist() for k, v in data.items()}))
+    out = tmp_path / "cli"
+    args = ["aide", str(program.program.path), "--data", str(data_file), "--gold", "ais:50",
+            "--target", "ais:5", "sir:20", "--n-gold", "20", "--n-target", "20",
+            "--threads", "1", "--quiet", "--out", str(out)]
+    assert main(args) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert set(summary["aide_nats"]) == {"ais:5", "sir:20"}
+    assert all(np.isfinite(v) for v in summary["aide_nats"].values())
+    assert (out / "aide.png").stat().st_size > 0 and "ais:50" in (out / "report.md").read_text()
+    capsys.readouterr()
+    assert main(args[:7] + ["reference"] + args[9:]) == 2
+    assert "only be the gold" in capsys.readouterr().err
+    assert main(args[:7] + ["advi-halfrank"] + args[9:]) == 2
+    assert "unknown algorithm 'advi-halfrank'" in capsys.readouterr().err
