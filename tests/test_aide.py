@@ -231,7 +231,7 @@ def stan_regression(compiled):
     data = {"N": 20, "K": 3, "X": regression.X, "y": regression.y,
             "prior_sd": regression.prior_sd, "noise_sd": regression.noise_sd, "prior_only": 0}
     exact = TractableAlgorithm(GaussianBase(*regression.tempered_posterior(1.0)), "exact")
-    return compiled["conjugate_regression"], data, exact
+    return compiled["conjugate_regression"], data, exact, regression.log_marginal_likelihood()
 
 
 SMALL_PILOT = SamplerSettings(pilot_chains=8, pilot_grid=4, pilot_steps=10)
@@ -241,7 +241,7 @@ def test_workflow_on_a_stan_program_matches_the_numpy_model_and_resumes(stan_reg
                                                                          tmp_path):
     """Exact gold against AIS through the bridge: a small divergence at T = 10 that falls
     at T = 200; the saved results reload without recomputing."""
-    program, data, exact = stan_regression
+    program, data, exact, _ = stan_regression
     out = tmp_path / "aide"
     kw = dict(gold=exact, n_gold=100, n_target=100, sampler=SMALL_PILOT, threads=1,
               out_dir=out)
@@ -266,7 +266,7 @@ def test_workflow_on_a_stan_program_matches_the_numpy_model_and_resumes(stan_reg
 
 def test_command_line_runs_targets_against_one_gold_and_refuses_bad_input(stan_regression,
                                                                           tmp_path, capsys):
-    program, data, _ = stan_regression
+    program, data, _, _ = stan_regression
     data_file = tmp_path / "data.json"
     data_file.write_text(json.dumps({k: np.asarray(v).tolist() for k, v in data.items()}))
     out = tmp_path / "cli"
@@ -283,3 +283,17 @@ def test_command_line_runs_targets_against_one_gold_and_refuses_bad_input(stan_r
     assert "only be the gold" in capsys.readouterr().err
     assert main(args[:7] + ["advi-halfrank"] + args[9:]) == 2
     assert "unknown algorithm 'advi-halfrank'" in capsys.readouterr().err
+
+
+def test_reference_draws_as_gold_through_the_workflow(stan_regression):
+    """Exact posterior draws given as a reference (name -> (chains, draws, K)): against
+    Laplace, which is exact on this conjugate model, AIDE is 0 within error, and each term
+    is the unknown log Z = log p(y) (with its sign), which cancels."""
+    program, data, exact, log_z = stan_regression
+    draws = exact.approximation.sample(np.random.default_rng(14), 400).reshape(2, 200, 3)
+    result = bread_stan.aide(program, data, gold="reference", target="laplace",
+                             reference={"w": draws}, n_gold=200, n_target=200, threads=1)
+    assert abs(result.estimate) < 4 * result.se + 1e-3
+    assert not result.terms_meaningful and result.gold == "reference"
+    assert result.gold_term == pytest.approx(log_z, abs=1e-4)
+    assert result.target_term == pytest.approx(-log_z, abs=1e-4)
