@@ -147,8 +147,8 @@ def test_ais_estimate_does_not_grow_with_m_and_falls_with_t(problem):
     by_t = [estimate_aide(gold, ais(model, T), gold_algorithm=exact, n_target=300, seed=8)
             for T in (10, 100, 1000)]
     assert by_t[0].estimate > by_t[1].estimate + 3 * by_t[0].se
-    assert by_t[1].estimate > by_t[2].estimate
-    assert 0 <= by_t[2].estimate < 0.3
+    assert by_t[1].estimate > by_t[2].estimate + 3 * by_t[1].se
+    assert by_t[2].estimate < 0.1 * by_t[0].estimate  # measured: 5.7, 0.91, 0.26 nats
     assert all(r.estimate > -3 * r.se for r in by_t)  # an upper bound of a divergence
 
 
