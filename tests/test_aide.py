@@ -297,3 +297,25 @@ def test_reference_draws_as_gold_through_the_workflow(stan_regression):
     assert not result.terms_meaningful and result.gold == "reference"
     assert result.gold_term == pytest.approx(log_z, abs=1e-4)
     assert result.target_term == pytest.approx(-log_z, abs=1e-4)
+
+
+def test_an_output_where_the_gold_has_no_density_gives_an_infinite_divergence():
+    """A target that puts mass where the model has none: the gold's meta-inference there
+    gives log xi = -inf (no reverse chain is started), so AIDE is +inf, not an error."""
+
+    class HalfLine:  # density on x > 0 only (an exponential in a 1-d "unconstrained" space)
+        dim = 1
+
+        def evaluate(self, points, *, gradient=True):
+            x = np.asarray(points, float)[:, 0]
+            lp = np.where(x > 0, -x, -np.inf)
+            grad = np.full((x.size, 1), -1.0)
+            return Evaluation(lp, np.zeros_like(lp), grad, np.zeros((x.size, 1)))
+
+    model = HalfLine()
+    schedule = KernelSchedule.constant(sigmoidal(3), HMCParams(step_size=0.3, n_leapfrog=2))
+    gold = AISAlgorithm(model, HMC(), schedule,
+                        lambda n, seed: np.random.default_rng(seed).exponential(size=(n, 1)))
+    wide = TractableAlgorithm(GaussianBase(np.array([1.0]), np.array([[1.0]])), "wide")
+    result = estimate_aide(gold, wide, n_gold=20, n_target=20, seed=15)
+    assert result.estimate == np.inf and result.upper == np.inf

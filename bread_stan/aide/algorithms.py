@@ -316,18 +316,26 @@ class AISAlgorithm:
         n, m = x.shape[0], _check_count("m", m)
         t0 = time.perf_counter()
         starts = np.repeat(x, m, axis=0)  # row i * m + j: trace j of output i
-        state = initial_state(self.target, starts, gradient=self.kernel.needs_gradient)
-        log_joint = state.evaluation.log_prior + state.evaluation.log_lik
-        rng = ChainRandom.from_seed(derived_seed(seed, 2), n * m)
-        last = self.schedule.n_temperatures - 1
-        beta = np.full(n * m, float(self.schedule.betas[last]))
+        ev = self.target.evaluate(starts, gradient=False)
+        log_joint = ev.log_prior + ev.log_lik
+        # An output where the model has no density (a target's draw off the model's
+        # support, numerically) has xi = 0 for this algorithm: log xi = -inf, no trace.
+        ok = np.isfinite(log_joint)
+        log_xi = np.full(n * m, -np.inf)
         grads = 0
-        for _ in range(self.schedule.steps_per_temperature):
-            state, info = self.kernel.step(rng, state, self.target, beta,
-                                           self.schedule.params_at(last))
-            grads += int(np.sum(info.n_grad))
-        rev = engine.reverse(self.target, self.kernel, self.schedule, state.position,
-                             seed=derived_seed(seed, 3))
-        log_xi = (log_joint - rev.log_estimates).reshape(n, m)
-        return MetaInference(log_xi, Cost(gradients=grads + rev.n_grad, densities=n * m,
+        if ok.any():
+            state = initial_state(self.target, starts[ok], gradient=self.kernel.needs_gradient)
+            rng = ChainRandom.from_seed(derived_seed(seed, 2), int(ok.sum()))
+            last = self.schedule.n_temperatures - 1
+            beta = np.full(int(ok.sum()), float(self.schedule.betas[last]))
+            for _ in range(self.schedule.steps_per_temperature):
+                state, info = self.kernel.step(rng, state, self.target, beta,
+                                               self.schedule.params_at(last))
+                grads += int(np.sum(info.n_grad))
+            rev = engine.reverse(self.target, self.kernel, self.schedule, state.position,
+                                 seed=derived_seed(seed, 3))
+            log_xi[ok] = log_joint[ok] - rev.log_estimates
+            grads += rev.n_grad
+        log_xi = log_xi.reshape(n, m)
+        return MetaInference(log_xi, Cost(gradients=grads, densities=n * m,
                                           seconds=time.perf_counter() - t0))

@@ -183,15 +183,16 @@ def estimate_aide(gold: InferenceAlgorithm | GoldSide, target: InferenceAlgorith
     with np.errstate(invalid="ignore"):
         per_gold = _lme(side.log_xi) - _lme(at_gold.log_xi)
         per_target = _lme(target_xi) - _lme(at_target.log_xi)
-    estimate = float(per_gold.mean() + per_target.mean())
-    se = float(np.sqrt(per_gold.var(ddof=1) / per_gold.size
-                       + per_target.var(ddof=1) / per_target.size))
+        estimate = float(per_gold.mean() + per_target.mean())
+        se = float(np.sqrt(per_gold.var(ddof=1) / per_gold.size
+                           + per_target.var(ddof=1) / per_target.size))
     z = float(stats.norm.ppf(0.5 + level / 2))
-    if not np.isfinite(estimate):
-        se = np.inf
+    lower, upper = estimate - z * se, estimate + z * se
+    if not np.isfinite(estimate):  # an output where the other algorithm has no density
+        se, lower, upper = np.inf, estimate, estimate
     return AIDEResult(
-        gold=side.name, target=target.name, estimate=estimate, se=se, lower=estimate - z * se,
-        upper=estimate + z * se, level=level, gold_term=float(per_gold.mean()),
+        gold=side.name, target=target.name, estimate=estimate, se=se, lower=lower,
+        upper=upper, level=level, gold_term=float(per_gold.mean()),
         target_term=float(per_target.mean()), per_run_gold=per_gold, per_run_target=per_target,
         n_gold=side.n, n_target=n_t, m_gold=m_g, m_target=m_t,
         cost={"gold": side.cost + at_target.cost, "target": target_cost,
