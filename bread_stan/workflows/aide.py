@@ -276,7 +276,7 @@ def aide(model, data=None, *, gold: Any = "ais:10000", target: Any = "advi-meanf
             if saved is not None:
                 check_resumable(out, saved, header)
             save_json(out / "run.json", header)
-        gold_algorithm = setup.algorithm(gold, "gold") if isinstance(gold, str) else gold
+        gold_algorithm = setup.algorithm(gold, "gold")
         target_algorithm = setup.algorithm(target, "target")
         target_fp = fingerprints(gold=fingerprint, target=_spec_name(target), n_target=n_target,
                                  m_target=m_target, level=level)[0]
