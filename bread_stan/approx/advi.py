@@ -137,9 +137,11 @@ class _Objective:
 
 
 def _step(params, grad, history, k, eta):
-    """One step of Stan's adaptive step-size sequence (iteration k >= 1)."""
-    history = grad ** 2 if k == 1 else _PRE * history + _POST * grad ** 2
-    return params + eta / np.sqrt(k) * grad / (_TAU + np.sqrt(history)), history
+    """One step of Stan's adaptive step-size sequence (iteration k >= 1); a step that
+    overflows gives non-finite parameters, which the callers handle."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        history = grad ** 2 if k == 1 else _PRE * history + _POST * grad ** 2
+        return params + eta / np.sqrt(k) * grad / (_TAU + np.sqrt(history)), history
 
 
 def _adapt_eta(objective: _Objective, initial: np.ndarray, adapt_iter: int) -> float:
