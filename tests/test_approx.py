@@ -105,6 +105,15 @@ def test_advi_with_stans_defaults_converges_by_the_relative_elbo_rule(regression
     assert info["iterations"] % 100 == 0 and len(info["elbo_trace"]) == info["iterations"] // 100
     assert info["eta"] in (100, 10, 1, 0.1, 0.01) and info["eta_adapted"]
     assert _sd_error(fitted.mean, m, s) < 1.0  # Stan's loose default tolerance
+    # Stan's rule, recomputed from the trace: relative ELBO changes (the first against
+    # ELBO 0) in a circular buffer of max(0.1 * 10000 / 100, 2) = 10; stop at the first
+    # evaluation whose buffer mean or upper median is below 0.01.
+    trace = np.asarray(info["elbo_trace"])
+    changes = np.abs((np.concatenate([[0.0], trace[:-1]]) - trace) / trace)
+    fired = [np.mean(changes[max(0, i - 9):i + 1]) < 0.01
+             or np.sort(changes[max(0, i - 9):i + 1])[(min(i, 9) + 1) // 2] < 0.01
+             for i in range(trace.size)]
+    assert fired[-1] and not any(fired[:-1])
     again = advi(regression, seed=0)
     np.testing.assert_array_equal(again.mean, fitted.mean)  # fixed seeds reproduce
 
