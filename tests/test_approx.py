@@ -224,3 +224,38 @@ def test_draws_come_back_in_stans_shapes_and_constrained(group_scales):
     posterior = data["posterior"] if arviz_generation() >= 1 else data.posterior
     assert dict(posterior["tau"].sizes)["chain"] == 1
     assert posterior["tau"].shape == (1, 40, 3)
+
+
+def test_cli_measures_an_approximation_against_exact_reference_draws(tmp_path, capsys,
+                                                                      regression):
+    """``bread-stan subjective --approximation``: the conjugate regression program with
+    exact posterior draws as an ArviZ NetCDF reference.  Laplace is the posterior, so
+    D_SBJ is 0 (to the finite-difference Hessian's precision); mean-field ADVI is not."""
+    import json
+
+    from bread_stan.reporting.cli import main
+    from bread_stan.stan.draws import to_arviz
+
+    data = {"N": 20, "K": 3, "X": regression.X.tolist(), "y": regression.y.tolist(),
+            "prior_sd": regression.prior_sd, "noise_sd": regression.noise_sd, "prior_only": 0}
+    (tmp_path / "data.json").write_text(json.dumps(data))
+    draws = regression.sample_posterior(np.random.default_rng(12), 2000).reshape(4, 500, 3)
+    to_arviz({"posterior": {"w": draws}}).to_netcdf(str(tmp_path / "ref.nc"))
+    program = Path(__file__).resolve().parent / "stan" / "conjugate_regression.stan"
+    found = {}
+    for method in ("laplace", "advi-meanfield"):
+        out = tmp_path / method
+        code = main(["subjective", str(program), "--data", str(tmp_path / "data.json"),
+                     "--reference", str(tmp_path / "ref.nc"), "--approximation", method,
+                     "--approximation-draws", "1000", "--out", str(out), "--threads", "1"])
+        assert code == 0
+        saved = json.loads((out / "subjective_tractable.json").read_text())
+        found[method] = saved["result"]
+        assert saved["approximation"]["method"] == method
+        assert f"{method}: D_SBJ" in capsys.readouterr().out
+    assert abs(found["laplace"]["estimate"]) < 1e-6
+    assert found["advi-meanfield"]["interval"][0] > 0.1
+    assert main(["subjective", str(program), "--data", str(tmp_path / "data.json"),
+                 "--reference", str(tmp_path / "missing.nc"), "--approximation",
+                 "laplace", "--out", str(tmp_path / "x")]) == 2
+    assert "missing.nc" in capsys.readouterr().err

@@ -10,6 +10,9 @@
     bread-stan subjective MODEL.stan --data DATA.json [--reference DRAWS]
                    [--base gaussian|prior] [--simulator SIM.stan]
                    [--base-fit reference|laplace] [--widen 1.5] [run options]
+    bread-stan subjective MODEL.stan --data DATA.json [--reference DRAWS]
+                   --approximation laplace|advi-meanfield|advi-fullrank|pathfinder
+                   [--approximation-draws 4000]   (exact weights, no AIS; exit 0 or 2)
     bread-stan check MODEL.stan --simulator SIM.stan --data DATA.json [--kernel hmc|nuts]
                    [--prior-draws 2000] [--datasets 100] [--transitions 10] [--alpha 0.01]
     bread-stan report DIR
@@ -183,6 +186,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--fit-draws", type=_whole(4), default=500, help="reference draws per chain (default 500)")
     p.add_argument("--fit-sampler", choices=("toolkit", "cmdstan"), default="toolkit",
                    help="NUTS of the reference: the toolkit's or CmdStan's (default toolkit)")
+    p.add_argument("--approximation", default=None,
+                   choices=("laplace", "advi-meanfield", "advi-fullrank", "pathfinder"),
+                   help="measure this Gaussian approximation instead of AIS: D_SBJ with exact "
+                   "weights, E_r[log p - log q] - E_q[log p - log q] (no AIS runs)")
+    p.add_argument("--approximation-draws", type=_whole(2), default=4000,
+                   help="draws of the approximation for its term (default 4000)")
 
     p = sub.add_parser("check", help="test that a simulator draws from the model's joint "
                        "distribution (exit 0 pass, 3 flagged, 2 bad input)")
@@ -374,6 +383,8 @@ def _cmd_subjective(args) -> int:
     reference = args.reference
     if reference is not None and len(reference) == 1:
         reference = reference[0]
+    if args.approximation is not None:
+        return _subjective_approximation(args, reference, out)
     result = subjective(args.model, _data(args.data), reference=reference,
                         simulator=args.simulator,
                         base=BaseSettings(kind=args.base, fit=args.base_fit, widen=args.widen),
@@ -385,6 +396,23 @@ def _cmd_subjective(args) -> int:
     _print_summary(result)
     print(f"\nresults and report: {report}")
     return result.exit_code
+
+
+def _subjective_approximation(args, reference, out: Path) -> int:
+    from ..workflows.fit import FitSettings
+    from ..workflows.subjective_tractable import RESULT_FILE, subjective_approximation
+
+    result, fitted = subjective_approximation(
+        args.model, _data(args.data), approximation=args.approximation, reference=reference,
+        n=args.approximation_draws, seed=args.seed, out_dir=out, threads=args.threads,
+        fit_settings=FitSettings(chains=args.fit_chains, warmup=args.fit_warmup,
+                                 draws=args.fit_draws, sampler=args.fit_sampler))
+    info = fitted.diagnostics
+    print(f"\n{args.model.stem}: {result.line()}")
+    print(f"{fitted.method}: {info['iterations']} iterations, converged: {info['converged']}, "
+          f"{info['gradient_evaluations']} gradient evaluations, {info['seconds']:.2f} s")
+    print(f"\nresult: {out / RESULT_FILE}")
+    return 0
 
 
 def _cmd_check(args) -> int:
