@@ -226,6 +226,16 @@ def test_draws_come_back_in_stans_shapes_and_constrained(group_scales):
     assert posterior["tau"].shape == (1, 40, 3)
 
 
+@pytest.mark.parametrize("method", METHODS)
+def test_every_method_runs_on_stan_with_batched_gradients(group_scales, method):
+    """The prior of group_scales (mode tau = 1/2, mu = 0 in the unconstrained space): every
+    approximation lands near it and gives positive scales."""
+    fitted = approximate(group_scales, method, seed=5)
+    assert fitted.method == method and fitted.diagnostics["gradient_evaluations"] > 0
+    assert np.max(np.abs(fitted.mean - np.r_[[np.log(0.5)] * 3, [0.0] * 3])) < 1.0
+    assert np.all(fitted.draws(group_scales, 20, seed=0)["tau"] > 0)
+
+
 def test_cli_measures_an_approximation_against_exact_reference_draws(tmp_path, capsys,
                                                                       regression):
     """``bread-stan subjective --approximation``: the conjugate regression program with
