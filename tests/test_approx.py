@@ -187,7 +187,7 @@ class _Tilted(_Flat):
         return Evaluation(points[:, 0].copy(), np.zeros(n), grad, np.zeros((n, 2)))
 
 
-def test_bad_inputs_are_refused_with_a_reason(regression):
+def test_bad_inputs_are_refused_with_a_reason(regression, caplog):
     with pytest.raises(ValueError, match="finite"):
         laplace(regression, start=np.array([0.0, np.nan, 0.0]))
     with pytest.raises(ValueError, match="3 unconstrained coordinates"):
@@ -198,6 +198,13 @@ def test_bad_inputs_are_refused_with_a_reason(regression):
         laplace(_Tilted())
     with pytest.raises(ApproximationError, match="infinity"):
         pathfinder(_Tilted())
+    with pytest.raises(ApproximationError, match="improper"):
+        pathfinder(_Flat())
+    with pytest.raises(ApproximationError, match="improper"):
+        advi(_Flat())
+    with caplog.at_level("WARNING", logger="bread_stan"):
+        advi(_Flat(), family="fullrank")  # spreads out without diverging
+    assert "improper" in caplog.text
     with pytest.raises(ValueError, match="family"):
         advi(regression, family="lowrank")
     with pytest.raises(ValueError, match="eta"):

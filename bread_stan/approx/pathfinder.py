@@ -121,8 +121,9 @@ def pathfinder(model: Any, *, seed: int = 0, start: np.ndarray | None = None,
         trace.append(elbo if np.isfinite(elbo) else -np.inf)
     if not trace or not np.any(np.isfinite(trace)):
         raise ApproximationError("pathfinder: no iterate of the L-BFGS path gave a Gaussian "
-                                 "with a finite ELBO (the start may already be the mode, or "
-                                 "the density is not finite near the path); try another start")
+                                 "with a finite ELBO (the start may already be the mode, the "
+                                 "density may be flat (improper), or not finite near the "
+                                 "path); try another start")
     best = int(np.argmax(trace))
     chosen = candidates[best]
     diagnostics = {"iterations": len(points) - 1, "converged": bool(result.success),
