@@ -46,7 +46,7 @@ ETA_SEQUENCE = (100.0, 10.0, 1.0, 0.1, 0.01)
 _TAU, _PRE, _POST = 1.0, 0.9, 0.1
 _ENTROPY_PER_DIM = 0.5 * (1.0 + np.log(2 * np.pi))
 _GRAD_RETRIES = 10
-_IMPROPER_SD = 1e3  # a warning: no proper posterior is this wide in unconstrained space
+_IMPROPER_SD = 100.0  # a warning: few proper posteriors are this wide, unconstrained
 
 log = logging.getLogger(__name__)
 
