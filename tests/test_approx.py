@@ -276,3 +276,20 @@ def test_cli_measures_an_approximation_against_exact_reference_draws(tmp_path, c
                  "--reference", str(tmp_path / "missing.nc"), "--approximation",
                  "laplace", "--out", str(tmp_path / "x")]) == 2
     assert "missing.nc" in capsys.readouterr().err
+
+
+def test_draws_carry_transformed_parameters_and_generated_quantities(compiled, regression,
+                                                                      posterior):
+    """conjugate_regression has w[K], w_norm_sq = |w|^2 and y_rep[N]; its Laplace fit is
+    the exact posterior."""
+    data = {"N": 20, "K": 3, "X": regression.X, "y": regression.y,
+            "prior_sd": regression.prior_sd, "noise_sd": regression.noise_sd, "prior_only": 0}
+    stan = StanModel(compiled["conjugate_regression"], data, threads=1)
+    fitted = laplace(stan, seed=0)
+    np.testing.assert_allclose(fitted.mean, posterior[0], atol=1e-6)
+    np.testing.assert_allclose(fitted.cov, posterior[1], rtol=1e-4, atol=1e-8)
+    draws = fitted.draws(stan, 30, seed=3)
+    assert {k: v.shape for k, v in draws.items()} == {"w": (30, 3), "w_norm_sq": (30,),
+                                                      "y_rep": (30, 20)}
+    np.testing.assert_allclose(draws["w_norm_sq"], np.sum(draws["w"] ** 2, axis=1))
+    np.testing.assert_array_equal(fitted.draws(stan, 30, seed=3)["y_rep"], draws["y_rep"])
