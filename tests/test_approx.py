@@ -4,9 +4,9 @@ Known answers: the conjugate regression's posterior is N(m, S) exactly, so Lapla
 return (m, S) to optimiser / finite-difference precision, full-rank ADVI (m, S), mean-field
 ADVI (m, diag(1 / diag(S^-1))) (the closed-form optimum of KL(q||p)), and Pathfinder m and
 roughly S.  ADVI is stochastic: its tolerances are about 3 times the largest error over 8
-seeds with the settings used (measured maxima: mean error 0.14 posterior sd and log variance
-0.06 for mean-field; 0.12 sd and 0.19 for full-rank), far below the differences a wrong update makes
-(the mean-field and full posterior variances differ by a factor 2 to 3 here).
+seeds with the settings used (measured maxima: mean error 0.14 posterior sd and log
+variance 0.06 for mean-field; 0.12 sd and 0.19 for full-rank), far below the differences a
+wrong update makes (the mean-field and full posterior variances differ by a factor 2 to 3).
 
 The exact-weights D_SBJ has expectation J(p, q) = KL(p||q) + KL(q||p) when the reference
 is exact: checked within 4 standard errors against the closed form for two Gaussians, and
