@@ -83,9 +83,9 @@ def subjective_tractable(model: Any, approximation: GaussianApproximation, refer
 
     ``model``: a StanModel or any Target (its joint log density with the Jacobian).
     ``reference``: unconstrained draws as an array, (m, d) independent draws or
-    (chains, draws, d) MCMC draws (thinned to about one per effective sample), or
-    anything :func:`~bread_stan.workflows.subjective.load_reference` reads (StanModel
-    only).  ``n`` draws of q (``seed``) estimate the second term.  A draw with zero model
+    (chains, draws, d) MCMC draws (thinned to about one per effective sample), a
+    :class:`~bread_stan.workflows.subjective.Reference` (thinned likewise), or anything
+    :func:`~bread_stan.workflows.subjective.load_reference` reads (StanModel only).  ``n`` draws of q (``seed``) estimate the second term.  A draw with zero model
     density makes its term -inf (then D is +inf or undefined: the approximation or the
     reference puts mass where the model has none).
     """
@@ -100,6 +100,8 @@ def subjective_tractable(model: Any, approximation: GaussianApproximation, refer
         ref_draws = np.asarray(reference, dtype=float)
     elif isinstance(reference, np.ndarray):
         ref_draws = Reference.rate(reference, "array").thinned()[0]
+    elif isinstance(reference, Reference):
+        ref_draws = reference.thinned()[0]
     else:
         ref_draws = load_reference(reference, model).thinned()[0]
     if ref_draws.ndim != 2 or ref_draws.shape[1] != d or ref_draws.shape[0] < 2:
