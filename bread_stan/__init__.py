@@ -42,6 +42,7 @@ _LAZY = {
     "laplace": "approx",
     "advi": "approx",
     "pathfinder": "approx",
+    "subjective_tractable": "workflows.subjective_tractable",
 }
 _SUBPACKAGES = ("stan", "kernels", "ais", "approx", "aide", "workflows", "exact", "reporting")
 

@@ -9,9 +9,10 @@ integral of p~ (``log p(y)`` when every prior is proper; otherwise the normalise
 unnormalised posterior).  No ``prior_only`` split and no simulator are needed.
 
 :class:`GaussianBase` is fitted either to reference draws (their mean and covariance) or
-to a Laplace approximation (mode by L-BFGS on the log density and its gradient, Hessian
-by central differences of the gradient), and widened by a stated factor on the standard
-deviation scale so that its tails cover the posterior's.
+to a Laplace approximation (:func:`laplace_fit`, which :func:`bread_stan.approx.laplace`
+also uses: mode by L-BFGS on the log density and its gradient, Hessian by central
+differences of the gradient), and widened by a stated factor on the standard deviation
+scale so that its tails cover the posterior's.
 """
 
 from __future__ import annotations

@@ -11,6 +11,8 @@ constants) or any :class:`~bread_stan.target.Target` (log prior plus log likelih
 from .advi import advi
 from .gaussian import ApproximationError, GaussianApproximation
 from .laplace import laplace
+from .methods import METHODS, approximate
 from .pathfinder import pathfinder
 
-__all__ = ["GaussianApproximation", "ApproximationError", "laplace", "advi", "pathfinder"]
+__all__ = ["GaussianApproximation", "ApproximationError", "laplace", "advi", "pathfinder",
+           "METHODS", "approximate"]

@@ -29,6 +29,7 @@ reproducible but not Stan's draws.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import deque
 from typing import Any
@@ -45,6 +46,9 @@ ETA_SEQUENCE = (100.0, 10.0, 1.0, 0.1, 0.01)
 _TAU, _PRE, _POST = 1.0, 0.9, 0.1
 _ENTROPY_PER_DIM = 0.5 * (1.0 + np.log(2 * np.pi))
 _GRAD_RETRIES = 10
+_IMPROPER_SD = 100.0  # a warning: few proper posteriors are this wide, unconstrained
+
+log = logging.getLogger(__name__)
 
 
 class _Family:
@@ -65,7 +69,8 @@ class _Family:
 
     def transform(self, params: np.ndarray, eta: np.ndarray) -> np.ndarray:
         mu, scale = self.split(params)
-        return mu + (eta @ scale.T if self.fullrank else eta * np.exp(scale))
+        with np.errstate(over="ignore", invalid="ignore"):  # diverging runs are caught later
+            return mu + (eta @ scale.T if self.fullrank else eta * np.exp(scale))
 
     def entropy(self, params: np.ndarray) -> float:
         _, scale = self.split(params)
@@ -82,7 +87,8 @@ class _Family:
             scale_grad = np.tril(grads.T @ eta) / grads.shape[0]
             scale_grad[np.diag_indices(self.d)] += 1.0 / np.diag(scale)
         else:
-            scale_grad = (grads * eta).mean(axis=0) * np.exp(scale) + 1.0
+            with np.errstate(over="ignore", invalid="ignore"):
+                scale_grad = (grads * eta).mean(axis=0) * np.exp(scale) + 1.0
         return np.concatenate([mu_grad, scale_grad.ravel()])
 
     def gaussian(self, params: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -137,9 +143,11 @@ class _Objective:
 
 
 def _step(params, grad, history, k, eta):
-    """One step of Stan's adaptive step-size sequence (iteration k >= 1)."""
-    history = grad ** 2 if k == 1 else _PRE * history + _POST * grad ** 2
-    return params + eta / np.sqrt(k) * grad / (_TAU + np.sqrt(history)), history
+    """One step of Stan's adaptive step-size sequence (iteration k >= 1); a step that
+    overflows gives non-finite parameters, which the callers handle."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        history = grad ** 2 if k == 1 else _PRE * history + _POST * grad ** 2
+        return params + eta / np.sqrt(k) * grad / (_TAU + np.sqrt(history)), history
 
 
 def _adapt_eta(objective: _Objective, initial: np.ndarray, adapt_iter: int) -> float:
@@ -215,7 +223,8 @@ def advi(model: Any, *, family: str = "meanfield", seed: int = 0,
         params, history = _step(params, objective.gradient(params), history, k, eta)
         if not np.all(np.isfinite(params)):
             raise ApproximationError(f"advi: the variational parameters became non-finite at "
-                                     f"iteration {k} (eta {eta:g}); give a smaller eta")
+                                     f"iteration {k} (eta {eta:g}): is the posterior improper? "
+                                     "If not, give a smaller eta")
         if k % eval_elbo == 0:
             elbo_prev, elbo = elbo, objective.elbo(params)
             trace.append(elbo)
@@ -225,6 +234,10 @@ def advi(model: Any, *, family: str = "meanfield", seed: int = 0,
                 converged = True
                 break
     mean, cov = shape.gaussian(params)
+    widest = float(np.sqrt(np.max(np.diag(cov))))
+    if widest > _IMPROPER_SD:
+        log.warning("advi: the approximation's largest standard deviation in the "
+                    "unconstrained space is %.3g: is the posterior improper?", widest)
     diagnostics = {"iterations": k, "converged": converged, "eta": float(eta),
                    "eta_adapted": adapted, "elbo_trace": np.asarray(trace),
                    "gradient_evaluations": objective.gradient_evaluations,

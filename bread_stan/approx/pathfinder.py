@@ -4,7 +4,8 @@ L-BFGS runs on minus the log density (with the Jacobian) from the initial point;
 iterate x_l the inverse-Hessian estimate Sigma_l of L-BFGS (the last ``history_size``
 accepted (s, y) pairs over a diagonal estimate updated as in the paper's Algorithm 3 and
 Stan's ``form_diag``; a pair is accepted when y.s > 0 and |y.y / y.s| <= 1e12, Stan's
-``check_curve``) gives the Gaussian N(x_l + Sigma_l grad log p(x_l), Sigma_l); its ELBO is
+``check_curve``; as in the paper, a rejected pair is left out of the history, where Stan's
+code keeps it) gives the Gaussian N(x_l + Sigma_l grad log p(x_l), Sigma_l); its ELBO is
 estimated with ``elbo_draws`` draws and the Gaussian with the largest ELBO is returned.
 
 Sigma_l is formed as a dense (d, d) matrix by the BFGS inverse update applied pair by
@@ -120,8 +121,9 @@ def pathfinder(model: Any, *, seed: int = 0, start: np.ndarray | None = None,
         trace.append(elbo if np.isfinite(elbo) else -np.inf)
     if not trace or not np.any(np.isfinite(trace)):
         raise ApproximationError("pathfinder: no iterate of the L-BFGS path gave a Gaussian "
-                                 "with a finite ELBO (the start may already be the mode, or "
-                                 "the density is not finite near the path); try another start")
+                                 "with a finite ELBO (the start may already be the mode, the "
+                                 "density may be flat (improper), or not finite near the "
+                                 "path); try another start")
     best = int(np.argmax(trace))
     chosen = candidates[best]
     diagnostics = {"iterations": len(points) - 1, "converged": bool(result.success),
