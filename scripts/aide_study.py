@@ -52,6 +52,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bread_stan.aide import AIDEResult  # noqa: E402
+from bread_stan.approx import METHODS  # noqa: E402
 from bread_stan.errors import BreadStanError  # noqa: E402
 from bread_stan.reporting.aide_report import aide_table, write_aide_report  # noqa: E402
 from bread_stan.reporting.report import markdown_table  # noqa: E402
@@ -69,7 +70,6 @@ CASES = {  # case -> (model program stem, data set name)
     "gaussian_mixture": ("gaussian_mixture", "faithful"),
     "mf_centred": ("matrix_factorisation", "movielens"),
 }
-APPROXIMATIONS = ("laplace", "advi-meanfield", "advi-fullrank", "pathfinder")
 
 
 def _list(text: str) -> list[str]:
@@ -100,7 +100,7 @@ def main(argv=None) -> int:
         folder = args.out / case
         t0 = time.perf_counter()
         results, failures = [], {}
-        for target in [*APPROXIMATIONS, *args.ais]:
+        for target in [*METHODS, *args.ais]:
             try:
                 results.append(aide(model, data, gold=args.gold, target=target, n_gold=args.n,
                                     n_target=args.n, seed=args.seed,

@@ -41,6 +41,7 @@ from ..aide import (AIDEResult, AISAlgorithm, Cost, GoldSide, ReferenceAlgorithm
 from ..ais.betas import ScheduleSpec
 from ..ais.gaussian_base import GaussianBase, GaussianBaseTarget
 from ..ais.tuning import TunedKernel, tune
+from ..approx import METHODS, approximate
 from ..errors import BreadStanError
 from ..rng import derived_seed
 from ..stan.compile import CompiledModel
@@ -52,11 +53,10 @@ from .bread import (SamplerSettings, _default_name, _program_text, check_resumab
 from .fit import FitSettings
 from .subjective import BaseSettings, _own_fit, _prior_base, _stan_model, load_reference
 
-__all__ = ["aide", "parse_algorithm", "APPROXIMATIONS", "AIDESpecError"]
+__all__ = ["aide", "parse_algorithm", "AIDESpecError"]
 
 log = logging.getLogger(__name__)
 
-APPROXIMATIONS = ("laplace", "advi-meanfield", "advi-fullrank", "pathfinder")
 _PILOT, _BASE_FIT, _APPROX, _AIDE = 20, 21, 22, 23  # purposes of derived seeds
 _SPEC = re.compile(r"(ais|sir):(\d+)")
 
@@ -75,10 +75,10 @@ def parse_algorithm(spec: str) -> tuple[str, int | None]:
         if size < (2 if match.group(1) == "ais" else 1):
             raise AIDESpecError(f"{spec}: AIS needs at least 2 distributions, SIR 1 particle")
         return match.group(1), size
-    if text in APPROXIMATIONS or text == "reference":
+    if text in METHODS or text == "reference":
         return text, None
     raise AIDESpecError(f"unknown algorithm {spec!r}; use ais:T, sir:P, "
-                        f"{', '.join(APPROXIMATIONS)} or (gold only) reference")
+                        f"{', '.join(METHODS)} or (gold only) reference")
 
 
 @dataclass
@@ -179,18 +179,8 @@ class _Setup:
 
 
 def _approximation(kind: str, stan, seed: int) -> TractableAlgorithm:
-    try:
-        from .. import approx
-    except ImportError:
-        raise AIDESpecError(f"{kind} needs bread_stan.approx, which this installation "
-                            "lacks; use ais:T or sir:P as the target") from None
-    if kind == "laplace":
-        fitted = approx.laplace(stan, seed=seed)
-    elif kind == "pathfinder":
-        fitted = approx.pathfinder(stan, seed=seed)
-    else:
-        fitted = approx.advi(stan, family=kind.split("-")[1], seed=seed)
-    diagnostics = getattr(fitted, "diagnostics", {}) or {}
+    fitted = approximate(stan, kind, seed=seed)
+    diagnostics = fitted.diagnostics
     cost = Cost(gradients=int(diagnostics.get("gradient_evaluations", 0)),
                 seconds=float(diagnostics.get("seconds", 0.0)))
     return TractableAlgorithm(fitted, name=kind, fit_cost=cost)
