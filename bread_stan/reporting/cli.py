@@ -129,6 +129,7 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="BREAD bounds for one model")
     p.add_argument("model", type=Path, help="model program with the prior_only split")
     _add_run_options(p)
+    _add_executor_options(p)
     p.add_argument("--known-upper", type=float, default=None,
                    help="a trusted upper bound on log p(y): adds a KL(q||p) bound")
     p.add_argument("--known-lower", type=float, default=None,
@@ -137,6 +138,7 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("compare", help="BREAD for several programs of one model, shared data")
     p.add_argument("models", type=Path, nargs="+", help="model programs to compare")
     _add_run_options(p)
+    _add_executor_options(p)
 
     p = sub.add_parser("protocol", help="real-data protocol: fit, simulate, validate, bound")
     p.add_argument("model", type=Path, help="model program with the prior_only split")
@@ -222,6 +224,23 @@ def _data(arg: str | None):
                             f"(those are {', '.join(datasets.names())})")
 
 
+def _add_executor_options(p: argparse.ArgumentParser) -> None:
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--scheduler", default=None, metavar="tcp://HOST:8786",
+                       help="run the AIS chains in shards on this Dask scheduler's cluster "
+                       "(same numbers as a local run)")
+    group.add_argument("--workers", type=_whole(1), default=None,
+                       help="run the AIS chains in shards on a Dask LocalCluster of this many "
+                       "single-threaded worker processes")
+
+
+def _executor(args):
+    """The executor the options ask for: local threads, or a Dask cluster."""
+    from ..parallel.executor import Executor
+
+    return Executor(args.scheduler, workers=args.workers)
+
+
 def _settings(args):
     from ..ais.betas import ScheduleSpec
     from ..workflows.bread import RunSettings, SamplerSettings
@@ -269,8 +288,10 @@ def _cmd_run(args) -> int:
     out = args.out or Path(f"bread-{args.model.stem}")
     known = {k: v for k, v in (("upper", args.known_upper), ("lower", args.known_lower))
              if v is not None}
-    result = bread(args.model, args.simulator, _data(args.data), sampler=sampler, run=run,
-                   known_log_ml_bounds=known or None, out_dir=out, verdict=_verdict(args))
+    with _executor(args) as executor:
+        result = bread(args.model, args.simulator, _data(args.data), sampler=sampler, run=run,
+                       known_log_ml_bounds=known or None, out_dir=out, verdict=_verdict(args),
+                       executor=executor)
     report = write_report(result, out)
     _print_summary(result)
     print(f"\nresults and report: {report}")
@@ -284,8 +305,9 @@ def _cmd_compare(args) -> int:
     sampler, run = _settings(args)
     out = args.out or Path("bread-compare")
     try:
-        results = compare(args.models, args.simulator, _data(args.data), sampler=sampler,
-                          run=run, out_dir=out, verdict=_verdict(args))
+        with _executor(args) as executor:
+            results = compare(args.models, args.simulator, _data(args.data), sampler=sampler,
+                              run=run, out_dir=out, verdict=_verdict(args), executor=executor)
     except (BreadStanError, ValueError, OSError):
         _compare_finished(out)
         raise
