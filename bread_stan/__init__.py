@@ -35,8 +35,9 @@ _LAZY = {
     "BaseSettings": "workflows.subjective",
     "GaussianBase": "ais.gaussian_base",
     "GaussianBaseTarget": "ais.gaussian_base",
+    "Executor": "parallel.executor",
 }
-_SUBPACKAGES = ("stan", "kernels", "ais", "workflows", "exact", "reporting")
+_SUBPACKAGES = ("stan", "kernels", "ais", "parallel", "workflows", "exact", "reporting")
 
 __all__ = ["__version__", *_LAZY, *_SUBPACKAGES]
 
