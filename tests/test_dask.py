@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -186,6 +187,45 @@ def test_the_cli_reports_an_unreachable_scheduler_without_a_traceback(tmp_path):
     assert out.returncode == 2, out.stderr
     assert "Traceback" not in out.stderr
     assert UNREACHABLE in out.stderr
+
+
+@pytest.mark.slow
+def test_a_scheduler_that_goes_away_stops_the_run_with_one_line_and_the_shards_saved(
+        tmp_path):
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        address = f"tcp://127.0.0.1:{free.getsockname()[1]}"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    quiet = {"env": env, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    scheduler = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler",
+                                  "--host", "127.0.0.1", "--port", address.rsplit(":", 1)[1],
+                                  "--no-dashboard"], **quiet)
+    worker = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", address,
+                               "--nthreads", "1", "--no-dashboard"], **quiet)
+    try:
+        executor = Executor(address, chains_per_shard=2, connect_timeout=30)
+        executor.client.wait_for_workers(1, timeout=30)
+        run = executor.run
+
+        def run_and_stop_scheduler(function, tasks, on_result, **kw):
+            def arrived(key, value):
+                on_result(key, value)
+                scheduler.kill()
+            run(function, tasks, arrived, **kw)
+
+        executor.run = run_and_stop_scheduler
+        with pytest.raises(SchedulerLostError) as error:
+            bread(MODEL, SIMULATOR, DATA, sampler=SAMPLER, run=RUN, executor=executor,
+                  out_dir=tmp_path)
+        saved = list((tmp_path / "shards").glob("*.npz"))
+        text = str(error.value)
+        assert "\n" not in text and address in text and str(tmp_path / "shards") in text
+        assert f"{len(saved)} shards finished" in text and saved
+        executor.close()
+    finally:
+        for process in (worker, scheduler):
+            process.kill()
+            process.wait()
 
 
 def json_file(directory: Path) -> str:

@@ -23,13 +23,17 @@ from typing import Any
 from ..ais.tuning import progress_bar
 from ..errors import BreadStanError
 
-__all__ = ["Executor", "SchedulerLostError", "DaskMissingError"]
+__all__ = ["Executor", "SchedulerLostError", "DaskEnvironmentError", "DaskMissingError"]
 
 log = logging.getLogger(__name__)
 
 
 class SchedulerLostError(BreadStanError):
     """The Dask scheduler could not be reached or went away during a run."""
+
+
+class DaskEnvironmentError(BreadStanError):
+    """The Dask scheduler or workers lack what the tasks need (bread_stan itself)."""
 
 
 class DaskMissingError(BreadStanError):
@@ -135,6 +139,11 @@ class Executor:
                 except Exception as error:  # noqa: BLE001 - sorted out just below
                     if self._scheduler_lost(error):
                         raise self._lost(done, saved_in) from None
+                    if "different environments" in str(error):
+                        raise DaskEnvironmentError(
+                            f"the Dask cluster at {self.address} cannot load bread_stan's "
+                            "tasks: install the same bread_stan (and numpy) on the scheduler "
+                            "and every worker") from None
                     raise
                 on_result(futures[future], value)
                 done += 1

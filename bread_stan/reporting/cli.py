@@ -238,6 +238,8 @@ def _executor(args):
     """The executor the options ask for: local threads, or a Dask cluster."""
     from ..parallel.executor import Executor
 
+    if not args.verbose:  # Dask logs lost connections with tracebacks; we say it in one line
+        logging.getLogger("distributed").setLevel(logging.CRITICAL)
     return Executor(args.scheduler, workers=args.workers)
 
 
