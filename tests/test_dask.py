@@ -25,12 +25,17 @@ from bread_stan.parallel.executor import Executor, SchedulerLostError
 from bread_stan.stan.compile import compile_many
 from bread_stan.stan.tempered import StanTarget
 from bread_stan.workflows.bread import RunSettings, SamplerSettings, bread
+from bread_stan.stan import datasets
+from bread_stan.workflows.fit import FitSettings
+from bread_stan.workflows.protocol import ProtocolSettings, protocol
 
 distributed = pytest.importorskip("distributed")
 
 ROOT = Path(__file__).resolve().parent.parent
 TEST_STAN = ROOT / "tests" / "stan"
 MODEL, SIMULATOR = TEST_STAN / "normal_mean.stan", TEST_STAN / "normal_mean_sim.stan"
+LINREG = ROOT / "stan_models" / "linear_regression.stan"
+LINREG_SIM = ROOT / "stan_models" / "linear_regression_sim.stan"
 DATA = {"N": 20, "sigma": 1.0, "tau": 2.0}
 SAMPLER = SamplerSettings(kernel="hmc", n_leapfrog=5, pilot_chains=16, pilot_grid=6,
                           pilot_steps=20)
@@ -166,6 +171,27 @@ def test_an_interrupted_client_resumes_from_the_saved_shards(local, client, tmp_
     total = 2 * 2 * 4  # step counts x directions x blocks of 5 chains
     assert seen == [total, total - 3]  # the rerun ran only what was missing
     assert_same_numbers(local, result)
+
+
+@pytest.mark.slow
+def test_protocol_replicates_on_dask_give_the_local_numbers(client, tmp_path):
+    nhefs = datasets.load("nhefs")
+    data = {"N": 60, "K": nhefs["K"], "X": nhefs["X"][:60], "y": nhefs["y"][:60]}
+    compile_many([LINREG, LINREG_SIM], workers=2)
+    run = RunSettings(steps=(5,), chains=8, seed=4, progress=False, check_simulator=False)
+    settings = ProtocolSettings(s_sweep=(0,), replicates=2,
+                                fit=FitSettings(chains=2, warmup=100, draws=50))
+    kw = dict(sampler=SAMPLER, run=run, settings=settings)
+    here = protocol(LINREG, LINREG_SIM, data, **kw)
+    there = protocol(LINREG, LINREG_SIM, data, **kw, out_dir=tmp_path,
+                     executor=Executor(client=client))
+    assert sorted(there.replicate_forward) == [1, 2]
+    for k, by_steps in here.replicate_forward.items():
+        for T, d in by_steps.items():
+            assert np.array_equal(d.log_estimates, there.replicate_forward[k][T].log_estimates)
+            assert np.array_equal(d.cumulative, there.replicate_forward[k][T].cumulative)
+    assert there.extra["executor"]["kind"] == "dask"
+    assert (tmp_path / "replicates" / "r2" / "forward_5.npz").exists()
 
 
 # -- an unreachable or vanished scheduler -------------------------------------------

@@ -143,6 +143,7 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("protocol", help="real-data protocol: fit, simulate, validate, bound")
     p.add_argument("model", type=Path, help="model program with the prior_only split")
     _add_run_options(p)
+    _add_executor_options(p)
     p.add_argument("--sweep", type=_sweep, default=(10, 100, 1000, 10000),
                    help="reverse-start transitions S, comma-separated (default 10,100,1000,10000)")
     p.add_argument("--fit-chains", type=_whole(1), default=4,
@@ -227,8 +228,8 @@ def _data(arg: str | None):
 def _add_executor_options(p: argparse.ArgumentParser) -> None:
     group = p.add_mutually_exclusive_group()
     group.add_argument("--scheduler", default=None, metavar="tcp://HOST:8786",
-                       help="run the AIS chains in shards on this Dask scheduler's cluster "
-                       "(same numbers as a local run)")
+                       help="run the AIS chains (protocol: the replicates) in shards on this "
+                       "Dask scheduler's cluster (same numbers as a local run)")
     group.add_argument("--workers", type=_whole(1), default=None,
                        help="run the AIS chains in shards on a Dask LocalCluster of this many "
                        "single-threaded worker processes")
@@ -380,8 +381,9 @@ def _cmd_protocol(args) -> int:
         fit=FitSettings(chains=args.fit_chains, warmup=args.fit_warmup, draws=args.fit_draws,
                         sampler=args.fit_sampler, hyper_summary=args.hyper_summary))
     out = args.out or Path(f"protocol-{args.model.stem}")
-    result = protocol(args.model, args.simulator, _data(args.data), sampler=sampler, run=run,
-                      settings=settings, out_dir=out)
+    with _executor(args) as executor:
+        result = protocol(args.model, args.simulator, _data(args.data), sampler=sampler,
+                          run=run, settings=settings, out_dir=out, executor=executor)
     report = write_protocol_report(result, out)
     _print_protocol(result)
     print(f"\nresults and report: {report}")
