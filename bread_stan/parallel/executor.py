@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import math
+import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -127,15 +128,20 @@ class Executor:
         distributed = _distributed()
         if not tasks:
             return
-        futures = {self.client.submit(function, *args, key=f"bread-{key}-{id(tasks)}",
+        run_id = uuid.uuid4().hex[:8]
+        futures = {self.client.submit(function, *args, key=f"bread-{key}-{run_id}",
                                       retries=self.retries, pure=False): key
                    for key, args in tasks.items()}
         bar = progress_bar(len(futures), progress, f"shards on {self.n_workers} Dask workers")
         done = 0
+        arriving = distributed.as_completed(futures)
         try:
-            for future in distributed.as_completed(futures):
+            while True:
                 try:
+                    future = next(arriving)
                     value = future.result()
+                except StopIteration:
+                    break
                 except Exception as error:  # noqa: BLE001 - sorted out just below
                     if self._scheduler_lost(error):
                         raise self._lost(done, saved_in) from None
@@ -149,10 +155,6 @@ class Executor:
                 done += 1
                 if bar is not None:
                     bar.update()
-        except (OSError, TimeoutError) as error:
-            if self._scheduler_lost(error):
-                raise self._lost(done, saved_in) from None
-            raise
         finally:
             if bar is not None:
                 bar.close()
@@ -164,8 +166,7 @@ class Executor:
 
         from distributed.comm.core import CommClosedError
 
-        return (isinstance(error, (CommClosedError, asyncio.CancelledError, OSError,
-                                   TimeoutError))
+        return (isinstance(error, (CommClosedError, asyncio.CancelledError))
                 or self.client.status not in ("running", "connecting"))
 
     def _lost(self, done: int, saved_in: str | None) -> SchedulerLostError:
