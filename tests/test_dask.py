@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -121,6 +122,16 @@ def test_dask_gives_the_local_numbers_for_any_shard_size(local, client, chains_p
     assert result.extra["executor"]["kind"] == "dask"
     assert result.extra["executor"]["workers"] == 2
     assert not list((tmp_path / "shards").glob("*.npz"))  # joined into steps_T.npz
+
+
+@pytest.mark.slow
+def test_dask_gives_the_local_numbers_with_several_exact_draws(client):
+    run = replace(RUN, exact_draws=3, steps=(3,))
+    here = bread(MODEL, SIMULATOR, DATA, sampler=SAMPLER, run=run)
+    there = bread(MODEL, SIMULATOR, DATA, sampler=SAMPLER, run=run,
+                  executor=Executor(client=client, chains_per_shard=4))
+    assert_same_numbers(here, there)
+    assert np.array_equal(here.steps[0].forward.problems, there.steps[0].forward.problems)
 
 
 @pytest.mark.slow
