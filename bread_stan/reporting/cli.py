@@ -34,6 +34,7 @@ interrupted.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import sys
 from pathlib import Path
@@ -239,7 +240,11 @@ def _executor(args):
     """The executor the options ask for: local threads, or a Dask cluster."""
     from ..parallel.executor import Executor
 
-    if not args.verbose:  # Dask logs lost connections with tracebacks; we say it in one line
+    if not args.verbose and (args.scheduler or args.workers):
+        # Dask logs every start, stop and lost connection (with tracebacks); a lost
+        # scheduler is said here in one line.  Its import sets its loggers' levels.
+        with contextlib.suppress(ImportError):
+            import distributed  # noqa: F401
         logging.getLogger("distributed").setLevel(logging.CRITICAL)
     return Executor(args.scheduler, workers=args.workers)
 
