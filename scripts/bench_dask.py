@@ -161,7 +161,8 @@ def main() -> None:
         f"move {bytes_per_second / 1e6:.2f} MB/s in total: negligible on any cluster network.",
         f"- Parallelism: a step count splits into 2 directions x chains / chains-per-shard "
         f"shards; 100 workers need at least 100 shards in flight, e.g. 100 chains per "
-        "direction in blocks of 2, or several step counts, replicates or programs at once "
+        "direction in blocks of 20 (small blocks cost more per chain), or several step counts, "
+        "replicates or programs at once "
         "(all step counts of a run are submitted together).",
         f"- Start-up: the cluster start ({startup:.1f} s here) and each worker's first "
         "model load are paid once; tuning and the simulator check run on the client before "
