@@ -29,6 +29,7 @@ from bread_stan.workflows.bread import RunSettings, SamplerSettings, bread
 from bread_stan.stan import datasets
 from bread_stan.workflows.fit import FitSettings
 from bread_stan.workflows.protocol import ProtocolSettings, protocol
+from bread_stan.workflows.subjective import BaseSettings, subjective
 
 distributed = pytest.importorskip("distributed")
 
@@ -38,6 +39,7 @@ MODEL, SIMULATOR = TEST_STAN / "normal_mean.stan", TEST_STAN / "normal_mean_sim.
 LINREG = ROOT / "stan_models" / "linear_regression.stan"
 LINREG_SIM = ROOT / "stan_models" / "linear_regression_sim.stan"
 DATA = {"N": 20, "sigma": 1.0, "tau": 2.0}
+DATA_Y = {**DATA, "y": np.random.default_rng(2).normal(0.5, 1.0, 20)}
 SAMPLER = SamplerSettings(kernel="hmc", n_leapfrog=5, pilot_chains=16, pilot_grid=6,
                           pilot_steps=20)
 RUN = RunSettings(steps=(3, 30), chains=20, seed=1, progress=False, check_simulator=False)
@@ -214,16 +216,18 @@ def test_an_unreachable_scheduler_is_one_clear_line():
     assert UNREACHABLE in text and "\n" not in text
 
 
-def test_the_cli_reports_an_unreachable_scheduler_without_a_traceback(tmp_path):
+@pytest.mark.parametrize("command", ["run", "subjective"])
+def test_the_cli_reports_an_unreachable_scheduler_without_a_traceback(tmp_path, command):
+    simulator = ["--simulator", str(SIMULATOR)] if command == "run" else []
     out = subprocess.run(
-        [sys.executable, "-m", "bread_stan.reporting.cli", "run", str(MODEL),
-         "--simulator", str(SIMULATOR), "--data", json_file(tmp_path), "--steps", "3",
-         "--chains", "4", "--scheduler", UNREACHABLE, "--quiet"],
+        [sys.executable, "-m", "bread_stan.reporting.cli", command, str(MODEL), *simulator,
+         "--data", json_file(tmp_path), "--steps", "3", "--chains", "4",
+         "--scheduler", UNREACHABLE, "--quiet", "--out", str(tmp_path / "out")],
         capture_output=True, text=True, cwd=ROOT, timeout=120,
         env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert out.returncode == 2, out.stderr
     assert "Traceback" not in out.stderr
-    assert UNREACHABLE in out.stderr
+    assert UNREACHABLE in out.stderr and "cannot reach the Dask scheduler" in out.stderr
 
 
 @pytest.mark.slow
@@ -269,3 +273,53 @@ def json_file(directory: Path) -> str:
     path = directory / "data.json"
     path.write_text('{"N": 20, "sigma": 1.0, "tau": 2.0}')
     return str(path)
+
+
+# -- subjective divergence on a cluster ----------------------------------------------
+
+SUBJECTIVE_RUN = replace(RUN, steps=(3, 20), chains=24)
+
+
+@pytest.fixture(scope="module")
+def reference():
+    """Posterior-like draws of mu (2 chains x 10): thinned to fewer reverse chains (about
+    ESS, at most 20) than the 24 forward chains, so the directions' shards differ."""
+    return {"mu": np.random.default_rng(3).normal(0.5, 0.3, size=(2, 10))}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("base", ["gaussian", "prior"])
+def test_subjective_on_dask_gives_the_local_numbers(client, reference, base):
+    kw = dict(reference=reference, sampler=SAMPLER, run=SUBJECTIVE_RUN,
+              base=BaseSettings(base), simulator=SIMULATOR if base == "prior" else None)
+    here = subjective(MODEL, DATA_Y, **kw)
+    there = subjective(MODEL, DATA_Y, **kw, executor=Executor(client=client, chains_per_shard=5))
+    assert (here.extra["subjective"]["reverse_chains"]
+            < here.steps[0].forward.log_estimates.size)
+    assert_same_numbers(here, there)
+    assert there.extra["executor"]["kind"] == "dask"
+
+
+@pytest.mark.slow
+def test_subjective_on_dask_resumes_from_the_saved_shards(client, reference, tmp_path):
+    kw = dict(reference=reference, sampler=SAMPLER, run=SUBJECTIVE_RUN)
+    here = subjective(MODEL, DATA_Y, **kw)
+    executor = Executor(client=client, chains_per_shard=4)
+    run = executor.run
+    seen = []
+
+    def interrupted_after_two(function, tasks, on_result, **kw):
+        seen.append(len(tasks))
+
+        def arrived(key, value):
+            on_result(key, value)
+            if len(seen) == 1 and sum(1 for _ in (tmp_path / "shards").glob("*.npz")) >= 2:
+                raise KeyboardInterrupt
+        run(function, tasks, arrived, **kw)
+
+    executor.run = interrupted_after_two
+    with pytest.raises(KeyboardInterrupt):
+        subjective(MODEL, DATA_Y, **kw, executor=executor, out_dir=tmp_path)
+    there = subjective(MODEL, DATA_Y, **kw, executor=executor, out_dir=tmp_path)
+    assert seen[1] == seen[0] - 2  # the rerun ran only what was missing
+    assert_same_numbers(here, there)

@@ -29,8 +29,11 @@ import numpy as np
 from ..ais import engine
 from ..ais.results import DirectionResult, StepResult
 from ..errors import BreadStanError
-from ..stan.compile import CompiledModel
+from ..ais.gaussian_base import GaussianBase, GaussianBaseTarget
+from ..stan.compile import CompiledModel, compile_model
+from ..stan.model import StanModel
 from ..stan.tempered import StanTarget, compile_tempered
+from ..target import Target
 
 __all__ = ["Shard", "ShardContext", "plan_shards", "run_shard", "join_problem", "WorkerModelError"]
 
@@ -60,21 +63,29 @@ class Shard:
                 f"{self.first_chain}-{self.n_chains}")
 
 
-def plan_shards(n_steps: int, chains_per_problem: list[int], block: int) -> list[Shard]:
+def plan_shards(n_steps: int, chains_per_problem: list[int], block: int,
+                reverse_chains: list[int] | None = None) -> list[Shard]:
     """The shards of one step count: each problem's chains of each direction in
-    blocks of at most ``block``."""
+    blocks of at most ``block`` (``reverse_chains``: the reverse direction's
+    chains per problem where they differ from the forward's)."""
     if block < 1:
         raise ValueError(f"chains per shard must be at least 1; got {block}")
+    reverse_chains = chains_per_problem if reverse_chains is None else reverse_chains
     return [Shard(n_steps, k, direction, first, min(block, n - first))
-            for k, n in enumerate(chains_per_problem)
-            for direction in ("forward", "reverse")
+            for k, (n_forward, n_reverse) in enumerate(zip(chains_per_problem, reverse_chains))
+            for direction, n in (("forward", n_forward), ("reverse", n_reverse))
             for first in range(0, n, block)]
 
 
 @dataclass(frozen=True)
 class ShardContext:
     """What all shards of one simulated problem share (sent to each worker once):
-    the model and its data, the kernel, the frozen tuning and the AIS settings."""
+    the model and its data, the kernel, the frozen tuning and the AIS settings.
+
+    ``base``: None for the path from the prior (the model's ``prior_only`` split),
+    or a :class:`~bread_stan.ais.gaussian_base.GaussianBase` for the path from that
+    Gaussian to the model's full density (``data`` then holds ``prior_only`` = 0
+    where the program declares it)."""
 
     model: CompiledModel
     data: dict
@@ -82,33 +93,39 @@ class ShardContext:
     tuned: Any
     config: engine.RunConfig
     threads: int = 1
+    base: GaussianBase | None = None
 
 
-_TARGETS: dict[str, StanTarget] = {}  # per worker process
+_TARGETS: dict[str, Target] = {}  # per worker process
 
 
-def _target(context: ShardContext) -> StanTarget:
+def _target(context: ShardContext) -> Target:
+    base = context.base
     key = hashlib.sha256(json.dumps(
         [str(context.model.library), context.model.program.digest,
-         {k: np.asarray(v).tolist() for k, v in sorted(context.data.items())}],
+         {k: np.asarray(v).tolist() for k, v in sorted(context.data.items())},
+         None if base is None else [base.mean.tolist(), base.cov.tolist()]],
         default=str).encode()).hexdigest()
     if key not in _TARGETS:
         model = context.model
         if not model.library.exists():
-            model = compile_tempered(model.program)
+            model = (compile_tempered if base is None else compile_model)(model.program)
             if model.info != context.model.info:
                 raise WorkerModelError(
                     f"the worker compiled {model.program.name} into a different model "
                     "(its stanc reports other variables): install the client's Stan "
                     "toolchain (httpstan version) on the workers")
-        _TARGETS[key] = StanTarget(model, context.data, threads=context.threads)
+        _TARGETS[key] = (StanTarget(model, context.data, threads=context.threads)
+                         if base is None else
+                         GaussianBaseTarget(StanModel(model, context.data,
+                                                      threads=context.threads), base))
     return _TARGETS[key]
 
 
 def run_shard(context: ShardContext, shard: Shard, seed: int, start: np.ndarray
               ) -> tuple[dict[str, np.ndarray], dict]:
-    """Run one shard (on a worker) from ``start`` (the block's prior draws, or the
-    exact posterior draw); its per-chain arrays and metadata, in the form
+    """Run one shard (on a worker) from ``start`` (the block's base draws; the
+    exact posterior draw, or the block's reference draws, for reverse); its per-chain arrays and metadata, in the form
     :func:`~bread_stan.store.save_unit` writes."""
     target = _target(context)
     _, schedule, every = engine.step_schedule(context.config, context.tuned, shard.n_steps)

@@ -178,6 +178,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("model", type=Path, help="model program (any; prior_only is set to 0 if "
                    "declared)")
     _add_run_options(p, simulator=False)
+    _add_executor_options(p)
     p.add_argument("--reference", type=Path, nargs="+", default=None,
                    help="reference draws: CmdStan CSV files (one per chain) or an ArviZ "
                    "NetCDF file (posterior group); default: a NUTS fit on the data")
@@ -481,13 +482,17 @@ def _cmd_subjective(args) -> int:
         reference = reference[0]
     if args.approximation is not None:
         return _subjective_approximation(args, reference, out)
-    result = subjective(args.model, _data(args.data), reference=reference,
-                        simulator=args.simulator,
-                        base=BaseSettings(kind=args.base, fit=args.base_fit, widen=args.widen),
-                        sampler=sampler, run=run, verdict=_verdict(args), out_dir=out,
-                        fit_settings=FitSettings(chains=args.fit_chains, warmup=args.fit_warmup,
-                                                 draws=args.fit_draws,
-                                                 sampler=args.fit_sampler))
+    with _executor(args) as executor:
+        result = subjective(args.model, _data(args.data), reference=reference,
+                            simulator=args.simulator,
+                            base=BaseSettings(kind=args.base, fit=args.base_fit,
+                                              widen=args.widen),
+                            sampler=sampler, run=run, verdict=_verdict(args), out_dir=out,
+                            fit_settings=FitSettings(chains=args.fit_chains,
+                                                     warmup=args.fit_warmup,
+                                                     draws=args.fit_draws,
+                                                     sampler=args.fit_sampler),
+                            executor=executor)
     report = write_report(result, out)
     _print_summary(result)
     print(f"\nresults and report: {report}")

@@ -380,39 +380,59 @@ def _run_steps_on_dask(problems: list[_Problem], simulator: Simulator, kernel, t
                        sampler: SamplerSettings, run: RunSettings, steps: Sequence[int],
                        out_dir: Path | None, fingerprint: str, executor: Executor,
                        finish) -> None:
-    """Run ``steps`` in shards on ``executor``'s cluster; each shard is saved under
-    ``out_dir/shards`` as it arrives (and reused by a rerun), each step is joined
-    exactly as :func:`_run_step` returns it and handed to ``finish``."""
+    """Run ``steps`` in shards on ``executor``'s cluster (see :func:`run_steps_in_shards`);
+    each step is joined exactly as :func:`_run_step` returns it."""
+    config = _ais_config(sampler, run, steps[0] if steps else 2, False)
+    contexts = [ShardContext(p.target.compiled, p.data, kernel, tuned, config)
+                for p in problems]
+    run_steps_in_shards(
+        contexts, lambda T: [(prior, p.x_star) for p, prior in
+                             zip(problems, _prior_starts(problems, simulator, run, T))],
+        lambda T, k: _problem_seed(run.seed, _CHAINS, T, k), steps,
+        sampler.steps_per_temperature, out_dir, fingerprint, executor,
+        lambda parts: finish(_join_problems(problems, parts)), run.progress)
+
+
+def run_steps_in_shards(contexts: list[ShardContext], starts_at, seed_at, steps: Sequence[int],
+                        steps_per_temperature: int, out_dir: Path | None, fingerprint: str,
+                        executor: Executor, finish, progress: bool) -> None:
+    """Run ``steps`` in shards on ``executor``'s cluster, one :class:`ShardContext` per
+    problem.  ``starts_at(T)`` gives each problem's (forward starts (n, d), reverse
+    starts (m, d), or one exact draw (d,) repeated for n chains); ``seed_at(T, k)``
+    problem k's seed.  Each shard is saved under ``out_dir/shards`` as it arrives (and
+    reused by a rerun); ``finish`` gets each step count's per-problem
+    :class:`StepResult`, joined exactly as :func:`engine.run <bread_stan.ais.engine.run>`
+    returns it (final forward positions unconstrained)."""
     shard_dir = out_dir / "shards" if out_dir is not None else None
     saved = _saved_shards(shard_dir, fingerprint)
-    config = _ais_config(sampler, run, steps[0] if steps else 2, False)
-    contexts = [executor.share(ShardContext(p.target.compiled, p.data, kernel, tuned, config))
-                for p in problems] if steps else []
+    shared = [executor.share(c) for c in contexts] if steps else []
     plans: dict[int, list[Shard]] = {}
     parts: dict[int, dict[Shard, tuple]] = {}
     tasks = {}
     for T in steps:
-        starts = _prior_starts(problems, simulator, run, T)
-        sizes = [s.shape[0] for s in starts]
-        plans[T] = plan_shards(T, sizes, executor.block_size(max(sizes)))
+        starts = starts_at(T)
+        forward = [f.shape[0] for f, _ in starts]
+        reverse = [r.shape[0] if np.ndim(r) == 2 else n for (_, r), n in zip(starts, forward)]
+        plans[T] = plan_shards(T, forward, executor.block_size(max(forward + reverse)), reverse)
         parts[T] = {}
         for shard in plans[T]:
             if shard.key in saved:
                 parts[T][shard] = saved[shard.key]
                 continue
             k, first = shard.problem, shard.first_chain
-            start = (starts[k][first:first + shard.n_chains] if shard.direction == "forward"
-                     else problems[k].x_star)
-            tasks[shard.key] = (contexts[k], shard, _problem_seed(run.seed, _CHAINS, T, k),
-                                start)
+            start = starts[k][0 if shard.direction == "forward" else 1]
+            if np.ndim(start) == 2:
+                start = start[first:first + shard.n_chains]
+            tasks[shard.key] = (shared[k], shard, seed_at(T, k), start)
     by_key = {shard.key: shard for plan in plans.values() for shard in plan}
 
     def join(T: int) -> None:
-        betas, _, _ = engine.step_schedule(config, tuned, T)
-        n_trans = (T - 1) * sampler.steps_per_temperature
-        finish(_join_problems(problems, [
-            join_problem(T, betas, {s: v for s, v in parts[T].items() if s.problem == k},
-                         n_trans, shared_batch=True) for k in range(len(problems))]))
+        config = contexts[0].config
+        betas, _, _ = engine.step_schedule(config, contexts[0].tuned, T)
+        n_trans = (T - 1) * steps_per_temperature
+        finish([join_problem(T, betas, {s: v for s, v in parts[T].items() if s.problem == k},
+                             n_trans, shared_batch=config.combined)
+                for k in range(len(contexts))])
         if shard_dir is not None:
             for shard in plans[T]:
                 (shard_dir / f"{shard.key}.npz").unlink(missing_ok=True)
@@ -428,7 +448,7 @@ def _run_steps_on_dask(problems: list[_Problem], simulator: Simulator, kernel, t
     for T in steps:
         if len(parts[T]) == len(plans[T]):  # every shard was saved by an interrupted run
             join(T)
-    executor.run(run_shard, tasks, arrived, progress=run.progress,
+    executor.run(run_shard, tasks, arrived, progress=progress,
                  saved_in=str(shard_dir) if shard_dir is not None else None)
 
 

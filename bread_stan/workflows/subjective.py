@@ -51,8 +51,11 @@ from ..stan.draws import arviz_generation, read_draws, summarise, unconstrain_dr
 from ..stan.model import StanModel, unflatten_draws, variable_shapes
 from ..stan.simulator import Simulator, split_draw
 from ..stan.tempered import PRIOR_ONLY, StanTarget
+from ..parallel.executor import Executor
+from ..parallel.shards import ShardContext
 from .bread import (RunSettings, SamplerSettings, _default_name, _program_text, _resume,
-                    derived_seed, fingerprints, output_directory, setup_warnings)
+                    derived_seed, fingerprints, output_directory, run_steps_in_shards,
+                    setup_warnings)
 from .fit import FitResult, FitSettings, fit
 
 __all__ = ["BaseSettings", "Reference", "ReferenceError", "load_reference", "reference_check",
@@ -233,12 +236,16 @@ def reference_check(ais_draws: np.ndarray, reference_draws: np.ndarray, *,
             "z_mean": float(z_mean[k]), "sd_ratio": float(sd_ratio[k]), "alpha": alpha}
 
 
-def _stan_model(model, data: Mapping, threads) -> StanModel:
-    compiled = model if isinstance(model, CompiledModel) else compile_model(model)
+def _full_data(compiled: CompiledModel, data: Mapping) -> dict:
     values = dict(data)
     if PRIOR_ONLY in compiled.data_variables:
         values[PRIOR_ONLY] = 0  # the full joint density: the path needs nothing else
-    return StanModel(compiled, values, threads=threads)
+    return values
+
+
+def _stan_model(model, data: Mapping, threads) -> StanModel:
+    compiled = model if isinstance(model, CompiledModel) else compile_model(model)
+    return StanModel(compiled, _full_data(compiled, data), threads=threads)
 
 
 def _own_fit(stan: StanModel, settings: FitSettings, seed: int, out: Path | None) -> FitResult:
@@ -327,7 +334,7 @@ def subjective(model, data=None, *, reference: Any = None, simulator=None,
                base: BaseSettings = BaseSettings(), sampler: SamplerSettings = SamplerSettings(),
                run: RunSettings = RunSettings(), fit_settings: FitSettings = FitSettings(),
                verdict: VerdictSettings | None = None, out_dir: str | Path | None = None,
-               name: str | None = None) -> BreadResult:
+               name: str | None = None, executor: Executor | None = None) -> BreadResult:
     """Subjective divergence of AIS from the posterior of ``model`` on the real ``data``.
 
     ``reference``: None (the toolkit's NUTS fit with ``fit_settings``), or draws as
@@ -336,6 +343,9 @@ def subjective(model, data=None, *, reference: Any = None, simulator=None,
     thinned reference draw, at most ``run.chains``.  ``base`` chooses AIS's initial
     distribution; the prior base needs the ``prior_only`` split and a ``simulator``.  With ``out_dir`` every finished step
     count is saved and a rerun with the same settings continues where it stopped.
+    ``executor`` (:class:`~bread_stan.parallel.executor.Executor`) runs the AIS chains
+    in shards on a Dask cluster: the same numbers as the local default, each finished
+    shard saved in ``out_dir/shards``.
     """
     data = load_data(data)
     program = model.program.code if isinstance(model, CompiledModel) else _program_text(model)
@@ -375,12 +385,14 @@ def subjective(model, data=None, *, reference: Any = None, simulator=None,
 
     if base.kind == "prior":
         target, draw_base, base_info = _prior_base(prior_target, simulator, data, run.threads)
+        shard_source = (prior_target.compiled, dict(data), None)
     else:
         all_draws = ref.unconstrained.reshape(-1, stan.dim)
         q0 = (GaussianBase.from_draws(all_draws, base.widen) if base.fit == "reference"
               else GaussianBase.laplace(stan, all_draws.mean(axis=0), base.widen))
         target = GaussianBaseTarget(stan, q0)
         base_info = {"kind": "gaussian", **q0.to_dict()}
+        shard_source = (stan.compiled, _full_data(stan.compiled, data), q0)
 
         def draw_base(n, seed):
             return q0.sample(np.random.default_rng(seed), n)
@@ -401,12 +413,15 @@ def subjective(model, data=None, *, reference: Any = None, simulator=None,
             "thinned_draws": int(thinned.shape[0]), "reverse_chains": n_reverse,
             "reference_seconds": reference_seconds, "rhat_max": RHAT_MAX, "ess_min": ESS_MIN,
             "base": base_info, "warnings": ref.warnings()}
+    executor = executor or Executor()
     result = BreadResult(name, header, [], {"verdict_settings": asdict(verdict),
-                                           "subjective": info})
+                                           "subjective": info,
+                                           "executor": executor.describe()})
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
     with output_directory(out):
-        _run_steps(result, out, target, draw_base, reverse_starts, sampler, run)
+        _run_steps(result, out, target, draw_base, reverse_starts, sampler, run, executor,
+                   shard_source)
     problems = ref.warnings() + _check_steps(result, stan, thinned)
     info["suspect"] = bool(problems)
     info["meaning"] = _meaning(ref, n_reverse, stride, problems)
@@ -417,9 +432,12 @@ def subjective(model, data=None, *, reference: Any = None, simulator=None,
 
 
 def _run_steps(result: BreadResult, out: Path | None, target, draw_base, reverse_starts,
-               sampler: SamplerSettings, run: RunSettings) -> None:
+               sampler: SamplerSettings, run: RunSettings, executor: Executor,
+               shard_source: tuple) -> None:
     """Tune on pilot chains from the base (or reload the tuning), then run every step
-    count not already saved, saving each as it finishes; draws are stored constrained."""
+    count not already saved (here, or in shards on ``executor``'s Dask cluster from
+    ``shard_source``: compiled model, data, Gaussian base or None), saving each as it
+    finishes; draws are stored constrained."""
     name, stan = result.model, target.full_model
     done = _resume(result, out, result.settings) if out is not None else set()
     kernel, base_params = sampler.make()
@@ -435,22 +453,35 @@ def _run_steps(result: BreadResult, out: Path | None, target, draw_base, reverse
     setup_warnings(result.extra, tuned, name)
     if out is not None:
         result.save_header(out)
-    for T in run.steps:
-        if T in done:
-            log.info("%s: %d distributions already done, loaded from %s", name, T, out)
-            continue
-        starts = draw_base(run.chains, derived_seed(run.seed, _BASE, T))
-        step: StepResult = engine.run(
-            target, kernel, starts, reverse_starts, seed=derived_seed(run.seed, _CHAINS, T),
-            tuned=tuned, model=name,
-            config=engine.RunConfig(steps=(T,), schedule=run.schedule,
-                                    steps_per_temperature=sampler.steps_per_temperature,
-                                    increment_blocks=run.increment_blocks,
-                                    progress=run.progress)).steps[0]
+    def finish(step: StepResult) -> None:
         flat = stan.param_constrain(step.draws.pop("unconstrained"))
         step.draws = unflatten_draws(flat, stan.param_names())
         result.steps.append(step)
         if out is not None:
             result.save_step(out, step)
+
+    todo = [T for T in run.steps if T not in done]
+    for T in sorted(done):
+        log.info("%s: %d distributions already done, loaded from %s", name, T, out)
+    config = engine.RunConfig(steps=(todo[0] if todo else 2,), schedule=run.schedule,
+                              steps_per_temperature=sampler.steps_per_temperature,
+                              increment_blocks=run.increment_blocks, progress=run.progress)
+
+    def base_starts(T: int) -> np.ndarray:
+        return draw_base(run.chains, derived_seed(run.seed, _BASE, T))
+
+    if executor.kind == "dask":
+        model, data, base = shard_source
+        context = ShardContext(model, data, kernel, tuned, replace(config, progress=False),
+                               base=base)
+        run_steps_in_shards([context], lambda T: [(base_starts(T), reverse_starts)],
+                            lambda T, k: derived_seed(run.seed, _CHAINS, T), todo,
+                            sampler.steps_per_temperature, out, result.settings["fingerprint"],
+                            executor, lambda parts: finish(parts[0]), run.progress)
+    else:
+        for T in todo:
+            finish(engine.run(target, kernel, base_starts(T), reverse_starts,
+                              seed=derived_seed(run.seed, _CHAINS, T), tuned=tuned, model=name,
+                              config=replace(config, steps=(T,))).steps[0])
     result.steps.sort(key=lambda s: s.n_steps)
 
