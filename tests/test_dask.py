@@ -29,6 +29,7 @@ from bread_stan.workflows.bread import RunSettings, SamplerSettings, bread
 from bread_stan.stan import datasets
 from bread_stan.workflows.fit import FitSettings
 from bread_stan.workflows.protocol import ProtocolSettings, protocol
+from bread_stan.workflows.aide import aide
 from bread_stan.workflows.subjective import BaseSettings, subjective
 
 distributed = pytest.importorskip("distributed")
@@ -216,13 +217,14 @@ def test_an_unreachable_scheduler_is_one_clear_line():
     assert UNREACHABLE in text and "\n" not in text
 
 
-@pytest.mark.parametrize("command", ["run", "subjective"])
+@pytest.mark.parametrize("command", ["run", "subjective", "aide"])
 def test_the_cli_reports_an_unreachable_scheduler_without_a_traceback(tmp_path, command):
-    simulator = ["--simulator", str(SIMULATOR)] if command == "run" else []
+    options = {"run": ["--simulator", str(SIMULATOR), "--steps", "3", "--chains", "4"],
+               "subjective": ["--steps", "3", "--chains", "4"], "aide": []}[command]
     out = subprocess.run(
-        [sys.executable, "-m", "bread_stan.reporting.cli", command, str(MODEL), *simulator,
-         "--data", json_file(tmp_path), "--steps", "3", "--chains", "4",
-         "--scheduler", UNREACHABLE, "--quiet", "--out", str(tmp_path / "out")],
+        [sys.executable, "-m", "bread_stan.reporting.cli", command, str(MODEL), *options,
+         "--data", json_file(tmp_path), "--scheduler", UNREACHABLE, "--quiet",
+         "--out", str(tmp_path / "out")],
         capture_output=True, text=True, cwd=ROOT, timeout=120,
         env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert out.returncode == 2, out.stderr
@@ -323,3 +325,23 @@ def test_subjective_on_dask_resumes_from_the_saved_shards(client, reference, tmp
     there = subjective(MODEL, DATA_Y, **kw, executor=executor, out_dir=tmp_path)
     assert seen[1] == seen[0] - 2  # the rerun ran only what was missing
     assert_same_numbers(here, there)
+
+
+# -- AIDE on a cluster ------------------------------------------------------------------
+
+@pytest.mark.slow
+@pytest.mark.parametrize("base", ["gaussian", "prior"])
+def test_aide_on_dask_gives_the_local_numbers(client, base):
+    """AIS gold and target, each with a meta-inference trace besides its own: the AIS runs
+    and the reversals run in blocks of 3 chains (the last block shorter)."""
+    kw = dict(gold="ais:8", target="ais:3", n_gold=10, n_target=7, m_gold=2, m_target=2,
+              seed=5, sampler=SAMPLER, threads=1, base=BaseSettings(base),
+              simulator=SIMULATOR if base == "prior" else None)
+    here = aide(MODEL, DATA_Y, **kw)
+    there = aide(MODEL, DATA_Y, **kw, executor=Executor(client=client, chains_per_shard=3))
+    assert np.array_equal(here.per_run_gold, there.per_run_gold)
+    assert np.array_equal(here.per_run_target, there.per_run_target)
+    assert here.estimate == there.estimate
+    assert [c.gradients for c in here.cost.values()] == [c.gradients for c in
+                                                         there.cost.values()]
+    assert there.settings["executor"]["kind"] == "dask"

@@ -273,6 +273,12 @@ class AISAlgorithm:
     ``run``: base draws from ``draw_base(n, derived_seed(seed, 0))``, then
     ``engine.forward(..., seed=derived_seed(seed, 1))``; log xi = log p~(x) - L.
 
+    ``run_blocks`` (optional) runs the chains in blocks elsewhere (a Dask cluster):
+    ``run_blocks(function, blocks)`` returns ``[function(target, *args) for args in
+    blocks]`` in order, however it computes them; ``block_size`` chains per block.
+    Chain i draws from stream i of its seed whatever block it runs in, so the numbers
+    are those of one local batch.
+
     ``meta_log_xi``: the exact reversal of the forward chain (the paper's conditional SMC
     with one particle).  The forward chain's last transition is K_T, applied after the
     last increment, so the reversal first applies K_T to the output (stream 0 of
@@ -285,12 +291,16 @@ class AISAlgorithm:
     tractable = False
 
     def __init__(self, target: Target, kernel: Kernel, schedule: KernelSchedule,
-                 draw_base: Callable[[int, int], np.ndarray], name: str | None = None):
+                 draw_base: Callable[[int, int], np.ndarray], name: str | None = None,
+                 run_blocks: Callable[[Callable, list[tuple]], list] | None = None,
+                 block_size: int | None = None):
         self.target = target
         self.kernel = kernel
         self.schedule = schedule
         self.draw_base = draw_base
         self.name = name or f"ais:{schedule.n_temperatures}"
+        self.run_blocks = run_blocks
+        self.block_size = block_size
 
     @property
     def dim(self) -> int:
@@ -300,15 +310,24 @@ class AISAlgorithm:
         ev = self.target.evaluate(x, gradient=False)
         return ev.log_prior + ev.log_lik
 
+    def _in_blocks(self, function: Callable, starts: np.ndarray, *args) -> list:
+        """``function(target, starts[lo:hi], *args, lo)`` for blocks of chains, in order."""
+        n = starts.shape[0]
+        size = max(1, n if self.run_blocks is None or not self.block_size else self.block_size)
+        blocks = [(starts[lo:lo + size], *args, lo) for lo in range(0, n, size)]
+        if self.run_blocks is None:
+            return [function(self.target, *block) for block in blocks]
+        return self.run_blocks(function, blocks)
+
     def run(self, n: int, seed: int) -> AlgorithmRuns:
         n = _check_count("n", n)
         t0 = time.perf_counter()
         starts = self.draw_base(n, derived_seed(seed, 0))
-        fwd = engine.forward(self.target, self.kernel, self.schedule, starts,
-                             seed=derived_seed(seed, 1))
-        x = fwd.final_positions
-        log_xi = self._log_joint(x) - fwd.log_estimates
-        return AlgorithmRuns(x, log_xi, Cost(gradients=fwd.n_grad, densities=n,
+        parts = self._in_blocks(_forward_block, starts, self.kernel, self.schedule,
+                                derived_seed(seed, 1))
+        x = np.concatenate([p[0] for p in parts])
+        log_xi = np.concatenate([p[1] for p in parts])
+        return AlgorithmRuns(x, log_xi, Cost(gradients=sum(p[2] for p in parts), densities=n,
                                              seconds=time.perf_counter() - t0))
 
     def meta_log_xi(self, outputs: np.ndarray, m: int, seed: int) -> MetaInference:
@@ -324,18 +343,38 @@ class AISAlgorithm:
         log_xi = np.full(n * m, -np.inf)
         grads = 0
         if ok.any():
-            state = initial_state(self.target, starts[ok], gradient=self.kernel.needs_gradient)
-            rng = ChainRandom.from_seed(derived_seed(seed, 2), int(ok.sum()))
-            last = self.schedule.n_temperatures - 1
-            beta = np.full(int(ok.sum()), float(self.schedule.betas[last]))
-            for _ in range(self.schedule.steps_per_temperature):
-                state, info = self.kernel.step(rng, state, self.target, beta,
-                                               self.schedule.params_at(last))
-                grads += int(np.sum(info.n_grad))
-            rev = engine.reverse(self.target, self.kernel, self.schedule, state.position,
-                                 seed=derived_seed(seed, 3))
-            log_xi[ok] = log_joint[ok] - rev.log_estimates
-            grads += rev.n_grad
+            parts = self._in_blocks(_reversal_block, starts[ok], self.kernel, self.schedule,
+                                    derived_seed(seed, 2), derived_seed(seed, 3))
+            log_xi[ok] = log_joint[ok] - np.concatenate([p[0] for p in parts])
+            grads += sum(p[1] for p in parts)
         log_xi = log_xi.reshape(n, m)
         return MetaInference(log_xi, Cost(gradients=grads, densities=n * m,
                                           seconds=time.perf_counter() - t0))
+
+
+def _forward_block(target: Target, starts: np.ndarray, kernel: Kernel, schedule: KernelSchedule,
+                   seed: int, first_chain: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """Forward AIS chains ``first_chain ..`` from ``starts``: outputs, log xi, gradients."""
+    fwd = engine.forward(target, kernel, schedule, starts, seed=seed, first_chain=first_chain)
+    x = fwd.final_positions
+    ev = target.evaluate(x, gradient=False)
+    return x, ev.log_prior + ev.log_lik - fwd.log_estimates, int(fwd.n_grad)
+
+
+def _reversal_block(target: Target, starts: np.ndarray, kernel: Kernel,
+                    schedule: KernelSchedule, step_seed: int, reverse_seed: int,
+                    first_chain: int) -> tuple[np.ndarray, int]:
+    """Reversals ``first_chain ..`` of forward chains ending at ``starts``: K_T from
+    ``step_seed``, then reverse AIS from ``reverse_seed``; log Z_hat (U) and gradients."""
+    n = starts.shape[0]
+    state = initial_state(target, starts, gradient=kernel.needs_gradient)
+    rng = ChainRandom.from_seed(step_seed, n, first_chain=first_chain)
+    last = schedule.n_temperatures - 1
+    beta = np.full(n, float(schedule.betas[last]))
+    grads = 0
+    for _ in range(schedule.steps_per_temperature):
+        state, info = kernel.step(rng, state, target, beta, schedule.params_at(last))
+        grads += int(np.sum(info.n_grad))
+    rev = engine.reverse(target, kernel, schedule, state.position, seed=reverse_seed,
+                         first_chain=first_chain)
+    return rev.log_estimates, grads + int(rev.n_grad)

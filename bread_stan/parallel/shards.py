@@ -35,7 +35,8 @@ from ..stan.model import StanModel
 from ..stan.tempered import StanTarget, compile_tempered
 from ..target import Target
 
-__all__ = ["Shard", "ShardContext", "plan_shards", "run_shard", "join_problem", "WorkerModelError"]
+__all__ = ["Shard", "ShardContext", "plan_shards", "run_shard", "run_on_target", "join_problem",
+           "WorkerModelError"]
 
 _STREAMS = {"forward": 0, "reverse": 1}  # engine.run's streams of its first step count
 _STATS = ("accept_stat", "divergences", "tree_depth", "n_grad")
@@ -90,8 +91,8 @@ class ShardContext:
     model: CompiledModel
     data: dict
     kernel: Any
-    tuned: Any
-    config: engine.RunConfig
+    tuned: Any = None
+    config: engine.RunConfig | None = None
     threads: int = 1
     base: GaussianBase | None = None
 
@@ -142,6 +143,12 @@ def run_shard(context: ShardContext, shard: Shard, seed: int, start: np.ndarray
     if shard.direction == "forward":
         arrays["positions"] = out.final_positions
     return arrays, {"shard": shard.key, "wall_time": out.wall_time}
+
+
+def run_on_target(context: ShardContext, function, *args):
+    """``function(target, *args)`` on a worker, with ``context``'s model target
+    (AIDE's blocks of AIS runs; ``context.tuned`` and ``config`` are not used)."""
+    return function(_target(context), *args)
 
 
 def join_direction(parts: list[tuple[dict, dict]], n_trans: int,

@@ -209,6 +209,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("model", type=Path, help="model program (any; prior_only is set to 0 if "
                    "declared)")
     p.add_argument("--data", help="the model's data: a JSON file or a bundled data set")
+    _add_executor_options(p)
     p.add_argument("--gold", default="ais:10000",
                    help="gold standard: ais:T or reference (default ais:10000)")
     p.add_argument("--target", nargs="+", default=["advi-meanfield"],
@@ -519,7 +520,9 @@ def _cmd_aide(args) -> int:
                   simulator=args.simulator, reference=reference, sampler=sampler,
                   schedule=ScheduleSpec(kind=args.schedule), threads=args.threads,
                   out_dir=out, progress=not args.quiet and sys.stderr.isatty())
-    results = [aide(args.model, _data(args.data), target=t, **common) for t in args.target]
+    with _executor(args) as executor:
+        results = [aide(args.model, _data(args.data), target=t, executor=executor, **common)
+                   for t in args.target]
     report = write_aide_report(results, out, model=args.model.stem)
     print(f"\n{args.model.stem}: AIDE against {results[0].gold}")
     print(markdown_table(aide_table(results)))

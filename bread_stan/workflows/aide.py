@@ -43,6 +43,8 @@ from ..ais.gaussian_base import GaussianBase, GaussianBaseTarget
 from ..ais.tuning import TunedKernel, tune
 from ..approx import METHODS, approximate
 from ..errors import BreadStanError
+from ..parallel.executor import Executor
+from ..parallel.shards import ShardContext, run_on_target
 from ..rng import derived_seed
 from ..stan.compile import CompiledModel
 from ..stan.data import load_data
@@ -51,7 +53,8 @@ from ..store import load_if_sound, load_json, load_unit, save_json, save_unit
 from .bread import (SamplerSettings, _default_name, _program_text, check_resumable, fingerprints,
                     output_directory)
 from .fit import FitSettings
-from .subjective import BaseSettings, _own_fit, _prior_base, _stan_model, load_reference
+from .subjective import (BaseSettings, _full_data, _own_fit, _prior_base, _stan_model,
+                         load_reference)
 
 __all__ = ["aide", "parse_algorithm", "AIDESpecError"]
 
@@ -98,6 +101,7 @@ class _Setup:
     threads: int | None
     out: Path | None
     progress: bool
+    executor: Executor
 
     def __post_init__(self):
         if self.base.kind == "prior":
@@ -158,6 +162,31 @@ class _Setup:
             return target, draw_base, kernel, tuned
         return self._once("ais", make)
 
+    def block_runner(self):
+        """None (run AIS locally), or a runner of AIS blocks on the Dask cluster."""
+        if self.executor.kind != "dask":
+            return None
+
+        def make():
+            _, _, kernel, _ = self.ais_parts()
+            if self.base.kind == "prior":
+                context = ShardContext(self._prior_target.compiled, dict(self.data), kernel)
+            else:
+                compiled = self.stan.compiled
+                context = ShardContext(compiled, _full_data(compiled, self.data), kernel,
+                                       base=self.q0())
+            shared = self.executor.share(context)
+
+            def run_blocks(function, blocks):
+                done = {}
+                self.executor.run(run_on_target,
+                                  {f"{function.__name__}-{i}": (shared, function, *block)
+                                   for i, block in enumerate(blocks)},
+                                  done.__setitem__, progress=self.progress)
+                return [done[f"{function.__name__}-{i}"] for i in range(len(blocks))]
+            return run_blocks
+        return self._once("blocks", make)
+
     def algorithm(self, spec, role: str):
         if not isinstance(spec, str):
             return spec  # an InferenceAlgorithm object
@@ -167,7 +196,9 @@ class _Setup:
             betas = (self.schedule.betas(size, tuned) if self.schedule.kind == "adaptive"
                      else self.schedule.betas(size))
             schedule = tuned.schedule(betas, self.sampler.steps_per_temperature)
-            return AISAlgorithm(target, kernel, schedule, draw_base, name=f"ais:{size}")
+            return AISAlgorithm(target, kernel, schedule, draw_base, name=f"ais:{size}",
+                                run_blocks=self.block_runner(),
+                                block_size=self.executor.chains_per_shard)
         if kind == "sir":
             return SIRAlgorithm(self.stan, self.q0(), size, name=f"sir:{size}")
         if kind == "reference":
@@ -221,7 +252,7 @@ def aide(model, data=None, *, gold: Any = "ais:10000", target: Any = "advi-meanf
          schedule: ScheduleSpec = ScheduleSpec("adaptive"),
          fit_settings: FitSettings = FitSettings(), threads: int | None = None,
          level: float = 0.95, out_dir: str | Path | None = None, name: str | None = None,
-         progress: bool = False) -> AIDEResult:
+         progress: bool = False, executor: Executor | None = None) -> AIDEResult:
     """AIDE of ``target`` against ``gold`` on ``model`` (a path, program text or compiled
     model) and ``data`` (see the module docstring for the specs).
 
@@ -233,7 +264,10 @@ def aide(model, data=None, *, gold: Any = "ais:10000", target: Any = "advi-meanf
     base (anything :func:`~bread_stan.workflows.subjective.load_reference` takes; default
     the toolkit's NUTS fit with ``fit_settings``).  Returns an
     :class:`~bread_stan.aide.estimator.AIDEResult` (in nats); ``cost`` adds the fitting
-    cost of an approximation under ``"target_fit"``.
+    cost of an approximation under ``"target_fit"``.  ``executor``
+    (:class:`~bread_stan.parallel.executor.Executor`) runs the AIS runs and their
+    reverse meta-inference chains in blocks on a Dask cluster, with the numbers of
+    the local default.
     """
     data = load_data(data)
     program = model.program.code if isinstance(model, CompiledModel) else _program_text(model)
@@ -246,8 +280,9 @@ def aide(model, data=None, *, gold: Any = "ais:10000", target: Any = "advi-meanf
             if kind == "reference" and role == "target":
                 raise AIDESpecError("reference draws can only be the gold standard: as a "
                                     "target they would only assert their own exactness")
+    executor = executor or Executor()
     setup = _Setup(model, data, base, sampler, schedule, simulator, reference, fit_settings,
-                   seed, threads, out, progress)
+                   seed, threads, out, progress, executor)
     header_parts = dict(
         model=program, simulator=None if simulator is None else _program_text(simulator),
         data={k: np.asarray(v).tolist() for k, v in data.items()}, base=asdict(base),
@@ -293,7 +328,8 @@ def aide(model, data=None, *, gold: Any = "ais:10000", target: Any = "advi-meanf
         if fit_cost is not None:
             result.cost["target_fit"] = fit_cost
         result.settings.update({"model": name, "gold_spec": _spec_name(gold),
-                                "target_spec": _spec_name(target), "base": asdict(base)})
+                                "target_spec": _spec_name(target), "base": asdict(base),
+                                "executor": executor.describe()})
         if unit is not None:
             save_unit(unit, result.arrays(), {"fingerprint": target_fp,
                                               "summary": result.summary()})
