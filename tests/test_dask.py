@@ -25,7 +25,7 @@ from bread_stan.kernels.nuts import NUTS
 from bread_stan.parallel.executor import Executor, SchedulerLostError
 from bread_stan.stan.compile import compile_many
 from bread_stan.stan.tempered import StanTarget
-from bread_stan.workflows.bread import RunSettings, SamplerSettings, bread
+from bread_stan.workflows.bread import RunSettings, SamplerSettings, bread, compare
 from bread_stan.stan import datasets
 from bread_stan.workflows.fit import FitSettings
 from bread_stan.workflows.protocol import ProtocolSettings, protocol
@@ -345,3 +345,34 @@ def test_aide_on_dask_gives_the_local_numbers(client, base):
     assert [c.gradients for c in here.cost.values()] == [c.gradients for c in
                                                          there.cost.values()]
     assert there.settings["executor"]["kind"] == "dask"
+
+
+# -- compare: whole programs as tasks ---------------------------------------------------
+
+@pytest.mark.slow
+def test_compare_sends_whole_programs_and_resumes_with_the_local_numbers(client, tmp_path):
+    run = replace(RUN, steps=(3, 10), chains=12)
+    models = {"a": MODEL, "b": str(MODEL)}
+    kw = dict(sampler=SAMPLER, run=run)
+    here = compare(models, SIMULATOR, DATA, **kw)
+    executor = Executor(client=client)
+    run_tasks = executor.run
+    sent = []
+
+    def recording(function, tasks, on_result, **kw):
+        sent.append((function.__name__, sorted(tasks)))
+        run_tasks(function, tasks, on_result, **kw)
+
+    executor.run = recording
+    for out in (None, tmp_path):
+        there = compare(models, SIMULATOR, DATA, **kw, executor=executor, out_dir=out)
+        for label in models:
+            assert_same_numbers(here[label], there[label])
+            assert there[label].extra["executor"]["kind"] == "dask"
+    assert sent[0] == sent[1] == ("_run_program", ["a", "b"])
+    (tmp_path / "b" / "steps_10.npz").unlink()
+    sent.clear()
+    again = compare(models, SIMULATOR, DATA, **kw, executor=executor, out_dir=tmp_path)
+    assert sent[0] == ("_run_program", ["b"])  # only the missing step count's program
+    for label in models:
+        assert_same_numbers(here[label], again[label])

@@ -288,8 +288,9 @@ def _data(arg: str | None):
 def _add_executor_options(p: argparse.ArgumentParser) -> None:
     group = p.add_mutually_exclusive_group()
     group.add_argument("--scheduler", default=None, metavar="tcp://HOST:8786",
-                       help="run the AIS chains (protocol: the replicates) in shards on this "
-                       "Dask scheduler's cluster (same numbers as a local run)")
+                       help="run the AIS chains (protocol: the replicates; compare: whole "
+                       "programs; aide: blocks of AIS runs) in shards on this Dask "
+                       "scheduler's cluster (same numbers as a local run)")
     group.add_argument("--workers", type=_whole(1), default=None,
                        help="run the AIS chains in shards on a Dask LocalCluster of this many "
                        "single-threaded worker processes")

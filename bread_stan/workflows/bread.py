@@ -29,7 +29,7 @@ import os
 import json
 import logging
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -669,8 +669,10 @@ def compare(models: Mapping[str, Any] | Sequence, simulator, data=None, *,
     exact posterior draw.  ``models`` maps labels to programs (or is a list of
     programs, labelled by file name; programs sharing a file name are told apart
     by their folders).  Every program is compiled before any run starts.
-    ``executor`` runs each program's AIS shards on a Dask cluster (see :func:`bread`).
-    Returns one result per label."""
+    ``executor`` runs each program, whole (tuning, simulator check, every step count),
+    as one task on a Dask cluster, with the numbers of the local default; each finished
+    program is saved in ``out_dir/LABEL`` as it arrives, and a rerun sends only the step
+    counts still missing.  Returns one result per label."""
     if not isinstance(models, Mapping):
         models = dict(zip(_labels(models), models))
     for label, program in models.items():
@@ -683,8 +685,16 @@ def compare(models: Mapping[str, Any] | Sequence, simulator, data=None, *,
         data = load_data(data)
         sim = Simulator(sim_compiled, data, hyper=hyper, threads=run.threads)
         truths = _truth_draws(sim, run)
+        remote = {}
+        if executor is not None and executor.kind == "dask":
+            remote = _programs_on_dask(executor, models, compiled, sim_compiled, data, hyper,
+                                       truths, sampler, run, out, simulator,
+                                       verdict or VerdictSettings())
         results = {}
         for (label, program), built in zip(models.items(), compiled):
+            if label in remote:
+                results[label] = remote[label]
+                continue
             problems = [_simulate_problem(label, built, sim, data, run.seed, run.threads,
                                           truth) for truth in truths]
             header = _header(label, program, simulator, data, sampler, run, hyper)
@@ -694,6 +704,71 @@ def compare(models: Mapping[str, Any] | Sequence, simulator, data=None, *,
             results[label] = _run_problem(problems, sim, sampler, run, sub, header, None,
                                           verdict or VerdictSettings(), data, executor)
         return results
+
+
+@dataclass(frozen=True)
+class _ProgramJob:
+    """One whole program of a comparison, for a Dask worker: its problems are rebuilt
+    from the shared simulator, data and truths, and the step counts ``run.steps`` run."""
+
+    label: str
+    model: CompiledModel
+    simulator: CompiledModel
+    data: dict
+    hyper: dict | None
+    truths: list
+    sampler: SamplerSettings
+    run: RunSettings
+    header: dict
+    verdict: VerdictSettings
+
+
+def _run_program(job: _ProgramJob) -> BreadResult:
+    """Run one program of a comparison on a worker (threads: 1, no output directory)."""
+    sim = Simulator(job.simulator, job.data, hyper=job.hyper, threads=1)
+    problems = [_simulate_problem(job.label, job.model, sim, job.data, job.run.seed, 1, truth)
+                for truth in job.truths]
+    return _run_problem(problems, sim, job.sampler, job.run, None, job.header, None,
+                        job.verdict, job.data)
+
+
+def _programs_on_dask(executor: Executor, models: Mapping, compiled, sim_compiled, data,
+                      hyper, truths, sampler: SamplerSettings, run: RunSettings,
+                      out: Path | None, simulator, verdict: VerdictSettings
+                      ) -> dict[str, BreadResult]:
+    """Run every program's missing step counts as one task each.  With ``out``, each
+    program's tuning, simulator check and steps are saved in ``out/LABEL`` as it
+    arrives, and the local pass of :func:`compare` that follows only loads them (returns
+    nothing); without, returns the programs' results."""
+    tasks, results = {}, {}
+    for (label, program), built in zip(models.items(), compiled):
+        header = _header(label, program, simulator, data, sampler, run, hyper)
+        done: set[int] = set()
+        if out is not None:
+            (out / label).mkdir(exist_ok=True)
+            done = _resume(BreadResult(label, header, [], {}), out / label, header)
+        missing = tuple(T for T in run.steps if T not in done)
+        if missing:
+            tasks[label] = (_ProgramJob(label, built, sim_compiled, dict(data),
+                                        None if hyper is None else dict(hyper), truths,
+                                        sampler, replace(run, steps=missing, progress=False,
+                                                         threads=1), header, verdict),)
+
+    def arrived(label: str, result: BreadResult) -> None:
+        log.info("%s: done on Dask", label)
+        if out is None:
+            result.extra["executor"] = executor.describe()
+            results[label] = result
+            return
+        sub = out / label
+        TunedKernel.from_dict(result.extra["tuning"]).save(sub / "tuning.json")
+        for step in result.steps:
+            result.save_step(sub, step)
+        result.save_header(sub)
+
+    executor.run(_run_program, tasks, arrived, progress=run.progress,
+                 saved_in=str(out) if out is not None else None)
+    return results
 
 
 def check_program(role: str, program) -> None:
