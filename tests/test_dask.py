@@ -217,7 +217,8 @@ def test_an_unreachable_scheduler_is_one_clear_line():
     assert UNREACHABLE in text and "\n" not in text
 
 
-@pytest.mark.parametrize("command", ["run", "subjective", "aide"])
+@pytest.mark.parametrize("command", ["run", *(pytest.param(c, marks=pytest.mark.slow)
+                                             for c in ("subjective", "aide"))])
 def test_the_cli_reports_an_unreachable_scheduler_without_a_traceback(tmp_path, command):
     options = {"run": ["--simulator", str(SIMULATOR), "--steps", "3", "--chains", "4"],
                "subjective": ["--steps", "3", "--chains", "4"], "aide": []}[command]
