@@ -384,7 +384,7 @@ def _protocol(model, simulator, real_data, sampler: SamplerSettings, run: RunSet
 
     # 5. AIS for each number of distributions.
     for T in run.steps:
-        betas = run.schedule.betas(T, tuned_sim)
+        betas = run.schedule.lazy(T, tuned_sim)
         every = (None if run.increment_blocks is None
                  else max(1, math.ceil((T - 1) / run.increment_blocks)))
         prior = _prior_draws(problem, prior_sim, run.chains, derived_seed(run.seed, _PRIOR, T))
