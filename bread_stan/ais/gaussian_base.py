@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
-from scipy import optimize
+from scipy import linalg, optimize
 
 from ..errors import BreadStanError
 from ..target import Evaluation, Target
@@ -83,6 +83,8 @@ class GaussianBase:
         object.__setattr__(self, "mean", mean)
         object.__setattr__(self, "cov", cov)
         object.__setattr__(self, "_chol", chol)
+        diagonal = not np.any(cov - np.diag(np.diag(cov)))
+        object.__setattr__(self, "_sd", np.diag(chol).copy() if diagonal else None)
         object.__setattr__(self, "_log_norm",
                            -0.5 * mean.size * _LOG_2PI - float(np.sum(np.log(np.diag(chol)))))
 
@@ -152,11 +154,20 @@ class GaussianBase:
         return cls(mode, widen ** 2 * np.linalg.inv(precision), widen)
 
     def log_density(self, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """log q0 (n,) and its gradient (n, d) at (n, d) points."""
+        """log q0 (n,) and its gradient (n, d) at (n, d) points.
+
+        Triangular solves with the Cholesky factor, O(n d^2); elementwise, O(n d),
+        when the covariance is diagonal (the standard base the fit uses, and bases
+        fitted to fewer draws than coordinates).  A general solve would refactor
+        the matrix at every call, O(d^3): 8 ms per call at d = 503 (MovieLens)."""
         z = np.asarray(points, dtype=float) - self.mean
-        solved = np.linalg.solve(self._chol, z.T)  # L^-1 (u - m), (d, n)
+        if self._sd is not None:
+            solved = z.T / self._sd[:, None]  # L^-1 (u - m), (d, n)
+            grad = -(solved / self._sd[:, None]).T
+        else:
+            solved = linalg.solve_triangular(self._chol, z.T, lower=True)
+            grad = -linalg.solve_triangular(self._chol, solved, lower=True, trans="T").T
         log_q = self._log_norm - 0.5 * np.einsum("ij,ij->j", solved, solved)
-        grad = -np.linalg.solve(self._chol.T, solved).T
         return log_q, grad
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
