@@ -37,7 +37,7 @@ def _se(x):
 
 @pytest.mark.parametrize("diagonal", [False, True])
 def test_base_density_is_normalised_gaussian_with_exact_draws(diagonal):
-    """Dense covariances go through triangular solves, diagonal ones elementwise."""
+    """Dense covariances go through the general solve, diagonal ones elementwise."""
     rng = np.random.default_rng(0)
     a = rng.normal(size=(3, 3))
     cov = np.diag([0.3, 2.0, 5.0]) if diagonal else a @ a.T + np.eye(3)

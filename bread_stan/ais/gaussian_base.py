@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
-from scipy import linalg, optimize
+from scipy import optimize
 
 from ..errors import BreadStanError
 from ..target import Evaluation, Target
@@ -156,17 +156,18 @@ class GaussianBase:
     def log_density(self, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """log q0 (n,) and its gradient (n, d) at (n, d) points.
 
-        Triangular solves with the Cholesky factor, O(n d^2); elementwise, O(n d),
-        when the covariance is diagonal (the standard base the fit uses, and bases
-        fitted to fewer draws than coordinates).  A general solve would refactor
-        the matrix at every call, O(d^3): 8 ms per call at d = 503 (MovieLens)."""
+        A diagonal covariance (the standard base the fit uses, and bases fitted to
+        fewer draws than coordinates) takes elementwise divisions, O(n d); a dense
+        one the general solve, which refactors the Cholesky factor at each call,
+        O(d^3): 8 ms per call at d = 503 (MovieLens), where the model's own
+        gradient of 4 chains takes 0.2 ms."""
         z = np.asarray(points, dtype=float) - self.mean
         if self._sd is not None:
             solved = z.T / self._sd[:, None]  # L^-1 (u - m), (d, n)
             grad = -(solved / self._sd[:, None]).T
         else:
-            solved = linalg.solve_triangular(self._chol, z.T, lower=True)
-            grad = -linalg.solve_triangular(self._chol, solved, lower=True, trans="T").T
+            solved = np.linalg.solve(self._chol, z.T)
+            grad = -np.linalg.solve(self._chol.T, solved).T
         log_q = self._log_norm - 0.5 * np.einsum("ij,ij->j", solved, solved)
         return log_q, grad
 
