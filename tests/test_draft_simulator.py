@@ -147,6 +147,11 @@ REFUSALS = {
     "data twice": (dict(likelihood="y ~ normal(mu, sigma);\n    y ~ normal(0, 10);"),
                    r"line 16 `y ~ normal\(0, 10\);`: y is on the left of ~ more than once "
                    r"\(also on line 15\)"),
+    "partial loop": (dict(likelihood="for (n in 2:N) y[n] ~ normal(mu, sigma);"),
+                     r"line 15 `y\[n\] ~ normal\(mu, sigma\);`: the drafter cannot "
+                     "tell that this draws every element of y once"),
+    "tilde in a conditional": (dict(likelihood="if (N > 3) y ~ normal(mu, sigma);"),
+                               "a ~ inside a conditional is not translated"),
     "conditional on a parameter": (
         dict(likelihood="if (mu > 0) y ~ normal(mu, sigma); else y ~ normal(0, sigma);"),
         "a conditional on a parameter"),

@@ -167,6 +167,7 @@ class _Translator:
         self.hyper_request = hyper
         self.tilde_of: dict[str, Stmt] = {}        # variable -> its ~ statement
         self.simulated: list[str] = []
+        self.loops: list[Stmt] = []                # for loops around the statement
 
     def is_transformed_data(self, name: str) -> bool:
         return any(s.kind == "decl" and s.decl.name == name
@@ -210,6 +211,8 @@ class _Translator:
             used |= Expr(s.lhs.tokens[1:], s.lhs.source).names()
         if var in used:
             raise _refuse(s, f"{var} appears on both sides of ~")
+        if shape == "index":
+            self.check_coverage(s, var)
         self.tilde_of[var] = s
         dist, args = s.dist, [a.text for a in s.args]
         if dist == "std_normal":
@@ -232,6 +235,28 @@ class _Translator:
                 raise _refuse(s, f"to_vector of a {declared.base} is not translated")
             return f"{target} = {wrap[declared.base].format(draw)};"
         return f"{target} = {self.convert(draw, lhs_type, dist)};"
+
+    def check_coverage(self, s: Stmt, var: str) -> None:
+        """``v[i, j] ~`` must sit in loops ``for (i in 1:n)`` over v's declared sizes,
+        so that every element is drawn exactly once."""
+        toks = s.lhs.tokens[2:-1]
+        indices, depth, start = [], 0, 0
+        for k, t in enumerate(toks):
+            depth += {"[": 1, "(": 1, "]": -1, ")": -1}.get(t.text, 0)
+            if depth == 0 and t.text == ",":
+                indices.append(toks[start:k])
+                start = k + 1
+        indices.append(toks[start:])
+        decl = self.decls[var]
+        extents = [e.text for e in (*decl.dims, *decl.sizes)]
+        loops = {loop.var: loop for loop in self.loops}
+        for position, index in enumerate(indices):
+            loop = loops.get(index[0].text) if len(index) == 1 else None
+            if (loop is None or loop.kind != "for" or loop.lhs.text != "1"
+                    or position >= len(extents) or loop.rhs.text != extents[position]):
+                raise _refuse(s, f"the drafter cannot tell that this draws every element "
+                                 f"of {var} once; index it only by loop variables running "
+                                 f"over its declared sizes (for (i in 1:{extents[0]}) ...)")
 
     def support(self, s: Stmt, decl: Decl, dist: str, args: list[str]) -> bool:
         """Check the prior's support against the declared constraint; True when the
@@ -352,14 +377,19 @@ class _Translator:
         if s.kind in ("for", "foreach"):
             head = (f"for ({s.var} in {s.lhs.text}:{s.rhs.text})" if s.kind == "for"
                     else f"for ({s.var} in {s.lhs.text})")
-            return [indent + head + " {", *self.body(s.body, likelihood, indent),
-                    indent + "}"]
+            self.loops.append(s)
+            body = self.body(s.body, likelihood, indent)
+            self.loops.pop()
+            return [indent + head + " {", *body, indent + "}"]
         if s.kind == "if":
             if _is_prior_only_guard(s):
                 return [indent + "{", *self.body(s.body, True, indent), indent + "}"]
             if s.rhs.names() & {*self.parameters, *self.transformed, "prior_only"}:
                 raise _refuse(s, "a conditional on a parameter (or on prior_only other "
                                  "than if (!prior_only) { ... }) is not translated")
+            if _has_tilde(s):
+                raise _refuse(s, "a ~ inside a conditional is not translated (the variable "
+                                 "would be left undrawn when the condition is false)")
             lines = [indent + f"if ({s.rhs.text}) {{", *self.body(s.body, likelihood, indent)]
             if s.orelse:
                 lines += [indent + "} else {", *self.body(s.orelse, likelihood, indent)]
@@ -469,6 +499,10 @@ def translate(program: StanProgram, info: dict, types: list, hyper=None) -> Draf
           if "transformed data" in program.spans else None)
     return Draft(kept, [tr.decls[h] for h in hyper_names], functions, td, outputs, lines,
                  list(tr.simulated))
+
+
+def _has_tilde(s: Stmt) -> bool:
+    return s.kind == "tilde" or any(_has_tilde(b) for b in (*s.body, *s.orelse))
 
 
 def _refuse_target_in(s: Stmt) -> None:
