@@ -11,6 +11,7 @@ draws differ from the model's joint distribution.
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -42,7 +43,7 @@ def draft_simulator(model_program: str | os.PathLike | Program,
         if "#include" in source:   # parse stanc's printout, with the includes inlined
             source = _stanc(program, toolchain, ["--print-canonical"], work, None)
         text = Program(source, program.name)
-        info = _json(_stanc(text, toolchain, ["--info"], work, None))
+        info = json.loads(_stanc(text, toolchain, ["--info"], work, None))
         types = tilde_types(_stanc(text, toolchain, ["--debug-decorated-ast"], work, None))
         label = program.path.name if program.path else program.name
         try:
@@ -58,8 +59,3 @@ def draft_simulator(model_program: str | os.PathLike | Program,
                              f"(a drafter bug; please report it): "
                              f"{' '.join(str(error).split())[:300]}") from None
     return simulator
-
-
-def _json(text: str) -> dict:
-    import json
-    return json.loads(text)

@@ -485,7 +485,7 @@ def translate(program: StanProgram, info: dict, types: list, hyper=None) -> Draf
             if u.defines - {h}:
                 raise _refuse(u.stmt, f"hyperparameter {h} is drawn together with "
                                       f"{sorted(u.defines - {h})[0]}; give it its own ~")
-            lines += [f"  if (hyper_given) {{", f"    {h} = {h}_given[1];", "  } else {",
+            lines += ["  if (hyper_given) {", f"    {h} = {h}_given[1];", "  } else {",
                       *["  " + x for x in u.lines], "  }"]
         else:
             lines += u.lines
