@@ -61,6 +61,9 @@ SHAPES = {
     TEST_STAN / "group_scales.stan": [
         "tau = to_vector(inv_gamma_rng(rep_array(3, num_elements(tau)), 2));",
         "mu = to_vector(normal_rng(0, tau));"],
+    DRAFT / "includes_and_locals.stan": [
+        "real twice(real x) {", "sigma = abs(normal_rng(0, 1));", "s2 = abs(normal_rng(0, 1));",
+        "real b = twice(a);", "vector[N] mu = b + x;", "y[i, j] = normal_rng(mu[i], sigma + s2);"],
     MODELS / "matrix_factorisation.stan": [
         "U = to_matrix(normal_rng(rep_array(0, num_elements(to_vector(U))), "
         "sqrt(sigma_u_sq)), rows(U), cols(U));",
@@ -224,7 +227,8 @@ def test_cli_draft_simulator(tmp_path, capsys):
 SAMPLER = SamplerSettings(pilot_chains=16, pilot_grid=6, pilot_steps=20)
 CHECKED = [TEST_STAN / "normal_mean.stan", TEST_STAN / "poisson_regression.stan"]
 CHECKED_SLOW = [DRAFT / "eight_schools_noncentred.stan", DRAFT / "multi_normal.stan",
-                DRAFT / "bounded_scales.stan", MODELS / "linear_regression.stan"]
+                DRAFT / "bounded_scales.stan", DRAFT / "includes_and_locals.stan",
+                MODELS / "linear_regression.stan"]
 
 
 def _data(model: Path):

@@ -176,10 +176,12 @@ class _Translator:
     # -- one ~ statement
     def tilde(self, s: Stmt, likelihood: bool) -> str:
         lhs_type, arg_types = next(self.types)
-        if s.truncation is not None:
-            raise _refuse(s, "truncation T[...] is not translated (the simulator would "
-                             "need the truncated distribution); write this simulator by hand")
         form = _lhs_form(s.lhs)
+        if s.truncation is not None and not self.truncation_at_zero(s, form):
+            raise _refuse(s, "truncation T[...] is not translated (the simulator would "
+                             "need the truncated distribution); only T[0, ] on a "
+                             "<lower=0> parameter is (a half distribution); write this "
+                             "simulator by hand")
         if form is None:
             raise _refuse(s, "the left of ~ is an expression, not a variable (a change of "
                              "variables needs a Jacobian); only x, x[...] and to_vector(x) "
@@ -235,6 +237,24 @@ class _Translator:
                 raise _refuse(s, f"to_vector of a {declared.base} is not translated")
             return f"{target} = {wrap[declared.base].format(draw)};"
         return f"{target} = {self.convert(draw, lhs_type, dist)};"
+
+    def truncation_at_zero(self, s: Stmt, form: tuple[str, str] | None) -> bool:
+        """Whether ``s`` is ``x ~ dist(...) T[0, ]`` on a ``<lower=0>`` parameter x with a
+        positive distribution or one symmetric about a location of 0: the same prior as
+        without the truncation (the support check then draws it)."""
+        bounds = [t.text for t in s.truncation.tokens]
+        if form is None or form[0] not in self.parameters or \
+                len(bounds) != 4 or bounds[0] != "[" or bounds[1] not in _ZERO or \
+                bounds[2:] != [",", "]"]:
+            return False
+        decl = self.decls[form[0]]
+        lower = decl.bounds.get("lower")
+        if lower is None or lower.text not in _ZERO or "upper" in decl.bounds:
+            return False
+        if s.dist == "std_normal":
+            return True
+        return s.dist in _POSITIVE or (s.dist in _LOCATION
+                                       and s.args[_LOCATION[s.dist]].text in _ZERO)
 
     def check_coverage(self, s: Stmt, var: str) -> None:
         """``v[i, j] ~`` must sit in loops ``for (i in 1:n)`` over v's declared sizes,
