@@ -10,7 +10,7 @@ translated exactly is refused with a :class:`DraftError` naming the statement.
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from .parse import Decl, DraftError, Expr, StanProgram, Stmt, read_sexp
 
@@ -109,7 +109,6 @@ class Draft:
     outputs: list[Decl]
     statements: list[str]
     simulated: list[str]
-    notes: list[str] = field(default_factory=list)
 
 
 def _refuse(stmt: Stmt | Decl, why: str) -> DraftError:
@@ -156,7 +155,7 @@ def _lhs_form(lhs: Expr) -> tuple[str, str] | None:
 
 
 class _Translator:
-    def __init__(self, program: StanProgram, info: dict, types: list, hyper):
+    def __init__(self, program: StanProgram, info: dict, types: list):
         self.program = program
         self.inputs = info.get("inputs", {})
         self.parameters = list(info.get("parameters", {}))
@@ -164,7 +163,6 @@ class _Translator:
         self.types = iter(types)
         self.decls = {s.decl.name: s.decl for block in ("data", "parameters")
                       for s in program.blocks.get(block, []) if s.kind == "decl"}
-        self.hyper_request = hyper
         self.tilde_of: dict[str, Stmt] = {}        # variable -> its ~ statement
         self.simulated: list[str] = []
         self.loops: list[Stmt] = []                # for loops around the statement
@@ -460,7 +458,7 @@ def translate(program: StanProgram, info: dict, types: list, hyper=None) -> Draf
     """Translate a parsed model program (``info``: its ``stanc --info``; ``types``:
     :func:`tilde_types`).  ``hyper``: names of the hyperparameters, or None for the
     scalar parameters whose prior uses no other parameter."""
-    tr = _Translator(program, info, types, hyper)
+    tr = _Translator(program, info, types)
     if "prior_only" not in tr.inputs:
         raise DraftError("the model does not declare `int<lower=0, upper=1> prior_only;` "
                          "with the likelihood inside if (!prior_only) { ... } "
