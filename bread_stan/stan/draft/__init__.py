@@ -17,10 +17,10 @@ import tempfile
 from pathlib import Path
 from typing import Sequence
 
-from ...errors import StanCompileError
+from ...errors import DraftError, StanCompileError
 from ..compile import Program, _stanc, _toolchain, read_program
 from .emit import emit
-from .parse import DraftError, parse_program
+from .parse import parse_program
 from .translate import tilde_types, translate
 
 __all__ = ["draft_simulator", "DraftError"]

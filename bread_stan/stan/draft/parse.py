@@ -11,14 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ...errors import BreadStanError
+from ...errors import DraftError
 
-__all__ = ["DraftError", "Token", "Expr", "Decl", "Stmt", "StanProgram", "tokenize",
+__all__ = ["Token", "Expr", "Decl", "Stmt", "StanProgram", "tokenize",
            "parse_program", "read_sexp"]
-
-
-class DraftError(BreadStanError, ValueError):
-    """The drafter cannot translate a model program (the message names the statement)."""
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,8 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass
 
-from .parse import Decl, DraftError, Expr, StanProgram, Stmt, read_sexp
+from ...errors import DraftError
+from .parse import Decl, Expr, StanProgram, Stmt, read_sexp
 
 __all__ = ["Draft", "translate", "tilde_types"]
 
