@@ -46,10 +46,12 @@ def draft_simulator(model_program: str | os.PathLike | Program,
         info = json.loads(_stanc(text, toolchain, ["--info"], work, None))
         types = tilde_types(_stanc(text, toolchain, ["--debug-decorated-ast"], work, None))
         label = program.path.name if program.path else program.name
+        lines = (" (line numbers of stanc's printout, with the includes inlined)"
+                 if source is not program.code else "")
         try:
             draft = translate(parse_program(source), info, types, hyper)
         except DraftError as error:
-            raise DraftError(f"cannot draft a simulator for {label}: {error}") from None
+            raise DraftError(f"cannot draft a simulator for {label}{lines}: {error}") from None
         simulator = emit(draft, label)
         try:
             _stanc(Program(simulator, f"{program.name}_sim"), toolchain, ["--info"], work,
