@@ -64,6 +64,12 @@ SHAPES = {
     DRAFT / "includes_and_locals.stan": [
         "real twice(real x) {", "sigma = abs(normal_rng(0, 1));", "s2 = abs(normal_rng(0, 1));",
         "real b = twice(a);", "vector[N] mu = b + x;", "y[i, j] = normal_rng(mu[i], sigma + s2);"],
+    DRAFT / "hierarchical_logistic.stan": [
+        "sigma_a = abs(student_t_rng(3, 0, 2.5));",
+        "a = to_vector(normal_rng(rep_array(0, num_elements(a)), sigma_a));",
+        "s = gamma_rng(rep_array(2, num_elements(s)), 2);",
+        "real eta = a[g[n]] + beta * x[n] + Z[1, g[n]];",
+        "y[n] = bernoulli_logit_rng(eta);", "k = binomial_rng(trials, inv_logit(a[g] * s[1]));"],
     MODELS / "matrix_factorisation.stan": [
         "U = to_matrix(normal_rng(rep_array(0, num_elements(to_vector(U))), "
         "sqrt(sigma_u_sq)), rows(U), cols(U));",
