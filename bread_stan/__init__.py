@@ -2,7 +2,8 @@
 
 Subpackages, in the order data flows: ``stan`` (toolchain, compile, bridge, tempered
 target, simulator, data) -> ``kernels`` (HMC, NUTS) -> ``ais`` (schedules, tuning,
-engine, estimators, results, Gaussian base) -> ``workflows`` (bread, compare, protocol,
+engine, estimators, results, Gaussian base) -> ``approx`` (Laplace, ADVI,
+Pathfinder) -> ``workflows`` (bread, compare, protocol,
 subjective) ->
 ``reporting`` (plots, reports, CLI); ``exact`` holds known answers for tests.
 
@@ -36,8 +37,14 @@ _LAZY = {
     "BaseSettings": "workflows.subjective",
     "GaussianBase": "ais.gaussian_base",
     "GaussianBaseTarget": "ais.gaussian_base",
+    # approximations (bread_stan.approx)
+    "GaussianApproximation": "approx",
+    "laplace": "approx",
+    "advi": "approx",
+    "pathfinder": "approx",
+    "subjective_tractable": "workflows.subjective_tractable",
 }
-_SUBPACKAGES = ("stan", "kernels", "ais", "workflows", "exact", "reporting")
+_SUBPACKAGES = ("stan", "kernels", "ais", "approx", "workflows", "exact", "reporting")
 
 __all__ = ["__version__", *_LAZY, *_SUBPACKAGES]
 

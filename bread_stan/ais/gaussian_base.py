@@ -9,13 +9,15 @@ integral of p~ (``log p(y)`` when every prior is proper; otherwise the normalise
 unnormalised posterior).  No ``prior_only`` split and no simulator are needed.
 
 :class:`GaussianBase` is fitted either to reference draws (their mean and covariance) or
-to a Laplace approximation (mode by L-BFGS on the log density and its gradient, Hessian
-by central differences of the gradient), and widened by a stated factor on the standard
-deviation scale so that its tails cover the posterior's.
+to a Laplace approximation (:func:`laplace_fit`, which :func:`bread_stan.approx.laplace`
+also uses: mode by L-BFGS on the log density and its gradient, Hessian by central
+differences of the gradient), and widened by a stated factor on the standard deviation
+scale so that its tails cover the posterior's.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -25,7 +27,8 @@ from scipy import optimize
 from ..errors import BreadStanError
 from ..target import Evaluation, Target
 
-__all__ = ["GaussianBase", "GaussianBaseTarget", "joint_density", "DEFAULT_WIDEN"]
+__all__ = ["GaussianBase", "GaussianBaseTarget", "LaplaceFit", "laplace_fit", "joint_density",
+           "DEFAULT_WIDEN"]
 
 DEFAULT_WIDEN = 1.5  # standard deviations of q0 are this many times the fitted ones
 _LOG_2PI = float(np.log(2 * np.pi))
@@ -58,6 +61,76 @@ def joint_density(source: Any) -> JointDensity:
         return summed
     raise TypeError(f"cannot take a joint log density from {type(source).__name__}; "
                     "pass a StanModel or a Target")
+
+
+@dataclass(frozen=True)
+class LaplaceFit:
+    """The mode of a joint log density in the unconstrained space and the curvature there.
+
+    ``cov`` is the inverse of ``precision`` (minus the symmetrised Hessian at the mode);
+    ``diagnostics`` counts L-BFGS iterations and gradient evaluations and records the time.
+    """
+
+    mode: np.ndarray
+    precision: np.ndarray
+    cov: np.ndarray
+    log_density: float
+    diagnostics: dict
+
+
+def laplace_fit(source: Any, start: np.ndarray, *, step: float = 1e-4,
+                gtol: float = 1e-8) -> LaplaceFit:
+    """Mode of ``source``'s joint density (with the Jacobian) by L-BFGS from ``start`` (d,),
+    Hessian there by central differences of the gradient (one batched call of 2d points,
+    symmetrised).  The one mode/Hessian routine of the package: the Gaussian base and
+    :func:`bread_stan.approx.laplace` both use it.
+
+    Raises :class:`BaseFitError` when the start is not finite or has zero density, when
+    L-BFGS runs off to infinity (no mode: an improper or unbounded density), or when the
+    Hessian at the mode is not negative definite.
+    """
+    t0 = time.perf_counter()
+    density = joint_density(source)
+    x0 = np.asarray(start, dtype=float).ravel()
+    if not np.all(np.isfinite(x0)):
+        raise BaseFitError("the start of the mode search must be a finite unconstrained point, "
+                           f"got {x0}")
+    if not np.isfinite(density(x0[None, :], False)[0][0]):
+        raise BaseFitError("the log density is not finite at the start of the mode search; "
+                           "give a start inside the support")
+    calls = [0]
+
+    def negative(u):
+        calls[0] += 1
+        lp, grad = density(u[None, :], True)
+        if not np.isfinite(lp[0]) or not np.all(np.isfinite(grad[0])):
+            return np.inf, np.zeros_like(u)
+        return -float(lp[0]), -grad[0]
+
+    fitted = optimize.minimize(negative, x0, jac=True, method="L-BFGS-B",
+                               options={"maxiter": 10_000, "gtol": gtol, "ftol": 1e-15})
+    mode = fitted.x
+    scale = max(1.0, float(np.max(np.abs(x0))))
+    if (not np.isfinite(fitted.fun) or not np.all(np.isfinite(mode))
+            or np.max(np.abs(mode)) > 1e6 * scale):
+        raise BaseFitError("no mode found: L-BFGS ran off to |u| = "
+                           f"{np.max(np.abs(mode)):.3g} (is the posterior improper or "
+                           "its density unbounded?)")
+    d = mode.size
+    h = step * np.maximum(1.0, np.abs(mode))
+    points = np.concatenate([mode + np.diag(h), mode - np.diag(h)])
+    _, grads = density(points, True)
+    hessian = (grads[:d] - grads[d:]) / (2 * h[:, None])
+    precision = -0.5 * (hessian + hessian.T)
+    eigen = np.linalg.eigvalsh(precision) if np.all(np.isfinite(precision)) else [np.nan]
+    if not np.all(np.isfinite(eigen)) or np.min(eigen) <= 0:
+        raise BaseFitError("the log density is not curved downward at the mode (smallest "
+                           f"eigenvalue of minus the Hessian {np.min(eigen):.3g}): no Gaussian "
+                           "approximation there (is the posterior improper or flat?)")
+    diagnostics = {"iterations": int(fitted.nit), "converged": bool(fitted.success),
+                   "message": str(fitted.message), "gradient_evaluations": calls[0] + 2 * d,
+                   "seconds": time.perf_counter() - t0}
+    return LaplaceFit(mode, precision, np.linalg.inv(precision), -float(fitted.fun), diagnostics)
 
 
 @dataclass(frozen=True)
@@ -116,40 +189,15 @@ class GaussianBase:
     @classmethod
     def laplace(cls, source: Any, start: np.ndarray, widen: float = DEFAULT_WIDEN,
                 *, step: float = 1e-4) -> "GaussianBase":
-        """Laplace approximation of ``source``'s joint density, sds times ``widen``.
-
-        The mode comes from L-BFGS started at ``start`` (d,); the Hessian from central
-        differences of the gradient (one batched call of 2d points).  A model without
-        a mode (improper or unbounded density) or with non-negative curvature at it is
-        refused: fit the base to reference draws instead.
-        """
+        """Laplace approximation of ``source``'s joint density (:func:`laplace_fit`),
+        sds times ``widen``.  A model without a mode or without downward curvature at it
+        is refused: fit the base to reference draws instead."""
         _check_widen(widen)
-        density = joint_density(source)
-        x0 = np.asarray(start, dtype=float).ravel()
-
-        def negative(u):
-            lp, grad = density(u[None, :], True)
-            if not np.isfinite(lp[0]):
-                return np.inf, np.zeros_like(u)
-            return -float(lp[0]), -grad[0]
-
-        fitted = optimize.minimize(negative, x0, jac=True, method="L-BFGS-B")
-        mode = fitted.x
-        if not np.isfinite(fitted.fun) or not np.all(np.isfinite(mode)):
-            raise BaseFitError("the Laplace fit found no mode (the log density is not finite "
-                               "there); fit the base to reference draws instead")
-        d = mode.size
-        h = step * np.maximum(1.0, np.abs(mode))
-        points = np.concatenate([mode + np.diag(h), mode - np.diag(h)])
-        _, grads = density(points, True)
-        hessian = (grads[:d] - grads[d:]) / (2 * h[:, None])
-        precision = -0.5 * (hessian + hessian.T)
-        eigen = np.linalg.eigvalsh(precision)
-        if not np.all(np.isfinite(eigen)) or eigen.min() <= 0:
-            raise BaseFitError("the log density is not curved downward at the Laplace mode "
-                               f"(smallest precision eigenvalue {eigen.min():.3g}); fit the "
-                               "base to reference draws instead")
-        return cls(mode, widen ** 2 * np.linalg.inv(precision), widen)
+        try:
+            fitted = laplace_fit(source, start, step=step)
+        except BaseFitError as error:
+            raise BaseFitError(f"{error}; fit the base to reference draws instead") from None
+        return cls(fitted.mode, widen ** 2 * fitted.cov, widen)
 
     def log_density(self, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """log q0 (n,) and its gradient (n, d) at (n, d) points."""

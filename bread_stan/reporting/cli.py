@@ -9,6 +9,7 @@
                    [run options]
     bread-stan subjective MODEL.stan --data DATA.json [--reference DRAWS]
                    [--base gaussian|prior] [--simulator SIM.stan]
+                   [--approximation laplace|advi-meanfield|advi-fullrank|pathfinder]
                    [--base-fit reference|laplace] [--widen 1.5] [run options]
     bread-stan check MODEL.stan --simulator SIM.stan --data DATA.json [--kernel hmc|nuts]
                    [--prior-draws 2000] [--datasets 100] [--transitions 10] [--alpha 0.01]
@@ -23,6 +24,9 @@ inconsistent or the simulator was flagged.
 ``run`` and ``compare`` save every finished step count in ``--out`` and write a
 report there; interrupting keeps what finished, and rerunning the same command
 continues where it stopped.
+
+``subjective --approximation`` measures a Gaussian approximation with exact weights
+instead of running AIS (exit 0, or 2 for bad input).
 
 Exit status of ``run``, ``compare``, ``subjective`` and ``report``: 0 when AIS converged (the bound's
 upper limit is within 1 nat) at some number of distributions; 3 when a check failed
@@ -178,6 +182,12 @@ def _parser() -> argparse.ArgumentParser:
                    "approximation (default reference)")
     p.add_argument("--widen", type=float, default=1.5,
                    help="multiply the base's standard deviations by this (default 1.5)")
+    p.add_argument("--approximation", default=None,
+                   choices=("laplace", "advi-meanfield", "advi-fullrank", "pathfinder"),
+                   help="measure this Gaussian approximation instead of AIS: D_SBJ with exact "
+                   "weights, E_r[log p - log q] - E_q[log p - log q] (no AIS runs)")
+    p.add_argument("--approximation-draws", type=_whole(2), default=4000,
+                   help="draws of the approximation for its term (default 4000)")
     p.add_argument("--fit-chains", type=_whole(2), default=4, help="NUTS chains of the reference (default 4)")
     p.add_argument("--fit-warmup", type=_whole(0), default=500, help="reference warmup (default 500)")
     p.add_argument("--fit-draws", type=_whole(4), default=500, help="reference draws per chain (default 500)")
@@ -371,6 +381,23 @@ def _cmd_protocol(args) -> int:
     return 0 if result.ok else 3
 
 
+def _subjective_approximation(args, reference, out: Path) -> int:
+    from ..workflows.fit import FitSettings
+    from ..workflows.subjective_tractable import RESULT_FILE, subjective_approximation
+
+    result, fitted = subjective_approximation(
+        args.model, _data(args.data), approximation=args.approximation, reference=reference,
+        n=args.approximation_draws, seed=args.seed, out_dir=out, threads=args.threads,
+        fit_settings=FitSettings(chains=args.fit_chains, warmup=args.fit_warmup,
+                                 draws=args.fit_draws, sampler=args.fit_sampler))
+    info = fitted.diagnostics
+    print(f"\n{args.model.stem}: {result.line()}")
+    print(f"{fitted.method}: {info['iterations']} iterations, converged: {info['converged']}, "
+          f"{info['gradient_evaluations']} gradient evaluations, {info['seconds']:.2f} s")
+    print(f"\nresult: {out / RESULT_FILE}")
+    return 0
+
+
 def _cmd_subjective(args) -> int:
     from ..workflows.fit import FitSettings
     from ..workflows.subjective import BaseSettings, subjective
@@ -381,6 +408,8 @@ def _cmd_subjective(args) -> int:
     reference = args.reference
     if reference is not None and len(reference) == 1:
         reference = reference[0]
+    if args.approximation is not None:
+        return _subjective_approximation(args, reference, out)
     result = subjective(args.model, _data(args.data), reference=reference,
                         simulator=args.simulator,
                         base=BaseSettings(kind=args.base, fit=args.base_fit, widen=args.widen),
