@@ -3,8 +3,9 @@
 Subpackages, in the order data flows: ``stan`` (toolchain, compile, bridge, tempered
 target, simulator, data) -> ``kernels`` (HMC, NUTS) -> ``ais`` (schedules, tuning,
 engine, estimators, results, Gaussian base) -> ``approx`` (Laplace, ADVI,
-Pathfinder) -> ``workflows`` (bread, compare, protocol,
-subjective) ->
+Pathfinder) -> ``aide`` (inference algorithms and the AIDE estimator; the package is
+callable as the AIDE workflow) -> ``workflows`` (bread, compare, protocol, subjective,
+aide) ->
 ``reporting`` (plots, reports, CLI); ``exact`` holds known answers for tests.
 
 The names a user calls are importable from the package itself
@@ -44,7 +45,7 @@ _LAZY = {
     "pathfinder": "approx",
     "subjective_tractable": "workflows.subjective_tractable",
 }
-_SUBPACKAGES = ("stan", "kernels", "ais", "approx", "workflows", "exact", "reporting")
+_SUBPACKAGES = ("stan", "kernels", "ais", "approx", "aide", "workflows", "exact", "reporting")
 
 __all__ = ["__version__", *_LAZY, *_SUBPACKAGES]
 

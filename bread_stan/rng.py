@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["ChainRandom", "chain_seed_sequences"]
+__all__ = ["ChainRandom", "chain_seed_sequences", "derived_seed"]
 
 _BLOCK = 4096
 
@@ -30,6 +30,12 @@ def chain_seed_sequences(seed: int | np.random.SeedSequence, stream: int,
     base_key = tuple(root.spawn_key)
     return [np.random.SeedSequence(root.entropy, spawn_key=base_key + (int(stream), int(i)))
             for i in chains]
+
+
+def derived_seed(seed: int, *purpose: int) -> int:
+    """A 31-bit seed for one purpose, a pure function of (seed, purpose)."""
+    return int(np.random.SeedSequence([int(seed), *map(int, purpose)]).generate_state(1)[0]
+               & 0x7FFFFFFF)
 
 
 class _Buffered:

@@ -11,6 +11,10 @@
                    [--base gaussian|prior] [--simulator SIM.stan]
                    [--approximation laplace|advi-meanfield|advi-fullrank|pathfinder]
                    [--base-fit reference|laplace] [--widen 1.5] [run options]
+    bread-stan aide MODEL.stan --data DATA.json [--gold ais:10000|reference]
+                   [--target advi-meanfield advi-fullrank laplace pathfinder ais:100 sir:1000]
+                   [--n-gold 100] [--n-target 100] [--m-gold 1] [--m-target 1]
+                   [--base gaussian|prior] [--simulator SIM.stan] [--out DIR]
     bread-stan check MODEL.stan --simulator SIM.stan --data DATA.json [--kernel hmc|nuts]
                    [--prior-draws 2000] [--datasets 100] [--transitions 10] [--alpha 0.01]
     bread-stan report DIR
@@ -32,7 +36,8 @@ Exit status of ``run``, ``compare``, ``subjective`` and ``report``: 0 when AIS c
 upper limit is within 1 nat) at some number of distributions; 3 when a check failed
 (the sign test or the tail-bound test at some T, or the simulator check); 4 when the
 run finished and passed its checks but converged at no T; 2 for bad input; 130 when
-interrupted.
+interrupted.  ``aide`` exits 0 when done (the gold runs are saved once in ``--out`` and
+shared by every target; a rerun loads what finished), 2 for bad input, 130 interrupted.
 """
 
 from __future__ import annotations
@@ -193,6 +198,48 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--fit-draws", type=_whole(4), default=500, help="reference draws per chain (default 500)")
     p.add_argument("--fit-sampler", choices=("toolkit", "cmdstan"), default="toolkit",
                    help="NUTS of the reference: the toolkit's or CmdStan's (default toolkit)")
+
+    p = sub.add_parser("aide", help="AIDE: symmetrised KL of an approximation (ADVI, "
+                       "Laplace, Pathfinder, short AIS, SIR) from a gold standard, on the data")
+    p.add_argument("model", type=Path, help="model program (any; prior_only is set to 0 if "
+                   "declared)")
+    p.add_argument("--data", help="the model's data: a JSON file or a bundled data set")
+    p.add_argument("--gold", default="ais:10000",
+                   help="gold standard: ais:T or reference (default ais:10000)")
+    p.add_argument("--target", nargs="+", default=["advi-meanfield"],
+                   help="one or more of advi-meanfield, advi-fullrank, laplace, pathfinder, "
+                   "ais:T, sir:P (default advi-meanfield)")
+    p.add_argument("--n-gold", type=_whole(2), default=100, help="gold runs (default 100)")
+    p.add_argument("--n-target", type=_whole(2), default=100, help="target runs (default 100)")
+    p.add_argument("--m-gold", type=_whole(1), default=1,
+                   help="meta-inference traces per output for an AIS/SIR gold (default 1)")
+    p.add_argument("--m-target", type=_whole(1), default=1,
+                   help="meta-inference traces per output for an AIS/SIR target (default 1)")
+    p.add_argument("--base", choices=("gaussian", "prior"), default="gaussian",
+                   help="initial distribution of AIS (and SIR's proposal is the Gaussian): a "
+                   "widened Gaussian in the unconstrained space (default), or the prior "
+                   "(needs prior_only and --simulator)")
+    p.add_argument("--base-fit", choices=("laplace", "reference"), default="laplace",
+                   help="fit the Gaussian by Laplace (default) or to the reference draws")
+    p.add_argument("--widen", type=float, default=1.5,
+                   help="multiply the Gaussian's standard deviations by this (default 1.5)")
+    p.add_argument("--simulator", type=Path, default=None,
+                   help="simulator program giving exact prior draws (only for --base prior)")
+    p.add_argument("--reference", type=Path, nargs="+", default=None,
+                   help="reference draws (CmdStan CSV files or ArviZ NetCDF) for --gold "
+                   "reference or --base-fit reference; default a NUTS fit on the data")
+    p.add_argument("--kernel", choices=("hmc", "nuts"), default="hmc")
+    p.add_argument("--leapfrog", type=_whole(1), default=10, help="HMC leapfrog steps (default 10)")
+    p.add_argument("--max-depth", type=_whole(1), default=8,
+                   help="NUTS maximum tree depth (default 8)")
+    p.add_argument("--schedule", choices=("sigmoid", "linear", "geometric", "adaptive"),
+                   default="adaptive", help="annealing schedule (default adaptive)")
+    p.add_argument("--seed", type=_whole(0), default=0)
+    p.add_argument("--threads", type=_whole(1), default=None,
+                   help="threads per model call (default: all cores)")
+    p.add_argument("--out", type=Path, default=None,
+                   help="output directory (default: aide-<model name>)")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
 
     p = sub.add_parser("check", help="test that a simulator draws from the model's joint "
                        "distribution (exit 0 pass, 3 flagged, 2 bad input)")
@@ -423,6 +470,34 @@ def _cmd_subjective(args) -> int:
     return result.exit_code
 
 
+def _cmd_aide(args) -> int:
+    from ..ais.betas import ScheduleSpec
+    from ..workflows.aide import aide
+    from ..workflows.bread import SamplerSettings
+    from ..workflows.subjective import BaseSettings
+    from .aide_report import aide_table, write_aide_report
+    from .report import markdown_table
+
+    out = args.out or Path(f"aide-{args.model.stem}")
+    reference = args.reference
+    if reference is not None and len(reference) == 1:
+        reference = reference[0]
+    sampler = SamplerSettings(kernel=args.kernel, n_leapfrog=args.leapfrog,
+                              max_depth=args.max_depth)
+    common = dict(gold=args.gold, n_gold=args.n_gold, n_target=args.n_target,
+                  m_gold=args.m_gold, m_target=args.m_target, seed=args.seed,
+                  base=BaseSettings(kind=args.base, fit=args.base_fit, widen=args.widen),
+                  simulator=args.simulator, reference=reference, sampler=sampler,
+                  schedule=ScheduleSpec(kind=args.schedule), threads=args.threads,
+                  out_dir=out, progress=not args.quiet and sys.stderr.isatty())
+    results = [aide(args.model, _data(args.data), target=t, **common) for t in args.target]
+    report = write_aide_report(results, out, model=args.model.stem)
+    print(f"\n{args.model.stem}: AIDE against {results[0].gold}")
+    print(markdown_table(aide_table(results)))
+    print(f"\nresults and report: {report}")
+    return 0
+
+
 def _cmd_check(args) -> int:
     from ..workflows.bread import SamplerSettings
     from ..workflows.simulator_check import CheckSettings, check_simulator
@@ -499,7 +574,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S")
     commands = {"run": _cmd_run, "compare": _cmd_compare, "protocol": _cmd_protocol,
-                "subjective": _cmd_subjective, "check": _cmd_check, "draft-simulator": _cmd_draft_simulator, "report": _cmd_report,
+                "subjective": _cmd_subjective, "aide": _cmd_aide, "check": _cmd_check,
+                "draft-simulator": _cmd_draft_simulator, "report": _cmd_report,
                 "info": _cmd_info}
     try:
         return commands[args.command](args)

@@ -37,6 +37,7 @@ import numpy as np
 
 from ..ais import engine
 from ..stan.data import load_data
+from ..rng import derived_seed
 from ..errors import BreadStanError
 from ..kernels.hmc import HMC, HMCParams
 from ..kernels.nuts import NUTS, NUTSParams
@@ -191,11 +192,6 @@ def _check_whole(name: str, value, least: int, why: str = "") -> None:
         hint = f" ({why})" if why else ""
         raise ValueError(f"{name} must be a whole number >= {least}{hint}; got {value!r}")
 
-
-def derived_seed(seed: int, *purpose: int) -> int:
-    """A 31-bit seed for one purpose, a pure function of (seed, purpose)."""
-    return int(np.random.SeedSequence([int(seed), *map(int, purpose)]).generate_state(1)[0]
-               & 0x7FFFFFFF)
 
 
 def _fingerprint(*parts: Any) -> str:

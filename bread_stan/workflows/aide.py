@@ -1,0 +1,303 @@
+"""AIDE on a Stan model and data: how far is an approximation from a gold standard (SPEC 7.3).
+
+:func:`aide` builds two inference algorithms from short specs and runs the AIDE estimator
+(:mod:`bread_stan.aide`) on them:
+
+- ``"ais:T"``: forward AIS with T distributions from the base (the prior, with the
+  ``prior_only`` split and a simulator program for exact prior draws; or a Gaussian q0 in
+  the unconstrained space, fitted by Laplace or to reference draws and widened: any
+  program), kernel tuned once on never-scored pilot chains and frozen (as in
+  :func:`~bread_stan.workflows.subjective.subjective`); meta-inference by reverse AIS;
+- ``"sir:P"``: importance sampling with resampling over P particles, the proposal being
+  the Gaussian q0 above; meta-inference by conditional SIR;
+- ``"laplace"``, ``"advi-meanfield"``, ``"advi-fullrank"``, ``"pathfinder"``: the
+  Gaussian approximations of :mod:`bread_stan.approx` (tractable output density);
+- ``"reference"`` (gold only): reference draws (the user's, or the toolkit's NUTS fit),
+  thinned, taken as exact posterior draws.  The unknown log Z cancels between the two
+  terms (see :class:`~bread_stan.aide.algorithms.ReferenceAlgorithm`), so the estimate
+  is AIDE with an exact gold when the reference is exact; otherwise the subjective
+  divergence's caveats apply.
+
+Any :class:`~bread_stan.aide.algorithms.InferenceAlgorithm` object may be given instead of a
+spec.  With ``out_dir``, the gold side (the expensive part) is saved once as a unit
+``gold.npz`` and shared by every target run into the same directory; each target's result
+is a unit ``aide-<target>.npz`` plus ``aide-<target>.json`` (estimate under
+``"aide_nats"``); a rerun with the same settings loads them instead of recomputing.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..aide import (AIDEResult, AISAlgorithm, Cost, GoldSide, ReferenceAlgorithm, SIRAlgorithm,
+                    TractableAlgorithm, estimate_aide, gold_side)
+from ..ais.betas import ScheduleSpec
+from ..ais.gaussian_base import GaussianBase, GaussianBaseTarget
+from ..ais.tuning import TunedKernel, tune
+from ..approx import METHODS, approximate
+from ..errors import BreadStanError
+from ..rng import derived_seed
+from ..stan.compile import CompiledModel
+from ..stan.data import load_data
+from ..stan.tempered import StanTarget
+from ..store import load_if_sound, load_json, load_unit, save_json, save_unit
+from .bread import (SamplerSettings, _default_name, _program_text, check_resumable, fingerprints,
+                    output_directory)
+from .fit import FitSettings
+from .subjective import BaseSettings, _own_fit, _prior_base, _stan_model, load_reference
+
+__all__ = ["aide", "parse_algorithm", "AIDESpecError"]
+
+log = logging.getLogger(__name__)
+
+_PILOT, _BASE_FIT, _APPROX, _AIDE = 20, 21, 22, 23  # purposes of derived seeds
+_SPEC = re.compile(r"(ais|sir):(\d+)")
+
+
+class AIDESpecError(BreadStanError, ValueError):
+    """An algorithm spec that is not understood or not allowed in its role."""
+
+
+def parse_algorithm(spec: str) -> tuple[str, int | None]:
+    """``"ais:100"`` -> ("ais", 100), ``"sir:1000"`` -> ("sir", 1000), ``"laplace"`` ->
+    ("laplace", None); an unknown spec raises :class:`AIDESpecError` listing the known."""
+    text = str(spec).strip().lower()
+    match = _SPEC.fullmatch(text)
+    if match:
+        size = int(match.group(2))
+        if size < (2 if match.group(1) == "ais" else 1):
+            raise AIDESpecError(f"{spec}: AIS needs at least 2 distributions, SIR 1 particle")
+        return match.group(1), size
+    if text in METHODS or text == "reference":
+        return text, None
+    raise AIDESpecError(f"unknown algorithm {spec!r}; use ais:T, sir:P, "
+                        f"{', '.join(METHODS)} or (gold only) reference")
+
+
+@dataclass
+class _Setup:
+    """Everything built once per model and data, lazily: the Stan model, the base, the
+    tuned kernel, the Gaussian q0 and the reference."""
+
+    model: Any
+    data: Mapping
+    base: BaseSettings
+    sampler: SamplerSettings
+    schedule: ScheduleSpec
+    simulator: Any
+    reference: Any
+    fit_settings: FitSettings
+    seed: int
+    threads: int | None
+    out: Path | None
+    progress: bool
+
+    def __post_init__(self):
+        if self.base.kind == "prior":
+            if self.simulator is None:
+                raise ValueError("the prior base needs a simulator program (exact prior "
+                                 "draws); give one, or use the Gaussian base")
+            self._prior_target = StanTarget(self.model, self.data, threads=self.threads)
+            self.stan = self._prior_target.full_model
+        else:
+            self.stan = _stan_model(self.model, self.data, self.threads)
+        self._cache: dict[str, Any] = {}
+
+    def _once(self, key: str, make):
+        if key not in self._cache:
+            self._cache[key] = make()
+        return self._cache[key]
+
+    def reference_draws(self) -> np.ndarray:
+        """Thinned reference draws (the user's, or the toolkit's own NUTS fit)."""
+        def make():
+            source = (self.reference if self.reference is not None
+                      else _own_fit(self.stan, self.fit_settings, self.seed, self.out))
+            return load_reference(source, self.stan).thinned()[0]
+        return self._once("reference", make)
+
+    def q0(self) -> GaussianBase:
+        """The Gaussian q0 (fitted to reference draws or by Laplace, widened)."""
+        def make():
+            if self.base.fit == "reference":
+                return GaussianBase.from_draws(self.reference_draws(), self.base.widen)
+            start = np.random.default_rng(derived_seed(self.seed, _BASE_FIT)).uniform(
+                -2, 2, self.stan.dim)  # Stan's default initialisation
+            return GaussianBase.laplace(self.stan, start, self.base.widen)
+        return self._once("q0", make)
+
+    def ais_parts(self):
+        """The AIS target, exact base draws and the tuned kernel (tuned once, saved)."""
+        def make():
+            if self.base.kind == "prior":
+                target, draw_base, _ = _prior_base(self._prior_target, self.simulator,
+                                                   self.data, self.threads)
+            else:
+                q0 = self.q0()
+                target = GaussianBaseTarget(self.stan, q0)
+
+                def draw_base(n, seed):
+                    return q0.sample(np.random.default_rng(seed), n)
+            kernel, params = self.sampler.make()
+            path = self.out / "tuning.json" if self.out is not None else None
+            tuned = load_if_sound(path, TunedKernel.load) if path is not None else None
+            if tuned is None:
+                seed = derived_seed(self.seed, _PILOT)
+                tuned = tune(target, kernel, params, draw_base(self.sampler.pilot_chains, seed),
+                             seed=seed, config=self.sampler.tuning_config(),
+                             progress=self.progress)
+                if path is not None:
+                    tuned.save(path)
+            return target, draw_base, kernel, tuned
+        return self._once("ais", make)
+
+    def algorithm(self, spec, role: str):
+        if not isinstance(spec, str):
+            return spec  # an InferenceAlgorithm object
+        kind, size = parse_algorithm(spec)
+        if kind == "ais":
+            target, draw_base, kernel, tuned = self.ais_parts()
+            betas = (self.schedule.betas(size, tuned) if self.schedule.kind == "adaptive"
+                     else self.schedule.betas(size))
+            schedule = tuned.schedule(betas, self.sampler.steps_per_temperature)
+            return AISAlgorithm(target, kernel, schedule, draw_base, name=f"ais:{size}")
+        if kind == "sir":
+            return SIRAlgorithm(self.stan, self.q0(), size, name=f"sir:{size}")
+        if kind == "reference":
+            if role != "gold":
+                raise AIDESpecError("reference draws can only be the gold standard: as a "
+                                    "target they would only assert their own exactness")
+            return ReferenceAlgorithm(self.reference_draws(), self.stan)
+        return _approximation(kind, self.stan, derived_seed(self.seed, _APPROX))
+
+
+def _approximation(kind: str, stan, seed: int) -> TractableAlgorithm:
+    fitted = approximate(stan, kind, seed=seed)
+    diagnostics = fitted.diagnostics
+    cost = Cost(gradients=int(diagnostics.get("gradient_evaluations", 0)),
+                seconds=float(diagnostics.get("seconds", 0.0)))
+    return TractableAlgorithm(fitted, name=kind, fit_cost=cost)
+
+
+def _spec_name(spec) -> str:
+    """A spec as given, or an algorithm object's name (never its repr: resume compares it)."""
+    return spec if isinstance(spec, str) else str(getattr(spec, "name", type(spec).__name__))
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+
+
+def _load_gold(path: Path, fingerprint: str, name: str) -> GoldSide | None:
+    def load(p):
+        arrays, meta = load_unit(p)
+        if meta.get("fingerprint") != fingerprint:
+            return None
+        return GoldSide(name, arrays["outputs"], arrays["log_xi"], Cost(**meta["cost"]),
+                        meta["seed"])
+    return load_if_sound(path, load)
+
+
+def _load_target(path: Path, fingerprint: str) -> AIDEResult | None:
+    def load(p):
+        arrays, meta = load_unit(p)
+        if meta.get("fingerprint") != fingerprint:
+            return None
+        return AIDEResult.from_saved(arrays, meta["summary"])
+    return load_if_sound(path, load)
+
+
+def aide(model, data=None, *, gold: Any = "ais:10000", target: Any = "advi-meanfield",
+         n_gold: int = 100, n_target: int = 100, m_gold: int = 1, m_target: int = 1,
+         seed: int = 0, base: BaseSettings = BaseSettings(fit="laplace"), simulator=None,
+         reference: Any = None, sampler: SamplerSettings = SamplerSettings(),
+         schedule: ScheduleSpec = ScheduleSpec("adaptive"),
+         fit_settings: FitSettings = FitSettings(), threads: int | None = None,
+         level: float = 0.95, out_dir: str | Path | None = None, name: str | None = None,
+         progress: bool = False) -> AIDEResult:
+    """AIDE of ``target`` against ``gold`` on ``model`` (a path, program text or compiled
+    model) and ``data`` (see the module docstring for the specs).
+
+    ``n_gold``/``n_target`` runs of each, ``m_gold``/``m_target`` traces per output (only
+    for AIS and SIR; a tractable algorithm needs one).  ``base``: AIS's initial
+    distribution (default: a Laplace-fitted Gaussian widened 1.5 times, any program; the
+    prior needs the ``prior_only`` split and a ``simulator``); SIR's proposal is the same
+    Gaussian q0.  ``reference``: draws for a ``"reference"`` gold or a reference-fitted
+    base (anything :func:`~bread_stan.workflows.subjective.load_reference` takes; default
+    the toolkit's NUTS fit with ``fit_settings``).  Returns an
+    :class:`~bread_stan.aide.estimator.AIDEResult` (in nats); ``cost`` adds the fitting
+    cost of an approximation under ``"target_fit"``.
+    """
+    data = load_data(data)
+    program = model.program.code if isinstance(model, CompiledModel) else _program_text(model)
+    name = name or (model.program.name if isinstance(model, CompiledModel)
+                    else _default_name(model))
+    out = Path(out_dir) if out_dir is not None else None
+    for role, spec in (("gold", gold), ("target", target)):
+        if isinstance(spec, str):
+            kind, _ = parse_algorithm(spec)
+            if kind == "reference" and role == "target":
+                raise AIDESpecError("reference draws can only be the gold standard: as a "
+                                    "target they would only assert their own exactness")
+    setup = _Setup(model, data, base, sampler, schedule, simulator, reference, fit_settings,
+                   seed, threads, out, progress)
+    header_parts = dict(
+        model=program, simulator=None if simulator is None else _program_text(simulator),
+        data={k: np.asarray(v).tolist() for k, v in data.items()}, base=asdict(base),
+        sampler=asdict(sampler), schedule=asdict(schedule),
+        gold={"spec": _spec_name(gold), "n_gold": n_gold, "m_gold": m_gold, "seed": seed},
+        reference=None if reference is None else str(reference)[:200])
+    fingerprint, parts = fingerprints(**header_parts)
+    header = {"model": name, "method": "aide", "fingerprint": fingerprint,
+              "fingerprints": parts, **{k: v for k, v in header_parts.items()
+                                        if k not in ("model", "data", "simulator")}}
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+    with output_directory(out):
+        if out is not None:
+            saved = load_if_sound(out / "run.json", load_json)
+            if saved is not None:
+                check_resumable(out, saved, header)
+            save_json(out / "run.json", header)
+        gold_algorithm = setup.algorithm(gold, "gold")
+        target_algorithm = setup.algorithm(target, "target")
+        target_fp = fingerprints(gold=fingerprint, target=_spec_name(target), n_target=n_target,
+                                 m_target=m_target, level=level)[0]
+        unit = out / f"aide-{_slug(target_algorithm.name)}.npz" if out is not None else None
+        result = _load_target(unit, target_fp) if unit is not None else None
+        if result is not None:
+            log.info("%s: AIDE of %s loaded from %s", name, target_algorithm.name, unit)
+            return result
+        aide_seed = derived_seed(seed, _AIDE)
+        side = _load_gold(out / "gold.npz", fingerprint, gold_algorithm.name) if out else None
+        if side is None:
+            log.info("%s: %d runs of the gold standard %s", name, n_gold, gold_algorithm.name)
+            side = gold_side(gold_algorithm, n_gold, m_gold, seed=aide_seed)
+            if out is not None:
+                save_unit(out / "gold.npz", {"outputs": side.outputs, "log_xi": side.log_xi},
+                          {"fingerprint": fingerprint, "cost": side.cost.to_dict(),
+                           "seed": side.seed, "name": side.name})
+        log.info("%s: AIDE of %s (%d runs, %d traces)", name, target_algorithm.name,
+                 n_target, m_target)
+        result = estimate_aide(side, target_algorithm, gold_algorithm=gold_algorithm,
+                               n_target=n_target, m_target=m_target, seed=aide_seed,
+                               level=level)
+        fit_cost = getattr(target_algorithm, "fit_cost", None)
+        if fit_cost is not None:
+            result.cost["target_fit"] = fit_cost
+        result.settings.update({"model": name, "gold_spec": _spec_name(gold),
+                                "target_spec": _spec_name(target), "base": asdict(base)})
+        if unit is not None:
+            save_unit(unit, result.arrays(), {"fingerprint": target_fp,
+                                              "summary": result.summary()})
+            save_json(unit.with_suffix(".json"), result.summary())
+    log.info("%s: AIDE(%s, %s) = %.4g nats [%.4g, %.4g]", name, result.gold, result.target,
+             result.estimate, result.lower, result.upper)
+    return result
