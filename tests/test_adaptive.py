@@ -155,7 +155,9 @@ def test_adaptive_dense_sandwich_contains_exact_log_ml(kernel, base):
     assert L.mean() < log_ml + Z_TOL * se(L)
     assert U.mean() > log_ml - Z_TOL * se(U)
     assert log_ml_sandwich(L, U).contains(log_ml, n_se=Z_TOL)
-    assert U.mean() - L.mean() < 3.0
+    # The gap depends on the pilot's dense metric estimate (32 chains): over six
+    # pilot/run seeds it ranged 2.2-3.5 nats with HMC and 1.3-1.6 with NUTS.
+    assert U.mean() - L.mean() < 4.0
 
 
 def test_dense_tuned_kernel_and_schedule_round_trip(tmp_path):

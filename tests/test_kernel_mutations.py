@@ -142,6 +142,7 @@ class _SpyHMC(HMC):
     """HMC that records, for every call, each chain's beta, step size and inverse metric."""
 
     def __init__(self):
+        super().__init__()
         self.calls = []
 
     def step(self, rng, state, target, beta, params, chains=None):

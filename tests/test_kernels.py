@@ -10,7 +10,6 @@ import warnings
 
 import numpy as np
 import pytest
-from scipy.special import ndtr
 
 from bread_stan.exact.conjugate import simulate_regression
 from bread_stan.kernels.base import initial_state
@@ -58,17 +57,20 @@ class TruncatedGaussian:
 class _StanNUTSReference:
     """Stan's ``base_nuts::transition``/``build_tree`` for one chain, recursively.
 
-    Random numbers are consumed like the vectorised kernel: momentum, the first
-    direction, then a block of ``max_depth + 2`` uniforms per leapfrog step (one
-    per merge level, then the jump to a new subtree and the next direction).
+    Random numbers are consumed like the vectorised kernel: the momentum from the
+    normal stream; from the look-ahead stream of log-uniforms the first direction,
+    one per merge of two valid subtrees, then per completed subtree the jump to
+    it and (if the trajectory goes on) the next direction.
     """
 
     def __init__(self, rng, logp_grad, eps, minv, max_depth):
         self.rng, self.logp_grad = rng, logp_grad
         self.eps, self.minv, self.max_depth = eps, minv, max_depth
 
-    def _uniforms(self, k):
-        return ndtr(self.rng.normal(k))[0]
+    def _log_u(self):
+        value = self.rng.peek_log_uniform(1)[0, 0]
+        self.rng.advance_log_uniform(1)
+        return value
 
     def _H(self, z):
         return 0.5 * np.dot(self.minv * z["p"], z["p"]) - z["lp"]
@@ -87,7 +89,6 @@ class _StanNUTSReference:
         if depth == 0:
             z = self._evolve(z, sign)
             self.n_leapfrog += 1
-            self.u = self._uniforms(self.max_depth + 2)
             h = self._H(z)
             if np.isnan(h):
                 h = np.inf
@@ -105,7 +106,7 @@ class _StanNUTSReference:
         if not ok:
             return (False, z) + (None,) * 7
         lsw = np.logaddexp(lsw_i, lsw_f)
-        prop = prop_f if self.u[depth - 1] < np.exp(lsw_f - lsw) else prop_i
+        prop = prop_f if self._log_u() < lsw_f - lsw else prop_i
         rho = rho_i + rho_f
         ok = (self._crit(ps_beg, ps_end, rho) and self._crit(ps_beg, ps_f_beg, rho_i + p_f_beg)
               and self._crit(ps_i_end, ps_end, rho_f + p_i_end))
@@ -125,7 +126,7 @@ class _StanNUTSReference:
         rho, lsw = p.copy(), 0.0
         self.n_leapfrog, self.sum_metro, self.divergent = 0, 0.0, False
         depth = 0
-        forward = self._uniforms(1)[0] > 0.5
+        forward = self._log_u() < np.log(0.5)
         while depth < self.max_depth:
             if forward:
                 rho_b, p_bf, ps_bf = rho, p_ff, ps_ff
@@ -138,15 +139,15 @@ class _StanNUTSReference:
             if not ok:
                 break
             depth += 1
-            if lsw_sub > lsw or self.u[-2] < np.exp(lsw_sub - lsw):
+            if self._log_u() < lsw_sub - lsw:
                 sample = prop
             lsw = np.logaddexp(lsw, lsw_sub)
             rho = rho_b + rho_f
             ok = (self._crit(ps_bb, ps_ff, rho) and self._crit(ps_bb, ps_fb, rho_b + p_fb)
                   and self._crit(ps_bf, ps_ff, rho_f + p_bf))
-            if not ok:
+            if not ok or depth == self.max_depth:
                 break
-            forward = self.u[-1] > 0.5
+            forward = self._log_u() < np.log(0.5)
         return sample["q"], self.sum_metro / self.n_leapfrog, depth, self.n_leapfrog, self.divergent
 
 

@@ -25,6 +25,8 @@ import numpy as np
 from scipy import optimize
 
 from ..errors import BreadStanError
+from ..stan.model import StanModel
+from ..stan.tempered import JointTarget
 from ..target import Evaluation, Target
 
 __all__ = ["GaussianBase", "GaussianBaseTarget", "LaplaceFit", "laplace_fit", "joint_density",
@@ -242,6 +244,12 @@ class GaussianBaseTarget:
     def with_base(self, base: GaussianBase) -> "GaussianBaseTarget":
         """The same model with another base."""
         return GaussianBaseTarget(self.source, base)
+
+    def joint(self) -> Any:
+        """The model's posterior alone, as a fit samples it: a
+        :class:`~bread_stan.stan.tempered.JointTarget` (native NUTS) when the source is a
+        StanModel, else this target (whose beta = 1 density is the joint)."""
+        return JointTarget(self.source) if isinstance(self.source, StanModel) else self
 
     def log_joint(self, points: np.ndarray) -> np.ndarray:
         """The model's log p~ (n,) at (n, d) points (no gradient)."""

@@ -7,6 +7,13 @@ call per leapfrog step); a chain whose trajectory reaches a non-finite density
 or gradient leaves the batch at once and is rejected (the set of visited
 positions is the same forwards and backwards, so rejecting on it keeps the
 kernel reversible) and counts as divergent.
+
+When the target offers native transitions (``target.native``, as a
+:class:`~bread_stan.stan.tempered.StanTarget` does) the trajectories run in the
+model library, one call per transition for the whole batch, chains spread over
+threads, from the same random numbers (drawn here, in the same order): the
+results are those of this Python kernel, bit for bit.  ``HMC(native=False)``,
+or ``BREAD_STAN_NATIVE=0``, keeps the Python kernel.
 """
 
 from __future__ import annotations
@@ -18,8 +25,8 @@ import numpy as np
 from ..rng import ChainRandom
 from ..target import Evaluation, Target
 from .base import ChainState, StepInfo
-from .integrator import (draw_momentum, kinetic, leapfrog, per_chain, per_chain_metric,
-                         tempered_grad, tempered_logp)
+from .integrator import (draw_momentum, kinetic, leapfrog, native_default, per_chain,
+                         per_chain_metric, tempered_grad, tempered_logp)
 
 __all__ = ["HMCParams", "HMC"]
 
@@ -66,10 +73,17 @@ def _select(mask: np.ndarray, new: Evaluation, old: Evaluation) -> Evaluation:
 
 
 class HMC:
-    """Static HMC with Metropolis correction; ``params`` is :class:`HMCParams`."""
+    """Static HMC with Metropolis correction; ``params`` is :class:`HMCParams`.
+
+    ``native``: run transitions in the target's model library when it offers them
+    (None: yes, unless ``BREAD_STAN_NATIVE=0``); False keeps the Python kernel.
+    """
 
     needs_gradient = True
     params_class = HMCParams
+
+    def __init__(self, native: bool | None = None):
+        self.native = native_default(native)
 
     def step(self, rng: ChainRandom, state: ChainState, target: Target,
              beta: np.ndarray, params: HMCParams, chains: np.ndarray | None = None
@@ -92,8 +106,15 @@ class HMC:
         minv = per_chain_metric(params.inv_metric, n, d)
 
         ev0 = state.evaluation
+        native = getattr(target, "native", None) if self.native else None
         with np.errstate(all="ignore"):
             p0 = draw_momentum(rng.normal(d, chains), minv)
+            if native is not None:
+                out = native.hmc(q0, ev0, beta, eps, n_leap, minv, p0, rng.log_uniform(chains))
+                info = StepInfo(accept_stat=np.exp(np.minimum(out.delta, 0.0)),
+                                divergent=out.divergent, energy_error=out.energy_error,
+                                n_grad=out.n_grad, tree_depth=np.zeros(n, dtype=np.int64))
+                return ChainState(out.position, out.evaluation), info
             h0 = kinetic(p0, minv) - tempered_logp(ev0, beta)
             g0 = tempered_grad(ev0, beta)
 

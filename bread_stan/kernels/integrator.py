@@ -5,19 +5,36 @@ The potential is minus the tempered log density ``log_prior + beta * log_lik``
 ``minv`` = M^-1 per chain: diagonal, (n, d), or dense, (n, d, d) (Stan's
 ``diag_e`` and ``dense_e``).  Momenta are drawn from N(0, M) and positions move
 with the velocity ``M^-1 p``.  All functions work on batches and never loop over
-chains.  Non-finite values
+chains.
+
+Sums over coordinates (kinetic energy, dense metric products, the no-U-turn
+criterion) are :func:`row_dot`: ``np.add.reduce`` along the last, contiguous
+axis, which numpy computes by pairwise summation in a fixed order.  The native
+kernels of the model library (``csrc/bridge.cpp``) repeat that order exactly,
+so that they reproduce these kernels bit for bit.  Non-finite values
 are expected (a proposal outside the support) and must not raise or warn:
 callers run these under ``np.errstate(all="ignore")``.
 """
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from ..target import Evaluation, Target
 
-__all__ = ["per_chain", "per_chain_metric", "is_dense", "velocity", "draw_momentum",
-           "tempered_logp", "tempered_grad", "kinetic", "leapfrog"]
+__all__ = ["per_chain", "per_chain_metric", "is_dense", "row_dot", "velocity",
+           "draw_momentum", "tempered_logp", "tempered_grad", "kinetic", "leapfrog",
+           "native_default"]
+
+
+def native_default(native: bool | None) -> bool:
+    """Whether a kernel uses a target's native transitions: ``native`` if given, else
+    on unless the environment sets ``BREAD_STAN_NATIVE=0``."""
+    if native is not None:
+        return bool(native)
+    return os.environ.get("BREAD_STAN_NATIVE", "1").strip().lower() not in ("0", "false", "no")
 
 
 def per_chain(value, n: int, name: str, *, integer: bool = False) -> np.ndarray:
@@ -68,13 +85,18 @@ def is_dense(minv: np.ndarray) -> bool:
     return minv.ndim == 3
 
 
+def row_dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``sum(a * b)`` over the last axis, by numpy's pairwise summation (see above)."""
+    return np.add.reduce(a * b, axis=-1)
+
+
 def velocity(p: np.ndarray, minv: np.ndarray) -> np.ndarray:
     """``M^-1 p`` per chain for momenta ``p`` (n, d), or (n, k, d) for k momenta each."""
     if not is_dense(minv):
         return minv[:, None, :] * p if p.ndim == 3 else minv * p
     if p.ndim == 3:
-        return np.einsum("nij,nkj->nki", minv, p)
-    return np.einsum("nij,nj->ni", minv, p)
+        return row_dot(minv[:, None, :, :], p[:, :, None, :])
+    return row_dot(minv, p[:, None, :])
 
 
 def draw_momentum(z: np.ndarray, minv: np.ndarray) -> np.ndarray:
@@ -110,7 +132,7 @@ def tempered_grad(ev: Evaluation, beta: np.ndarray) -> np.ndarray:
 
 def kinetic(p: np.ndarray, minv: np.ndarray) -> np.ndarray:
     """``p' M^-1 p / 2`` per chain."""
-    return 0.5 * np.einsum("ij,ij->i", velocity(p, minv), p)
+    return 0.5 * row_dot(velocity(p, minv), p)
 
 
 def leapfrog(target: Target, q: np.ndarray, p: np.ndarray, grad: np.ndarray,

@@ -24,6 +24,24 @@ trajectory has ended (U-turn, divergence, maximum depth) is removed from the
 working arrays, so it costs no further gradients.  Each chain draws from its own
 random stream, so its path does not depend on which other chains share the
 batch.
+
+Random numbers.  The momentum comes from the chain's normal stream; every other
+decision takes the next value ``log U`` of the chain's look-ahead stream
+(:meth:`~bread_stan.rng.ChainRandom.peek_log_uniform`), in this order: the
+first direction; per leapfrog step, one per merge of two subtrees (lowest
+level first; taken even when the merge then fails the no-U-turn check); when a
+subtree completes, one for the jump to it and, if the trajectory goes on, one
+for the next direction.  Directions are forward when ``log U < log(1/2)``; a
+merge takes the right subtree's proposal when ``log U < log(w_right / w_total)``.
+
+Native transitions.  When the target offers them (``target.native``: a
+:class:`~bread_stan.stan.native.NativeKernels`, as a
+:class:`~bread_stan.stan.tempered.StanTarget` does) the whole transition of
+every chain runs in the model library, one call for the batch, chains spread
+over threads.  It consumes the same random numbers and returns the same states,
+decisions, gradient counts and depths, bit for bit; only ``accept_stat`` may
+differ in the last bits (numpy's SIMD ``exp`` against the C library's).
+``NUTS(native=False)``, or ``BREAD_STAN_NATIVE=0``, keeps this Python kernel.
 """
 
 from __future__ import annotations
@@ -31,13 +49,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import ndtr
 
 from ..rng import ChainRandom
 from ..target import Evaluation, Target
 from .base import ChainState, StepInfo
-from .integrator import (draw_momentum, kinetic, leapfrog, per_chain, per_chain_metric,
-                         tempered_grad, tempered_logp, velocity)
+from .integrator import (draw_momentum, kinetic, leapfrog, native_default, per_chain,
+                         per_chain_metric, row_dot, tempered_grad, tempered_logp, velocity)
 
 __all__ = ["NUTSParams", "NUTS"]
 
@@ -69,7 +86,7 @@ BEG, END, RHO, Q, GP, GL = range(6)  # momenta at both ends, sum of momenta, pro
 LSW, LP, LL, DH = range(4)  # log sum of weights; proposal's log prior, log lik, H - H0
 _PROP_V = np.array([False, False, False, True, True, True])[:, None]
 _PROP_S = np.array([False, True, True, True])
-_N_U = 2  # uniforms per leaf besides one per merge level: jump to subtree, next direction
+LOG_HALF = -0.6931471805599453  # the double nearest log(1/2): directions
 
 
 def _merge_ok(minv, left, right) -> np.ndarray:
@@ -86,8 +103,9 @@ def _merge_ok(minv, left, right) -> np.ndarray:
     np.add(left[:, RHO], right[:, RHO], out=spans[:, 0])
     np.add(left[:, RHO], right[:, BEG], out=spans[:, 1])
     np.add(right[:, RHO], left[:, END], out=spans[:, 2])
-    dl = np.einsum("kjd,kmd->kjm", velocity(left[:, BEG:END + 1], minv), spans).reshape(k, 6)
-    dr = np.einsum("kjd,kmd->kjm", velocity(right[:, BEG:END + 1], minv), spans).reshape(k, 6)
+    spans = spans[:, None]
+    dl = row_dot(velocity(left[:, BEG:END + 1], minv)[:, :, None], spans).reshape(k, 6)
+    dr = row_dot(velocity(right[:, BEG:END + 1], minv)[:, :, None], spans).reshape(k, 6)
     # (beg, whole) (beg, left_ext) (end, right_ext) of each side; see the docstring
     return np.all(dl[:, _LEFT_CHECKS] > 0, axis=1) & np.all(dr[:, _RIGHT_CHECKS] > 0, axis=1)
 
@@ -98,10 +116,18 @@ _RIGHT_CHECKS = np.array([1 * 3 + 0, 0 * 3 + 1, 1 * 3 + 2])  # r_end:whole, r_be
 
 
 class NUTS:
-    """Stan's NUTS with a diagonal or dense metric; ``params`` is :class:`NUTSParams`."""
+    """Stan's NUTS with a diagonal or dense metric; ``params`` is :class:`NUTSParams`.
+
+    ``native``: run transitions in the target's model library when it offers them
+    (None: yes, unless ``BREAD_STAN_NATIVE=0``); False keeps the Python kernel.
+    """
 
     needs_gradient = True
     params_class = NUTSParams
+
+    def __init__(self, native: bool | None = None):
+        self.native = native_default(native)
+        self._lookahead = 64  # log-uniforms shown to the native kernel per chain
 
     def step(self, rng: ChainRandom, state: ChainState, target: Target,
              beta: np.ndarray, params: NUTSParams, chains: np.ndarray | None = None
@@ -116,23 +142,67 @@ class NUTS:
         max_depth = int(params.max_depth)
         if max_depth < 1:
             raise ValueError("max_depth must be at least 1")
+        native = getattr(target, "native", None) if self.native else None
         with np.errstate(all="ignore"):
+            if native is not None:
+                return self._native(native, rng, chains, state, beta, eps, minv, max_depth)
             return _transition(rng, target, chains, state, beta, eps, minv, max_depth)
 
+    def _native(self, native, rng, chains, state, beta, eps, minv, max_depth):
+        n, d = state.position.shape
+        p0 = draw_momentum(rng.normal(d, chains), minv)
+        most = _max_uniforms(max_depth)
+        k = min(self._lookahead, most)
+        out = native.nuts(state.position, state.evaluation, beta, eps, max_depth, minv, p0,
+                          rng.peek_log_uniform(k, chains))
+        short = np.flatnonzero(out.used < 0)
+        if short.size:  # some trees needed more look-ahead: run them again with all they can use
+            again = native.nuts(state.position[short], state.evaluation.take(short), beta[short],
+                                eps[short], max_depth, minv[short], p0[short],
+                                rng.peek_log_uniform(most, chains[short]))
+            out.fill(short, again)
+        rng.advance_log_uniform(out.used, chains)
+        self._lookahead = int(min(most, max(64, 2 * out.used.max())))
+        info = StepInfo(accept_stat=out.sum_metro / np.maximum(out.n_grad, 1),
+                        divergent=out.divergent, energy_error=out.energy_error,
+                        n_grad=out.n_grad, tree_depth=out.tree_depth)
+        return ChainState(out.position, out.evaluation), info
 
-def _uniforms(rng: ChainRandom, chains: np.ndarray, k: int) -> np.ndarray:
-    """(len(chains), k) uniforms from the chains' own streams, in one buffered draw.
 
-    Uses the normal buffer and the normal CDF (exactly uniform in distribution),
-    which costs one buffer access per leapfrog step instead of one per merge.
-    """
-    return ndtr(rng.normal(k, chains))
+def _max_uniforms(max_depth: int) -> int:
+    """The most look-ahead values one transition can use: 1 + (2^D - 1 - D) merges +
+    2 per doubling."""
+    return 2 ** max_depth + max_depth
+
+
+class _LogUniforms:
+    """The transition's view of each chain's look-ahead stream, widened when used up."""
+
+    def __init__(self, rng: ChainRandom, chains: np.ndarray, max_depth: int):
+        self.rng, self.chains = rng, chains
+        self.most = _max_uniforms(max_depth)
+        self.k = min(64, self.most)
+        self.values = rng.peek_log_uniform(self.k, chains)
+        self.used = np.zeros(chains.size, dtype=np.int64)
+
+    def next(self, rows: np.ndarray) -> np.ndarray:
+        """The next value of each chain ``rows`` (indices into the batch, distinct)."""
+        at = self.used[rows]
+        if at.size and at.max() >= self.k:
+            self.k = min(self.most, max(2 * self.k, int(at.max()) + 1))
+            self.values = self.rng.peek_log_uniform(self.k, self.chains)
+        self.used[rows] += 1
+        return self.values[rows, at]
+
+    def finish(self) -> None:
+        self.rng.advance_log_uniform(self.used, self.chains)
 
 
 def _transition(rng, target, chains, state, beta, eps, minv, max_depth):
     q0, ev0 = state.position, state.evaluation
     n, d = q0.shape
     p0 = draw_momentum(rng.normal(d, chains), minv)
+    log_u = _LogUniforms(rng, chains, max_depth)
     h0 = kinetic(p0, minv) - tempered_logp(ev0, beta)
     g0 = tempered_grad(ev0, beta)
 
@@ -145,7 +215,7 @@ def _transition(rng, target, chains, state, beta, eps, minv, max_depth):
     divergent = np.zeros(n, dtype=bool)
 
     w = _Work()
-    w.ids, w.chain = np.arange(n), chains
+    w.ids = np.arange(n)
     w.beta, w.eps, w.minv, w.h0 = beta, eps, minv, h0
     # Trajectory: both ends (side 0 backward, 1 forward; position, momentum,
     # tempered gradient), summed momentum and log sum of weights.
@@ -156,7 +226,7 @@ def _transition(rng, target, chains, state, beta, eps, minv, max_depth):
     # Pending left subtrees, one slot per level.
     w.slot_v = np.zeros((n, max_depth, 6, d))
     w.slot_s = np.zeros((n, max_depth, 4))
-    w.side = (_uniforms(rng, chains, 1)[:, 0] > 0.5).astype(np.int64)
+    w.side = (log_u.next(w.ids) < LOG_HALF).astype(np.int64)
     w.cq, w.cp, w.cg = q0.copy(), p0.copy(), g0.copy()  # the point to integrate from
 
     while w.ids.size:
@@ -164,7 +234,6 @@ def _transition(rng, target, chains, state, beta, eps, minv, max_depth):
         direction = np.where(w.side == 1, w.eps, -w.eps)
         w.cq, w.cp, w.cg, ev = leapfrog(target, w.cq, w.cp, w.cg, direction, w.minv, w.beta)
         m = w.ids.size
-        u = _uniforms(rng, w.chain, max_depth + _N_U)
         h = kinetic(w.cp, w.minv) - tempered_logp(ev, w.beta)
         dh = h - w.h0
         dh = np.where(np.isnan(dh), np.inf, dh)  # also when the start had no density
@@ -184,7 +253,7 @@ def _transition(rng, target, chains, state, beta, eps, minv, max_depth):
             merge = carry & ((w.leaf >> level) & 1).astype(bool)
             if merge.any():
                 idx = np.flatnonzero(merge)
-                ok = _merge_level(w, cur_v, cur_s, idx, level, u[idx, level])
+                ok = _merge_level(w, cur_v, cur_s, idx, level, log_u.next(w.ids[idx]))
                 alive[idx[~ok]] = False
                 merge[idx[~ok]] = False
             # Store the subtree of the chains that stop here; merged chains
@@ -200,12 +269,13 @@ def _transition(rng, target, chains, state, beta, eps, minv, max_depth):
         finished = ~alive
         sel = np.flatnonzero(complete)
         if sel.size:
-            finished[sel] = _join_trajectory(w, cur_v, cur_s, sel, u[sel, -_N_U:],
-                                             out_v, out_s, max_depth)
+            finished[sel] = _join_trajectory(w, cur_v, cur_s, sel, log_u, out_v, out_s,
+                                             max_depth)
         if finished.any():
             depth_out[w.ids[finished]] = w.depth[finished]
             w.compact(~finished)
 
+    log_u.finish()
     accept_stat = sum_metro / np.maximum(n_leap, 1)
     evaluation = Evaluation(out_s[:, 0].copy(), out_s[:, 1].copy(),
                             out_v[:, 1].copy(), out_v[:, 2].copy())
@@ -214,7 +284,7 @@ def _transition(rng, target, chains, state, beta, eps, minv, max_depth):
     return ChainState(out_v[:, 0].copy(), evaluation), info
 
 
-def _merge_level(w, cur_v, cur_s, idx, level, u) -> np.ndarray:
+def _merge_level(w, cur_v, cur_s, idx, level, log_u) -> np.ndarray:
     """Merge slot ``level`` (left) with the current subtree (right) for chains ``idx``.
 
     Updates ``cur_v``/``cur_s`` in place; returns which merges pass the
@@ -225,7 +295,7 @@ def _merge_level(w, cur_v, cur_s, idx, level, u) -> np.ndarray:
     ok = _merge_ok(w.minv[idx], lv, rv)
     lsw = np.logaddexp(ls[:, LSW], rs[:, LSW])
     # Uniform progressive sampling: the right proposal with probability w_right / w_total.
-    take_left = u >= np.exp(rs[:, LSW] - lsw)
+    take_left = ~(log_u < rs[:, LSW] - lsw)
     new_v = np.where(take_left[:, None, None] & _PROP_V, lv, rv)
     new_v[:, BEG] = lv[:, BEG]
     new_v[:, RHO] = lv[:, RHO] + rv[:, RHO]
@@ -236,7 +306,7 @@ def _merge_level(w, cur_v, cur_s, idx, level, u) -> np.ndarray:
     return ok
 
 
-def _join_trajectory(w, cur_v, cur_s, sel, u, out_v, out_s, max_depth) -> np.ndarray:
+def _join_trajectory(w, cur_v, cur_s, sel, log_u, out_v, out_s, max_depth) -> np.ndarray:
     """Join the completed subtrees of chains ``sel`` to their trajectories.
 
     Biased progressive sampling of the subtree's proposal, the trajectory-level
@@ -247,7 +317,7 @@ def _join_trajectory(w, cur_v, cur_s, sel, u, out_v, out_s, max_depth) -> np.nda
     sub_v, sub_s = cur_v[sel], cur_s[sel]
     # Biased progressive sampling: move to the new subtree with probability
     # min(1, w_new / w_old).
-    jump = np.log(u[:, 0]) < sub_s[:, LSW] - w.lsw[sel]
+    jump = log_u.next(w.ids[sel]) < sub_s[:, LSW] - w.lsw[sel]
     take = w.ids[sel[jump]]
     out_v[take] = sub_v[jump, Q:]
     out_s[take] = sub_s[jump, LP:]
@@ -267,7 +337,7 @@ def _join_trajectory(w, cur_v, cur_s, sel, u, out_v, out_s, max_depth) -> np.nda
     done = ~ok | (w.depth[sel] >= max_depth)
     go = sel[~done]
     if go.size:
-        new_side = (u[~done, 1] > 0.5).astype(np.int64)
+        new_side = (log_u.next(w.ids[go]) < LOG_HALF).astype(np.int64)
         w.side[go] = new_side
         start = w.ends[go, new_side]
         w.cq[go], w.cp[go], w.cg[go] = start[:, 0], start[:, 1], start[:, 2]

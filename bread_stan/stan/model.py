@@ -63,6 +63,13 @@ _SIGNATURES: dict[str, tuple[Any, list]] = {
                                   _err]),
     "bread_bench_gradient": (_i, [_p, _i, _p, _i, _dptr, _err]),
 }
+# Present in libraries built with ABI version 2 and later (bread_stan.stan.native).
+_OPTIONAL_SIGNATURES: dict[str, tuple[Any, list]] = {
+    "bread_hmc_transition": (_i, [_p, _p, _i, _p, _p, _p, _p, _p, _p, _p, _p, _b, _p, _p, _p,
+                                  _p, _p, _p, _p, _p, _p, _p, _i, _err]),
+    "bread_nuts_transition": (_i, [_p, _p, _i, _p, _p, _p, _p, _p, _p, _p, _i, _b, _p, _p, _p,
+                                   _i, _p, _p, _p, _p, _p, _p, _p, _i, _err]),
+}
 
 
 class Library:
@@ -75,6 +82,12 @@ class Library:
             function = getattr(self.cdll, name)
             function.restype = restype
             function.argtypes = argtypes
+            setattr(self, name, function)
+        for name, (restype, argtypes) in _OPTIONAL_SIGNATURES.items():
+            function = getattr(self.cdll, name, None)
+            if function is not None:
+                function.restype = restype
+                function.argtypes = argtypes
             setattr(self, name, function)
 
     def take_error(self, err: ctypes.c_char_p) -> str:

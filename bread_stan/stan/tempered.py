@@ -5,6 +5,11 @@ The model program follows the ``prior_only`` convention of
 built with ``prior_only = 1`` (log prior, with the log-Jacobian) and
 ``prior_only = 0`` (the joint); the log likelihood is their difference.  One
 batched C call evaluates both at every point, with gradients.
+
+Both targets here offer native HMC and NUTS transitions (``target.native``, a
+:class:`~bread_stan.stan.native.NativeKernels`), which the kernels use
+automatically.  :class:`JointTarget` is the posterior alone (beta = 1, one
+model instance, one gradient per leapfrog step): what the fit samples.
 """
 
 from __future__ import annotations
@@ -22,9 +27,10 @@ from .compile import (DEFAULT_STANC_ARGS, CompiledModel, Program, compile_model,
 from .data import DataLike, load_data
 from ..errors import ModelSetupError, PriorOnlyMissingError
 from .model import StanModel, _address, _as_points, _out
+from .native import NativeKernels
 from ..target import Evaluation
 
-__all__ = ["StanTarget", "compile_tempered", "check_split", "PRIOR_ONLY"]
+__all__ = ["StanTarget", "JointTarget", "compile_tempered", "check_split", "PRIOR_ONLY"]
 
 logger = logging.getLogger("bread_stan")
 
@@ -75,11 +81,17 @@ class StanTarget:
         self.compiled = model
         self.threads = 0 if threads is None else int(threads)
         self.last_errors: dict[int, str] = {}
+        self.native = (NativeKernels(self.full_model, self.prior_model, self.threads)
+                       if NativeKernels.available(self.full_model) else None)
 
     @property
     def dim(self) -> int:
         """Number of unconstrained coordinates."""
         return self.full_model.dim
+
+    def joint(self) -> "JointTarget":
+        """The posterior on the real data (prior_only = 0) as a one-instance target."""
+        return JointTarget(self.full_model)
 
     def param_names(self, include_tp: bool = False, include_gq: bool = False) -> list[str]:
         return self.full_model.param_names(include_tp, include_gq)
@@ -133,6 +145,31 @@ class StanTarget:
     def param_constrain(self, u: np.ndarray, include_tp: bool = False) -> np.ndarray:
         """Constrained parameter values (flat, Stan's order) of ``u`` (d,) or (n, d)."""
         return self.full_model.param_constrain(u, include_tp)
+
+
+class JointTarget:
+    """The joint density of a :class:`StanModel` (log density with the Jacobian) as a
+    :class:`~bread_stan.target.Target`: reported as the log prior, with log likelihood 0,
+    so that at beta = 1 (or any beta) kernels sample the posterior.  One gradient per
+    point, where a :class:`StanTarget` needs two."""
+
+    def __init__(self, model: StanModel):
+        self.model = model
+        self.native = (NativeKernels(model, None, model.threads)
+                       if NativeKernels.available(model) else None)
+
+    @property
+    def dim(self) -> int:
+        return self.model.dim
+
+    def evaluate(self, points: np.ndarray, *, gradient: bool = True) -> Evaluation:
+        """Log joint (n,) and its gradient (n, d) as the log prior; zeros for the likelihood."""
+        points = _as_points(points, self.dim)
+        n, d = points.shape
+        if not gradient:
+            return Evaluation(self.model.log_density_batch(points, jacobian=True), np.zeros(n))
+        lp, grad = self.model.log_density_gradient_batch(points, jacobian=True)
+        return Evaluation(lp, np.zeros(n), grad, np.zeros((n, d)))
 
 
 def check_split(target: StanTarget, points: np.ndarray) -> None:

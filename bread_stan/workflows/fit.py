@@ -4,7 +4,9 @@
 named in :class:`FitSettings` (no automatic switching; the result and the
 protocol report say which ran):
 
-- ``sampler="toolkit"`` (default): the toolkit's own vectorised NUTS: several
+- ``sampler="toolkit"`` (default): the toolkit's own NUTS (native: one call
+  into the model library per transition of all chains, on the joint density
+  alone, one gradient per leapfrog step; see :mod:`bread_stan.kernels.nuts`): several
   chains started from exact prior draws, a warmup with Stan's windowed
   adaptation (an initial fast buffer, doubling slow windows that each end by
   setting the chain's diagonal inverse metric to the regularised variance of the
@@ -193,6 +195,8 @@ def _own_nuts(target: StanTarget, inits: np.ndarray, settings: FitSettings, seed
     n, d = inits.shape
     kernel = NUTS()
     rng = ChainRandom.from_seed(seed, n, stream=_FIT_STREAM)
+    if hasattr(target, "joint"):  # the posterior alone: one model instance, native NUTS
+        target = target.joint()
     state = initial_state(target, inits, gradient=True)
     bad = ~np.isfinite(state.evaluation.log_prior + state.evaluation.log_lik)
     if bad.any():
@@ -204,9 +208,11 @@ def _own_nuts(target: StanTarget, inits: np.ndarray, settings: FitSettings, seed
     da = DualAveraging(step, settings.target_accept)
     windows = warmup_windows(settings.warmup)
     window: list[np.ndarray] = []
+    n_grad_warmup = 0
     for it in range(settings.warmup):
         params = NUTSParams(step_size=da.current, inv_metric=metric, max_depth=settings.max_depth)
         state, info = kernel.step(rng, state, target, beta, params)
+        n_grad_warmup += int(np.sum(info.n_grad))
         da.update(info.accept_stat)
         if any(a <= it < b for a, b in windows):
             window.append(state.position.copy())
@@ -233,6 +239,7 @@ def _own_nuts(target: StanTarget, inits: np.ndarray, settings: FitSettings, seed
                    "max_tree_depth_hits": float(np.sum(depth >= settings.max_depth)),
                    "transitions": float(depth.size),
                    "tree_depth": float(np.mean(depth)),
+                   "gradients_warmup": float(n_grad_warmup),
                    "gradients_sampling": float(n_grad),
                    "step_size_min": float(step.min()), "step_size_max": float(step.max())}
     return draws, diagnostics

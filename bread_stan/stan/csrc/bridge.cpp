@@ -281,6 +281,463 @@ int finish_batch(Failures& failures, char** error_msg) {
   return failures.count();
 }
 
+
+// Log prior, log likelihood and their gradients at one point, as
+// bread_split_batch computes them.  With prior == nullptr (the plain joint of
+// `full`) the joint is reported as the log prior and the likelihood is 0.
+// Failures leave -inf (domain errors) or NaN and NaN gradients; *message (if
+// given) gets the reason.  Returns whether the point was evaluated.
+bool split_point(const bs_model* prior, const bs_model* full, bool jacobian,
+                 const double* x, double* log_prior, double* log_lik,
+                 double* grad_prior, double* grad_lik, std::string* message) {
+  const int d = full->unc_num;
+  const bool gradient = grad_prior && grad_lik;
+  const bs_model* first = prior ? prior : full;
+  double lp_prior = NOT_A_NUMBER;
+  try {
+    if (gradient) {
+      log_density_gradient_impl(*first->model, false, jacobian, x, &lp_prior, grad_prior,
+                                nullptr);
+    } else {
+      lp_prior = log_density_impl(*first->model, false, jacobian, x, nullptr);
+    }
+  } catch (...) {
+    auto e = std::current_exception();
+    *log_prior = failure_value(e);
+    *log_lik = prior ? NOT_A_NUMBER : 0.0;
+    if (gradient) {
+      std::fill(grad_prior, grad_prior + d, NOT_A_NUMBER);
+      std::fill(grad_lik, grad_lik + d, prior ? NOT_A_NUMBER : 0.0);
+    }
+    if (message) *message = (prior ? "prior: " : "") + exception_message(e);
+    return false;
+  }
+  *log_prior = lp_prior;
+  if (!prior) {
+    *log_lik = 0.0;
+    if (gradient) std::fill(grad_lik, grad_lik + d, 0.0);
+    return true;
+  }
+  try {
+    double lp_full;
+    if (gradient) {
+      log_density_gradient_impl(*full->model, false, jacobian, x, &lp_full, grad_lik,
+                                nullptr);
+      for (int j = 0; j < d; ++j) grad_lik[j] -= grad_prior[j];
+    } else {
+      lp_full = log_density_impl(*full->model, false, jacobian, x, nullptr);
+    }
+    *log_lik = lp_full - lp_prior;
+  } catch (...) {
+    auto e = std::current_exception();
+    *log_lik = failure_value(e);
+    if (gradient) std::fill(grad_lik, grad_lik + d, NOT_A_NUMBER);
+    if (message) *message = "likelihood: " + exception_message(e);
+    return false;
+  }
+  return true;
+}
+
+// ---------------------------------------------------------------------------
+// Native HMC and NUTS transitions.
+//
+// They reproduce bread_stan.kernels.hmc / nuts bit for bit: every floating
+// point operation is the one numpy performs, in the same order.  Elementwise
+// arithmetic is IEEE-exact in both; sums over coordinates use numpy's pairwise
+// summation (what np.add.reduce does along a contiguous last axis); the
+// transcendental functions that decide anything are either computed in Python
+// and passed in (log-uniforms, momenta) or are np.logaddexp, whose loop calls
+// the C library's exp and log1p as we do here.  Only the NUTS acceptance
+// statistic uses exp() of our libm where numpy may use its own SIMD exp (it
+// decides nothing).  Floating-point contraction (FMA) would break the
+// equality, so it is switched off for this code.
+// ---------------------------------------------------------------------------
+
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=off")
+
+// numpy's pairwise_sum for float64 (numpy/_core/src/umath/loops_utils.h.src),
+// plus the reduction's initial value 0.
+double pairwise_sum(const double* a, long n) {
+  if (n < 8) {
+    double res = 0.;
+    for (long i = 0; i < n; ++i) res += a[i];
+    return res;
+  }
+  if (n <= 128) {
+    double r[8];
+    for (int j = 0; j < 8; ++j) r[j] = a[j];
+    long i;
+    for (i = 8; i < n - (n % 8); i += 8)
+      for (int j = 0; j < 8; ++j) r[j] += a[i + j];
+    double res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+    for (; i < n; ++i) res += a[i];
+    return res;
+  }
+  long n2 = n / 2;
+  n2 -= n2 % 8;
+  return pairwise_sum(a, n2) + pairwise_sum(a + n2, n - n2);
+}
+
+// np.add.reduce(a * b, axis=-1) for one row.
+double row_dot(const double* a, const double* b, int d, double* scratch) {
+  for (int j = 0; j < d; ++j) scratch[j] = a[j] * b[j];
+  return 0.0 + pairwise_sum(scratch, d);
+}
+
+const double LOG_HALF = -0.6931471805599453;  // the double nearest log(1/2)
+const double NPY_LOGE2 = 0.693147180559945309417232121458176568;
+const double DIVERGENCE_THRESHOLD = 1000.0;
+
+// npy_logaddexp.
+double log_add_exp(double x, double y) {
+  if (x == y) return x + NPY_LOGE2;  // also handles infinities of the same sign
+  const double tmp = x - y;
+  if (tmp > 0) return x + std::log1p(std::exp(-tmp));
+  if (tmp <= 0) return y + std::log1p(std::exp(tmp));
+  return tmp;  // NaN
+}
+
+// One chain's Hamiltonian: the tempered density and the metric.
+struct Hamiltonian {
+  const bs_model* prior;
+  const bs_model* full;
+  int d;
+  double beta;
+  bool dense;
+  const double* minv;  // d (diagonal) or d x d (dense, row-major)
+  double* scratch;  // d doubles each, owned by the thread (no allocation per chain)
+  double* vel;
+
+  Hamiltonian(const bs_model* prior, const bs_model* full, int d, double beta, bool dense,
+              const double* minv)
+      : prior(prior), full(full), d(d), beta(beta), dense(dense), minv(minv) {
+    static thread_local std::vector<double> buffer;
+    if (buffer.size() < 2 * static_cast<size_t>(d)) buffer.resize(2 * d);
+    scratch = buffer.data();
+    vel = buffer.data() + d;
+  }
+
+  double logp(double lp, double ll) const {
+    double out = beta == 0.0 ? lp + 0.0 : lp + beta * ll;
+    return std::isnan(out) ? NEG_INF : out;
+  }
+  void grad(const double* gp, const double* gl, double* g) const {
+    for (int j = 0; j < d; ++j) g[j] = gp[j] + (beta == 0.0 ? 0.0 : beta * gl[j]);
+  }
+  // out = M^-1 p
+  void velocity(const double* p, double* out) const {
+    if (!dense) {
+      for (int j = 0; j < d; ++j) out[j] = minv[j] * p[j];
+      return;
+    }
+    for (int i = 0; i < d; ++i) out[i] = row_dot(minv + static_cast<long>(i) * d, p, d, scratch);
+  }
+  double dot_velocity(const double* p, const double* v) const {
+    velocity(p, vel);
+    return row_dot(vel, v, d, scratch);
+  }
+  double kinetic(const double* p) const { return 0.5 * dot_velocity(p, p); }
+
+  // One leapfrog step of signed size e from (q, p, g); evaluates the new point.
+  void leapfrog(double* q, double* p, double* g, double e, double* lp, double* ll,
+                double* gp, double* gl) const {
+    const double half = 0.5 * e;
+    for (int j = 0; j < d; ++j) p[j] = p[j] + half * g[j];
+    velocity(p, vel);
+    for (int j = 0; j < d; ++j) q[j] = q[j] + e * vel[j];
+    split_point(prior, full, true, q, lp, ll, gp, gl, nullptr);
+    grad(gp, gl, g);
+    for (int j = 0; j < d; ++j) p[j] = p[j] + half * g[j];
+  }
+};
+
+struct ChainIn {  // a chain's current state
+  const double *q, *gp, *gl;
+  double lp, ll;
+};
+
+struct ChainOut {  // where a chain's new state goes
+  double *q, *gp, *gl, *lp, *ll;
+};
+
+// Static HMC, as bread_stan.kernels.hmc.HMC.step for one chain.
+// stats: [h0 - h1 (-inf when rejected outright), h1 - h0 (inf when stopped)];
+// flags: [accepted, divergent, n_grad].
+void hmc_chain(const Hamiltonian& H, const ChainIn& in, const double* p0, double eps,
+               long long n_leapfrog, double log_u, const ChainOut& out, double* stats,
+               long long* flags) {
+  const int d = H.d;
+  std::vector<double> q(in.q, in.q + d), p(p0, p0 + d), g(d), gp(d), gl(d);
+  H.grad(in.gp, in.gl, g.data());
+  const double h0 = H.kinetic(p0) - H.logp(in.lp, in.ll);
+  double lp = in.lp, ll = in.ll;
+  std::copy(in.gp, in.gp + d, gp.begin());
+  std::copy(in.gl, in.gl + d, gl.begin());
+  bool ok = true;
+  long long n_grad = 0;
+  for (long long k = 0; k < n_leapfrog; ++k) {
+    H.leapfrog(q.data(), p.data(), g.data(), eps, &lp, &ll, gp.data(), gl.data());
+    ++n_grad;
+    bool finite = std::isfinite(H.logp(lp, ll));
+    for (int j = 0; j < d && finite; ++j) finite = std::isfinite(g[j]);
+    if (!finite) {
+      ok = false;
+      break;
+    }
+  }
+  const double h1 = H.kinetic(p.data()) - H.logp(lp, ll);
+  double delta = ok ? h0 - h1 : NEG_INF;
+  if (std::isnan(delta)) delta = NEG_INF;
+  const bool accept = log_u < delta;
+  const double energy_error = ok ? h1 - h0 : std::numeric_limits<double>::infinity();
+  const bool divergent = !ok || !std::isfinite(h1) || energy_error > DIVERGENCE_THRESHOLD;
+  if (accept) {
+    std::copy(q.begin(), q.end(), out.q);
+    std::copy(gp.begin(), gp.end(), out.gp);
+    std::copy(gl.begin(), gl.end(), out.gl);
+    *out.lp = lp;
+    *out.ll = ll;
+  } else {
+    std::copy(in.q, in.q + d, out.q);
+    std::copy(in.gp, in.gp + d, out.gp);
+    std::copy(in.gl, in.gl + d, out.gl);
+    *out.lp = in.lp;
+    *out.ll = in.ll;
+  }
+  stats[0] = delta;
+  stats[1] = energy_error;
+  flags[0] = accept;
+  flags[1] = divergent;
+  flags[2] = n_grad;
+}
+
+// A NUTS subtree: momenta at its first and last point built, summed momentum,
+// its proposal (position, gradients, log prior, log lik, H - H0) and log sum
+// of weights.
+struct Subtree {
+  std::vector<double> beg, end, rho, q, gp, gl;
+  double lsw = 0, lp = 0, ll = 0, dh = 0;
+  explicit Subtree(int d) : beg(d), end(d), rho(d), q(d), gp(d), gl(d) {}
+};
+
+// Stan's no-U-turn checks when `left` (built first) is joined by `right`
+// (kernels.nuts._merge_ok).
+bool merge_ok(const Hamiltonian& H, const std::vector<double>& l_beg,
+              const std::vector<double>& l_end, const std::vector<double>& l_rho,
+              const Subtree& r, std::vector<double>* spans) {
+  const int d = H.d;
+  std::vector<double>& whole = spans[0];
+  std::vector<double>& left_ext = spans[1];
+  std::vector<double>& right_ext = spans[2];
+  for (int j = 0; j < d; ++j) {
+    whole[j] = l_rho[j] + r.rho[j];
+    left_ext[j] = l_rho[j] + r.beg[j];
+    right_ext[j] = r.rho[j] + l_end[j];
+  }
+  return H.dot_velocity(l_beg.data(), whole.data()) > 0
+         && H.dot_velocity(l_beg.data(), left_ext.data()) > 0
+         && H.dot_velocity(l_end.data(), right_ext.data()) > 0
+         && H.dot_velocity(r.end.data(), whole.data()) > 0
+         && H.dot_velocity(r.beg.data(), left_ext.data()) > 0
+         && H.dot_velocity(r.end.data(), right_ext.data()) > 0;
+}
+
+// Log-uniforms of one chain, handed out in order; running out is reported.
+struct Uniforms {
+  const double* values;
+  int k;
+  int used = 0;
+  bool exhausted = false;
+  double next() {
+    if (used >= k) {
+      exhausted = true;
+      return 0.0;
+    }
+    return values[used++];
+  }
+};
+
+// A thread's working memory for NUTS transitions, sized once.
+struct NutsWork {
+  int d = -1;
+  std::vector<Subtree> slots;
+  Subtree cur{0};
+  std::vector<double> g0, end_q[2], end_p[2], end_g[2], rho, spans[3], cq, cp, cg, gp, gl;
+  void prepare(int dim, int max_depth) {
+    if (dim == d && static_cast<int>(slots.size()) >= max_depth) return;
+    d = dim;
+    slots.assign(max_depth, Subtree(d));
+    cur = Subtree(d);
+    for (auto* v : {&g0, &end_q[0], &end_q[1], &end_p[0], &end_p[1], &end_g[0], &end_g[1],
+                    &rho, &spans[0], &spans[1], &spans[2], &cq, &cp, &cg, &gp, &gl})
+      v->assign(d, 0.0);
+  }
+};
+
+// NUTS, as bread_stan.kernels.nuts (the iterative tree builder) for one chain.
+// stats: [sum of min(1, exp(H0 - H)) over leapfrog steps, H - H0 of the
+// sample]; flags: [divergent, n_grad, tree depth, log-uniforms used (-1 when
+// the k given ran out: nothing else is then valid)].
+void nuts_chain(const Hamiltonian& H, const ChainIn& in, const double* p0, double eps,
+                int max_depth, Uniforms u, const ChainOut& out, double* stats,
+                long long* flags) {
+  const int d = H.d;
+  using Vec = std::vector<double>;
+  static thread_local NutsWork work;  // no allocation per chain
+  work.prepare(d, max_depth);
+  const double h0 = H.kinetic(p0) - H.logp(in.lp, in.ll);
+  Vec& g0 = work.g0;
+  H.grad(in.gp, in.gl, g0.data());
+  // The sample: the initial point until a proposal is accepted.
+  std::copy(in.q, in.q + d, out.q);
+  std::copy(in.gp, in.gp + d, out.gp);
+  std::copy(in.gl, in.gl + d, out.gl);
+  *out.lp = in.lp;
+  *out.ll = in.ll;
+  double out_dh = 0.0;
+  long long n_leap = 0;
+  double sum_metro = 0.0;
+  bool divergent = false;
+  // Both ends of the trajectory (0 backward, 1 forward): position, momentum, gradient.
+  Vec* end_q = work.end_q;
+  Vec* end_p = work.end_p;
+  Vec* end_g = work.end_g;
+  for (int side = 0; side < 2; ++side) {
+    end_q[side].assign(in.q, in.q + d);
+    end_p[side].assign(p0, p0 + d);
+    end_g[side] = g0;
+  }
+  Vec& rho = work.rho;
+  rho.assign(p0, p0 + d);
+  double lsw = 0.0;
+  int depth = 0;
+  long long leaf = 0;
+  std::vector<Subtree>& slots = work.slots;
+  Subtree& cur = work.cur;
+  Vec* spans = work.spans;
+  int side = u.next() < LOG_HALF ? 1 : 0;
+  Vec& cq = work.cq;
+  Vec& cp = work.cp;
+  Vec& cg = work.cg;
+  cq.assign(in.q, in.q + d);
+  cp.assign(p0, p0 + d);
+  cg = g0;
+  double lp, ll;
+  Vec& gp = work.gp;
+  Vec& gl = work.gl;
+  while (true) {
+    H.leapfrog(cq.data(), cp.data(), cg.data(), side == 1 ? eps : -eps, &lp, &ll,
+               gp.data(), gl.data());
+    double dh = (H.kinetic(cp.data()) - H.logp(lp, ll)) - h0;
+    if (std::isnan(dh)) dh = std::numeric_limits<double>::infinity();
+    ++n_leap;
+    sum_metro += std::exp(std::min(-dh, 0.0));
+    bool alive = !(dh > DIVERGENCE_THRESHOLD);
+    if (!alive) divergent = true;
+    // The new leaf as a one-point subtree, then carries up the levels.
+    if (alive) {
+      cur.beg = cp;
+      cur.end = cp;
+      cur.rho = cp;
+      cur.q = cq;
+      cur.gp = gp;
+      cur.gl = gl;
+      cur.lsw = -dh;
+      cur.lp = lp;
+      cur.ll = ll;
+      cur.dh = dh;
+      for (int level = 0; level < max_depth; ++level) {
+        if (!((leaf >> level) & 1)) {
+          std::swap(slots[level], cur);  // cur is not used again for this leaf
+          break;
+        }
+        Subtree& left = slots[level];
+        const bool ok = merge_ok(H, left.beg, left.end, left.rho, cur, spans);
+        const double merged = log_add_exp(left.lsw, cur.lsw);
+        const bool take_right = u.next() < cur.lsw - merged;
+        if (!take_right) {
+          std::swap(cur.q, left.q);
+          std::swap(cur.gp, left.gp);
+          std::swap(cur.gl, left.gl);
+          cur.lp = left.lp;
+          cur.ll = left.ll;
+          cur.dh = left.dh;
+        }
+        std::swap(cur.beg, left.beg);
+        for (int j = 0; j < d; ++j) cur.rho[j] = left.rho[j] + cur.rho[j];
+        cur.lsw = merged;
+        if (!ok) {
+          alive = false;
+          break;
+        }
+      }
+    }
+    const bool complete = alive && leaf == (1LL << depth) - 1;
+    ++leaf;
+    bool finished = !alive;
+    if (complete) {
+      // The completed subtree was stored at level `depth` by the carries.
+      Subtree& sub = slots[depth];
+      // Biased progressive sampling: move to the new subtree with probability
+      // min(1, w_new / w_old).
+      if (u.next() < sub.lsw - lsw) {
+        std::copy(sub.q.begin(), sub.q.end(), out.q);
+        std::copy(sub.gp.begin(), sub.gp.end(), out.gp);
+        std::copy(sub.gl.begin(), sub.gl.end(), out.gl);
+        *out.lp = sub.lp;
+        *out.ll = sub.ll;
+        out_dh = sub.dh;
+      }
+      lsw = log_add_exp(lsw, sub.lsw);
+      // The old trajectory is the left part: its far end is on the other side.
+      const bool ok = merge_ok(H, end_p[1 - side], end_p[side], rho, sub, spans);
+      for (int j = 0; j < d; ++j) rho[j] = rho[j] + sub.rho[j];
+      end_q[side] = cq;
+      end_p[side] = cp;
+      end_g[side] = cg;
+      ++depth;
+      finished = !ok || depth >= max_depth;
+      if (!finished) {
+        side = u.next() < LOG_HALF ? 1 : 0;
+        cq = end_q[side];
+        cp = end_p[side];
+        cg = end_g[side];
+        leaf = 0;
+      }
+    }
+    if (u.exhausted) {
+      flags[3] = -1;
+      return;
+    }
+    if (finished) break;
+  }
+  stats[0] = sum_metro;
+  stats[1] = out_dh;
+  flags[0] = divergent;
+  flags[1] = n_leap;
+  flags[2] = depth;
+  flags[3] = u.used;
+}
+
+#pragma GCC pop_options
+
+// Like parallel_points, for work whose cost varies from point to point (a
+// NUTS tree): chains are handed out one at a time.
+template <typename Body>
+void parallel_chains(int n, int threads, const Body& body) {
+  threads = resolve_threads(threads, n);
+  if (threads == 1) {
+    for (int i = 0; i < n; ++i) body(i);
+    return;
+  }
+  arena_for(threads).execute([&] {
+    tbb::parallel_for(tbb::blocked_range<int>(0, n, 1),
+                      [&](const tbb::blocked_range<int>& r) {
+                        for (int i = r.begin(); i < r.end(); ++i) body(i);
+                      });
+  });
+}
 }  // namespace
 
 #define BREAD_TRY try {
@@ -572,46 +1029,71 @@ int bread_split_batch(const bs_model* prior, const bs_model* full, bool jacobian
   const bool gradient = grad_prior && grad_lik;
   Failures failures;
   parallel_points(n, threads, [&](int i) {
-    const double* x = theta_unc + i * d;
-    double lp_prior = NOT_A_NUMBER;
-    try {
-      if (gradient) {
-        log_density_gradient_impl(*prior->model, false, jacobian, x, &lp_prior,
-                                  grad_prior + i * d, nullptr);
-      } else {
-        lp_prior = log_density_impl(*prior->model, false, jacobian, x, nullptr);
-      }
-    } catch (...) {
-      auto e = std::current_exception();
-      log_prior[i] = failure_value(e);
-      log_lik[i] = NOT_A_NUMBER;
-      if (gradient) {
-        std::fill(grad_prior + i * d, grad_prior + (i + 1) * d, NOT_A_NUMBER);
-        std::fill(grad_lik + i * d, grad_lik + (i + 1) * d, NOT_A_NUMBER);
-      }
-      failures.add(i, "prior: " + exception_message(e));
-      return;
-    }
-    log_prior[i] = lp_prior;
-    try {
-      double lp_full;
-      if (gradient) {
-        double* g = grad_lik + i * d;
-        log_density_gradient_impl(*full->model, false, jacobian, x, &lp_full, g, nullptr);
-        const double* gp = grad_prior + i * d;
-        for (int j = 0; j < d; ++j) g[j] -= gp[j];
-      } else {
-        lp_full = log_density_impl(*full->model, false, jacobian, x, nullptr);
-      }
-      log_lik[i] = lp_full - lp_prior;
-    } catch (...) {
-      auto e = std::current_exception();
-      log_lik[i] = failure_value(e);
-      if (gradient) std::fill(grad_lik + i * d, grad_lik + (i + 1) * d, NOT_A_NUMBER);
-      failures.add(i, "likelihood: " + exception_message(e));
-    }
+    std::string message;
+    if (!split_point(prior, full, jacobian, theta_unc + i * d, log_prior + i, log_lik + i,
+                     gradient ? grad_prior + i * d : nullptr,
+                     gradient ? grad_lik + i * d : nullptr, &message))
+      failures.add(i, message);
   });
   return finish_batch(failures, error_msg);
+  BREAD_CATCH(error_msg)
+}
+
+namespace {
+
+void check_pair(const bs_model* prior, const bs_model* full) {
+  if (prior && full->unc_num != prior->unc_num)
+    throw std::invalid_argument("prior and full models have different dimensions");
+}
+
+}  // namespace
+
+int bread_hmc_transition(const bs_model* prior, const bs_model* full, int n,
+                         const double* q0, const double* lp0, const double* ll0,
+                         const double* gp0, const double* gl0, const double* beta,
+                         const double* step_size, const long long* n_leapfrog, bool dense,
+                         const double* inv_metric, const double* momentum,
+                         const double* log_u, double* q, double* lp, double* ll,
+                         double* gp, double* gl, double* stats, long long* flags,
+                         int threads, char** error_msg) {
+  BREAD_TRY
+  check_pair(prior, full);
+  const long d = full->unc_num;
+  const long metric_size = dense ? d * d : d;
+  parallel_chains(n, threads, [&](int i) {
+    Hamiltonian H(prior, full, d, beta[i], dense, inv_metric + i * metric_size);
+    ChainIn in{q0 + i * d, gp0 + i * d, gl0 + i * d, lp0[i], ll0[i]};
+    ChainOut out{q + i * d, gp + i * d, gl + i * d, lp + i, ll + i};
+    hmc_chain(H, in, momentum + i * d, step_size[i], n_leapfrog[i], log_u[i], out,
+              stats + 2 * i, flags + 3 * i);
+  });
+  return 0;
+  BREAD_CATCH(error_msg)
+}
+
+int bread_nuts_transition(const bs_model* prior, const bs_model* full, int n,
+                          const double* q0, const double* lp0, const double* ll0,
+                          const double* gp0, const double* gl0, const double* beta,
+                          const double* step_size, int max_depth, bool dense,
+                          const double* inv_metric, const double* momentum,
+                          const double* log_u, int k, double* q, double* lp, double* ll,
+                          double* gp, double* gl, double* stats, long long* flags,
+                          int threads, char** error_msg) {
+  BREAD_TRY
+  check_pair(prior, full);
+  if (max_depth < 1 || max_depth > 62)
+    throw std::invalid_argument("max_depth must be between 1 and 62");
+  const long d = full->unc_num;
+  const long metric_size = dense ? d * d : d;
+  parallel_chains(n, threads, [&](int i) {
+    Hamiltonian H(prior, full, d, beta[i], dense, inv_metric + i * metric_size);
+    ChainIn in{q0 + i * d, gp0 + i * d, gl0 + i * d, lp0[i], ll0[i]};
+    ChainOut out{q + i * d, gp + i * d, gl + i * d, lp + i, ll + i};
+    nuts_chain(H, in, momentum + i * d, step_size[i], max_depth,
+               Uniforms{log_u + static_cast<long>(i) * k, k}, out, stats + 2 * i,
+               flags + 4 * i);
+  });
+  return 0;
   BREAD_CATCH(error_msg)
 }
 

@@ -1,0 +1,134 @@
+"""HMC and NUTS transitions run inside a model library (``csrc/bridge.cpp``).
+
+:class:`NativeKernels` is what a Stan target offers as ``target.native``: one C
+call advances a whole batch of chains by one transition of the tempered density
+``log_prior + beta * log_lik``, chains spread over the target's threads.  The
+kernels :class:`~bread_stan.kernels.hmc.HMC` and
+:class:`~bread_stan.kernels.nuts.NUTS` use it automatically; they draw the
+random numbers (momenta, log-uniforms) from the chains' own streams and pass
+them in, so that a native transition gives the Python kernel's result bit for
+bit.  This module only moves arrays across the C boundary.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..target import Evaluation
+from .model import StanModel, _address
+
+__all__ = ["NativeKernels", "NativeStep"]
+
+
+@dataclass
+class NativeStep:
+    """The outcome of one native transition of n chains (arrays of shape (n,) unless said).
+
+    HMC fills ``delta`` (H0 - H1, -inf when the trajectory left the support) and
+    ``accepted``; NUTS fills ``sum_metro`` (sum over leapfrog steps of
+    min(1, exp(H0 - H))), ``tree_depth`` and ``used`` (look-ahead values used,
+    -1 when too few were given).
+    """
+
+    position: np.ndarray  # (n, d)
+    evaluation: Evaluation
+    energy_error: np.ndarray
+    divergent: np.ndarray
+    n_grad: np.ndarray
+    delta: np.ndarray | None = None
+    accepted: np.ndarray | None = None
+    sum_metro: np.ndarray | None = None
+    tree_depth: np.ndarray | None = None
+    used: np.ndarray | None = None
+
+    def fill(self, rows: np.ndarray, other: "NativeStep") -> None:
+        """Overwrite chains ``rows`` with the results of ``other`` (a run of just those)."""
+        for name in ("position", "energy_error", "divergent", "n_grad", "delta", "accepted",
+                     "sum_metro", "tree_depth", "used"):
+            mine = getattr(self, name)
+            if mine is not None:
+                mine[rows] = getattr(other, name)
+        for name in ("log_prior", "log_lik", "grad_prior", "grad_lik"):
+            getattr(self.evaluation, name)[rows] = getattr(other.evaluation, name)
+
+
+def _f64(a) -> np.ndarray:
+    return np.ascontiguousarray(a, dtype=np.float64)
+
+
+class NativeKernels:
+    """Native transitions of the split prior/likelihood density of two model instances
+    (``prior`` built with prior_only = 1, ``full`` with prior_only = 0), or, with
+    ``prior=None``, of ``full``'s joint density (reported as the log prior, with log
+    likelihood 0)."""
+
+    def __init__(self, full: StanModel, prior: StanModel | None = None, threads: int = 0):
+        self.full, self.prior, self.threads = full, prior, int(threads)
+        self.lib = full.lib
+
+    @staticmethod
+    def available(model: StanModel) -> bool:
+        """Whether ``model``'s library has the native transitions."""
+        return model.lib.bread_nuts_transition is not None
+
+    def _state(self, position, evaluation, beta, step_size, inv_metric, momentum):
+        n, d = position.shape
+        if evaluation.grad_prior is None or evaluation.grad_lik is None:
+            raise ValueError("this kernel needs gradients; build the state with gradient=True")
+        args = [_f64(position), _f64(evaluation.log_prior), _f64(evaluation.log_lik),
+                _f64(evaluation.grad_prior), _f64(evaluation.grad_lik),
+                _f64(np.broadcast_to(beta, (n,))), _f64(np.broadcast_to(step_size, (n,)))]
+        metric = _f64(inv_metric)
+        if metric.shape not in ((n, d), (n, d, d)):
+            raise ValueError(f"the inverse metric must be (n, d) or (n, d, d), got {metric.shape}")
+        return args, metric, _f64(momentum)
+
+    def _outputs(self, n: int, d: int, n_stats: int, n_flags: int):
+        return (np.empty((n, d)), Evaluation(np.empty(n), np.empty(n), np.empty((n, d)),
+                                             np.empty((n, d))),
+                np.empty((n, n_stats)), np.empty((n, n_flags), dtype=np.int64))
+
+    def _call(self, function, inputs, middle, metric, momentum, log_u, extra, outputs):
+        q, ev, stats, flags = outputs
+        err = ctypes.c_char_p()
+        prior = self.prior._ptr if self.prior is not None else None
+        rc = function(prior, self.full._ptr, q.shape[0], *map(_address, inputs), *middle,
+                      metric.ndim == 3, _address(metric), _address(momentum), _address(log_u),
+                      *extra, _address(q), _address(ev.log_prior), _address(ev.log_lik),
+                      _address(ev.grad_prior), _address(ev.grad_lik), _address(stats),
+                      _address(flags), self.threads, ctypes.byref(err))
+        if rc:
+            self.full._raise(err, "native transition")
+
+    def hmc(self, position, evaluation, beta, step_size, n_leapfrog, inv_metric, momentum,
+            log_u) -> NativeStep:
+        """One static-HMC transition per chain (see ``bread_hmc_transition`` in bridge.hpp)."""
+        n, d = position.shape
+        inputs, metric, momentum = self._state(position, evaluation, beta, step_size,
+                                               inv_metric, momentum)
+        n_leap = np.ascontiguousarray(np.broadcast_to(n_leapfrog, (n,)), dtype=np.int64)
+        outputs = self._outputs(n, d, 2, 3)
+        self._call(self.lib.bread_hmc_transition, inputs, [_address(n_leap)], metric, momentum,
+                   _f64(log_u), [], outputs)
+        q, ev, stats, flags = outputs
+        return NativeStep(q, ev, energy_error=stats[:, 1], divergent=flags[:, 1].astype(bool),
+                          n_grad=flags[:, 2].copy(), delta=stats[:, 0],
+                          accepted=flags[:, 0].astype(bool))
+
+    def nuts(self, position, evaluation, beta, step_size, max_depth, inv_metric, momentum,
+             log_u) -> NativeStep:
+        """One NUTS transition per chain from the look-ahead ``log_u`` (n, k)."""
+        n, d = position.shape
+        inputs, metric, momentum = self._state(position, evaluation, beta, step_size,
+                                               inv_metric, momentum)
+        log_u = _f64(log_u)
+        outputs = self._outputs(n, d, 2, 4)
+        self._call(self.lib.bread_nuts_transition, inputs, [int(max_depth)], metric, momentum,
+                   log_u, [log_u.shape[1]], outputs)
+        q, ev, stats, flags = outputs
+        return NativeStep(q, ev, energy_error=stats[:, 1], divergent=flags[:, 0].astype(bool),
+                          n_grad=flags[:, 1].copy(), sum_metro=stats[:, 0],
+                          tree_depth=flags[:, 2].copy(), used=flags[:, 3].copy())
