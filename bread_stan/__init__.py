@@ -44,8 +44,10 @@ _LAZY = {
     "advi": "approx",
     "pathfinder": "approx",
     "subjective_tractable": "workflows.subjective_tractable",
+    "Executor": "parallel.executor",
 }
-_SUBPACKAGES = ("stan", "kernels", "ais", "approx", "aide", "workflows", "exact", "reporting")
+_SUBPACKAGES = ("stan", "kernels", "ais", "approx", "aide", "parallel", "workflows", "exact",
+                "reporting")
 
 __all__ = ["__version__", *_LAZY, *_SUBPACKAGES]
 

@@ -50,7 +50,8 @@ from .betas import ScheduleSpec
 from .tuning import progress_bar
 from ..target import Target
 
-__all__ = ["AISRun", "forward", "reverse", "RunConfig", "run"]
+__all__ = ["AISRun", "forward", "reverse", "RunConfig", "run", "step_schedule",
+           "chain_diagnostics"]
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +105,7 @@ class _Group:
     start: np.ndarray
     seed: int | np.random.SeedSequence
     stream: int
+    first_chain: int = 0  # the index of the group's first chain in its random streams
 
     @property
     def n(self) -> int:
@@ -145,8 +147,8 @@ def _anneal(target: Target, kernel: Kernel, schedule, groups: list[_Group], *,
     bounds = np.cumsum([0] + sizes)
     is_rev = np.concatenate([np.full(g.n, g.direction == "reverse") for g in groups])
 
-    rng = ChainRandom([ss for g in groups
-                       for ss in chain_seed_sequences(g.seed, g.stream, range(g.n))])
+    rng = ChainRandom([ss for g in groups for ss in chain_seed_sequences(
+        g.seed, g.stream, range(g.first_chain, g.first_chain + g.n))])
     t0 = time.perf_counter()
     state = initial_state(target, np.concatenate([g.start for g in groups]),
                           gradient=kernel.needs_gradient)
@@ -216,15 +218,7 @@ def _anneal(target: Target, kernel: Kernel, schedule, groups: list[_Group], *,
         stats = {"accept_stat": accept_sum[sl] / n_trans, "divergences": divergences[sl],
                  "tree_depth": depth_sum[sl] / n_trans, "n_grad": n_grad[sl]}
         g_grad = int(n_grad[sl].sum())
-        diagnostics = {
-            "accept_stat": float(np.mean(stats["accept_stat"])),
-            "divergences": float(divergences[sl].sum()),
-            "divergent_chains": float(np.count_nonzero(divergences[sl])),
-            "tree_depth": float(np.mean(stats["tree_depth"])),
-            "grad_per_transition": g_grad / max(g.n * n_trans, 1),
-            "non_finite_estimates": float(np.count_nonzero(~np.isfinite(w))),
-            "shared_batch": float(len(groups) > 1),
-        }
+        diagnostics = chain_diagnostics(w, stats, n_trans, shared_batch=len(groups) > 1)
         runs.append(AISRun(
             direction=g.direction, log_weights=w, log_estimates=sign * w,
             final_positions=state.position[sl].copy(), n_grad=g_grad,
@@ -233,6 +227,23 @@ def _anneal(target: Target, kernel: Kernel, schedule, groups: list[_Group], *,
             diagnostics=diagnostics, chain_stats=stats, cumulative=cumulative,
             cumulative_at=cumulative_at, schedule=schedule))
     return runs
+
+
+def chain_diagnostics(log_weights: np.ndarray, stats: dict[str, np.ndarray], n_trans: int,
+                      *, shared_batch: bool) -> dict[str, float]:
+    """A direction's kernel diagnostics from its per-chain ``stats`` (``n_trans``
+    transitions per chain); chains run in blocks and joined give the numbers of
+    one batch."""
+    n = log_weights.size
+    return {
+        "accept_stat": float(np.mean(stats["accept_stat"])),
+        "divergences": float(stats["divergences"].sum()),
+        "divergent_chains": float(np.count_nonzero(stats["divergences"])),
+        "tree_depth": float(np.mean(stats["tree_depth"])),
+        "grad_per_transition": int(stats["n_grad"].sum()) / max(n * n_trans, 1),
+        "non_finite_estimates": float(np.count_nonzero(~np.isfinite(log_weights))),
+        "shared_batch": float(shared_batch),
+    }
 
 
 def _batch_params(schedule, groups, bounds, T, k, d):
@@ -248,29 +259,34 @@ def _batch_params(schedule, groups, bounds, T, k, d):
 
 def forward(target: Target, kernel: Kernel, schedule, start, *, seed,
             stream: int = 0, increments_every: int | None = None,
-            progress: bool = False) -> AISRun:
+            progress: bool = False, first_chain: int = 0) -> AISRun:
     """Forward AIS from exact prior draws ``start`` (n, d); estimates are lower bounds.
 
     ``schedule`` is a frozen :class:`KernelSchedule` (or any object with
     ``betas``, ``params_at(t)`` and ``steps_per_temperature``; a bare array of
     betas means a kernel without params and one step per temperature).
-    Chain i uses random stream (seed, stream, i).
+    Chain i uses random stream (seed, stream, first_chain + i), so a block of
+    chains run alone gives the numbers those chains give in a larger batch.
     """
     start = _check_start(target, start, None, "prior")
-    return _anneal(target, kernel, schedule, [_Group("forward", start, seed, stream)],
+    return _anneal(target, kernel, schedule,
+                   [_Group("forward", start, seed, stream, first_chain)],
                    increments_every=increments_every, progress=progress)[0]
 
 
 def reverse(target: Target, kernel: Kernel, schedule, start, *, seed,
             stream: int = 1, increments_every: int | None = None,
-            progress: bool = False, n_chains: int | None = None) -> AISRun:
+            progress: bool = False, n_chains: int | None = None,
+            first_chain: int = 0) -> AISRun:
     """Reverse AIS from exact posterior draws ``start``; estimates are upper bounds.
 
     ``start`` is (n, d), or a single draw ((d,) or (1, d)) repeated for
-    ``n_chains`` chains (default 1).
+    ``n_chains`` chains (default 1).  Chain i uses random stream (seed, stream,
+    first_chain + i).
     """
     start = _check_start(target, start, n_chains, "posterior")
-    return _anneal(target, kernel, schedule, [_Group("reverse", start, seed, stream)],
+    return _anneal(target, kernel, schedule,
+                   [_Group("reverse", start, seed, stream, first_chain)],
                    increments_every=increments_every, progress=progress)[0]
 
 
@@ -319,13 +335,7 @@ def run(target: Target, kernel: Kernel, prior_draws, posterior_draws, *, seed: i
                               for k, v in asdict(tuned).items()}
     result = BreadResult(model or getattr(target, "name", type(target).__name__), settings)
     for i, T in enumerate(config.steps):
-        # Only the adaptive schedule reads the pilot (other specs may be stand-ins
-        # that take T alone).
-        betas = (config.schedule.betas(T, tuned) if getattr(config.schedule, "kind", None)
-                 == "adaptive" else config.schedule.betas(T))
-        schedule = _kernel_schedule(tuned, betas, config.steps_per_temperature)
-        every = (None if config.increment_blocks is None
-                 else max(1, math.ceil((T - 1) / config.increment_blocks)))
+        betas, schedule, every = step_schedule(config, tuned, T)
         groups = [_Group("forward", prior, seed, 2 * i), _Group("reverse", post, seed, 2 * i + 1)]
         kw = {"increments_every": every, "progress": config.progress}
         if config.combined:
@@ -342,6 +352,20 @@ def run(target: Target, kernel: Kernel, prior_draws, posterior_draws, *, seed: i
         if on_step is not None:
             on_step(step)
     return result
+
+
+def step_schedule(config: RunConfig, tuned, T: int
+                  ) -> tuple[np.ndarray, KernelSchedule, int | None]:
+    """The betas, frozen kernel schedule and increment thinning of ``T`` distributions
+    under ``config`` (what :func:`run` uses for that step count)."""
+    # Only the adaptive schedule reads the pilot (other specs may be stand-ins
+    # that take T alone).
+    betas = (config.schedule.betas(T, tuned) if getattr(config.schedule, "kind", None)
+             == "adaptive" else config.schedule.betas(T))
+    schedule = _kernel_schedule(tuned, betas, config.steps_per_temperature)
+    every = (None if config.increment_blocks is None
+             else max(1, math.ceil((T - 1) / config.increment_blocks)))
+    return betas, schedule, every
 
 
 def _kernel_schedule(tuned, betas, steps_per_temperature) -> KernelSchedule:

@@ -43,6 +43,7 @@ shared by every target; a rerun loads what finished), 2 for bad input, 130 inter
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import sys
 from pathlib import Path
@@ -138,6 +139,7 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="BREAD bounds for one model")
     p.add_argument("model", type=Path, help="model program with the prior_only split")
     _add_run_options(p)
+    _add_executor_options(p)
     p.add_argument("--known-upper", type=float, default=None,
                    help="a trusted upper bound on log p(y): adds a KL(q||p) bound")
     p.add_argument("--known-lower", type=float, default=None,
@@ -146,10 +148,12 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("compare", help="BREAD for several programs of one model, shared data")
     p.add_argument("models", type=Path, nargs="+", help="model programs to compare")
     _add_run_options(p)
+    _add_executor_options(p)
 
     p = sub.add_parser("protocol", help="real-data protocol: fit, simulate, validate, bound")
     p.add_argument("model", type=Path, help="model program with the prior_only split")
     _add_run_options(p)
+    _add_executor_options(p)
     p.add_argument("--sweep", type=_sweep, default=(10, 100, 1000, 10000),
                    help="reverse-start transitions S, comma-separated (default 10,100,1000,10000)")
     p.add_argument("--fit-chains", type=_whole(1), default=4,
@@ -286,6 +290,29 @@ def _data(arg: str | None):
                             f"(those are {', '.join(datasets.names())})")
 
 
+def _add_executor_options(p: argparse.ArgumentParser) -> None:
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--scheduler", default=None, metavar="tcp://HOST:8786",
+                       help="run the AIS chains (protocol: the replicates) in shards on this "
+                       "Dask scheduler's cluster (same numbers as a local run)")
+    group.add_argument("--workers", type=_whole(1), default=None,
+                       help="run the AIS chains in shards on a Dask LocalCluster of this many "
+                       "single-threaded worker processes")
+
+
+def _executor(args):
+    """The executor the options ask for: local threads, or a Dask cluster."""
+    from ..parallel.executor import Executor
+
+    if not args.verbose and (args.scheduler or args.workers):
+        # Dask logs every start, stop and lost connection (with tracebacks); a lost
+        # scheduler is said here in one line.  Its import sets its loggers' levels.
+        with contextlib.suppress(ImportError):
+            import distributed  # noqa: F401
+        logging.getLogger("distributed").setLevel(logging.CRITICAL)
+    return Executor(args.scheduler, workers=args.workers)
+
+
 def _settings(args):
     from ..ais.betas import ScheduleSpec
     from ..workflows.bread import RunSettings, SamplerSettings
@@ -333,8 +360,10 @@ def _cmd_run(args) -> int:
     out = args.out or Path(f"bread-{args.model.stem}")
     known = {k: v for k, v in (("upper", args.known_upper), ("lower", args.known_lower))
              if v is not None}
-    result = bread(args.model, args.simulator, _data(args.data), sampler=sampler, run=run,
-                   known_log_ml_bounds=known or None, out_dir=out, verdict=_verdict(args))
+    with _executor(args) as executor:
+        result = bread(args.model, args.simulator, _data(args.data), sampler=sampler, run=run,
+                       known_log_ml_bounds=known or None, out_dir=out, verdict=_verdict(args),
+                       executor=executor)
     report = write_report(result, out)
     _print_summary(result)
     print(f"\nresults and report: {report}")
@@ -348,8 +377,9 @@ def _cmd_compare(args) -> int:
     sampler, run = _settings(args)
     out = args.out or Path("bread-compare")
     try:
-        results = compare(args.models, args.simulator, _data(args.data), sampler=sampler,
-                          run=run, out_dir=out, verdict=_verdict(args))
+        with _executor(args) as executor:
+            results = compare(args.models, args.simulator, _data(args.data), sampler=sampler,
+                              run=run, out_dir=out, verdict=_verdict(args), executor=executor)
     except (BreadStanError, ValueError, OSError):
         _compare_finished(out)
         raise
@@ -420,8 +450,9 @@ def _cmd_protocol(args) -> int:
         fit=FitSettings(chains=args.fit_chains, warmup=args.fit_warmup, draws=args.fit_draws,
                         sampler=args.fit_sampler, hyper_summary=args.hyper_summary))
     out = args.out or Path(f"protocol-{args.model.stem}")
-    result = protocol(args.model, args.simulator, _data(args.data), sampler=sampler, run=run,
-                      settings=settings, out_dir=out)
+    with _executor(args) as executor:
+        result = protocol(args.model, args.simulator, _data(args.data), sampler=sampler,
+                          run=run, settings=settings, out_dir=out, executor=executor)
     report = write_protocol_report(result, out)
     _print_protocol(result)
     print(f"\nresults and report: {report}")

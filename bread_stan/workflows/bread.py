@@ -44,7 +44,10 @@ from ..kernels.nuts import NUTS, NUTSParams
 from ..stan.model import unflatten_draws
 from ..ais.results import BreadResult, DirectionResult, StepResult, load_steps
 from ..ais.verdict import VerdictSettings
-from ..store import check_writable, clean_temporaries, load_if_sound, load_json, lock
+from ..parallel.executor import Executor
+from ..parallel.shards import Shard, ShardContext, join_problem, plan_shards, run_shard
+from ..store import (CorruptFileError, check_writable, clean_temporaries, load_if_sound,
+                     load_json, load_unit, lock, save_unit, set_aside)
 from ..ais.betas import ScheduleSpec
 from ..stan.compile import CompiledModel
 from ..stan.simulator import (Simulator, check_data_names, compile_with_simulator, draw_at,
@@ -216,6 +219,7 @@ class _Problem:
     x_star: np.ndarray  # unconstrained exact posterior draw
     truth: dict[str, Any]
     simulated_data: dict[str, Any]
+    data: dict[str, Any] = field(default_factory=dict)  # the model's data on y*
 
 
 def _problem_seed(seed: int, purpose: int, *rest_and_k: int) -> int:
@@ -233,9 +237,11 @@ def _simulate_problem(name, model, simulator: Simulator, data: Mapping, seed: in
     if truth_draw is None:
         truth_draw = draw_at(simulator.simulate(1, _problem_seed(seed, _TRUTH, 0)), 0)
     params, overrides = split_draw(truth_draw, compiled)
-    target = StanTarget(compiled, {**data, **overrides}, threads=threads)
+    model_data = {**data, **overrides}
+    target = StanTarget(compiled, model_data, threads=threads)
     x_star = target.param_unconstrain(params)
-    problem = _Problem(name, target, x_star, _as_lists(params), _as_lists(overrides))
+    problem = _Problem(name, target, x_star, _as_lists(params), _as_lists(overrides),
+                       model_data)
     check_split(target, _prior_draws(problem, simulator, _CHECK_DRAWS,
                                      derived_seed(seed, _CHECK)))
     return problem
@@ -259,9 +265,10 @@ def _constrained(problem: _Problem, u: np.ndarray) -> dict[str, np.ndarray]:
 def _run_problem(problems: list[_Problem], simulator: Simulator, sampler: SamplerSettings,
                  run: RunSettings, out_dir: Path | None, header: dict,
                  known_log_ml_bounds: Mapping[str, float] | None,
-                 verdict: VerdictSettings, data: Mapping) -> BreadResult:
+                 verdict: VerdictSettings, data: Mapping,
+                 executor: Executor | None = None) -> BreadResult:
     """Tune on the first problem, check the simulator with the frozen kernel, then run
-    every step count over all problems."""
+    every step count over all problems (here, or in shards on ``executor``'s cluster)."""
     kernel, base_params = sampler.make()
     first = problems[0]
     extra = {"truth": first.truth, "simulated_data": first.simulated_data,
@@ -292,25 +299,33 @@ def _run_problem(problems: list[_Problem], simulator: Simulator, sampler: Sample
         if tuned_path is not None:
             tuned.save(tuned_path)
     result.extra["tuning"] = tuned.to_dict()
+    result.extra["executor"] = (executor or Executor()).describe()
     setup_warnings(result.extra, tuned, first.name)
     if "simulator_check" not in result.extra:
         result.extra["simulator_check"] = _check(first, simulator, data, sampler, run, tuned)
     if out_dir is not None:
         result.save_header(out_dir)
 
-    warn_if_costly(first.name, tuned, [T for T in run.steps if T not in done],
-                   2 * run.chains * sampler.steps_per_temperature, first.target.dim)
-    for T in run.steps:
-        if T in done:
-            log.info("%s: %d distributions already done, loaded from %s", first.name, T, out_dir)
-            continue
-        step = _run_step(problems, simulator, kernel, tuned, sampler, run, T)
+    todo = [T for T in run.steps if T not in done]
+    warn_if_costly(first.name, tuned, todo, 2 * run.chains * sampler.steps_per_temperature,
+                   first.target.dim)
+    for T in sorted(done):
+        log.info("%s: %d distributions already done, loaded from %s", first.name, T, out_dir)
+
+    def finish(step: StepResult) -> None:
         result.steps.append(step)
         if out_dir is not None:
             result.save_step(out_dir, step)
         verdict = step.verdict(result.verdict_settings(), n_step_counts=len(run.steps))
         if not verdict.consistent:
-            log.warning("%s, %d distributions: %s", first.name, T, verdict.message)
+            log.warning("%s, %d distributions: %s", first.name, step.n_steps, verdict.message)
+
+    if executor is not None and executor.kind == "dask":
+        _run_steps_on_dask(problems, simulator, kernel, tuned, sampler, run, todo, out_dir,
+                           header["fingerprint"], executor, finish)
+    else:
+        for T in todo:
+            finish(_run_step(problems, simulator, kernel, tuned, sampler, run, T))
     result.steps.sort(key=lambda s: s.n_steps)
     if out_dir is not None:
         result.save(out_dir)
@@ -321,26 +336,117 @@ def _run_step(problems: list[_Problem], simulator: Simulator, kernel, tuned,
               sampler: SamplerSettings, run: RunSettings, T: int) -> StepResult:
     """Forward and reverse AIS with T distributions; with several problems, the chains
     are split among them and the step records which chain ran on which problem."""
-    config = engine.RunConfig(steps=(T,), schedule=run.schedule,
-                              steps_per_temperature=sampler.steps_per_temperature,
-                              increment_blocks=run.increment_blocks, progress=run.progress)
+    config = _ais_config(sampler, run, T, run.progress)
+    parts = [engine.run(problem.target, kernel, prior, problem.x_star,
+                        seed=_problem_seed(run.seed, _CHAINS, T, k), tuned=tuned,
+                        config=config, model=problem.name).steps[0]
+             for k, (problem, prior) in enumerate(zip(problems,
+                                                      _prior_starts(problems, simulator, run, T)))]
+    return _join_problems(problems, parts)
+
+
+def _ais_config(sampler: SamplerSettings, run: RunSettings, T: int,
+                progress: bool) -> engine.RunConfig:
+    return engine.RunConfig(steps=(T,), schedule=run.schedule,
+                            steps_per_temperature=sampler.steps_per_temperature,
+                            increment_blocks=run.increment_blocks, progress=progress)
+
+
+def _prior_starts(problems: list[_Problem], simulator: Simulator, run: RunSettings,
+                  T: int) -> list[np.ndarray]:
+    """The forward chains' exact prior draws at ``T`` (unconstrained), per problem."""
     draws = simulator.simulate(run.chains, derived_seed(run.seed, _PRIOR, T))
-    parts = []
-    for k, (problem, rows) in enumerate(zip(problems, np.array_split(np.arange(run.chains),
-                                                                      len(problems)))):
+    starts = []
+    for problem, rows in zip(problems, np.array_split(np.arange(run.chains), len(problems))):
         params, _ = split_draw({name: v[rows] for name, v in draws.items()},
                                problem.target.compiled)
-        prior = problem.target.param_unconstrain_batch(params)
-        one = engine.run(problem.target, kernel, prior, problem.x_star,
-                         seed=_problem_seed(run.seed, _CHAINS, T, k), tuned=tuned,
-                         config=config, model=problem.name).steps[0]
+        starts.append(problem.target.param_unconstrain_batch(params))
+    return starts
+
+
+def _join_problems(problems: list[_Problem], parts: list[StepResult]) -> StepResult:
+    """One step from each problem's step (final forward positions still unconstrained)."""
+    for problem, one in zip(problems, parts):
         one.draws = _constrained(problem, one.draws.pop("unconstrained"))
-        parts.append(one)
     if len(parts) == 1:
         return parts[0]
+    T = parts[0].n_steps
     return StepResult(T, _stack([p.forward for p in parts]), _stack([p.reverse for p in parts]),
                       parts[0].betas, {name: np.concatenate([p.draws[name] for p in parts])
                                        for name in parts[0].draws})
+
+
+def _run_steps_on_dask(problems: list[_Problem], simulator: Simulator, kernel, tuned,
+                       sampler: SamplerSettings, run: RunSettings, steps: Sequence[int],
+                       out_dir: Path | None, fingerprint: str, executor: Executor,
+                       finish) -> None:
+    """Run ``steps`` in shards on ``executor``'s cluster; each shard is saved under
+    ``out_dir/shards`` as it arrives (and reused by a rerun), each step is joined
+    exactly as :func:`_run_step` returns it and handed to ``finish``."""
+    shard_dir = out_dir / "shards" if out_dir is not None else None
+    saved = _saved_shards(shard_dir, fingerprint)
+    config = _ais_config(sampler, run, steps[0] if steps else 2, False)
+    contexts = [executor.share(ShardContext(p.target.compiled, p.data, kernel, tuned, config))
+                for p in problems] if steps else []
+    plans: dict[int, list[Shard]] = {}
+    parts: dict[int, dict[Shard, tuple]] = {}
+    tasks = {}
+    for T in steps:
+        starts = _prior_starts(problems, simulator, run, T)
+        sizes = [s.shape[0] for s in starts]
+        plans[T] = plan_shards(T, sizes, executor.block_size(max(sizes)))
+        parts[T] = {}
+        for shard in plans[T]:
+            if shard.key in saved:
+                parts[T][shard] = saved[shard.key]
+                continue
+            k, first = shard.problem, shard.first_chain
+            start = (starts[k][first:first + shard.n_chains] if shard.direction == "forward"
+                     else problems[k].x_star)
+            tasks[shard.key] = (contexts[k], shard, _problem_seed(run.seed, _CHAINS, T, k),
+                                start)
+    by_key = {shard.key: shard for plan in plans.values() for shard in plan}
+
+    def join(T: int) -> None:
+        betas, _, _ = engine.step_schedule(config, tuned, T)
+        n_trans = (T - 1) * sampler.steps_per_temperature
+        finish(_join_problems(problems, [
+            join_problem(T, betas, {s: v for s, v in parts[T].items() if s.problem == k},
+                         n_trans, shared_batch=True) for k in range(len(problems))]))
+        if shard_dir is not None:
+            for shard in plans[T]:
+                (shard_dir / f"{shard.key}.npz").unlink(missing_ok=True)
+
+    def arrived(key: str, value: tuple) -> None:
+        shard = by_key[key]
+        if shard_dir is not None:
+            save_unit(shard_dir / f"{key}.npz", value[0], {**value[1], "fingerprint": fingerprint})
+        parts[shard.n_steps][shard] = value
+        if len(parts[shard.n_steps]) == len(plans[shard.n_steps]):
+            join(shard.n_steps)
+
+    for T in steps:
+        if len(parts[T]) == len(plans[T]):  # every shard was saved by an interrupted run
+            join(T)
+    executor.run(run_shard, tasks, arrived, progress=run.progress,
+                 saved_in=str(shard_dir) if shard_dir is not None else None)
+
+
+def _saved_shards(shard_dir: Path | None, fingerprint: str) -> dict[str, tuple]:
+    """Shards saved by an interrupted run with these settings, by key."""
+    if shard_dir is None:
+        return {}
+    shard_dir.mkdir(exist_ok=True)
+    saved = {}
+    for path in sorted(shard_dir.glob("*.npz")):
+        try:
+            arrays, meta = load_unit(path)
+        except CorruptFileError as error:
+            set_aside(error)
+            continue
+        if meta.get("fingerprint") == fingerprint:
+            saved[meta["shard"]] = (arrays, meta)
+    return saved
 
 
 def _stack(directions: list[DirectionResult]) -> DirectionResult:
@@ -497,7 +603,8 @@ def bread(model, simulator, data=None, *, sampler: SamplerSettings = SamplerSett
           run: RunSettings = RunSettings(), hyper: Mapping[str, float] | None = None,
           known_log_ml_bounds: Mapping[str, float] | None = None,
           verdict: VerdictSettings | None = None,
-          out_dir: str | Path | None = None, name: str | None = None) -> BreadResult:
+          out_dir: str | Path | None = None, name: str | None = None,
+          executor: Executor | None = None) -> BreadResult:
     """Bound the Jeffreys divergence between AIS output and the posterior of ``model``.
 
     ``model`` and ``simulator`` are Stan programs (paths or program text; see
@@ -508,7 +615,9 @@ def bread(model, simulator, data=None, *, sampler: SamplerSettings = SamplerSett
     bounds.  ``verdict`` sets the verdict's levels and its convergence scale
     (:class:`~bread_stan.ais.verdict.VerdictSettings`).  With ``out_dir``, every
     finished step count is saved at once and a rerun with the same settings
-    continues where it stopped.
+    continues where it stopped.  ``executor`` (:class:`~bread_stan.parallel.executor.Executor`)
+    runs the AIS chains in shards on a Dask cluster: the same numbers as the local
+    default, each finished shard saved in ``out_dir/shards``.
     """
     check_program("model", model)
     check_program("simulator", simulator)
@@ -522,7 +631,7 @@ def bread(model, simulator, data=None, *, sampler: SamplerSettings = SamplerSett
                     for truth in _truth_draws(sim, run)]
         header = _header(name, model, simulator, data, sampler, run, hyper)
         return _run_problem(problems, sim, sampler, run, out, header, known_log_ml_bounds,
-                            verdict or VerdictSettings(), data)
+                            verdict or VerdictSettings(), data, executor)
 
 
 def _truth_draws(simulator: Simulator, run: RunSettings) -> list[dict]:
@@ -534,11 +643,13 @@ def _truth_draws(simulator: Simulator, run: RunSettings) -> list[dict]:
 def compare(models: Mapping[str, Any] | Sequence, simulator, data=None, *,
             sampler: SamplerSettings = SamplerSettings(), run: RunSettings = RunSettings(),
             hyper: Mapping[str, float] | None = None, out_dir: str | Path | None = None,
-            verdict: VerdictSettings | None = None) -> dict[str, BreadResult]:
+            verdict: VerdictSettings | None = None,
+            executor: Executor | None = None) -> dict[str, BreadResult]:
     """BREAD on several programs of one model, on one shared simulated data set and
     exact posterior draw.  ``models`` maps labels to programs (or is a list of
     programs, labelled by file name; programs sharing a file name are told apart
     by their folders).  Every program is compiled before any run starts.
+    ``executor`` runs each program's AIS shards on a Dask cluster (see :func:`bread`).
     Returns one result per label."""
     if not isinstance(models, Mapping):
         models = dict(zip(_labels(models), models))
@@ -561,7 +672,7 @@ def compare(models: Mapping[str, Any] | Sequence, simulator, data=None, *,
             if sub is not None:
                 sub.mkdir(exist_ok=True)
             results[label] = _run_problem(problems, sim, sampler, run, sub, header, None,
-                                          verdict or VerdictSettings(), data)
+                                          verdict or VerdictSettings(), data, executor)
         return results
 
 

@@ -55,6 +55,8 @@ from ..ais.tuning import TunedKernel, tune
 from ..kernels.base import initial_state
 from ..rng import ChainRandom
 from ..stan.data import load_data
+from ..parallel.executor import Executor
+from ..stan.compile import CompiledModel
 from ..stan.simulator import Simulator, compile_with_simulator, draw_at, split_draw
 from ..stan.tempered import StanTarget
 from .bread import (
@@ -190,6 +192,89 @@ def _tuned(path: Path | None, target, kernel, base, pilot, seed, sampler,
     return tuned
 
 
+def _replicate_problem(name: str, model, fixed_sim: Simulator, data: Mapping, seed: int,
+                       threads, k: int):
+    """The k-th replicate: a fresh (theta, data) drawn with the fitted hyperparameters."""
+    truth_k = draw_at(fixed_sim.simulate(1, derived_seed(seed, _REP_TRUTH, k)), 0)
+    return _simulate_problem(f"{name} (replicate {k})", model, fixed_sim, data, seed,
+                             threads, truth_k)
+
+
+def _forward(target, kernel, tuned: TunedKernel, betas, prior, seed: int, every,
+             steps_per_temperature: int, progress: bool) -> engine.AISRun:
+    """Forward AIS of the protocol's forward-only runs (real data, replicates)."""
+    return engine._anneal(target, kernel, tuned.schedule(betas, steps_per_temperature),
+                          [engine._Group("forward", prior, seed, 0)],
+                          increments_every=every, progress=progress)[0]
+
+
+@dataclass(frozen=True)
+class _ReplicateJob:
+    """One whole replicate, for a Dask worker: its data set, tuning (unless ``tuned``
+    was saved) and forward runs at ``steps`` (T -> betas, thinning, prior draws)."""
+
+    name: str
+    model: CompiledModel
+    simulator: CompiledModel
+    data: dict
+    hyper: dict
+    seed: int
+    k: int
+    sampler: SamplerSettings
+    pilot: np.ndarray
+    tuned: TunedKernel | None
+    steps: dict
+
+
+def _run_replicate(job: _ReplicateJob) -> tuple[dict, dict[int, DirectionResult]]:
+    """Run one replicate on a worker: its tuned kernel (as a dict) and forward results."""
+    fixed_sim = Simulator(job.simulator, job.data, hyper=job.hyper, threads=1)
+    problem_k = _replicate_problem(job.name, job.model, fixed_sim, job.data, job.seed, 1,
+                                   job.k)
+    kernel, base = job.sampler.make()
+    tuned = job.tuned or _tuned(None, problem_k.target, kernel, base, job.pilot,
+                                derived_seed(job.seed, _REP_PILOT, job.k), job.sampler)
+    return tuned.to_dict(), {
+        T: _forward(problem_k.target, kernel, tuned, betas, prior,
+                    derived_seed(job.seed, _REP_CHAINS, job.k, T), every,
+                    job.sampler.steps_per_temperature, False).to_direction_result()
+        for T, (betas, every, prior) in job.steps.items()}
+
+
+def _replicates_on_dask(executor: Executor, result: ProtocolResult, out: Path | None,
+                        name: str, compiled, sim_compiled, data, hyper, run: RunSettings,
+                        sampler: SamplerSettings, settings: ProtocolSettings, pilot,
+                        step_inputs) -> None:
+    """Run the missing replicates, one task each, saving each as it arrives."""
+    steps = [T for T in run.steps
+             if settings.replicate_max_steps is None or T <= settings.replicate_max_steps]
+    inputs = {T: step_inputs(T) for T in steps}
+    tasks = {}
+    for k in range(1, settings.replicates + 1):
+        missing = [T for T in steps if T not in result.replicate_forward.get(k, {})]
+        if not missing:
+            continue
+        path = out / "replicates" / f"tuning_r{k}.json" if out is not None else None
+        tuned = load_if_sound(path, TunedKernel.load) if path is not None else None
+        tasks[f"replicate-{k}"] = (_ReplicateJob(
+            name, compiled, sim_compiled, dict(data), dict(hyper), run.seed, k, sampler, pilot,
+            tuned, {T: inputs[T] for T in missing}),)
+
+    def arrived(key: str, value) -> None:
+        k = int(key.rsplit("-", 1)[1])
+        tuned, forward = value
+        result.replicate_forward.setdefault(k, {}).update(forward)
+        if out is not None:
+            (out / "replicates").mkdir(parents=True, exist_ok=True)
+            TunedKernel.from_dict(tuned).save(out / "replicates" / f"tuning_r{k}.json")
+            for T, done in forward.items():
+                _save_direction(_replicate_path(out, k, T), done)
+        log.info("%s: replicate %d of %d done on Dask", name, k, settings.replicates)
+
+    executor.run(_run_replicate, tasks, arrived, progress=run.progress,
+                 saved_in=str(out / "replicates") if out is not None else None)
+
+
 def _hyper_rhat(fitted: FitResult, hyper: Mapping) -> dict[str, float]:
     """Largest R-hat over the elements of each hyperparameter (names as Stan writes them, "tau[1]")."""
     index = fitted.summary.index.astype(str)
@@ -221,7 +306,8 @@ def _header(name, model, simulator, data, sampler, run, settings) -> dict:
 
 def protocol(model, simulator, real_data, *, sampler: SamplerSettings = SamplerSettings(),
              run: RunSettings = RunSettings(), settings: ProtocolSettings = ProtocolSettings(),
-             out_dir: str | Path | None = None, name: str | None = None) -> ProtocolResult:
+             out_dir: str | Path | None = None, name: str | None = None,
+             executor: Executor | None = None) -> ProtocolResult:
     """Run the real-data protocol of SPEC section 4 (see the module docstring).
 
     ``model`` and ``simulator`` are Stan programs (paths or text) following
@@ -236,17 +322,22 @@ def protocol(model, simulator, real_data, *, sampler: SamplerSettings = SamplerS
     the reverse chains of every S share one batch per temperature; each group is
     charged its share of the batch's time in proportion to its gradients, so a
     step's time is what one forward plus one reverse run cost.
+
+    ``executor`` (:class:`~bread_stan.parallel.executor.Executor`) runs the
+    replicates on a Dask cluster, one whole replicate (simulation, tuning, its
+    forward runs) per task, each saved as it arrives: the same numbers as locally.
     """
     check_program("model", model)
     check_program("simulator", simulator)
     out = Path(out_dir) if out_dir is not None else None
     with output_directory(out):
-        return _protocol(model, simulator, real_data, sampler, run, settings, out, name)
+        return _protocol(model, simulator, real_data, sampler, run, settings, out, name,
+                         executor)
 
 
 def _protocol(model, simulator, real_data, sampler: SamplerSettings, run: RunSettings,
-              settings: ProtocolSettings, out: Path | None, name: str | None
-              ) -> ProtocolResult:
+              settings: ProtocolSettings, out: Path | None, name: str | None,
+              executor: Executor | None = None) -> ProtocolResult:
     data = load_data(real_data)
     name = name or _default_name(model)
     header = _header(name, model, simulator, data, sampler, run, settings)
@@ -326,6 +417,7 @@ def _protocol(model, simulator, real_data, sampler: SamplerSettings, run: RunSet
             k: {T: d for T, d in by_steps.items() if T in run.steps}
             for k, by_steps in previous.replicate_forward.items() if k <= settings.replicates}
         result.extra.update({k: v for k, v in previous.extra.items() if k not in extra})
+    result.extra["executor"] = (executor or Executor()).describe()
     if out is not None:
         _write_header(out, result)
 
@@ -349,9 +441,7 @@ def _protocol(model, simulator, real_data, sampler: SamplerSettings, run: RunSet
     def replicate(k: int) -> tuple[Any, TunedKernel]:
         """The k-th replicate data set (eta_hat, fresh theta and data) and a kernel
         tuned on it; built on first use, so a resumed run that needs none pays nothing."""
-        truth_k = draw_at(fixed_sim.simulate(1, derived_seed(run.seed, _REP_TRUTH, k)), 0)
-        problem_k = _simulate_problem(f"{name} (replicate {k})", model, fixed_sim, data,
-                                      run.seed, run.threads, truth_k)
+        problem_k = _replicate_problem(name, model, fixed_sim, data, run.seed, run.threads, k)
         path = None
         if out is not None:
             (out / "replicates").mkdir(parents=True, exist_ok=True)
@@ -382,12 +472,20 @@ def _protocol(model, simulator, real_data, sampler: SamplerSettings, run: RunSet
         _write_header(out, result)
         result.sim.save_header(out / "sim")
 
-    # 5. AIS for each number of distributions.
-    for T in run.steps:
-        betas = run.schedule.betas(T, tuned_sim)
+    def step_inputs(T: int):
+        """The betas, increment thinning and forward prior draws of T distributions."""
         every = (None if run.increment_blocks is None
                  else max(1, math.ceil((T - 1) / run.increment_blocks)))
-        prior = _prior_draws(problem, prior_sim, run.chains, derived_seed(run.seed, _PRIOR, T))
+        return (run.schedule.betas(T, tuned_sim), every,
+                _prior_draws(problem, prior_sim, run.chains, derived_seed(run.seed, _PRIOR, T)))
+
+    if executor is not None and executor.kind == "dask":
+        _replicates_on_dask(executor, result, out, name, compiled, sim_compiled, data, hyper,
+                            run, sampler, settings, pilot, step_inputs)
+
+    # 5. AIS for each number of distributions.
+    for T in run.steps:
+        betas, every, prior = step_inputs(T)
         fwd_done = {st.n_steps: st for st in result.sim.steps}.get(T)
         missing = [S for S in settings.s_sweep if (S, T) not in result.reverse_sweep]
         chain_seed = derived_seed(run.seed, _CHAINS, T)
@@ -420,9 +518,8 @@ def _protocol(model, simulator, real_data, sampler: SamplerSettings, run: RunSet
                      step.bound().estimate, step.wall_time)
         def forward_only(target, tuned: TunedKernel, seed: int, path: Path | None,
                          label: str) -> DirectionResult:
-            fwd = engine._anneal(target, kernel, tuned.schedule(betas, sampler.steps_per_temperature),
-                              [engine._Group("forward", prior, seed, 0)],
-                              increments_every=every, progress=run.progress)[0]
+            fwd = _forward(target, kernel, tuned, betas, prior, seed, every,
+                           sampler.steps_per_temperature, run.progress)
             done = fwd.to_direction_result()
             if path is not None:
                 _save_direction(path, done)

@@ -1,0 +1,158 @@
+"""AIS work cut into shards a worker runs alone, and the step rebuilt from them.
+
+A shard is one block of one direction's chains at one number of distributions
+T of one simulated problem.  Chain i draws from the random stream keyed (seed,
+stream, i) whatever batch it runs in (:mod:`bread_stan.rng`), so the per-chain
+numbers of a shard equal those of the same chains in the local run's one batch,
+and :func:`join_problem` rebuilds the :class:`~bread_stan.ais.results.StepResult`
+of that run exactly (the per-chain estimates, increments, final positions and
+the diagnostics computed from them; only wall times differ).
+
+A worker never receives a ctypes handle: a :class:`ShardContext` carries the
+:class:`~bread_stan.stan.compile.CompiledModel` (library path, program text,
+stanc info) and the data, and :func:`run_shard` rebuilds the model target once
+per worker process.  Where the library path exists on the worker (same machine
+or shared file system) it is loaded as it is; elsewhere the program is compiled
+through the worker's content-addressed cache, which needs the same toolchain
+(httpstan's Stan and a C++ compiler) installed on the worker.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..ais import engine
+from ..ais.results import DirectionResult, StepResult
+from ..errors import BreadStanError
+from ..stan.compile import CompiledModel
+from ..stan.tempered import StanTarget, compile_tempered
+
+__all__ = ["Shard", "ShardContext", "plan_shards", "run_shard", "join_problem", "WorkerModelError"]
+
+_STREAMS = {"forward": 0, "reverse": 1}  # engine.run's streams of its first step count
+_STATS = ("accept_stat", "divergences", "tree_depth", "n_grad")
+
+
+class WorkerModelError(BreadStanError):
+    """A worker could not rebuild the model the client compiled."""
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Chains ``first_chain .. first_chain + n_chains - 1`` of one direction at
+    ``n_steps`` distributions on simulated problem ``problem``."""
+
+    n_steps: int
+    problem: int
+    direction: str
+    first_chain: int
+    n_chains: int
+
+    @property
+    def key(self) -> str:
+        """A name for the shard, unique within a run (its file name and task key)."""
+        return (f"T{self.n_steps}-p{self.problem}-{self.direction}-"
+                f"{self.first_chain}-{self.n_chains}")
+
+
+def plan_shards(n_steps: int, chains_per_problem: list[int], block: int) -> list[Shard]:
+    """The shards of one step count: each problem's chains of each direction in
+    blocks of at most ``block``."""
+    if block < 1:
+        raise ValueError(f"chains per shard must be at least 1; got {block}")
+    return [Shard(n_steps, k, direction, first, min(block, n - first))
+            for k, n in enumerate(chains_per_problem)
+            for direction in ("forward", "reverse")
+            for first in range(0, n, block)]
+
+
+@dataclass(frozen=True)
+class ShardContext:
+    """What all shards of one simulated problem share (sent to each worker once):
+    the model and its data, the kernel, the frozen tuning and the AIS settings."""
+
+    model: CompiledModel
+    data: dict
+    kernel: Any
+    tuned: Any
+    config: engine.RunConfig
+    threads: int = 1
+
+
+_TARGETS: dict[str, StanTarget] = {}  # per worker process
+
+
+def _target(context: ShardContext) -> StanTarget:
+    key = hashlib.sha256(json.dumps(
+        [str(context.model.library), context.model.program.digest,
+         {k: np.asarray(v).tolist() for k, v in sorted(context.data.items())}],
+        default=str).encode()).hexdigest()
+    if key not in _TARGETS:
+        model = context.model
+        if not model.library.exists():
+            model = compile_tempered(model.program)
+            if model.info != context.model.info:
+                raise WorkerModelError(
+                    f"the worker compiled {model.program.name} into a different model "
+                    "(its stanc reports other variables): install the client's Stan "
+                    "toolchain (httpstan version) on the workers")
+        _TARGETS[key] = StanTarget(model, context.data, threads=context.threads)
+    return _TARGETS[key]
+
+
+def run_shard(context: ShardContext, shard: Shard, seed: int, start: np.ndarray
+              ) -> tuple[dict[str, np.ndarray], dict]:
+    """Run one shard (on a worker) from ``start`` (the block's prior draws, or the
+    exact posterior draw); its per-chain arrays and metadata, in the form
+    :func:`~bread_stan.store.save_unit` writes."""
+    target = _target(context)
+    _, schedule, every = engine.step_schedule(context.config, context.tuned, shard.n_steps)
+    run = engine.forward if shard.direction == "forward" else engine.reverse
+    extra = {} if shard.direction == "forward" else {"n_chains": shard.n_chains}
+    out = run(target, context.kernel, schedule, start, seed=seed,
+              stream=_STREAMS[shard.direction], increments_every=every,
+              first_chain=shard.first_chain, **extra)
+    arrays = {"log_estimates": out.log_estimates, "log_weights": out.log_weights,
+              **{f"stat__{k}": np.asarray(out.chain_stats[k]) for k in _STATS}}
+    if out.cumulative is not None:
+        arrays["cumulative"] = out.cumulative
+        arrays["cumulative_at"] = out.cumulative_at
+    if shard.direction == "forward":
+        arrays["positions"] = out.final_positions
+    return arrays, {"shard": shard.key, "wall_time": out.wall_time}
+
+
+def join_direction(parts: list[tuple[dict, dict]], n_trans: int,
+                   shared_batch: bool) -> DirectionResult:
+    """One direction's result from its shards, in chain order."""
+    arrays = {k: np.concatenate([a[k] for a, _ in parts])
+              for k in parts[0][0] if k not in ("cumulative_at", "positions")}
+    stats = {k: arrays[f"stat__{k}"] for k in _STATS}
+    cumulative = arrays.get("cumulative")
+    return DirectionResult(
+        arrays["log_estimates"], float(sum(m["wall_time"] for _, m in parts)),
+        int(stats["n_grad"].sum()),
+        engine.chain_diagnostics(arrays["log_weights"], stats, n_trans,
+                                 shared_batch=shared_batch),
+        cumulative, parts[0][0]["cumulative_at"] if cumulative is not None else None)
+
+
+def join_problem(n_steps: int, betas: np.ndarray, parts: dict[Shard, tuple[dict, dict]],
+                 n_trans: int, shared_batch: bool) -> StepResult:
+    """One problem's step rebuilt from all its shards, as :func:`engine.run
+    <bread_stan.ais.engine.run>` returns it (final forward positions in
+    ``draws["unconstrained"]``)."""
+    ordered = sorted(parts, key=lambda s: s.first_chain)
+    directions = {direction: join_direction([parts[s] for s in ordered
+                                             if s.direction == direction],
+                                            n_trans, shared_batch)
+                  for direction in ("forward", "reverse")}
+    positions = np.concatenate([parts[s][0]["positions"] for s in ordered
+                                if s.direction == "forward"])
+    return StepResult(n_steps, directions["forward"], directions["reverse"], betas,
+                      {"unconstrained": positions})

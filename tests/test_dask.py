@@ -1,0 +1,271 @@
+"""The Dask executor: identical numbers with any shard size, faults, resume.
+
+Bit-identity is exact equality (``np.array_equal``), not a tolerance: every chain
+draws from its own random stream keyed (seed, stream, chain index), so the same
+chain computes the same floating-point numbers in any batch, shard or process.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bread_stan.ais import engine
+from bread_stan.ais.frozen_kernels import KernelSchedule
+from bread_stan.kernels.hmc import HMC
+from bread_stan.kernels.nuts import NUTS
+from bread_stan.parallel.executor import Executor, SchedulerLostError
+from bread_stan.stan.compile import compile_many
+from bread_stan.stan.tempered import StanTarget
+from bread_stan.workflows.bread import RunSettings, SamplerSettings, bread
+from bread_stan.stan import datasets
+from bread_stan.workflows.fit import FitSettings
+from bread_stan.workflows.protocol import ProtocolSettings, protocol
+
+distributed = pytest.importorskip("distributed")
+
+ROOT = Path(__file__).resolve().parent.parent
+TEST_STAN = ROOT / "tests" / "stan"
+MODEL, SIMULATOR = TEST_STAN / "normal_mean.stan", TEST_STAN / "normal_mean_sim.stan"
+LINREG = ROOT / "stan_models" / "linear_regression.stan"
+LINREG_SIM = ROOT / "stan_models" / "linear_regression_sim.stan"
+DATA = {"N": 20, "sigma": 1.0, "tau": 2.0}
+SAMPLER = SamplerSettings(kernel="hmc", n_leapfrog=5, pilot_chains=16, pilot_grid=6,
+                          pilot_steps=20)
+RUN = RunSettings(steps=(3, 30), chains=20, seed=1, progress=False, check_simulator=False)
+UNREACHABLE = "tcp://127.0.0.1:9"  # the discard port: nothing listens there
+
+
+@pytest.fixture(scope="module")
+def local():
+    compile_many([MODEL, SIMULATOR], workers=2)
+    return bread(MODEL, SIMULATOR, DATA, sampler=SAMPLER, run=RUN)
+
+
+@pytest.fixture(scope="module")
+def client():
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as c:
+        yield c
+
+
+def assert_same_numbers(a, b):
+    """Per-chain L, U, running estimates, final positions, gradients, diagnostics."""
+    assert [s.n_steps for s in a.steps] == [s.n_steps for s in b.steps]
+    for x, y in zip(a.steps, b.steps):
+        for direction in ("forward", "reverse"):
+            dx, dy = getattr(x, direction), getattr(y, direction)
+            assert np.array_equal(dx.log_estimates, dy.log_estimates)
+            assert np.array_equal(dx.cumulative, dy.cumulative)
+            assert dx.n_grad == dy.n_grad and dx.diagnostics == dy.diagnostics
+        assert np.array_equal(x.betas, y.betas)
+        assert x.draws.keys() == y.draws.keys()
+        assert all(np.array_equal(x.draws[k], y.draws[k]) for k in x.draws)
+
+
+# -- a block of chains alone computes what it computes in the whole batch ----------
+
+def _schedule(kind: str, metric: str, d: int, T: int = 12) -> KernelSchedule:
+    rng = np.random.default_rng(0)
+    if metric == "dense":
+        a = rng.normal(size=(d, d))
+        inv = np.repeat((a @ a.T / d + np.eye(d))[None], T, axis=0)
+    else:
+        inv = np.exp(rng.normal(size=(T, d)) * 0.3)
+    fixed = ({"n_leapfrog": 4, "step_size_jitter": 0.2, "rescue_prob": 0.2} if kind == "hmc"
+             else {"max_depth": 5})
+    return KernelSchedule(np.linspace(0, 1, T) ** 3, 2, kind, np.full(T, 0.15), inv, fixed)
+
+
+@pytest.mark.parametrize("kind", ["hmc", "nuts"])
+@pytest.mark.parametrize("metric", ["diag", "dense"])
+def test_a_block_of_chains_run_alone_matches_the_whole_batch(compiled, linear_data, kind,
+                                                            metric):
+    target = StanTarget(compiled["linear_regression"], linear_data, threads=1)
+    kernel = HMC() if kind == "hmc" else NUTS()
+    schedule = _schedule(kind, metric, target.dim)
+    start = np.random.default_rng(1).normal(size=(9, target.dim)) * 0.5
+    whole = engine.forward(target, kernel, schedule, start, seed=5, increments_every=3)
+    blocks = [engine.forward(target, kernel, schedule, start[lo:hi], seed=5,
+                             increments_every=3, first_chain=lo)
+              for lo, hi in ((0, 4), (4, 5), (5, 9))]
+    for name in ("log_estimates", "final_positions", "cumulative"):
+        assert np.array_equal(getattr(whole, name),
+                              np.concatenate([getattr(b, name) for b in blocks])), name
+    for name, value in whole.chain_stats.items():
+        assert np.array_equal(value, np.concatenate([b.chain_stats[name] for b in blocks]))
+    again = engine.reverse(target, kernel, schedule, start[0], seed=5, n_chains=3,
+                           first_chain=6)
+    assert np.array_equal(again.log_estimates, engine.reverse(
+        target, kernel, schedule, start[0], seed=5, n_chains=9).log_estimates[6:])
+
+
+# -- BREAD on a cluster of 2 worker processes ---------------------------------------
+
+@pytest.mark.slow
+@pytest.mark.parametrize("chains_per_shard", [None, 20, 7])
+def test_dask_gives_the_local_numbers_for_any_shard_size(local, client, chains_per_shard,
+                                                         tmp_path):
+    executor = Executor(client=client, chains_per_shard=chains_per_shard)
+    result = bread(MODEL, SIMULATOR, DATA, sampler=SAMPLER, run=RUN, executor=executor,
+                   out_dir=tmp_path)
+    assert_same_numbers(local, result)
+    assert result.extra["executor"]["kind"] == "dask"
+    assert result.extra["executor"]["workers"] == 2
+    assert not list((tmp_path / "shards").glob("*.npz"))  # joined into steps_T.npz
+
+
+@pytest.mark.slow
+def test_dask_gives_the_local_numbers_with_several_exact_draws(client):
+    run = replace(RUN, exact_draws=3, steps=(3,))
+    here = bread(MODEL, SIMULATOR, DATA, sampler=SAMPLER, run=run)
+    there = bread(MODEL, SIMULATOR, DATA, sampler=SAMPLER, run=run,
+                  executor=Executor(client=client, chains_per_shard=4))
+    assert_same_numbers(here, there)
+    assert np.array_equal(here.steps[0].forward.problems, there.steps[0].forward.problems)
+
+
+@pytest.mark.slow
+def test_a_killed_worker_has_its_shards_rerun_and_the_numbers_do_not_change(local, client):
+    executor = Executor(client=client, chains_per_shard=2)
+    run = executor.run
+    killed = []
+
+    def run_and_kill(function, tasks, on_result, **kw):
+        def arrived(key, value):
+            if not killed:  # kill a worker process busy with a shard, once
+                busy = [w for w, keys in client.processing().items() if keys]
+                pid = client.run(os.getpid, workers=busy[:1])[busy[0]]
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+            on_result(key, value)
+        run(function, tasks, arrived, **kw)
+
+    executor.run = run_and_kill
+    result = bread(MODEL, SIMULATOR, DATA, sampler=SAMPLER, run=RUN, executor=executor)
+    assert killed
+    assert_same_numbers(local, result)
+    client.wait_for_workers(2, timeout=60)  # the nanny restarted it
+
+
+@pytest.mark.slow
+def test_an_interrupted_client_resumes_from_the_saved_shards(local, client, tmp_path):
+    executor = Executor(client=client, chains_per_shard=5)
+    run = executor.run
+    seen = []
+
+    def interrupted_after_three(function, tasks, on_result, **kw):
+        seen.append(len(tasks))
+
+        def arrived(key, value):
+            on_result(key, value)
+            if len(seen) == 1 and sum(1 for _ in (tmp_path / "shards").glob("*.npz")) >= 3:
+                raise KeyboardInterrupt
+        run(function, tasks, arrived, **kw)
+
+    executor.run = interrupted_after_three
+    with pytest.raises(KeyboardInterrupt):
+        bread(MODEL, SIMULATOR, DATA, sampler=SAMPLER, run=RUN, executor=executor,
+              out_dir=tmp_path)
+    assert len(list((tmp_path / "shards").glob("*.npz"))) == 3
+    result = bread(MODEL, SIMULATOR, DATA, sampler=SAMPLER, run=RUN, executor=executor,
+                   out_dir=tmp_path)
+    total = 2 * 2 * 4  # step counts x directions x blocks of 5 chains
+    assert seen == [total, total - 3]  # the rerun ran only what was missing
+    assert_same_numbers(local, result)
+
+
+@pytest.mark.slow
+def test_protocol_replicates_on_dask_give_the_local_numbers(client, tmp_path):
+    nhefs = datasets.load("nhefs")
+    data = {"N": 60, "K": nhefs["K"], "X": nhefs["X"][:60], "y": nhefs["y"][:60]}
+    compile_many([LINREG, LINREG_SIM], workers=2)
+    run = RunSettings(steps=(5,), chains=8, seed=4, progress=False, check_simulator=False)
+    settings = ProtocolSettings(s_sweep=(0,), replicates=2,
+                                fit=FitSettings(chains=2, warmup=100, draws=50))
+    kw = dict(sampler=SAMPLER, run=run, settings=settings)
+    here = protocol(LINREG, LINREG_SIM, data, **kw)
+    there = protocol(LINREG, LINREG_SIM, data, **kw, out_dir=tmp_path,
+                     executor=Executor(client=client))
+    assert sorted(there.replicate_forward) == [1, 2]
+    for k, by_steps in here.replicate_forward.items():
+        for T, d in by_steps.items():
+            assert np.array_equal(d.log_estimates, there.replicate_forward[k][T].log_estimates)
+            assert np.array_equal(d.cumulative, there.replicate_forward[k][T].cumulative)
+    assert there.extra["executor"]["kind"] == "dask"
+    assert (tmp_path / "replicates" / "r2" / "forward_5.npz").exists()
+
+
+# -- an unreachable or vanished scheduler -------------------------------------------
+
+def test_an_unreachable_scheduler_is_one_clear_line():
+    with pytest.raises(SchedulerLostError) as error:
+        Executor(UNREACHABLE, connect_timeout=0.5)
+    text = str(error.value)
+    assert UNREACHABLE in text and "\n" not in text
+
+
+def test_the_cli_reports_an_unreachable_scheduler_without_a_traceback(tmp_path):
+    out = subprocess.run(
+        [sys.executable, "-m", "bread_stan.reporting.cli", "run", str(MODEL),
+         "--simulator", str(SIMULATOR), "--data", json_file(tmp_path), "--steps", "3",
+         "--chains", "4", "--scheduler", UNREACHABLE, "--quiet"],
+        capture_output=True, text=True, cwd=ROOT, timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert out.returncode == 2, out.stderr
+    assert "Traceback" not in out.stderr
+    assert UNREACHABLE in out.stderr
+
+
+@pytest.mark.slow
+def test_a_scheduler_that_goes_away_stops_the_run_with_one_line_and_the_shards_saved(
+        tmp_path):
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        address = f"tcp://127.0.0.1:{free.getsockname()[1]}"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    quiet = {"env": env, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    scheduler = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler",
+                                  "--host", "127.0.0.1", "--port", address.rsplit(":", 1)[1],
+                                  "--no-dashboard"], **quiet)
+    worker = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", address,
+                               "--nthreads", "1", "--no-dashboard"], **quiet)
+    try:
+        executor = Executor(address, chains_per_shard=2, connect_timeout=30)
+        executor.client.wait_for_workers(1, timeout=30)
+        run = executor.run
+
+        def run_and_stop_scheduler(function, tasks, on_result, **kw):
+            def arrived(key, value):
+                on_result(key, value)
+                scheduler.kill()
+            run(function, tasks, arrived, **kw)
+
+        executor.run = run_and_stop_scheduler
+        with pytest.raises(SchedulerLostError) as error:
+            bread(MODEL, SIMULATOR, DATA, sampler=SAMPLER, run=RUN, executor=executor,
+                  out_dir=tmp_path)
+        saved = list((tmp_path / "shards").glob("*.npz"))
+        text = str(error.value)
+        assert "\n" not in text and address in text and str(tmp_path / "shards") in text
+        assert f"{len(saved)} shards finished" in text and saved
+        executor.close()
+    finally:
+        for process in (worker, scheduler):
+            process.kill()
+            process.wait()
+
+
+def json_file(directory: Path) -> str:
+    path = directory / "data.json"
+    path.write_text('{"N": 20, "sigma": 1.0, "tau": 2.0}')
+    return str(path)
