@@ -31,6 +31,7 @@ _LAZY = {
     "check_simulator": "workflows.simulator_check",
     "CheckSettings": "workflows.simulator_check",
     "SimulatorCheck": "workflows.simulator_check",
+    "draft_simulator": "stan.draft",
     "ProtocolSettings": "workflows.protocol",
     "BreadResult": "ais.results",
     "subjective": "workflows.subjective",

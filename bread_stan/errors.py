@@ -11,6 +11,7 @@ import re
 
 __all__ = [
     "BreadStanError",
+    "DraftError",
     "ToolchainError",
     "StanCompileError",
     "CompilerError",
@@ -84,3 +85,8 @@ class PriorOnlyMissingError(BreadStanError):
 class ModelSetupError(BreadStanError):
     """The model program runs but cannot be what its author meant (for example a
     likelihood outside ``if (!prior_only)`` or a parameter without a prior)."""
+
+
+class DraftError(BreadStanError, ValueError):
+    """The simulator drafter cannot translate a model program (the message names the
+    statement and why)."""

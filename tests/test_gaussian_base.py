@@ -35,10 +35,14 @@ def _se(x):
     return np.std(x, ddof=1) / np.sqrt(x.size)
 
 
-def test_base_density_is_normalised_gaussian_with_exact_draws():
+@pytest.mark.parametrize("diagonal", [False, True])
+def test_base_density_is_normalised_gaussian_with_exact_draws(diagonal):
+    """Dense covariances go through the general solve, diagonal ones elementwise."""
     rng = np.random.default_rng(0)
     a = rng.normal(size=(3, 3))
-    base = GaussianBase(np.array([1.0, -2.0, 0.5]), a @ a.T + np.eye(3))
+    cov = np.diag([0.3, 2.0, 5.0]) if diagonal else a @ a.T + np.eye(3)
+    base = GaussianBase(np.array([1.0, -2.0, 0.5]), cov)
+    assert (base._sd is not None) == diagonal
     x = rng.normal(size=(5, 3))
     log_q, grad = base.log_density(x)
     np.testing.assert_allclose(log_q, stats.multivariate_normal(base.mean, base.cov).logpdf(x),

@@ -200,3 +200,31 @@ def test_cli_run_no_check(tmp_path, capsys):
     assert cli.main(args + ["--out", str(tmp_path / "b"), "--no-check"]) == 4
     printed = capsys.readouterr().out
     assert "simulator check was skipped" in printed and "simulator was not checked" in printed
+
+
+def test_joint_stage_shares_the_prior_instance_only_when_the_prior_ignores_the_data(
+        monkeypatch):
+    # Sharing data set 0's prior_only = 1 instance across the data sets (it saves half
+    # the model instances) leaves every test of the check bit-identical ...
+    from bread_stan.stan.compile import compile_model
+    from bread_stan.stan.tempered import StanTarget
+    from bread_stan.workflows import simulator_check
+
+    shared = _check("prior scale", 1.0)
+    monkeypatch.setattr(simulator_check, "_share_prior",
+                        lambda t, x, c, v: (StanTarget(c, v, threads=1), None))
+    fresh = _check("prior scale", 1.0)
+    assert [r["p_raw"] for r in shared.tests] == [r["p_raw"] for r in fresh.tests]
+    monkeypatch.undo()
+    # ... and is refused when the prior reads data that differ between data sets.
+    compiled = compile_model(NORMAL_MEAN)
+    values = {"N": 3, "y": [0.0, 1.0, 2.0], "sigma": 1.0, "tau": 2.0}
+    target = StanTarget(compiled, values, threads=1)
+    x = np.array([[0.5]])
+    kept, prior = simulator_check._share_prior(target, x, compiled,
+                                               {**values, "y": [5.0, 6.0, 7.0]})
+    assert kept is target and prior is target.prior_model
+    other, prior = simulator_check._share_prior(target, x, compiled, {**values, "tau": 3.0})
+    assert prior is None and other is not target
+    assert other.evaluate(x, gradient=False).log_prior != \
+        target.evaluate(x, gradient=False).log_prior

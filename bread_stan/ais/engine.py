@@ -22,9 +22,13 @@ acts after its last increment.  Only the final states differ: forward's has the
 extra K_T (which can only bring it closer to the posterior), reverse's the extra
 K_1.  Both directions run T - 1 transitions, so they batch together.
 
-Kernels are frozen (a :class:`~bread_stan.kernel_schedule.KernelSchedule`), so
-the same K_t runs in both directions.  Weights are accumulated in log space;
-optional thinned increments keep memory flat in T.  :func:`run` does both
+Kernels are frozen (a :class:`~bread_stan.ais.frozen_kernels.KernelSchedule`
+or :class:`~bread_stan.ais.frozen_kernels.InterpolatedSchedule`), so the same
+K_t runs in both directions.  Weights are accumulated in log space.  Memory is
+flat in T: betas and kernel params are read one temperature at a time (lazy
+:class:`~bread_stan.ais.betas.Betas` and interpolated schedules compute them in
+blocks), and the running estimates are recorded at a bounded number of blocks
+of temperatures (``increments_every``, ``RunConfig.increment_blocks``).  :func:`run` does both
 directions for several numbers of temperatures, forward and reverse chains in
 one batch per call into the model, and returns a
 :class:`~bread_stan.results.BreadResult`.
@@ -138,8 +142,8 @@ def _anneal(target: Target, kernel: Kernel, schedule, groups: list[_Group], *,
             increments_every: int | None, progress: bool) -> list[AISRun]:
     """Run the groups' chains in one batch through the schedule; one AISRun per group."""
     schedule = _as_schedule(schedule)
-    betas = np.asarray(schedule.betas, dtype=float)
-    T = betas.size
+    betas = schedule.betas  # an array or a lazy Betas: read entry by entry
+    T = len(betas)
     spt = int(getattr(schedule, "steps_per_temperature", 1))
     d = target.dim
     sizes = [g.n for g in groups]
@@ -180,9 +184,9 @@ def _anneal(target: Target, kernel: Kernel, schedule, groups: list[_Group], *,
         for k in range(1, T):
             # Forward: temperature k (0-based) after the interval (b_{k-1}, b_k];
             # reverse: the interval (b_{T-1-k}, b_{T-k}], then its kernel at T-1-k.
-            t_kernel = np.where(is_rev, T - 1 - k, k)
-            beta = betas[t_kernel]
-            coef = np.where(is_rev, betas[T - 1 - k] - betas[T - k], betas[k] - betas[k - 1])
+            b_fwd, b_rev = float(betas[k]), float(betas[T - 1 - k])
+            beta = np.where(is_rev, b_rev, b_fwd)
+            coef = np.where(is_rev, b_rev - float(betas[T - k]), b_fwd - float(betas[k - 1]))
             ll = state.evaluation.log_lik
             with np.errstate(invalid="ignore"):
                 inc = coef * np.where(np.isnan(ll), -np.inf, ll)
@@ -354,21 +358,22 @@ def run(target: Target, kernel: Kernel, prior_draws, posterior_draws, *, seed: i
     return result
 
 
-def step_schedule(config: RunConfig, tuned, T: int
-                  ) -> tuple[np.ndarray, KernelSchedule, int | None]:
-    """The betas, frozen kernel schedule and increment thinning of ``T`` distributions
-    under ``config`` (what :func:`run` uses for that step count)."""
+def step_schedule(config: RunConfig, tuned, T: int) -> tuple:
+    """The betas (lazy where the spec can: :meth:`ScheduleSpec.lazy`), frozen kernel
+    schedule and increment thinning of ``T`` distributions under ``config`` (what
+    :func:`run` uses for that step count)."""
     # Only the adaptive schedule reads the pilot (other specs may be stand-ins
     # that take T alone).
-    betas = (config.schedule.betas(T, tuned) if getattr(config.schedule, "kind", None)
-             == "adaptive" else config.schedule.betas(T))
+    make = getattr(config.schedule, "lazy", config.schedule.betas)
+    betas = (make(T, tuned) if getattr(config.schedule, "kind", None) == "adaptive"
+             else make(T))
     schedule = _kernel_schedule(tuned, betas, config.steps_per_temperature)
     every = (None if config.increment_blocks is None
              else max(1, math.ceil((T - 1) / config.increment_blocks)))
     return betas, schedule, every
 
 
-def _kernel_schedule(tuned, betas, steps_per_temperature) -> KernelSchedule:
+def _kernel_schedule(tuned, betas, steps_per_temperature):
     if tuned is None:
         return KernelSchedule(betas, steps_per_temperature)
     if hasattr(tuned, "schedule"):

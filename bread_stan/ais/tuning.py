@@ -22,8 +22,9 @@ scored chains never influence them.
 The result, a :class:`TunedKernel`, interpolates log step size linearly in
 ``log(beta + beta_floor)`` (a diagonal metric likewise in log; a dense one by
 its matrix logarithm) and turns any schedule of betas into a frozen
-:class:`~bread_stan.ais.frozen_kernels.KernelSchedule`, shared by the forward
-and reverse runs and saved with the results.
+:class:`~bread_stan.ais.frozen_kernels.InterpolatedSchedule` (each temperature's
+params interpolated when the run reaches it, so memory is flat in T), shared by
+the forward and reverse runs; the tuned kernel is saved with the results.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
-from .frozen_kernels import KernelSchedule, kind_of
+from .frozen_kernels import InterpolatedSchedule, kind_of
 from ..kernels.base import Kernel, initial_state
 from ..rng import ChainRandom
 from ..store import CorruptFileError, load_json, save_json
@@ -124,8 +125,17 @@ class TunedKernel:
         """Whether the tuned inverse metric is dense."""
         return self.inv_metric is not None and np.ndim(self.inv_metric) == 3
 
-    def schedule(self, betas, steps_per_temperature: int = 1) -> KernelSchedule:
-        """The frozen kernel schedule for these betas."""
+    def schedule(self, betas, steps_per_temperature: int = 1) -> InterpolatedSchedule:
+        """The frozen kernel schedule for these betas (an array or a lazy
+        :class:`~bread_stan.ais.betas.Betas`), its params interpolated on demand
+        so that memory does not grow with the number of betas."""
+        width = 0 if self.inv_metric is None else int(np.prod(np.shape(self.inv_metric)[1:]))
+        return InterpolatedSchedule(betas, self.interpolate, self.kind, dict(self.fixed),
+                                    width, steps_per_temperature)
+
+    def interpolate(self, betas) -> tuple[np.ndarray, np.ndarray | None]:
+        """Step sizes (m,) and inverse metrics ((m, d), (m, d, d) or None) at ``betas``;
+        each entry depends only on its own beta."""
         x, grid = self._coord(betas), self._coord(self.grid_betas)
         step = np.exp(np.interp(x, grid, np.log(self.step_size)))
         metric = None
@@ -135,8 +145,7 @@ class TunedKernel:
             log_m = np.log(self.inv_metric)
             metric = np.exp(np.stack([np.interp(x, grid, log_m[:, j])
                                       for j in range(log_m.shape[1])], axis=1))
-        return KernelSchedule(np.asarray(betas, dtype=float), steps_per_temperature,
-                              self.kind, step, metric, dict(self.fixed))
+        return step, metric
 
     def to_dict(self) -> dict:
         lst = lambda a: None if a is None else np.asarray(a).tolist()  # noqa: E731

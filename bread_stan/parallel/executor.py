@@ -117,8 +117,11 @@ class Executor:
         return self.chains_per_shard or max(1, math.ceil(chains / self.n_workers))
 
     def share(self, value: Any):
-        """``value`` sent to the cluster once, for many tasks to use."""
-        return self.client.scatter(value, broadcast=False, hash=False)
+        """``value`` sent to the cluster once, for many tasks to use.
+
+        Broadcast to every worker: data scattered to one worker only is lost with that
+        worker, and Dask cannot recompute it, so a killed worker would fail the run."""
+        return self.client.scatter(value, broadcast=True, hash=False)
 
     def run(self, function: Callable, tasks: Mapping[str, tuple],
             on_result: Callable[[str, Any], None], *, progress: bool = True,

@@ -266,6 +266,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=None, help="threads per model call")
 
+    p = sub.add_parser("draft-simulator", help="write a simulator program for a model "
+                       "program (to stdout, or --out FILE)")
+    p.add_argument("model", type=Path, help="model program with the prior_only split")
+    p.add_argument("--out", type=Path, help="write the simulator here instead of stdout")
+    p.add_argument("--hyper", help="comma-separated hyperparameters ('' for none; default: "
+                   "the scalar parameters whose prior uses no other parameter)")
+
     p = sub.add_parser("report", help="regenerate figures and report from saved results")
     p.add_argument("dir", type=Path)
 
@@ -545,6 +552,22 @@ def _cmd_check(args) -> int:
     return 0 if result.passed else 3
 
 
+def _cmd_draft_simulator(args) -> int:
+    from ..stan.draft import draft_simulator
+    from ..store import write_atomic
+
+    hyper = (None if args.hyper is None
+             else [h.strip() for h in args.hyper.split(",") if h.strip()])
+    text = draft_simulator(args.model, hyper=hyper)
+    if args.out is None:
+        sys.stdout.write(text)
+    else:
+        write_atomic(args.out, text)
+        print(f"wrote {args.out}; check it with `bread-stan check {args.model} --simulator "
+              f"{args.out} --data DATA`", file=sys.stderr)
+    return 0
+
+
 def _cmd_report(args) -> int:
     if (Path(args.dir) / "protocol.json").exists():
         from ..workflows.protocol_result import ProtocolResult
@@ -592,7 +615,7 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S")
     commands = {"run": _cmd_run, "compare": _cmd_compare, "protocol": _cmd_protocol,
                 "subjective": _cmd_subjective, "aide": _cmd_aide, "check": _cmd_check,
-                "report": _cmd_report,
+                "draft-simulator": _cmd_draft_simulator, "report": _cmd_report,
                 "info": _cmd_info}
     try:
         return commands[args.command](args)

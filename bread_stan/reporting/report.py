@@ -222,7 +222,7 @@ def _schedule_section(result: BreadResult) -> str:
                      f"tuned at {len(tuning['grid_betas'])} pilot betas from "
                      f"{float(tuning['grid_betas'][1]):.3g} to 1.")
     longest = max(result.steps, key=lambda st: st.n_steps)
-    betas = np.asarray(longest.betas)
+    betas = longest.betas  # an array or a lazy Betas
     at = [int(q * (betas.size - 1)) for q in (0.1, 0.25, 0.5, 0.75, 0.9)]
     lines.append(f"- With {longest.n_steps} distributions, the betas at 10%, 25%, 50%, 75% and "
                  "90% of the steps: " + ", ".join(f"{betas[i]:.3g}" for i in at) + ".")

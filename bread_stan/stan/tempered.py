@@ -61,17 +61,22 @@ class StanTarget:
 
     ``threads`` is the number of threads of each batched call (None: all cores);
     results do not depend on it.  The user's data need not contain
-    ``prior_only``: it is supplied here.
+    ``prior_only``: it is supplied here.  ``prior_model`` reuses the prior instance
+    of another target of the same program (for data sets that differ only in
+    variables the prior does not read; the caller vouches for that).
     """
 
     def __init__(self, model: str | os.PathLike | Program | CompiledModel, data: DataLike,
                  threads: int | None = None, *, stanc_args: Sequence[str] = DEFAULT_STANC_ARGS,
-                 **compile_options):
+                 prior_model: StanModel | None = None, **compile_options):
         model = compile_tempered(model, stanc_args=stanc_args, **compile_options)
         values = load_data(data)
         if PRIOR_ONLY in values:
             logger.warning("ignoring prior_only in the data: StanTarget sets it itself")
-        self.prior_model = StanModel(model, {**values, PRIOR_ONLY: 1}, threads=threads)
+        if prior_model is not None and prior_model.compiled.library != model.library:
+            raise ValueError("prior_model is an instance of another program")
+        self.prior_model = prior_model or StanModel(model, {**values, PRIOR_ONLY: 1},
+                                                    threads=threads)
         self.full_model = StanModel(model, {**values, PRIOR_ONLY: 0}, threads=threads)
         self.compiled = model
         self.threads = 0 if threads is None else int(threads)

@@ -489,16 +489,22 @@ def _stack(directions: list[DirectionResult]) -> DirectionResult:
 
 _LONG_SECONDS = 600.0        # warn before a run estimated to take longer than this
 _LARGE_BYTES = 1 << 30       # or to need more memory than this
+_BLOCK_BYTES = 4 << 20       # cached blocks of betas and kernel params, whatever T
 
 
 def cost_estimate(tuned: TunedKernel, steps: Sequence[int], chains: int, dim: int
                   ) -> tuple[float, float]:
-    """Seconds (from the pilot's time per chain and transition) and peak bytes
-    (the per-temperature betas, step sizes and metric of the largest T, with
-    their temporaries: about 40 + 16 d bytes per temperature, measured) of running
-    ``chains`` chains (both directions, all transitions) at each T."""
+    """Seconds (from the pilot's time per chain and transition) and peak bytes of
+    running ``chains`` chains in each direction (all transitions) at each T.
+
+    Memory does not grow with T: betas and kernel params are computed in cached
+    blocks of a few MB (:class:`~bread_stan.ais.betas.Betas`,
+    :class:`~bread_stan.ais.frozen_kernels.InterpolatedSchedule`); what grows is
+    per chain: its state, recorded increments and per-chain metric, about
+    ``8 (20 d + 100)`` bytes, ``8 d^2`` more with a dense metric."""
     seconds = sum(T - 1 for T in steps) * chains * tuned.seconds_per_transition
-    peak = max(steps, default=0) * (40.0 + 16.0 * dim)
+    per_chain = 8.0 * (20 * dim + 100 + (dim * dim if getattr(tuned, "dense", False) else 0))
+    peak = _BLOCK_BYTES + 2 * chains * per_chain if steps else 0.0
     return seconds, peak
 
 

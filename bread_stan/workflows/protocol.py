@@ -476,7 +476,7 @@ def _protocol(model, simulator, real_data, sampler: SamplerSettings, run: RunSet
         """The betas, increment thinning and forward prior draws of T distributions."""
         every = (None if run.increment_blocks is None
                  else max(1, math.ceil((T - 1) / run.increment_blocks)))
-        return (run.schedule.betas(T, tuned_sim), every,
+        return (run.schedule.lazy(T, tuned_sim), every,
                 _prior_draws(problem, prior_sim, run.chains, derived_seed(run.seed, _PRIOR, T)))
 
     if executor is not None and executor.kind == "dask":

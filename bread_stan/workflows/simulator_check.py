@@ -10,7 +10,9 @@ joint distribution.  :func:`check_simulator` tests that with exact, frozen kerne
 (b) **joint**: for m independent simulated (x_j, y_j), x_j is an exact posterior draw
     given y_j, so k transitions of the frozen beta = 1 kernel on the model built on y_j
     leave the distribution of the x_j unchanged.  Every data set gets its own target
-    (one model instance per data set from the one compiled library) and its own chain.
+    (one joint model instance per data set from the one compiled library) and its own
+    chain; the prior_only = 1 instance of data set 0 serves them all when the prior
+    does not read the simulated data (its log prior bit-identical on data set 1).
 
 The test.  The kernels are reversible (HMC and NUTS, with momentum refresh), so if the
 start is an exact draw of the kernel's invariant distribution the pair (start, end) is
@@ -273,6 +275,17 @@ def _run_chains(kernel, params, target: StanTarget, start: np.ndarray, beta: flo
     return state0, state, n_grad
 
 
+def _share_prior(target: StanTarget, x: np.ndarray, compiled, values: Mapping):
+    """(target, prior instance to share): ``target`` (built on data set 0's prior
+    instance) and that instance if the log prior at ``x`` is bit-identical with a
+    fresh prior instance on this data set's values (the prior does not read the
+    simulated data), else a fresh target and None (every data set builds its own)."""
+    fresh = StanTarget(compiled, values, threads=1)
+    same = np.array_equal(target.evaluate(x, gradient=False).log_prior,
+                          fresh.evaluate(x, gradient=False).log_prior, equal_nan=True)
+    return (target, target.prior_model) if same else (fresh, None)
+
+
 def check_simulator(model, simulator, data=None, *, sampler: SamplerSettings = SamplerSettings(),
                     settings: CheckSettings = CheckSettings(), tuned: TunedKernel | None = None,
                     threads: int | None = None) -> SimulatorCheck:
@@ -326,16 +339,23 @@ def check_simulator(model, simulator, data=None, *, sampler: SamplerSettings = S
         before, after = [], []
         at_one = schedule.params_at(1)
         joint_seed = derived_seed(seed, _JOINT_CHAINS)
+        shared_prior = None  # data set 0's prior instance, reused if the prior ignores y
         for j in range(settings.datasets):
             draw = {key: value[j] for key, value in draws.items()}
             params_j, overrides = split_draw(draw, compiled)
             try:
-                target_j = StanTarget(compiled, {**data, **overrides}, threads=1)
+                target_j = StanTarget(compiled, {**data, **overrides}, threads=1,
+                                      prior_model=shared_prior)
             except BreadStanError as error:
                 raise _OutsideSupport(f"simulated data set {j} is not valid data for the "
                                       f"model: {_first_line(error)}") from None
             x_j = _unconstrained(target_j, {key: np.asarray(v)[None] for key, v in
                                             params_j.items()})
+            if j == 0:
+                shared_prior = target_j.prior_model
+            elif j == 1:
+                target_j, shared_prior = _share_prior(target_j, x_j, compiled,
+                                                      {**data, **overrides})
             a, b, g = _run_chains(kernel, at_one, target_j, x_j, 1.0, k, joint_seed,
                                   chains=np.array([j]))
             n_grad += g

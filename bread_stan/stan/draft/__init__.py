@@ -1,0 +1,63 @@
+"""Draft a simulator program from a model program (issue 14).
+
+``draft_simulator(model)`` reads the model through stanc (``--info`` for the
+declared names, ``--debug-decorated-ast`` for the types of the ``~`` arguments),
+parses it (:mod:`.parse`), translates every ``~`` into an ``_rng`` draw in
+dependency order (:mod:`.translate`) and writes the simulator (:mod:`.emit`), then
+type-checks the result with stanc.  What it cannot translate exactly it refuses
+with a :class:`DraftError` naming the statement; it never writes a program whose
+draws differ from the model's joint distribution.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Sequence
+
+from ...errors import DraftError, StanCompileError
+from ..compile import Program, _stanc, _toolchain, read_program
+from .emit import emit
+from .parse import parse_program
+from .translate import tilde_types, translate
+
+__all__ = ["draft_simulator", "DraftError"]
+
+
+def draft_simulator(model_program: str | os.PathLike | Program,
+                    hyper: Sequence[str] | None = None, *, toolchain=None) -> str:
+    """The text of a simulator program for ``model_program`` (path or text).
+
+    ``hyper``: names of the parameters to treat as hyperparameters (given through
+    ``hyper_given``/``h_given``); None takes the scalar parameters whose prior uses no
+    other parameter, ``[]`` none.  Raises :class:`DraftError` (one line, naming the
+    statement) for a model outside the translated subset.
+    """
+    program = read_program(model_program)
+    toolchain = _toolchain(toolchain)
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        source = program.code
+        if "#include" in source:   # parse stanc's printout, with the includes inlined
+            source = _stanc(program, toolchain, ["--print-canonical"], work, None)
+        text = Program(source, program.name)
+        info = json.loads(_stanc(text, toolchain, ["--info"], work, None))
+        types = tilde_types(_stanc(text, toolchain, ["--debug-decorated-ast"], work, None))
+        label = program.path.name if program.path else program.name
+        lines = (" (line numbers of stanc's printout, with the includes inlined)"
+                 if source is not program.code else "")
+        try:
+            draft = translate(parse_program(source), info, types, hyper)
+        except DraftError as error:
+            raise DraftError(f"cannot draft a simulator for {label}{lines}: {error}") from None
+        simulator = emit(draft, label)
+        try:
+            _stanc(Program(simulator, f"{program.name}_sim"), toolchain, ["--info"], work,
+                   None)
+        except StanCompileError as error:
+            raise DraftError(f"the simulator drafted for {label} does not type-check "
+                             f"(a drafter bug; please report it): "
+                             f"{' '.join(str(error).split())[:300]}") from None
+    return simulator

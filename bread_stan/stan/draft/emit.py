@@ -1,0 +1,34 @@
+"""Write the simulator program of a :class:`~.translate.Draft` (conventions of
+``stan_models/README.md``: the model's data minus what is simulated, ``hyper_given`` and
+``h_given`` arrays, every parameter and simulated data variable under its own name)."""
+
+from __future__ import annotations
+
+from .translate import Draft
+
+__all__ = ["emit"]
+
+
+def _block(name: str, lines: list[str]) -> list[str]:
+    return [f"{name} {{", *lines, "}"]
+
+
+def emit(draft: Draft, model_name: str) -> str:
+    """The simulator program's text."""
+    hyper = ", ".join(h.name for h in draft.hyper) or "none"
+    out = [f"// Simulator for {model_name}, drafted by `bread-stan draft-simulator`:",
+           "// every parameter from its prior (hyperparameters unless given), then the",
+           f"// simulated data {', '.join(draft.simulated)}. Hyperparameters: {hyper}."]
+    if draft.functions is not None:
+        out += ["functions {" + draft.functions + "}"]
+    data = [f"  {d.type_text()} {d.name};" for d in draft.data]
+    data.append("  int<lower=0, upper=1> hyper_given;")
+    for h in draft.hyper:
+        dims = ", ".join(["hyper_given", *(d.text for d in h.dims)])
+        data.append(f"  array[{dims}] {h.type_text(array=False)} {h.name}_given;")
+    out += _block("data", data)
+    if draft.transformed_data is not None:
+        out += ["transformed data {" + draft.transformed_data + "}"]
+    gq = [f"  {d.type_text()} {d.name};" for d in draft.outputs]
+    out += _block("generated quantities", gq + draft.statements)
+    return "\n".join(out) + "\n"

@@ -1,0 +1,587 @@
+"""Model program -> simulator statements: which ``~`` becomes which ``_rng`` draw.
+
+Every parameter's ``~`` statement becomes a draw from its prior, the statements of
+transformed parameters (and model-block locals) are recomputed, and the ``~``
+statements on data inside ``if (!prior_only)`` become the simulated data; all of them
+in an order where each uses only what is already drawn.  Anything that cannot be
+translated exactly is refused with a :class:`DraftError` naming the statement.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+
+from ...errors import DraftError
+from .parse import Decl, Expr, StanProgram, Stmt, read_sexp
+
+__all__ = ["Draft", "translate", "tilde_types"]
+
+# Supports of the univariate distributions with an _rng (Stan 2.35).
+_REAL = {"normal", "student_t", "cauchy", "double_exponential", "logistic", "gumbel",
+         "skew_normal", "exp_mod_normal", "skew_double_exponential"}
+_POSITIVE = {"lognormal", "chi_square", "inv_chi_square", "scaled_inv_chi_square",
+             "exponential", "gamma", "inv_gamma", "weibull", "frechet", "rayleigh",
+             "loglogistic"}
+_UNIT = {"beta", "beta_proportion"}
+_DISCRETE = {"bernoulli", "bernoulli_logit", "binomial", "beta_binomial", "poisson",
+             "poisson_log", "neg_binomial", "neg_binomial_2", "neg_binomial_2_log"}
+# Symmetric about their location: with location 0 and <lower=0>, |draw| is exact.
+_LOCATION = {"normal": 0, "student_t": 1, "cauchy": 0, "double_exponential": 0,
+             "logistic": 0}
+# Multivariate: the argument that may be an array of locations.
+_MULTI_LOCATION = {"multi_normal": 0, "multi_normal_cholesky": 0, "multi_student_t": 1,
+                   "multi_student_t_cholesky": 1}
+# Distributions of one constrained matrix or vector: constraint type -> distributions.
+_CONSTRAINED = {"simplex": {"dirichlet"}, "cholesky_factor_corr": {"lkj_corr_cholesky"},
+                "corr_matrix": {"lkj_corr"}, "cov_matrix": {"wishart", "inv_wishart"},
+                "cholesky_factor_cov": {"wishart_cholesky", "inv_wishart_cholesky"}}
+_SIZE_FIRST = {"lkj_corr_cholesky", "lkj_corr"}      # their _rng takes the size first
+_SCALAR_ONLY = {"categorical", "categorical_logit", "ordered_logistic", "ordered_probit"}
+_UNIVARIATE = _REAL | _POSITIVE | _UNIT | _DISCRETE | {"uniform"}
+_ZERO = {"0", "0.0", "0.", "0e0"}
+
+
+@dataclass(frozen=True)
+class Type:
+    """A Stan type as stanc reports it: base (real, int, vector, ...) and array dims."""
+
+    base: str
+    dims: int = 0
+
+    @property
+    def scalar(self) -> bool:
+        return self.dims == 0 and self.base in ("real", "int")
+
+    @property
+    def one_dimensional(self) -> bool:
+        return (self.dims == 0 and self.base in ("vector", "row_vector")) or (
+            self.dims == 1 and self.base in ("real", "int"))
+
+
+def _type(node) -> Type:
+    if isinstance(node, list):        # (UArray inner)
+        inner = _type(node[1])
+        return Type(inner.base, inner.dims + 1)
+    names = {"UReal": "real", "UInt": "int", "UVector": "vector", "URowVector": "row_vector",
+             "UMatrix": "matrix", "UComplex": "complex"}
+    return Type(names.get(node, node))
+
+
+def _expr_type(node) -> Type:
+    """Type of an expression node ``((expr ...) (emeta (... (type_ T))))``."""
+    for item in node[1][1]:
+        if item[0] == "type_":
+            return _type(item[1])
+    raise DraftError("stanc's typed syntax tree has an unexpected shape")
+
+
+def tilde_types(ast_text: str) -> list[tuple[Type, list[Type]]]:
+    """Types of the left side and the arguments of each ``~`` of the model block, in
+    order, from ``stanc --debug-decorated-ast``."""
+    found: list[tuple[Type, list[Type]]] = []
+
+    def walk(node, inside: bool):
+        if not isinstance(node, list):
+            return
+        if node and node[0] == "modelblock":
+            inside = True
+        if inside and node and node[0] == "Tilde":
+            fields = {f[0]: f[1] for f in node[1:] if isinstance(f, list) and f}
+            found.append((_expr_type(fields["arg"]),
+                          [_expr_type(a) for a in fields["args"]]))
+            return
+        for child in node:
+            walk(child, inside)
+
+    walk(read_sexp(ast_text), False)
+    return found
+
+
+@dataclass
+class Draft:
+    """What the emitter writes: kept data, blocks copied verbatim, the outputs and the
+    ordered statements of generated quantities."""
+
+    data: list[Decl]
+    hyper: list[Decl]
+    functions: str | None
+    transformed_data: str | None
+    outputs: list[Decl]
+    statements: list[str]
+    simulated: list[str]
+
+
+def _refuse(stmt: Stmt | Decl, why: str) -> DraftError:
+    text = " ".join(stmt.text.split())
+    if len(text) > 90:
+        text = text[:87] + "..."
+    return DraftError(f"line {stmt.line} `{text}`: {why}")
+
+
+def _is_prior_only_guard(stmt: Stmt) -> bool:
+    return (stmt.kind == "if" and not stmt.orelse
+            and [t.text for t in stmt.rhs.tokens] == ["!", "prior_only"])
+
+
+def _flatten(stmts: list[Stmt]) -> list[tuple[Stmt, bool]]:
+    """Top-level model statements with the ``if (!prior_only)`` blocks opened:
+    (statement, inside the likelihood)."""
+    out = []
+    for s in stmts:
+        if _is_prior_only_guard(s):
+            body = s.body[0].body if s.body[0].kind == "block" else s.body
+            out += [(b, True) for b in body]
+        else:
+            out.append((s, False))
+    return out
+
+
+def _lhs_form(lhs: Expr) -> tuple[str, str] | None:
+    """(variable, form) of a ``~`` left side: form is name, index or to_vector."""
+    toks = [t.text for t in lhs.tokens]
+    if len(toks) == 1 and lhs.tokens[0].kind == "id":
+        return toks[0], "name"
+    if len(toks) >= 4 and lhs.tokens[0].kind == "id" and toks[1] == "[" and toks[-1] == "]":
+        depth = 0
+        for k, t in enumerate(toks[1:], start=1):
+            depth += {"[": 1, "(": 1, "]": -1, ")": -1}.get(t, 0)
+            if depth == 0 and k != len(toks) - 1:
+                return None
+        return toks[0], "index"
+    if toks[:2] == ["to_vector", "("] and len(toks) == 4 and toks[3] == ")" \
+            and lhs.tokens[2].kind == "id":
+        return toks[2], "to_vector"
+    return None
+
+
+class _Translator:
+    def __init__(self, program: StanProgram, info: dict, types: list):
+        self.program = program
+        self.inputs = info.get("inputs", {})
+        self.parameters = list(info.get("parameters", {}))
+        self.transformed = list(info.get("transformed parameters", {}))
+        self.types = iter(types)
+        self.decls = {s.decl.name: s.decl for block in ("data", "parameters")
+                      for s in program.blocks.get(block, []) if s.kind == "decl"}
+        self.tilde_of: dict[str, Stmt] = {}        # variable -> its ~ statement
+        self.simulated: list[str] = []
+        self.loops: list[Stmt] = []                # for loops around the statement
+
+    def is_transformed_data(self, name: str) -> bool:
+        return any(s.kind == "decl" and s.decl.name == name
+                   for s in self.program.blocks.get("transformed data", []))
+
+    # -- one ~ statement
+    def tilde(self, s: Stmt, likelihood: bool) -> str:
+        lhs_type, arg_types = next(self.types)
+        form = _lhs_form(s.lhs)
+        if s.truncation is not None and not self.truncation_at_zero(s, form):
+            raise _refuse(s, "truncation T[...] is not translated (the simulator would "
+                             "need the truncated distribution); only T[0, ] on a "
+                             "<lower=0> parameter is (a half distribution); write this "
+                             "simulator by hand")
+        if form is None:
+            raise _refuse(s, "the left of ~ is an expression, not a variable (a change of "
+                             "variables needs a Jacobian); only x, x[...] and to_vector(x) "
+                             "are translated")
+        var, shape = form
+        if var in self.tilde_of:
+            raise _refuse(s, f"{var} is on the left of ~ more than once (also on line "
+                             f"{self.tilde_of[var].line}); the drafter cannot tell whether "
+                             "the statements cover each element once")
+        if var in self.transformed:
+            raise _refuse(s, f"{var} is a transformed parameter; a ~ on it needs a Jacobian "
+                             "and is not a draw of it")
+        if var in self.parameters:
+            if likelihood:
+                raise _refuse(s, f"the prior of parameter {var} is inside if (!prior_only); "
+                                 "move it out (the prior must hold when prior_only = 1)")
+        elif var in self.inputs and var != "prior_only":
+            if not likelihood:
+                raise _refuse(s, f"data {var} is on the left of ~ outside "
+                                 "if (!prior_only); wrap the likelihood in it")
+            self.simulated.append(var)
+        else:
+            what = ("transformed data" if self.is_transformed_data(var)
+                    else "neither a parameter nor a data variable")
+            raise _refuse(s, f"{var} is {what}; the simulator can draw only parameters "
+                             "and data variables")
+        used = set().union(*(a.names() for a in s.args)) if s.args else set()
+        if shape == "index":
+            used |= Expr(s.lhs.tokens[1:], s.lhs.source).names()
+        if var in used:
+            raise _refuse(s, f"{var} appears on both sides of ~")
+        if shape == "index":
+            self.check_coverage(s, var)
+        self.tilde_of[var] = s
+        dist, args = s.dist, [a.text for a in s.args]
+        if dist == "std_normal":
+            dist, args, arg_types = "normal", ["0", "1"], [Type("int"), Type("int")]
+        if var in self.parameters:
+            half = self.support(s, self.decls[var], dist, args)
+        else:
+            half = False
+        target = var if shape == "to_vector" else s.lhs.text
+        draw = self.draw(s, dist, args, arg_types, lhs_type, s.lhs.text)
+        if half:
+            draw = f"abs({draw})"
+        if shape == "to_vector":
+            declared = self.decls[var]
+            if declared.dims:
+                raise _refuse(s, f"to_vector of the array {var} is not translated")
+            wrap = {"matrix": f"to_matrix({{}}, rows({var}), cols({var}))",
+                    "row_vector": "to_row_vector({})", "vector": "to_vector({})"}
+            if declared.base not in wrap:
+                raise _refuse(s, f"to_vector of a {declared.base} is not translated")
+            return f"{target} = {wrap[declared.base].format(draw)};"
+        return f"{target} = {self.convert(draw, lhs_type, dist)};"
+
+    def truncation_at_zero(self, s: Stmt, form: tuple[str, str] | None) -> bool:
+        """Whether ``s`` is ``x ~ dist(...) T[0, ]`` on a ``<lower=0>`` parameter x with a
+        positive distribution or one symmetric about a location of 0: the same prior as
+        without the truncation (the support check then draws it)."""
+        bounds = [t.text for t in s.truncation.tokens]
+        if form is None or form[0] not in self.parameters or \
+                len(bounds) != 4 or bounds[0] != "[" or bounds[1] not in _ZERO or \
+                bounds[2:] != [",", "]"]:
+            return False
+        decl = self.decls[form[0]]
+        lower = decl.bounds.get("lower")
+        if lower is None or lower.text not in _ZERO or "upper" in decl.bounds:
+            return False
+        if s.dist == "std_normal":
+            return True
+        return s.dist in _POSITIVE or (s.dist in _LOCATION
+                                       and s.args[_LOCATION[s.dist]].text in _ZERO)
+
+    def check_coverage(self, s: Stmt, var: str) -> None:
+        """``v[i, j] ~`` must sit in loops ``for (i in 1:n)`` over v's declared sizes,
+        so that every element is drawn exactly once."""
+        toks = s.lhs.tokens[2:-1]
+        indices, depth, start = [], 0, 0
+        for k, t in enumerate(toks):
+            depth += {"[": 1, "(": 1, "]": -1, ")": -1}.get(t.text, 0)
+            if depth == 0 and t.text == ",":
+                indices.append(toks[start:k])
+                start = k + 1
+        indices.append(toks[start:])
+        decl = self.decls[var]
+        extents = [e.text for e in (*decl.dims, *decl.sizes)]
+        loops = {loop.var: loop for loop in self.loops}
+        for position, index in enumerate(indices):
+            loop = loops.get(index[0].text) if len(index) == 1 else None
+            if (loop is None or loop.kind != "for" or loop.lhs.text != "1"
+                    or position >= len(extents) or loop.rhs.text != extents[position]):
+                raise _refuse(s, f"the drafter cannot tell that this draws every element "
+                                 f"of {var} once; index it only by loop variables running "
+                                 f"over its declared sizes (for (i in 1:{extents[0]}) ...)")
+
+    def support(self, s: Stmt, decl: Decl, dist: str, args: list[str]) -> bool:
+        """Check the prior's support against the declared constraint; True when the
+        draw is |draw| (a half distribution on <lower=0>)."""
+        if decl.base in _CONSTRAINED:
+            if dist not in _CONSTRAINED[decl.base]:
+                raise _refuse(s, f"{decl.name} is a {decl.base}, whose support "
+                                 f"{dist} does not match (expected "
+                                 f"{' or '.join(sorted(_CONSTRAINED[decl.base]))})")
+            return False
+        if decl.base not in ("real", "vector", "row_vector", "matrix"):
+            raise _refuse(s, f"parameters of type {decl.base} are not translated")
+        lower = decl.bounds.get("lower")
+        upper = decl.bounds.get("upper")
+        for bound in (lower, upper):
+            if bound is not None and bound.names() & {*self.parameters, *self.transformed}:
+                raise _refuse(s, f"the bound of {decl.name} depends on a parameter")
+        low = lower.text if lower is not None else None
+        high = upper.text if upper is not None else None
+        if dist == "uniform":
+            if low == args[0] and high == args[1]:
+                return False
+            raise _refuse(s, f"uniform({', '.join(args)}) needs {decl.name} declared "
+                             f"with <lower={args[0]}, upper={args[1]}>")
+        if dist in _MULTI_LOCATION:
+            support = "real"
+        elif dist in _REAL:
+            support = "real"
+        elif dist in _POSITIVE:
+            support = "positive"
+        elif dist in _UNIT:
+            support = "unit"
+        else:
+            raise _refuse(s, f"{dist} is not a prior the drafter translates for a "
+                             f"{decl.base} parameter")
+        declared = {(None, None): "real", ("0", None): "positive", ("0", "1"): "unit"}.get(
+            (low if low not in _ZERO else "0", high), "other")
+        if declared == support:
+            return False
+        if declared == "positive" and dist in _LOCATION and \
+                args[_LOCATION[dist]] in _ZERO:
+            return True
+        bounds = f"<{', '.join(f'{k}={v.text}' for k, v in decl.bounds.items())}>"
+        raise _refuse(s, f"{decl.name} is declared {bounds if decl.bounds else 'unbounded'}"
+                         f" but {dist}({', '.join(args)}) has {support} support; the "
+                         "model's prior would be truncated, which the drafter does not "
+                         "translate")
+
+    def draw(self, s: Stmt, dist: str, args: list[str], arg_types: list[Type],
+             lhs_type: Type, lhs: str) -> str:
+        """The _rng call, with arguments broadcast to the left side's shape."""
+        if dist in _UNIVARIATE:
+            if lhs_type.scalar:
+                if not all(t.scalar for t in arg_types):
+                    raise _refuse(s, "a scalar on the left of ~ with a container argument "
+                                     "(several observations of one value) is not a prior "
+                                     "the drafter translates")
+            elif lhs_type.one_dimensional:
+                if any(not (t.scalar or t.one_dimensional) for t in arg_types):
+                    raise _refuse(s, "an argument of ~ is a matrix or nested array")
+                if all(t.scalar for t in arg_types):
+                    args = [f"rep_array({args[0]}, num_elements({lhs}))", *args[1:]]
+            else:
+                raise _refuse(s, f"the left of ~ is a {self.describe(lhs_type)}; write "
+                                 "to_vector(...) ~ or a loop")
+            return f"{dist}_rng({', '.join(args)})"
+        if dist in _MULTI_LOCATION:
+            loc = _MULTI_LOCATION[dist]
+            if lhs_type.dims == 1 and arg_types[loc].dims == 0:
+                args = [*args]
+                args[loc] = f"rep_array({args[loc]}, size({lhs}))"
+            elif lhs_type.dims > 1 or arg_types[loc].dims != lhs_type.dims:
+                raise _refuse(s, f"{dist} with a {self.describe(lhs_type)} on the left and "
+                                 f"a {self.describe(arg_types[loc])} location")
+            return f"{dist}_rng({', '.join(args)})"
+        if dist in _SIZE_FIRST or dist in {d for ds in _CONSTRAINED.values() for d in ds}:
+            if lhs_type.dims:
+                raise _refuse(s, f"an array on the left of {dist}; write a loop")
+            if dist in _SIZE_FIRST:
+                args = [f"rows({lhs})", *args]
+            return f"{dist}_rng({', '.join(args)})"
+        if dist in _SCALAR_ONLY:
+            if not lhs_type.scalar:
+                raise _refuse(s, f"{dist} on a container: write a loop over its elements")
+            return f"{dist}_rng({', '.join(args)})"
+        raise _refuse(s, f"the distribution {dist} has no _rng the drafter knows")
+
+    @staticmethod
+    def convert(draw: str, lhs_type: Type, dist: str) -> str:
+        """An _rng result (an array for vectorised calls) as the left side's type."""
+        if dist in _UNIVARIATE and lhs_type.dims == 0:
+            if lhs_type.base == "vector":
+                return f"to_vector({draw})"
+            if lhs_type.base == "row_vector":
+                return f"to_row_vector({draw})"
+        if dist in _MULTI_LOCATION and lhs_type == Type("row_vector"):
+            return f"to_row_vector({draw})"
+        return draw
+
+    @staticmethod
+    def describe(t: Type) -> str:
+        return f"{t.dims}-d array of {t.base}" if t.dims else t.base
+
+    # -- statements
+    def render(self, s: Stmt, likelihood: bool, indent: str) -> list[str]:
+        if s.kind == "tilde":
+            return [indent + self.tilde(s, likelihood)]
+        if s.kind == "target":
+            raise _refuse(s, "target += has no _rng counterpart; write the simulator by "
+                             "hand (or state this term as a ~ statement)")
+        if s.kind in ("decl", "assign"):
+            if "prior_only" in {n for e in s.exprs() for n in e.names()}:
+                raise _refuse(s, "prior_only is used outside if (!prior_only)")
+            return [indent + s.text]
+        if s.kind == "block":
+            inner = [x for b in s.body for x in self.render(b, likelihood, indent + "  ")]
+            return [indent + "{", *inner, indent + "}"]
+        if s.kind in ("for", "foreach"):
+            head = (f"for ({s.var} in {s.lhs.text}:{s.rhs.text})" if s.kind == "for"
+                    else f"for ({s.var} in {s.lhs.text})")
+            self.loops.append(s)
+            body = self.body(s.body, likelihood, indent)
+            self.loops.pop()
+            return [indent + head + " {", *body, indent + "}"]
+        if s.kind == "if":
+            if _is_prior_only_guard(s):
+                return [indent + "{", *self.body(s.body, True, indent), indent + "}"]
+            if s.rhs.names() & {*self.parameters, *self.transformed, "prior_only"}:
+                raise _refuse(s, "a conditional on a parameter (or on prior_only other "
+                                 "than if (!prior_only) { ... }) is not translated")
+            if _has_tilde(s):
+                raise _refuse(s, "a ~ inside a conditional is not translated (the variable "
+                                 "would be left undrawn when the condition is false)")
+            lines = [indent + f"if ({s.rhs.text}) {{", *self.body(s.body, likelihood, indent)]
+            if s.orelse:
+                lines += [indent + "} else {", *self.body(s.orelse, likelihood, indent)]
+            return lines + [indent + "}"]
+        raise _refuse(s, "this statement is not translated (only ~, declarations, "
+                         "assignments, for loops, blocks and conditionals on data are)")
+
+    def body(self, stmts: list[Stmt], likelihood: bool, indent: str) -> list[str]:
+        stmts = stmts[0].body if len(stmts) == 1 and stmts[0].kind == "block" else stmts
+        return [x for b in stmts for x in self.render(b, likelihood, indent + "  ")]
+
+
+@dataclass
+class _Unit:
+    index: int
+    stmt: Stmt
+    lines: list[str]
+    defines: set[str]
+    uses: set[str]
+    tildes: set[str]        # variables drawn by this unit
+    likelihood: bool        # inside if (!prior_only)
+
+
+def _defines(s: Stmt) -> tuple[set[str], set[str], set[str]]:
+    """(variables defined at this level, drawn by ~, local names) of a statement."""
+    if s.kind == "decl":
+        return {s.decl.name}, set(), set()
+    if s.kind == "tilde":
+        form = _lhs_form(s.lhs)
+        return {form[0]}, {form[0]}, set()
+    if s.kind == "assign":
+        return {s.lhs.tokens[0].text}, set(), set()
+    defined, drawn, local = set(), set(), set()
+    if s.kind in ("for", "foreach"):
+        local.add(s.var)
+    for b in (*s.body, *s.orelse):
+        d, t, l = _defines(b)
+        drawn |= t
+        local |= l
+        if b.kind == "decl" and s.kind in ("block", "for", "foreach"):
+            local |= d       # declared inside a block: local to it
+        else:
+            defined |= d
+    return defined - local, drawn, local
+
+
+def translate(program: StanProgram, info: dict, types: list, hyper=None) -> Draft:
+    """Translate a parsed model program (``info``: its ``stanc --info``; ``types``:
+    :func:`tilde_types`).  ``hyper``: names of the hyperparameters, or None for the
+    scalar parameters whose prior uses no other parameter."""
+    tr = _Translator(program, info, types)
+    if "prior_only" not in tr.inputs:
+        raise DraftError("the model does not declare `int<lower=0, upper=1> prior_only;` "
+                         "with the likelihood inside if (!prior_only) { ... } "
+                         "(stan_models/README.md); the drafter needs it to tell the prior "
+                         "from the likelihood")
+    for block in ("transformed data", "transformed parameters", "model"):
+        for s in program.blocks.get(block, []):
+            _refuse_target_in(s)
+    units: list[_Unit] = []
+    statements = [(s, False) for s in program.blocks.get("transformed parameters", [])]
+    statements += _flatten(program.blocks.get("model", []))
+    for k, (s, likelihood) in enumerate(statements):
+        lines = tr.render(s, likelihood, "  ")
+        defined, drawn, local = _defines(s)
+        uses = {n for e in s.exprs() for n in e.names()} - defined - local
+        if s.kind == "assign":      # x[i] = ...: the index reads, the whole x is written
+            uses |= Expr(s.lhs.tokens[1:], s.lhs.source).names()
+        units.append(_Unit(k, s, lines, defined | drawn, uses, drawn, likelihood))
+    simulated = set(tr.simulated)
+    missing = [p for p in tr.parameters if p not in tr.tilde_of]
+    if missing:
+        raise DraftError(f"parameter {missing[0]} has no ~ statement (an improper prior, "
+                         "or a prior written with target +=); the drafter needs a proper "
+                         "prior stated with ~ for every parameter")
+    for u in units:
+        if u.uses & simulated and (u.tildes - simulated or not u.likelihood):
+            raise _refuse(u.stmt, f"the prior uses the data {sorted(u.uses & simulated)[0]} "
+                                  "that the simulator draws")
+    for s in program.blocks.get("transformed data", []):
+        used = {n for e in s.exprs() for n in e.names()} & simulated
+        if used:
+            raise _refuse(s, f"transformed data use {sorted(used)[0]}, which the simulator "
+                             "draws (a model whose data enter their own distribution, like "
+                             "an autoregression, needs a hand-written simulator)")
+    order = _order(units)
+    hyper_names = _hyperparameters(tr, units, hyper)
+    lines: list[str] = []
+    for u in order:
+        drawn = u.tildes & set(hyper_names)
+        if drawn:
+            h = drawn.pop()
+            if u.defines - {h}:
+                raise _refuse(u.stmt, f"hyperparameter {h} is drawn together with "
+                                      f"{sorted(u.defines - {h})[0]}; give it its own ~")
+            lines += ["  if (hyper_given) {", f"    {h} = {h}_given[1];", "  } else {",
+                      *["  " + x for x in u.lines], "  }"]
+        else:
+            lines += u.lines
+    outputs = [tr.decls[p] for p in tr.parameters]
+    outputs += [tr.decls[v] for v in tr.simulated]
+    kept = [s.decl for s in program.blocks.get("data", [])
+            if s.kind == "decl" and s.decl.name not in simulated
+            and s.decl.name != "prior_only"]
+    functions = program.block_text("functions") if "functions" in program.spans else None
+    td = (program.block_text("transformed data")
+          if "transformed data" in program.spans else None)
+    return Draft(kept, [tr.decls[h] for h in hyper_names], functions, td, outputs, lines,
+                 list(tr.simulated))
+
+
+def _has_tilde(s: Stmt) -> bool:
+    return s.kind == "tilde" or any(_has_tilde(b) for b in (*s.body, *s.orelse))
+
+
+def _refuse_target_in(s: Stmt) -> None:
+    if s.kind == "target":
+        raise _refuse(s, "target += has no _rng counterpart; write the simulator by hand "
+                         "(or state this term as a ~ statement)")
+    for b in (*s.body, *s.orelse):
+        _refuse_target_in(b)
+
+
+def _order(units: list[_Unit]) -> list[_Unit]:
+    """Units in an order where each comes after every unit defining what it uses
+    (and after earlier units defining the same variable); ties keep program order."""
+    definers: dict[str, list[int]] = {}
+    for u in units:
+        for name in u.defines:
+            definers.setdefault(name, []).append(u.index)
+    after: dict[int, set[int]] = {u.index: set() for u in units}
+    for u in units:
+        for name in u.uses:
+            after[u.index] |= {d for d in definers.get(name, []) if d != u.index}
+        for name in u.defines:
+            after[u.index] |= {d for d in definers[name] if d < u.index}
+    blocked = {k: set(v) for k, v in after.items()}
+    ready = [k for k, v in blocked.items() if not v]
+    heapq.heapify(ready)
+    done: list[int] = []
+    while ready:
+        k = heapq.heappop(ready)
+        done.append(k)
+        for j, waits in blocked.items():
+            if k in waits:
+                waits.discard(k)
+                if not waits:
+                    heapq.heappush(ready, j)
+    if len(done) < len(units):
+        stuck = min(set(blocked) - set(done))
+        raise _refuse(units[stuck].stmt, "the statements depend on each other in a cycle; "
+                                         "no order draws each after what it uses")
+    return [units[k] for k in done]
+
+
+def _hyperparameters(tr: _Translator, units: list[_Unit], hyper) -> list[str]:
+    """The hyperparameters, checked: each drawn from a prior that uses no other
+    (non-hyper) parameter or transformed parameter."""
+    unit_of = {v: u for u in units for v in u.tildes}
+    unknowns = {*tr.parameters, *tr.transformed}
+    if hyper is None:
+        return [p for p in tr.parameters
+                if tr.decls[p].base == "real" and not tr.decls[p].dims
+                and not (unit_of[p].uses & unknowns)]
+    hyper = list(hyper)
+    for h in hyper:
+        if h not in tr.parameters:
+            raise DraftError(f"hyperparameter {h!r} is not a parameter of the model "
+                             f"(parameters: {', '.join(tr.parameters)})")
+        others = unit_of[h].uses & (unknowns - set(hyper))
+        if others:
+            raise _refuse(unit_of[h].stmt, f"hyperparameter {h}'s prior uses "
+                                           f"{sorted(others)[0]}, which is not given with "
+                                           "it; make that a hyperparameter too or drop "
+                                           f"{h} from the hyperparameters")
+    return [p for p in tr.parameters if p in hyper]
