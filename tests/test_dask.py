@@ -145,8 +145,8 @@ def test_a_killed_worker_has_its_shards_rerun_and_the_numbers_do_not_change(loca
 
     def run_and_kill(function, tasks, on_result, **kw):
         def arrived(key, value):
-            if not killed:  # kill a worker process busy with a shard, once
-                busy = [w for w, keys in client.processing().items() if keys]
+            busy = [w for w, keys in client.processing().items() if keys]
+            if not killed and busy:  # kill a worker process busy with a shard, once
                 pid = client.run(os.getpid, workers=busy[:1])[busy[0]]
                 os.kill(pid, signal.SIGKILL)
                 killed.append(pid)
