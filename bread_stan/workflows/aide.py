@@ -164,9 +164,8 @@ class _Setup:
         kind, size = parse_algorithm(spec)
         if kind == "ais":
             target, draw_base, kernel, tuned = self.ais_parts()
-            betas = (self.schedule.betas(size, tuned) if self.schedule.kind == "adaptive"
-                     else self.schedule.betas(size))
-            schedule = tuned.schedule(betas, self.sampler.steps_per_temperature)
+            schedule = tuned.schedule(self.schedule.lazy(size, tuned),
+                                      self.sampler.steps_per_temperature)
             return AISAlgorithm(target, kernel, schedule, draw_base, name=f"ais:{size}")
         if kind == "sir":
             return SIRAlgorithm(self.stan, self.q0(), size, name=f"sir:{size}")
