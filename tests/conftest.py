@@ -7,6 +7,8 @@ bridge object alongside the first model; a warm cache makes this free.
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -19,6 +21,8 @@ sys.path.insert(0, str(ROOT))  # test this checkout, whatever copy is installed
 
 from bread_stan.stan.compile import compile_many  # noqa: E402
 MODELS = ROOT / "stan_models"
+CMDSTAN_BUILD_SCRIPT = ROOT.parent / "shared" / "cmdstan" / "build-cmdstan.sh"
+CMDSTAN_HOME = Path.home() / ".cache" / "bread-stan" / "cmdstan-2.35.0"
 TEST_STAN = Path(__file__).resolve().parent / "stan"
 
 PROGRAMS = {
@@ -38,6 +42,27 @@ def compiled():
     logging.getLogger("bread_stan").info("test programs ready in %.1f s",
                                          time.perf_counter() - start)
     return dict(zip(PROGRAMS, models))
+
+
+@pytest.fixture(scope="session")
+def cmdstan_path() -> Path:
+    """A CmdStan 2.35 folder: ``$CMDSTAN`` when set, else built once offline with
+    ``../shared/cmdstan/build-cmdstan.sh`` into ``~/.cache/bread-stan/cmdstan-2.35.0``
+    (about 2.5 minutes; a built folder is found at once).  Every test that compares
+    with CmdStan takes it from here, so none is skipped for running before the build.
+    Skipped only when neither is possible (a checkout with no ``../shared`` beside it)."""
+    pytest.importorskip("cmdstanpy", reason="cmdstanpy is in the test extra")
+    path = os.environ.get("CMDSTAN")
+    if path:
+        return Path(path)
+    if not CMDSTAN_BUILD_SCRIPT.is_file():
+        pytest.skip(f"CMDSTAN is not set and {CMDSTAN_BUILD_SCRIPT} (which builds CmdStan "
+                    "offline) is not there")
+    done = subprocess.run(["bash", str(CMDSTAN_BUILD_SCRIPT), str(CMDSTAN_HOME)],
+                          env={**os.environ, "PYTHON": sys.executable},
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, f"building CmdStan failed:\n{done.stderr[-3000:]}"
+    return Path(done.stdout.strip().splitlines()[-1])
 
 
 def _regression_data(seed: int, n: int, k: int, logistic: bool) -> dict:

@@ -296,22 +296,18 @@ def test_draws_carry_transformed_parameters_and_generated_quantities(compiled, r
 
 
 @pytest.mark.slow
-def test_laplace_matches_cmdstans_laplace_on_eight_schools(tmp_path):
-    """Against CmdStan 2.35 itself (the build of tests/test_cmdstan.py): the mode of
+def test_laplace_matches_cmdstans_laplace_on_eight_schools(tmp_path, cmdstan_path):
+    """Against CmdStan 2.35 itself (the session's build: tests/conftest.py): the mode of
     ``optimize(jacobian=True)`` and the spread of ``laplace_sample`` (4000 draws: the
     relative error of a sample sd is about 1.1%, allowed 5%)."""
     import json
-    import os
 
-    cmdstanpy = pytest.importorskip("cmdstanpy")
+    import cmdstanpy
+
     from bread_stan.stan.compile import read_program
     from bread_stan.workflows.fit import _cmdstan_program
 
-    home = Path.home() / ".cache" / "bread-stan" / "cmdstan-2.35.0"
-    path = os.environ.get("CMDSTAN") or (str(home) if home.is_dir() else None)
-    if path is None:
-        pytest.skip("no CmdStan: set CMDSTAN or run tests/test_cmdstan.py, which builds it")
-    cmdstanpy.set_cmdstan_path(path)
+    cmdstanpy.set_cmdstan_path(str(cmdstan_path))
     here = Path(__file__).resolve().parent / "stan"
     program, data = here / "eight_schools.stan", here / "eight_schools.json"
     stan = StanModel(compile_model(program), json.loads(data.read_text()), threads=1)

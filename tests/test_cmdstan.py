@@ -1,16 +1,11 @@
 """A real CmdStan 2.35 beside the toolkit: its toolchain, its NUTS, its output files.
 
-The module fixture uses ``$CMDSTAN`` when set; otherwise it builds CmdStan once
-with ``../shared/cmdstan/build-cmdstan.sh`` (offline, about 2.5 minutes) into
-``~/.cache/bread-stan/cmdstan-2.35.0``, where later runs find it built.  The
-tests are skipped only when neither is possible.
+CmdStan comes from the session fixture ``cmdstan_path`` (tests/conftest.py): ``$CMDSTAN``
+when set, otherwise built once offline into ``~/.cache/bread-stan/cmdstan-2.35.0``.
 """
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -26,27 +21,17 @@ from bread_stan.workflows.bread import _default_name, _program_text
 from bread_stan.workflows.fit import FitSettings, _cmdstan_program, fit
 
 ROOT = Path(__file__).resolve().parent.parent
-BUILD_SCRIPT = ROOT.parent / "shared" / "cmdstan" / "build-cmdstan.sh"
-CMDSTAN_HOME = Path.home() / ".cache" / "bread-stan" / "cmdstan-2.35.0"
 LINREG = ROOT / "stan_models" / "linear_regression.stan"
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def cmdstan():
+def cmdstan(cmdstan_path):
     """The CmdStan folder, with CMDSTAN set and cmdstanpy pointed at it (this module only)."""
-    cmdstanpy = pytest.importorskip("cmdstanpy", reason="cmdstanpy is in the test extra")
-    path = os.environ.get("CMDSTAN")
-    if not path:
-        if not BUILD_SCRIPT.is_file():
-            pytest.skip(f"CMDSTAN is not set and {BUILD_SCRIPT} (which builds CmdStan "
-                        "offline) is not there")
-        done = subprocess.run(["bash", str(BUILD_SCRIPT), str(CMDSTAN_HOME)],
-                              env={**os.environ, "PYTHON": sys.executable},
-                              capture_output=True, text=True)
-        assert done.returncode == 0, f"building CmdStan failed:\n{done.stderr[-3000:]}"
-        path = done.stdout.strip().splitlines()[-1]
+    import cmdstanpy
+
+    path = str(cmdstan_path)
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("CMDSTAN", path)
         cmdstanpy.set_cmdstan_path(path)

@@ -10,7 +10,6 @@ outside the support are refused.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +26,6 @@ pytestmark = pytest.mark.slow  # compiles eight schools (about 40 s cold)
 
 HERE = Path(__file__).resolve().parent / "stan"
 PROGRAM, DATA = HERE / "eight_schools.stan", HERE / "eight_schools.json"
-CMDSTAN_HOME = Path.home() / ".cache" / "bread-stan" / "cmdstan-2.35.0"
 
 
 @pytest.fixture(scope="module")
@@ -89,13 +87,11 @@ def test_a_reference_draw_outside_the_support_is_named(schools, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def cmdstan_fit(tmp_path_factory):
-    """Eight schools sampled by a real CmdStan 2.35 (the build of tests/test_cmdstan.py)."""
-    cmdstanpy = pytest.importorskip("cmdstanpy")
-    path = os.environ.get("CMDSTAN") or (str(CMDSTAN_HOME) if CMDSTAN_HOME.is_dir() else None)
-    if path is None:
-        pytest.skip("no CmdStan: set CMDSTAN or run tests/test_cmdstan.py, which builds it")
-    cmdstanpy.set_cmdstan_path(path)
+def cmdstan_fit(tmp_path_factory, cmdstan_path):
+    """Eight schools sampled by a real CmdStan 2.35 (the session's build: tests/conftest.py)."""
+    import cmdstanpy
+
+    cmdstanpy.set_cmdstan_path(str(cmdstan_path))
     out = tmp_path_factory.mktemp("cmdstan")
     model = cmdstanpy.CmdStanModel(stan_file=str(_cmdstan_program(read_program(PROGRAM))))
     return model.sample(data=str(DATA), chains=2, iter_warmup=300, iter_sampling=300, seed=3,

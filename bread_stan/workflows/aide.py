@@ -193,9 +193,8 @@ class _Setup:
         kind, size = parse_algorithm(spec)
         if kind == "ais":
             target, draw_base, kernel, tuned = self.ais_parts()
-            betas = (self.schedule.betas(size, tuned) if self.schedule.kind == "adaptive"
-                     else self.schedule.betas(size))
-            schedule = tuned.schedule(betas, self.sampler.steps_per_temperature)
+            schedule = tuned.schedule(self.schedule.lazy(size, tuned),
+                                      self.sampler.steps_per_temperature)
             return AISAlgorithm(target, kernel, schedule, draw_base, name=f"ais:{size}",
                                 run_blocks=self.block_runner(),
                                 block_size=self.executor.chains_per_shard)
