@@ -344,6 +344,16 @@ def _check_line(check: dict | None) -> str:
     return f"simulator check: {check['message']}"
 
 
+def _report(result, out: Path, what: str) -> int:
+    """Write ``result``'s report into ``out``, print its summary, return its exit code."""
+    from .report import write_report
+
+    path = write_report(result, out)
+    _print_summary(result)
+    print(f"\n{what}: {path}")
+    return result.exit_code
+
+
 def _print_summary(result) -> None:
     from .report import display_table, markdown_table
 
@@ -356,7 +366,6 @@ def _print_summary(result) -> None:
 
 
 def _cmd_run(args) -> int:
-    from .report import write_report
     from ..workflows.bread import bread
 
     sampler, run = _settings(args)
@@ -367,10 +376,7 @@ def _cmd_run(args) -> int:
         result = bread(args.model, args.simulator, _data(args.data), sampler=sampler, run=run,
                        known_log_ml_bounds=known or None, out_dir=out, verdict=_verdict(args),
                        executor=executor)
-    report = write_report(result, out)
-    _print_summary(result)
-    print(f"\nresults and report: {report}")
-    return result.exit_code
+    return _report(result, out, "results and report")
 
 
 def _cmd_compare(args) -> int:
@@ -482,7 +488,6 @@ def _subjective_approximation(args, reference, out: Path) -> int:
 def _cmd_subjective(args) -> int:
     from ..workflows.fit import FitSettings
     from ..workflows.subjective import BaseSettings, subjective
-    from .report import write_report
 
     sampler, run = _settings(args)
     out = args.out or Path(f"subjective-{args.model.stem}")
@@ -502,10 +507,7 @@ def _cmd_subjective(args) -> int:
                                                      draws=args.fit_draws,
                                                      sampler=args.fit_sampler),
                             executor=executor)
-    report = write_report(result, out)
-    _print_summary(result)
-    print(f"\nresults and report: {report}")
-    return result.exit_code
+    return _report(result, out, "results and report")
 
 
 def _cmd_aide(args) -> int:
@@ -578,14 +580,10 @@ def _cmd_report(args) -> int:
         _print_protocol(result)
         print(f"\nreport: {path}")
         return 0
-    from .report import write_report
     from ..ais.results import BreadResult
 
     result = BreadResult.load(args.dir)
-    path = write_report(result, args.dir)
-    _print_summary(result)
-    print(f"\nreport: {path}")
-    return result.exit_code
+    return _report(result, args.dir, "report")
 
 
 def _cmd_info(args) -> int:
