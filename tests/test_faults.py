@@ -467,7 +467,7 @@ def test_a_long_run_is_announced_before_it_starts(tmp_path, caplog, monkeypatch)
     assert warning and started
     text = caplog.text
     assert "GB of memory (estimated from the pilot)" in text and "interrupt now" in text
-    assert "tuning hmc along beta: 3 betas x 9 transitions x 4 pilot chains" in text
+    assert "tuning nuts along beta: 3 betas x 9 transitions x 4 pilot chains" in text
 
 
 def test_cost_estimate_scales_with_steps_chains_and_dimension():

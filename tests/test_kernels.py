@@ -197,6 +197,8 @@ def _moment_z(x, mean, cov):
     (HMC(), HMCParams(step_size=0.4, n_leapfrog=7, step_size_jitter=0.9, rescue_prob=0.3)),
     (NUTS(), NUTSParams(step_size=0.3)),
     (NUTS(), NUTSParams(step_size=0.3, inv_metric=np.array([0.3, 1.0, 3.0]), max_depth=4)),
+    (NUTS(), NUTSParams(step_size=0.4, step_size_jitter=0.5, rescue_prob=0.3, rescue_depth=2,
+                        max_depth=6)),
 ])
 @pytest.mark.parametrize("beta", [1.0, 0.05])
 def test_kernels_leave_tempered_conjugate_posterior_invariant(kernel, params, beta):
@@ -312,26 +314,47 @@ class _SteepGaussian:
                           -points.copy(), -self.c * points)
 
 
-def test_rescue_steps_free_chains_stranded_far_from_a_narrow_mode():
+@pytest.mark.parametrize("kernel, make", [
+    (HMC(), lambda rescue: HMCParams(step_size=0.5, n_leapfrog=10, rescue_prob=rescue)),
+    (NUTS(), lambda rescue: NUTSParams(step_size=0.5, max_depth=6, rescue_prob=rescue)),
+])
+def test_rescue_steps_free_chains_stranded_far_from_a_narrow_mode(kernel, make):
     # A step size of 0.5 suits sd 1, not sd 0.01: from x = 3 every leapfrog
-    # trajectory blows up, so plain HMC rejects every proposal.  Rescue steps
-    # (step size times 10^-U(0, 3)) are stable below 0.02, about half of them.
+    # trajectory blows up, so plain HMC rejects every proposal and NUTS diverges
+    # at its first step.  Rescue steps (step size times 10^-U(0, 3)) are stable
+    # below 0.02, about half of them.
     target, n = _SteepGaussian(), 50
     start = np.full((n, 1), 3.0)
     ends = {}
     for rescue in (0.0, 0.2):
         state = initial_state(target, start, gradient=True)
         rng = ChainRandom.from_seed(3, n)
-        params = HMCParams(step_size=0.5, n_leapfrog=10, rescue_prob=rescue)
         for _ in range(300):
-            state, info = HMC().step(rng, state, target, np.ones(n), params)
+            state, info = kernel.step(rng, state, target, np.ones(n), make(rescue))
         ends[rescue] = state.position[:, 0]
     assert np.all(ends[0.0] == 3.0)
     assert np.all(np.abs(ends[0.2]) < 0.05)
 
 
+def test_nuts_rescue_transitions_build_shallow_trees():
+    """Exactly the rescued transitions (read from the chains' uniform streams, as
+    the kernel draws them) stop at ``rescue_depth``; the others reach deeper."""
+    model, _ = simulate_regression(25, 3, correlation=0.8, seed=2)
+    n, seed = 400, 8
+    state = initial_state(model, model.sample_posterior(np.random.default_rng(1), n))
+    params = NUTSParams(step_size=0.02, max_depth=7, rescue_prob=0.5, rescue_depth=2)
+    _, info = NUTS().step(ChainRandom.from_seed(seed, n), state, model, np.ones(n), params)
+    rescued = ChainRandom.from_seed(seed, n).uniform(np.arange(n)) < params.rescue_prob
+    assert 100 < rescued.sum() < 300
+    assert np.all(info.tree_depth[rescued] <= 2) and np.all(info.n_grad[rescued] <= 3)
+    assert np.all(info.tree_depth[~rescued] > 2)
+
+
 def test_step_size_randomisation_is_validated():
-    with pytest.raises(ValueError, match="rescue_prob"):
-        HMCParams(rescue_prob=1.0)
-    with pytest.raises(ValueError, match="step_size_jitter"):
-        HMCParams(step_size_jitter=-0.1)
+    for params in (HMCParams, NUTSParams):
+        with pytest.raises(ValueError, match="rescue_prob"):
+            params(rescue_prob=1.0)
+        with pytest.raises(ValueError, match="step_size_jitter"):
+            params(step_size_jitter=-0.1)
+    with pytest.raises(ValueError, match="rescue_depth"):
+        NUTSParams(rescue_depth=0)

@@ -99,12 +99,15 @@ def test_native_hmc_is_the_python_kernel(targets, name, metric):
 
 @pytest.mark.parametrize("name", ["linear", "logistic", "throws"])
 @pytest.mark.parametrize("metric", ["diag", "dense"])
-def test_native_nuts_is_the_python_kernel(targets, name, metric):
+@pytest.mark.parametrize("rescue", [0.0, 0.3])
+def test_native_nuts_is_the_python_kernel(targets, name, metric, rescue):
     target = targets[name]
     d = target.dim
     inv_metric = (np.linspace(0.5, 2.0, d) if metric == "diag" else _dense_metric(d, 2))
+    # rescue > 0: rescued chains build shallower trees in a second call of their own
     params = NUTSParams(step_size=np.geomspace(0.02, 1.5, N_CHAINS), inv_metric=inv_metric,
-                        max_depth=7)
+                        max_depth=7, step_size_jitter=0.2 if rescue else 0.0,
+                        rescue_prob=rescue, rescue_depth=3)
     python = _run(NUTS(native=False), target, params)
     native = _run(NUTS(native=True), target, params)
     _assert_identical(python, native, accept_rtol=1e-13)

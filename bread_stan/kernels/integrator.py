@@ -24,7 +24,7 @@ import numpy as np
 
 from ..target import Evaluation, Target
 
-__all__ = ["per_chain", "per_chain_metric", "is_dense", "row_dot", "velocity",
+__all__ = ["per_chain", "randomised_step_size", "per_chain_metric", "is_dense", "row_dot", "velocity",
            "draw_momentum", "tempered_logp", "tempered_grad", "kinetic", "leapfrog",
            "native_default"]
 
@@ -47,6 +47,35 @@ def per_chain(value, n: int, name: str, *, integer: bool = False) -> np.ndarray:
     if not np.all(np.isfinite(arr)) or np.any(arr <= 0):
         raise ValueError(f"{name} must be finite and positive")
     return arr
+
+
+def check_step_randomisation(jitter: float, rescue_prob: float) -> None:
+    """Raise ValueError unless 0 <= jitter < 1 and 0 <= rescue_prob < 1."""
+    if not 0.0 <= float(jitter) < 1.0:
+        raise ValueError(f"step_size_jitter must be in [0, 1), got {jitter}")
+    if not 0.0 <= float(rescue_prob) < 1.0:
+        raise ValueError(f"rescue_prob must be in [0, 1), got {rescue_prob}")
+
+
+def randomised_step_size(rng, chains: np.ndarray, eps: np.ndarray, jitter: float,
+                         rescue_prob: float) -> tuple[np.ndarray, np.ndarray]:
+    """Each chain's step size for one transition, and which chains were rescued.
+
+    ``eps`` times a jitter factor uniform in [1 - jitter, 1 + jitter] and, with
+    probability ``rescue_prob``, a "rescue" factor log-uniform in [1e-3, 1].
+    Both are drawn from the chain's uniform stream (jitter first),
+    independently of the state, so the kernel stays an exact mixture of exact
+    kernels.
+    """
+    rescued = np.zeros(eps.shape, dtype=bool)
+    if jitter > 0:
+        eps = eps * (1.0 + jitter * (2.0 * rng.uniform(chains) - 1.0))
+    if rescue_prob > 0:
+        u = rng.uniform(chains)
+        rescued = u < rescue_prob
+        # u / r is uniform on [0, 1) given a rescue, so the factor is log-uniform.
+        eps = np.where(rescued, eps * 10.0 ** (-3.0 * u / rescue_prob), eps)
+    return eps, rescued
 
 
 def per_chain_metric(inv_metric, n: int, d: int) -> np.ndarray:

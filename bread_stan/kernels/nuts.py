@@ -53,8 +53,9 @@ import numpy as np
 from ..rng import ChainRandom
 from ..target import Evaluation, Target
 from .base import ChainState, StepInfo
-from .integrator import (draw_momentum, kinetic, leapfrog, native_default, per_chain,
-                         per_chain_metric, row_dot, tempered_grad, tempered_logp, velocity)
+from .integrator import (check_step_randomisation, draw_momentum, kinetic, leapfrog,
+                         native_default, per_chain, per_chain_metric, randomised_step_size,
+                         row_dot, tempered_grad, tempered_logp, velocity)
 
 __all__ = ["NUTSParams", "NUTS"]
 
@@ -64,12 +65,29 @@ DIVERGENCE_THRESHOLD = 1000.0
 @dataclass(frozen=True)
 class NUTSParams:
     """Step size (scalar or per chain), inverse metric (diagonal (d,) or (n, d);
-    dense (1, d, d) or (n, d, d); None for the identity) and maximum tree depth (at most 2^max_depth - 1
-    leapfrog steps per transition)."""
+    dense (1, d, d) or (n, d, d); None for the identity) and maximum tree depth (at most
+    2^max_depth - 1 leapfrog steps per transition).
+
+    ``step_size_jitter`` and ``rescue_prob`` randomise each transition's step
+    size as :class:`~bread_stan.kernels.hmc.HMCParams` does (drawn before the
+    momentum); both default to 0, Stan's NUTS.  A rescue transition builds its
+    tree to at most ``rescue_depth``: its small step rarely makes a U-turn, and
+    without that cap it would cost the full 2^max_depth - 1 leapfrog steps.
+    The depth is chosen with the step size, independently of the state, so the
+    mixture stays exact.
+    """
 
     step_size: float | np.ndarray = 0.1
     inv_metric: np.ndarray | None = None
     max_depth: int = 10
+    step_size_jitter: float = 0.0
+    rescue_prob: float = 0.0
+    rescue_depth: int = 4
+
+    def __post_init__(self):
+        check_step_randomisation(self.step_size_jitter, self.rescue_prob)
+        if int(self.rescue_depth) < 1:
+            raise ValueError(f"rescue_depth must be at least 1, got {self.rescue_depth}")
 
 
 class _Work:
@@ -137,11 +155,26 @@ class NUTS:
         n, d = state.position.shape
         chains = np.arange(n) if chains is None else np.asarray(chains, dtype=np.int64)
         beta = np.broadcast_to(np.asarray(beta, dtype=float), (n,))
-        eps = per_chain(params.step_size, n, "step_size")
+        eps, rescued = randomised_step_size(rng, chains,
+                                            per_chain(params.step_size, n, "step_size"),
+                                            params.step_size_jitter, params.rescue_prob)
         minv = np.ascontiguousarray(per_chain_metric(params.inv_metric, n, d))
         max_depth = int(params.max_depth)
         if max_depth < 1:
             raise ValueError("max_depth must be at least 1")
+        rescue_depth = min(int(params.rescue_depth), max_depth)
+        if rescue_depth == max_depth or not rescued.any():
+            return self._batch(rng, chains, state, target, beta, eps, minv, max_depth)
+        # Rescued chains build shallower trees: run the two groups separately.
+        # Each chain reads only its own streams, so the split changes no draw.
+        parts = [(rows, self._batch(rng, chains[rows], _take(state, rows), target, beta[rows],
+                                    eps[rows], minv[rows], depth))
+                 for rows, depth in ((np.flatnonzero(~rescued), max_depth),
+                                     (np.flatnonzero(rescued), rescue_depth)) if rows.size]
+        return _combine(n, d, parts)
+
+    def _batch(self, rng, chains, state, target, beta, eps, minv, max_depth):
+        """One transition of the chains in ``state``, all with tree depth ``max_depth``."""
         native = getattr(target, "native", None) if self.native else None
         with np.errstate(all="ignore"):
             if native is not None:
@@ -167,6 +200,26 @@ class NUTS:
                         divergent=out.divergent, energy_error=out.energy_error,
                         n_grad=out.n_grad, tree_depth=out.tree_depth)
         return ChainState(out.position, out.evaluation), info
+
+
+def _take(state: ChainState, rows: np.ndarray) -> ChainState:
+    return ChainState(state.position[rows], state.evaluation.take(rows))
+
+
+def _combine(n: int, d: int, parts) -> tuple[ChainState, StepInfo]:
+    """The batch's state and info put together from ``(rows, (state, info))`` parts."""
+    position = np.empty((n, d))
+    ev = Evaluation(np.empty(n), np.empty(n), np.empty((n, d)), np.empty((n, d)))
+    fields = ("accept_stat", "divergent", "energy_error", "n_grad", "tree_depth")
+    first = parts[0][1][1]
+    info = {f: np.empty(n, dtype=getattr(first, f).dtype) for f in fields}
+    for rows, (state, step_info) in parts:
+        position[rows] = state.position
+        for name in ("log_prior", "log_lik", "grad_prior", "grad_lik"):
+            getattr(ev, name)[rows] = getattr(state.evaluation, name)
+        for f in fields:
+            info[f][rows] = getattr(step_info, f)
+    return ChainState(position, ev), StepInfo(**info)
 
 
 def _max_uniforms(max_depth: int) -> int:

@@ -90,13 +90,14 @@ def _add_run_options(p: argparse.ArgumentParser, simulator: bool = True) -> None
                    help="numbers of AIS distributions, comma-separated (default 10,100,1000)")
     p.add_argument("--chains", type=_whole(2), default=100,
                    help="chains per direction (default 100)")
-    p.add_argument("--kernel", choices=("hmc", "nuts"), default="hmc")
+    p.add_argument("--kernel", choices=("hmc", "nuts"), default="nuts",
+                   help="Markov kernel at each temperature (default nuts)")
     p.add_argument("--leapfrog", type=_whole(1), default=10, help="HMC leapfrog steps (default 10)")
     p.add_argument("--jitter", type=float, default=0.0,
                    help="HMC step-size jitter j in [0, 1): step sizes uniform in "
                    "[(1-j) e, (1+j) e] (default 0)")
     p.add_argument("--rescue", type=float, default=0.1,
-                   help="HMC: share of transitions with a step size 1 to 1000 times "
+                   help="share of transitions with a step size 1 to 1000 times "
                    "smaller, to free chains stranded in the prior's tails (default 0.1)")
     p.add_argument("--max-depth", type=_whole(1), default=8,
                    help="NUTS maximum tree depth (default 8)")
@@ -234,7 +235,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--reference", type=Path, nargs="+", default=None,
                    help="reference draws (CmdStan CSV files or ArviZ NetCDF) for --gold "
                    "reference or --base-fit reference; default a NUTS fit on the data")
-    p.add_argument("--kernel", choices=("hmc", "nuts"), default="hmc")
+    p.add_argument("--kernel", choices=("hmc", "nuts"), default="nuts",
+                   help="Markov kernel at each temperature (default nuts)")
     p.add_argument("--leapfrog", type=_whole(1), default=10, help="HMC leapfrog steps (default 10)")
     p.add_argument("--max-depth", type=_whole(1), default=8,
                    help="NUTS maximum tree depth (default 8)")
@@ -252,7 +254,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("model", type=Path, help="model program with the prior_only split")
     p.add_argument("--simulator", required=True, type=Path, help="simulator program")
     p.add_argument("--data", help="the model's data: a JSON file or a bundled data set")
-    p.add_argument("--kernel", choices=("hmc", "nuts"), default="hmc")
+    p.add_argument("--kernel", choices=("hmc", "nuts"), default="nuts",
+                   help="Markov kernel at each temperature (default nuts)")
     p.add_argument("--leapfrog", type=int, default=10, help="HMC leapfrog steps (default 10)")
     p.add_argument("--max-depth", type=int, default=8, help="NUTS maximum tree depth (default 8)")
     p.add_argument("--prior-draws", type=int, default=2000,

@@ -72,22 +72,28 @@ class ResumeMismatchError(BreadStanError):
 class SamplerSettings:
     """The Markov kernel used at every temperature, and how it is tuned.
 
-    ``kernel`` is ``"hmc"`` (``n_leapfrog`` steps) or ``"nuts"``
-    (``max_depth``).  The step size (and, with ``adapt_metric``, an inverse
+    ``kernel`` is ``"nuts"`` (``max_depth``; the default) or ``"hmc"``
+    (``n_leapfrog`` steps).  The step size (and, with ``adapt_metric``, an inverse
     metric: ``metric`` "diag", "dense" as Stan's ``dense_e``, or "auto", dense
     where the pilot draws are strongly correlated; see
     :class:`~bread_stan.ais.tuning.TuningConfig`) is tuned along beta on
     ``pilot_chains`` never-scored chains, then frozen for forward and reverse
     runs alike.  ``pilot_floor`` None lets the pilot reach down to the beta where
     the likelihood starts to matter (see ``beta_floor`` of
-    :class:`~bread_stan.ais.tuning.TuningConfig`).  For HMC, ``step_size_jitter`` and
+    :class:`~bread_stan.ais.tuning.TuningConfig`).  ``step_size_jitter`` and
     ``rescue_prob`` randomise the step size of each transition (see
     :class:`~bread_stan.kernels.hmc.HMCParams`); the default 10% of "rescue"
     transitions with much smaller steps frees chains that start deep in the
-    prior's tails, which a fixed step size can leave stranded for the whole run.
+    prior's tails, which a fixed step size can leave stranded for the whole run
+    (NUTS builds a rescue transition's tree to depth at most 4).
+
+    NUTS is the default because it reached a given bound in less time than HMC
+    with 10 leapfrog steps on every model measured (``scripts/bench_defaults.py``
+    and ``scripts/bench_schedules.py``): its trajectory length follows the
+    posterior's scale at each temperature, which one fixed L cannot.
     """
 
-    kernel: str = "hmc"
+    kernel: str = "nuts"
     n_leapfrog: int = 10
     step_size_jitter: float = 0.0
     rescue_prob: float = 0.1
@@ -117,7 +123,9 @@ class SamplerSettings:
             return HMC(), HMCParams(step_size=0.1, n_leapfrog=self.n_leapfrog,
                                     step_size_jitter=self.step_size_jitter,
                                     rescue_prob=self.rescue_prob)
-        return NUTS(), NUTSParams(step_size=0.1, max_depth=self.max_depth)
+        return NUTS(), NUTSParams(step_size=0.1, max_depth=self.max_depth,
+                                  step_size_jitter=self.step_size_jitter,
+                                  rescue_prob=self.rescue_prob)
 
     def tuning_config(self) -> TuningConfig:
         return TuningConfig(n_grid=self.pilot_grid, adapt_steps=self.pilot_steps,
