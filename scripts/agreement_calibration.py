@@ -8,13 +8,13 @@ fitted hyperparameter cannot absorb the noise), over several seeds, and tables
 the agreement scores and flags.  The false-alarm rate of the well-specified
 rows and the power of the others are what the default settings are judged by.
 
-Each kernel's rows are kept in ``scores.csv`` (column ``kernel``): a run
-replaces only the rows of its own kernel, so the summary tables every kernel
-measured so far.  HMC uses 5 leapfrog steps; NUTS is the toolkit's default.
+Rows are kept in ``scores.csv`` (column ``kernel``): a run replaces only the
+rows of its own kernel, noise levels and seeds, so the summary tables
+everything measured so far.  HMC uses 5 leapfrog steps; NUTS is the toolkit's default.
 
     python scripts/agreement_calibration.py                 # NUTS, about 5 minutes
     python scripts/agreement_calibration.py --kernel hmc
-    python scripts/agreement_calibration.py --seeds 1-20 --replicates 9
+    python scripts/agreement_calibration.py --seeds 11-30 --noise 1   # more null runs
 """
 
 from __future__ import annotations
@@ -87,9 +87,11 @@ def main(argv=None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     scores = args.out / "scores.csv"
     table = pd.DataFrame(rows)
-    if scores.exists():  # keep the other kernels' rows
+    if scores.exists():  # keep the rows of other kernels, noise levels and seeds
         old = pd.read_csv(scores)
-        table = pd.concat([old[old["kernel"] != args.kernel], table], ignore_index=True)
+        key = ["kernel", "noise_sd", "seed"]
+        rerun = old.set_index(key).index.isin(table.set_index(key).index)
+        table = pd.concat([old[~rerun], table], ignore_index=True).sort_values(key)
     table.to_csv(scores, index=False)
     rates = (table.groupby(["kernel", "replicates", "noise_sd"])
              .agg(runs=("flagged", "size"), flagged=("flagged", "sum"),
@@ -102,7 +104,8 @@ def main(argv=None) -> int:
         + markdown_table(rates) + "\n\n"
         + f"threshold {settings.agreement_threshold}, alpha {settings.agreement_alpha}; "
           "HMC with 5 leapfrog steps, NUTS with the default settings (max depth 8, "
-          "10% rescue transitions); `minutes` is the protocol time of the row's runs.\n")
+          "10% rescue transitions); `minutes` is the wall-clock protocol time of the row's runs "
+          "on a machine shared with other jobs.\n")
     print(markdown_table(rates))
     print(f"\n{len(rows)} protocol runs in {total:.0f} s; results in {args.out}")
     return 0

@@ -17,6 +17,19 @@ At each T the per-chain estimates face two questions.
      is conditional on x*: close to convergence an unlucky x* can make
      E[U | x*] - E[L] slightly negative, and the message says so.
 
+   Calibration (``scripts/verdict_calibration.py``: conjugate regression, fixed
+   HMC(step 0.15, L = 10) and the default kernel NUTS(step 0.15, 10% rescue steps)):
+   in 300 correct single-draw runs of 30 + 30 chains at each T from 10 to 1000
+   (bounds 25 down to 0.13 nats) neither test fired once with either kernel, so
+   conditioning on x* cost no false alarms at ``sign_alpha`` = 0.01. With the reverse
+   estimates shifted down so that the bound is -1.3 (HMC) or -1.6 (NUTS) nats, the
+   sign test fired in every run; at -0.55 nats (NUTS) in 81% of runs with 30 + 30
+   chains and 99.5% with 100 + 100, at -0.27 (HMC) in 18% and 40%. The tail-bound
+   test fired at none of the shifts up to 8 nats, as its threshold says. How much a
+   single draw narrows the interval depends on the kernel: the 90% single-draw
+   interval covered 74% of runs with HMC but 88% with NUTS, whose reverse chains
+   forget x* faster; the multi-draw interval covered 88% and 96%.
+
 2. **How close is AIS?**  A consistent step is *converged* when the upper end of
    the bound's interval is at most ``converged_nats`` (default 1 nat; for two
    Gaussians with one covariance, J = 1 nat means the means are one standard
