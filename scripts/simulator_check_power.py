@@ -9,11 +9,16 @@ simulators (the same programs at ``factor`` = 1 and every study model of
 check is standalone (``bread_stan.check_simulator`` with default settings, its own
 pilot tuning), as ``bread-stan check`` runs it.
 
-Cost: a default BREAD run (steps 10, 100, 1000; 100 chains; HMC) on a few of the
-models, with the check on; inside ``bread`` the check reuses the run's tuned kernel,
-so its cost is its own seconds against the run's.
+Cost: a default BREAD run (steps 10, 100, 1000; 100 chains) on a few of the models,
+with the check on; inside ``bread`` the check reuses the run's tuned kernel, so its
+cost is its own seconds against the run's.
+
+``--kernel`` chooses the sampler's kernel (default: the default of
+:class:`~bread_stan.SamplerSettings`); the tables keep one row per case and kernel,
+so a run with one kernel replaces only that kernel's rows.
 
     PYTHONPATH=$PWD python scripts/simulator_check_power.py [--seeds 10] [--no-cost]
+        [--kernel nuts|hmc] [--cases TEXT ...] [--skip TEXT ...]
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bread_stan import RunSettings, bread, check_simulator
+from bread_stan import RunSettings, SamplerSettings, bread, check_simulator
 from bread_stan.reporting.report import markdown_table
 from bread_stan.stan import datasets
 from bread_stan.workflows.simulator_check import CheckSettings
@@ -86,14 +91,19 @@ def _cases() -> list[tuple[str, str, object, object, object]]:
     return cases
 
 
-def power(seeds: int) -> pd.DataFrame:
+def power(seeds: int, sampler: SamplerSettings, only: list[str] | None,
+          skip: list[str]) -> pd.DataFrame:
     rows = []
     for label, expected, model, sim, data in _cases():
+        if (only and not any(s in label for s in only)) or any(s in label for s in skip):
+            continue
         results = []
         for seed in range(seeds):
-            results.append(check_simulator(model, sim, data, settings=CheckSettings(seed=seed)))
+            results.append(check_simulator(model, sim, data, sampler=sampler,
+                                           settings=CheckSettings(seed=seed)))
         flagged = sum(not r.passed for r in results)
-        rows.append({"case": label, "expected": expected, "flagged": f"{flagged}/{seeds}",
+        rows.append({"case": label, "kernel": sampler.kernel, "expected": expected,
+                     "flagged": f"{flagged}/{seeds}",
                      "ok": flagged >= seeds - 1 if expected == "flag" else flagged <= 1,
                      "median_min_p": float(np.median([r.min_p for r in results])),
                      "tests": len(results[0].tests),
@@ -104,17 +114,17 @@ def power(seeds: int) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def cost() -> pd.DataFrame:
+def cost(sampler: SamplerSettings) -> pd.DataFrame:
     rows = []
     for label in _COST:
         model, sim, data = _STUDY[label]
         data = datasets.load(data) if isinstance(data, str) else data
         t0 = time.perf_counter()
-        result = bread(model, sim, data, run=RunSettings(progress=False))
+        result = bread(model, sim, data, sampler=sampler, run=RunSettings(progress=False))
         total = time.perf_counter() - t0
         check = result.extra["simulator_check"]
         grads = sum(s.forward.n_grad + s.reverse.n_grad for s in result.steps)
-        rows.append({"model": label, "check_seconds": check["seconds"],
+        rows.append({"model": label, "kernel": sampler.kernel, "check_seconds": check["seconds"],
                      "bread_seconds": total, "share": check["seconds"] / total,
                      "check_gradients": check["n_grad"], "ais_gradients": grads,
                      "gradient_share": check["n_grad"] / (grads + check["n_grad"])})
@@ -122,36 +132,63 @@ def cost() -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _merge(path: Path, table: pd.DataFrame, key: str) -> pd.DataFrame:
+    """``table`` in place of the rows of the CSV at ``path`` with the same key and
+    kernel (rows written before the kernel column existed were measured with HMC),
+    one row per key and kernel, in key order."""
+    if path.exists():
+        old = pd.read_csv(path)
+        if "kernel" not in old:
+            old.insert(1, "kernel", "hmc")
+        new = set(zip(table[key], table["kernel"]))
+        old = old[[pair not in new for pair in zip(old[key], old["kernel"])]]
+        table = pd.concat([old, table], ignore_index=True)
+    order = {k: i for i, k in enumerate(dict.fromkeys(table[key]))}
+    return table.sort_values([key, "kernel"], key=lambda c: c.map(order) if c.name == key
+                             else c, kind="stable").reset_index(drop=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--no-cost", action="store_true")
+    parser.add_argument("--kernel", choices=("nuts", "hmc"), default=SamplerSettings().kernel)
+    parser.add_argument("--cases", nargs="+", metavar="TEXT",
+                        help="run only the cases whose label contains one of these")
+    parser.add_argument("--skip", nargs="+", metavar="TEXT", default=[],
+                        help="leave out the cases whose label contains one of these")
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR)
     OUT.mkdir(parents=True, exist_ok=True)
     settings = CheckSettings()
-    table = power(args.seeds)
+    sampler = SamplerSettings(kernel=args.kernel)
+    table = _merge(OUT / "power.csv", power(args.seeds, sampler, args.cases, args.skip), "case")
     table.to_csv(OUT / "power.csv", index=False)
     lines = ["# Simulator check: power over seeds", "",
              f"Default settings: {settings.prior_draws} prior draws, {settings.datasets} "
-             f"simulated data sets, {settings.transitions} frozen HMC transitions per chain "
-             "(10 leapfrog steps, pilot-tuned along beta as BREAD tunes), paired Wilcoxon "
+             f"simulated data sets, {settings.transitions} frozen transitions per chain of "
+             "the kernel in the `kernel` column (hmc: 10 leapfrog steps; nuts: maximum tree "
+             f"depth {sampler.max_depth}; both with {sampler.rescue_prob:.0%} rescue "
+             "transitions, pilot-tuned along beta as BREAD tunes), paired Wilcoxon "
              f"signed-rank tests, Bonferroni over all tests, alpha = {settings.alpha}; "
-             f"seeds 0..{args.seeds - 1}.  A planted bug must be flagged at "
-             f">= {args.seeds - 1} seeds, a right simulator at <= 1.  Seconds are per "
+             "seeds 0..n-1 (`flagged` says n).  A planted bug must be flagged at "
+             ">= n-1 seeds, a right simulator at <= 1.  Seconds are per "
              "standalone check (its own pilot tuning included), on a shared 2-core machine.",
              "", markdown_table(table.drop(columns=["message_seed0"])),
              "", "Message at seed 0:", ""]
-    lines += [f"- {r.case}: {r.message_seed0}" for r in table.itertuples()]
-    if not args.no_cost:
-        costs = cost()
+    lines += [f"- {r.case} ({r.kernel}): {r.message_seed0}" for r in table.itertuples()]
+    if args.no_cost:
+        costs = pd.read_csv(OUT / "cost.csv") if (OUT / "cost.csv").exists() else None
+    else:
+        costs = _merge(OUT / "cost.csv", cost(sampler), "model")
         costs.to_csv(OUT / "cost.csv", index=False)
+    if costs is not None:
         lines += ["", "# Cost inside a default BREAD run", "",
-                  "Default `bread` (steps 10, 100, 1000; 100 chains per direction; HMC, 10 "
-                  "leapfrog steps) with the check on; the check reuses the run's tuned kernel. "
-                  "`share` is the check's share of the run's wall time, `gradient_share` its "
-                  "share of the gradients (check + AIS; tuning left out of both).", "",
-                  markdown_table(costs)]
+                  "Default `bread` (steps 10, 100, 1000; 100 chains per direction; the kernel "
+                  "in the `kernel` column) with the check on; the check reuses the run's tuned "
+                  "kernel. `share` is the check's share of the run's wall time, "
+                  "`gradient_share` its share of the gradients (check + AIS; tuning left out "
+                  "of both).", "", markdown_table(costs)]
     (OUT / "power.md").write_text("\n".join(lines) + "\n")
     print(f"written {OUT / 'power.md'}")
 
