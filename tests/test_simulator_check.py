@@ -113,6 +113,8 @@ def test_right_simulator_passes(case):
     assert result.min_p > 0.01
     assert {t["stage"] for t in result.tests} == {"prior", "joint"}
     assert min(t["moved"] for t in result.tests) > 0.5  # the kernels did move
+    # The message says which kernel moved the chains and how far.
+    assert "10 frozen NUTS transitions (tree depth <= 8, 10% rescue)" in result.message
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -121,6 +123,7 @@ def test_wrong_simulator_is_flagged_and_named(case):
     assert result.ran and not result.passed
     assert result.min_p < 1e-4
     assert result.message.startswith("flagged: " + EXPECTED[case]), result.message
+    assert "[10 frozen NUTS transitions" in result.message
 
 
 def test_result_is_plain_json():
