@@ -55,37 +55,27 @@ from bread_stan.aide import AIDEResult  # noqa: E402
 from bread_stan.approx import METHODS  # noqa: E402
 from bread_stan.errors import BreadStanError  # noqa: E402
 from bread_stan.reporting.aide_report import aide_table, write_aide_report  # noqa: E402
-from bread_stan.reporting.report import markdown_table  # noqa: E402
 from bread_stan.stan import datasets  # noqa: E402
 from bread_stan.store import load_json  # noqa: E402
 from bread_stan.workflows.aide import aide  # noqa: E402
 from bread_stan.workflows.bread import SamplerSettings  # noqa: E402
 from bread_stan.workflows.subjective import BaseSettings  # noqa: E402
+from study_common import MODELS, cases, names, write_summary  # noqa: E402
 
-MODELS = ROOT / "stan_models"
-CASES = {  # case -> (model program stem, data set name)
-    "linear_regression": ("linear_regression", "nhefs"),
-    "logistic_regression": ("logistic_regression", "pima"),
-    "ar1": ("ar1", "goog"),
-    "gaussian_mixture": ("gaussian_mixture", "faithful"),
-    "mf_centred": ("matrix_factorisation", "movielens"),
-}
-
-
-def _list(text: str) -> list[str]:
-    return [s.strip() for s in text.split(",") if s.strip()]
+CASES = cases("linear_regression", "logistic_regression", "ar1", "gaussian_mixture",
+              "mf_centred")
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--out", type=Path, default=ROOT / "scripts" / "figures" / "aide_study")
     p.add_argument("--gold", default="ais:1000")
-    p.add_argument("--ais", type=_list, default=["ais:10", "ais:100"],
+    p.add_argument("--ais", type=names, default=["ais:10", "ais:100"],
                    help="AIS targets, comma-separated (default ais:10,ais:100)")
     p.add_argument("--n", type=int, default=30, help="runs of gold and of each target")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=None)
-    p.add_argument("--only", type=_list, default=list(CASES))
+    p.add_argument("--only", type=names, default=list(CASES))
     p.add_argument("--summarise", action="store_true", help="run nothing: tables and figure")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s",
@@ -122,15 +112,13 @@ def main(argv=None) -> int:
     if summary.empty:
         print("nothing to summarise yet")
         return 0
-    summary.to_csv(args.out / "summary.csv", index=False)
-    (args.out / "summary.md").write_text(
+    write_summary(
+        summary, args.out,
         "# AIDE on the real data of the study models\n\nSymmetrised KL (nats) of each "
         "target's output from the gold standard's (AIS from the prior), with a 95% CLT "
         "interval; `gradients`: per run for AIS, the whole fit for an approximation; "
-        "`seconds`: the case's wall time (all targets).\n\n" + markdown_table(summary) + "\n")
-    _figure(summary, args.out / "aide_vs_cost.png")
+        "`seconds`: the case's wall time (all targets).\n\n", _figure, "aide_vs_cost.png")
     total = time.perf_counter() - start
-    print(markdown_table(summary))
     print(f"\nAIDE study: {total:.0f} s ({total / 60:.1f} min); results in {args.out}")
     return 0
 

@@ -43,13 +43,9 @@ from bread_stan.stan import datasets  # noqa: E402
 from bread_stan.workflows.fit import FitSettings  # noqa: E402
 from bread_stan.workflows.subjective import _own_fit, _stan_model, load_reference  # noqa: E402
 from bread_stan.workflows.subjective_tractable import subjective_tractable  # noqa: E402
+from study_common import MODELS, cases, names  # noqa: E402
 
-CASES = {  # case -> (model program stem, data set name)
-    "linear_regression": ("linear_regression", "nhefs"),
-    "logistic_regression": ("logistic_regression", "pima"),
-    "ar1": ("ar1", "goog"),
-    "gaussian_mixture": ("gaussian_mixture", "faithful"),
-}
+CASES = cases("linear_regression", "logistic_regression", "ar1", "gaussian_mixture")
 
 
 def main(argv=None) -> int:
@@ -60,7 +56,7 @@ def main(argv=None) -> int:
     p.add_argument("--fit-draws", type=int, default=300)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=None)
-    p.add_argument("--only", type=lambda s: s.split(","), default=list(CASES))
+    p.add_argument("--only", type=names, default=list(CASES))
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s",
                         datefmt="%H:%M:%S")
@@ -69,7 +65,7 @@ def main(argv=None) -> int:
     for case in args.only:
         t0 = time.perf_counter()
         program, data_name = CASES[case]
-        stan = _stan_model(ROOT / "stan_models" / f"{program}.stan", datasets.load(data_name),
+        stan = _stan_model(MODELS / f"{program}.stan", datasets.load(data_name),
                            args.threads)
         reference = load_reference(_own_fit(stan, fit, args.seed, args.out / case), stan)
         for method in METHODS:

@@ -159,8 +159,8 @@ def main() -> None:
         f"{context / 1e3:.0f} kB of context once per worker ({100 * context / 1e6:.1f} MB "
         f"for 100 workers). 100 workers finishing a shard every {per_shard_compute:.2f} s "
         f"move {bytes_per_second / 1e6:.2f} MB/s in total: negligible on any cluster network.",
-        f"- Parallelism: a step count splits into 2 directions x chains / chains-per-shard "
-        f"shards; 100 workers need at least 100 shards in flight, e.g. 1000 chains per "
+        "- Parallelism: a step count splits into 2 directions x chains / chains-per-shard "
+        "shards; 100 workers need at least 100 shards in flight, e.g. 1000 chains per "
         "direction in blocks of 20 (small blocks cost more per chain), or several step counts, "
         "replicates or programs at once "
         "(all step counts of a run are submitted together).",

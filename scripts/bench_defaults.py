@@ -38,7 +38,8 @@ as the new kernel (adaptive schedule alone) NHEFS was 5.6x faster and Pima only
 length, and what was left to gain was the kernel.
 
 Usage: ``PYTHONPATH=$PWD python scripts/bench_defaults.py [--chains 100]
-[--target 1.5] [--out scripts/figures/bench_defaults/results.md] [--summarise]``.
+[--target 1.5] [--seeds 3] [--models nhefs,pima]
+[--out scripts/figures/bench_defaults/results.md]``.
 """
 
 from __future__ import annotations
@@ -57,95 +58,95 @@ from bread_stan.workflows.bread import RunSettings, SamplerSettings, bread
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = {"nhefs": "linear_regression", "pima": "logistic_regression"}
-SETTINGS = {
+LADDER = tuple(int(round(50 * 1.4 ** k, -1 if k < 9 else -2)) for k in range(22))
+SETTINGS = {  # name -> (sampler, schedule, first T to try per model)
     "old": (SamplerSettings(kernel="hmc", metric="diag", pilot_floor=1e-3),
-            ScheduleSpec("sigmoid"),
-            (1000, 1400, 2000, 2800, 4000, 5600, 8000, 11000, 16000, 22000)),
-    "new": (SamplerSettings(), RunSettings().schedule,
-            (50, 70, 100, 140, 200, 280, 400, 560, 800, 1100, 1600, 2200, 3200, 4500, 6400)),
+            ScheduleSpec("sigmoid"), {"nhefs": 4000, "pima": 740}),
+    "new": (SamplerSettings(), RunSettings().schedule, {"nhefs": 190, "pima": 100}),
 }
 
 
-def first_reaching(model: str, sampler, schedule, ladder, target: float, chains: int,
-                   seed: int) -> list[dict]:
-    """Runs at each T of ``ladder`` until two consecutive bound estimates are
-    <= ``target``."""
+def one_run(model: str, sampler, schedule, T: int, chains: int, seed: int) -> dict:
+    """One :func:`bread` call at T distributions: its bound, wall and CPU seconds."""
     stem = MODELS[model]
-    data = datasets.load(model)
-    rows = []
-    for T in ladder:
-        t0 = time.perf_counter()
-        result = bread(ROOT / "stan_models" / f"{stem}.stan",
-                       ROOT / "stan_models" / f"{stem}_sim.stan", data, sampler=sampler,
-                       run=RunSettings(steps=(T,), chains=chains, schedule=schedule,
-                                       seed=seed, threads=1, progress=False,
-                                       check_simulator=False))
-        wall = time.perf_counter() - t0
-        bound = result.steps[0].bound()
-        rows.append({"T": T, "bound": bound.estimate, "low": bound.ci_low,
-                     "high": bound.ci_high, "tuning": result.extra["tuning_seconds"],
-                     "ais": result.steps[0].wall_time, "wall": wall,
-                     "reached": bound.estimate <= target})
-        print(f"{model} T={T}: bound {bound.estimate:.4g} [{bound.ci_low:.3g}, "
-              f"{bound.ci_high:.3g}], {wall:.1f} s", flush=True)
-        if len(rows) > 1 and rows[-1]["reached"] and rows[-2]["reached"]:
-            break
-    return rows
+    wall0, cpu0 = time.perf_counter(), time.process_time()
+    result = bread(ROOT / "stan_models" / f"{stem}.stan",
+                   ROOT / "stan_models" / f"{stem}_sim.stan", datasets.load(model),
+                   sampler=sampler,
+                   run=RunSettings(steps=(T,), chains=chains, schedule=schedule, seed=seed,
+                                   threads=1, progress=False, check_simulator=False))
+    bound = result.steps[0].bound()
+    return {"bound": bound.estimate, "se": bound.std_error,
+            "tuning": result.extra["tuning_seconds"], "ais": result.steps[0].wall_time,
+            "wall": time.perf_counter() - wall0, "cpu": time.process_time() - cpu0}
 
 
-def crossing(rows: list[dict], target: float) -> tuple[float, float] | None:
-    """(T, wall seconds) where the bound crosses ``target``, interpolated between
-    the first run at or below it and the run before (None if never reached)."""
+def at_T(model, sampler, schedule, T, chains, seeds) -> dict:
+    """The runs at T over ``seeds``, averaged."""
+    runs = [one_run(model, sampler, schedule, T, chains, seed) for seed in seeds]
+    row = {key: float(np.mean([r[key] for r in runs]))
+           for key in ("bound", "tuning", "ais", "wall", "cpu")}
+    row.update(T=T, se=float(np.sqrt(np.sum([r["se"] ** 2 for r in runs])) / len(runs)),
+               bounds=[r["bound"] for r in runs])
+    print(f"{model} T={T}: bound {row['bound']:.4g} +- {row['se']:.2g} "
+          f"({', '.join(f'{b:.3g}' for b in row['bounds'])}), wall {row['wall']:.1f} s, "
+          f"cpu {row['cpu']:.1f} s", flush=True)
+    return row
+
+
+def bracket(model: str, sampler, schedule, first: int, target: float, chains: int,
+            seeds) -> list[dict]:
+    """Averaged runs along the ladder from ``first``, bracketing the target crossing."""
+    i = LADDER.index(first)
+    rows = {}
+
+    def run(j):
+        if j not in rows:
+            rows[j] = at_T(model, sampler, schedule, LADDER[j], chains, seeds)
+            rows[j]["reached"] = rows[j]["bound"] <= target
+        return rows[j]
+
+    while run(i)["reached"] and i > 0:  # the first T already reaches it: go down
+        i -= 1
+    j = i
+    while j + 1 < len(LADDER) and not (run(j)["reached"] and j > 0 and rows.get(j - 1, {})
+                                       .get("reached")):
+        j += 1
+        run(j)
+    return [rows[k] for k in sorted(rows)]
+
+
+def crossing(rows: list[dict], target: float, key: str) -> tuple[float, float] | None:
+    """(T, seconds of ``key``) where the averaged bound crosses ``target``,
+    interpolated between the first row at or below it and the row before."""
     first = next((i for i, r in enumerate(rows) if r["reached"]), None)
-    if first is None:
+    if first is None or first == 0:
         return None
-    if first == 0:
-        return rows[0]["T"], rows[0]["wall"]
     a, b = rows[first - 1], rows[first]
     frac = ((np.log(a["bound"]) - np.log(target)) / (np.log(a["bound"]) - np.log(b["bound"]))
-            if a["bound"] > 0 and b["bound"] > 0 else 1.0)
+            if b["bound"] > 0 else 1.0)
     T = float(np.exp(np.log(a["T"]) + frac * (np.log(b["T"]) - np.log(a["T"]))))
-    wall = a["wall"] + (T - a["T"]) / (b["T"] - a["T"]) * (b["wall"] - a["wall"])
-    return T, wall
-
-
-def _cell(point) -> str:
-    return "not reached" if point is None else f"{point[0]:.0f}, {point[1]:.1f}"
-
-
-def _ratio(old, new) -> str:
-    return "n/a" if old is None or new is None else f"{old / new:.3g}x"
+    return T, a[key] + (T - a["T"]) / (b["T"] - a["T"]) * (b[key] - a[key])
 
 
 def summary(runs: dict, target: float) -> list[str]:
     """The speed-up table from the runs of each (model, "old"/"new")."""
-    out = ["", "| model | old: first T reached, wall s | new: first T reached, wall s | "
-           "speed-up (first reached) | old: crossing T, wall s | new: crossing T, wall s "
-           "| speed-up (interpolated) |", "|---|---|---|---|---|---|---|"]
+    out = ["", "| model | old: crossing T | new: crossing T | old wall s | new wall s | "
+           "speed-up (wall) | old CPU s | new CPU s | speed-up (CPU) |",
+           "|---|---|---|---|---|---|---|---|---|"]
     for model in dict.fromkeys(m for m, _ in runs):
-        first = {name: next((r for r in runs[model, name] if r["reached"]), None)
-                 for name in ("old", "new")}
-        cross = {name: crossing(runs[model, name], target) for name in ("old", "new")}
-        old, new = first["old"], first["new"]
-        cells = [_cell(old and (old["T"], old["wall"])), _cell(new and (new["T"], new["wall"])),
-                 _ratio(old and old["wall"], new and new["wall"]),
-                 _cell(cross["old"]), _cell(cross["new"]),
-                 _ratio(cross["old"] and cross["old"][1], cross["new"] and cross["new"][1])]
+        cells = []
+        cross = {(name, key): crossing(runs[model, name], target, key)
+                 for name in ("old", "new") for key in ("wall", "cpu")}
+        if any(c is None for c in cross.values()):
+            out.append(f"| {model} | not bracketed | | | | | | | |")
+            continue
+        cells = [f"{cross['old', 'wall'][0]:.0f}", f"{cross['new', 'wall'][0]:.0f}"]
+        for key in ("wall", "cpu"):
+            old, new = cross["old", key][1], cross["new", key][1]
+            cells += [f"{old:.1f}", f"{new:.1f}", f"{old / new:.2f}x"]
         out.append(f"| {model} | " + " | ".join(cells) + " |")
     return out
-
-
-def _read_runs(path: Path, target: float) -> dict:
-    """The per-run rows of a results table written by this script."""
-    runs: dict = {}
-    for line in path.read_text().splitlines():
-        cells = [c.strip() for c in line.strip("|").split("|")]
-        if len(cells) == 9 and cells[1] in ("old", "new"):
-            runs.setdefault((cells[0], cells[1]), []).append(
-                {"T": int(cells[2]), "bound": float(cells[3]), "tuning": float(cells[5]),
-                 "ais": float(cells[6]), "wall": float(cells[7]),
-                 "reached": float(cells[3]) <= target})
-    return runs
 
 
 def main() -> None:
@@ -153,45 +154,35 @@ def main() -> None:
     parser.add_argument("--chains", type=int, default=100)
     parser.add_argument("--target", type=float, default=1.5)
     parser.add_argument("--models", default="nhefs,pima")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--out", type=Path,
                         default=ROOT / "scripts" / "figures" / "bench_defaults" / "results.md")
-    parser.add_argument("--summarise", action="store_true",
-                        help="run nothing: add the speed-up table to the runs in --out")
     args = parser.parse_args()
-    if args.summarise:
-        text = args.out.read_text()
-        text = text[:text.index("\nTotal run time")] if "\nTotal run time" in text else text
-        tail = args.out.read_text()[len(text):]
-        args.out.write_text(text.rstrip("\n") + "\n" + "\n".join(
-            summary(_read_runs(args.out, args.target), args.target)) + "\n" + tail)
-        print(args.out.read_text())
-        return
     logging.basicConfig(level=logging.WARNING)
-    started = time.perf_counter()
-    lines = [f"# scripts/bench_defaults.py: wall time to a bound of {args.target} nats",
-             "",
-             f"{args.chains} chains per direction, 1 thread, seed "
-             f"{args.seed}; wall time of a run = pilot tuning + forward and reverse AIS at its "
-             "T (no simulator check); runs stop after two consecutive bounds at most the "
-             "target. Old defaults: HMC (10 leapfrog steps), sigmoid schedule, diagonal "
-             "metric, pilot floor 1e-3. New: NUTS (depth 8, rescue depth 4), adaptive "
-             "schedule, diagonal metric, automatic pilot floor. Load average at the start: "
-             f"{os.getloadavg()[0]:.2f}.", "",
-             "| model | defaults | T | bound (nats) | 95% interval | tuning s | AIS s | "
-             "wall s | reached |", "|---|---|---|---|---|---|---|---|---|"]
+    started, load = time.perf_counter(), os.getloadavg()[0]
+    seeds = range(args.seeds)
+    lines = [f"# scripts/bench_defaults.py: time to a bound of {args.target} nats", "",
+             f"{args.chains} chains per direction, 1 thread, seeds 0-{args.seeds - 1} (bounds "
+             "and times averaged over seeds); time of a run = pilot tuning + forward and "
+             "reverse AIS at its T (no simulator check). Old defaults: HMC (10 leapfrog "
+             "steps), sigmoid schedule, diagonal metric, pilot floor 1e-3. New: NUTS (depth 8, "
+             "rescue depth 4), adaptive schedule, diagonal metric, automatic pilot floor. "
+             f"Load average at the start: {load:.2f}.", "",
+             "| model | defaults | T | bound (nats) | se | per seed | tuning s | AIS s | "
+             "wall s | CPU s | reached |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     runs = {}
     for model in args.models.split(","):
-        for name, (sampler, schedule, ladder) in SETTINGS.items():
-            runs[model, name] = first_reaching(model, sampler, schedule, ladder, args.target,
-                                               args.chains, args.seed)
+        for name, (sampler, schedule, first) in SETTINGS.items():
+            runs[model, name] = bracket(model, sampler, schedule, first[model], args.target,
+                                        args.chains, seeds)
             for r in runs[model, name]:
                 lines.append(f"| {model} | {name} | {r['T']} | {r['bound']:.4g} | "
-                             f"[{r['low']:.3g}, {r['high']:.3g}] | {r['tuning']:.1f} | "
-                             f"{r['ais']:.1f} | {r['wall']:.1f} | "
-                             f"{'yes' if r['reached'] else 'no'} |")
+                             f"{r['se']:.2g} | {', '.join(f'{b:.3g}' for b in r['bounds'])} | "
+                             f"{r['tuning']:.1f} | {r['ais']:.1f} | {r['wall']:.1f} | "
+                             f"{r['cpu']:.1f} | {'yes' if r['reached'] else 'no'} |")
     lines += summary(runs, args.target)
-    lines += ["", f"Total run time of the script: {(time.perf_counter() - started) / 60:.1f} min."]
+    lines += ["", f"Total run time of the script: {(time.perf_counter() - started) / 60:.1f} "
+              f"min; load average at the end: {os.getloadavg()[0]:.2f}."]
     text = "\n".join(lines) + "\n"
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text)

@@ -9,9 +9,10 @@ run so the ratios are side by side:
   predictor with values 70-140 and a binary one, 434 rows; data made here with
   a fixed seed).
 
-Each setting runs :func:`bread_stan.bread` (HMC, default tuning, 50 chains per
-direction by default) and reports, per T, the bound B = mean(U) - mean(L) with
-its interval, and the wall time (tuning plus both AIS directions).
+Each setting runs :func:`bread_stan.bread` (``--kernel``, default NUTS; default
+tuning; 50 chains per direction by default) and reports, per T, the bound
+B = mean(U) - mean(L) with its interval, and the wall time (tuning plus both AIS
+directions).
 
 Results of the runs behind the defaults: ``scripts/figures/bench_schedules/results.md``.
 
@@ -54,7 +55,7 @@ def main() -> None:
     parser.add_argument("--steps", default="100,1000")
     parser.add_argument("--chains", type=int, default=50)
     parser.add_argument("--models", default="nhefs,vague")
-    parser.add_argument("--kernel", default="hmc", choices=("hmc", "nuts"))
+    parser.add_argument("--kernel", default="nuts", choices=("hmc", "nuts"))
     parser.add_argument("--settings", default=None,
                         help="comma-separated schedule/metric pairs, e.g. adaptive/dense")
     parser.add_argument("--threads", type=int, default=1)

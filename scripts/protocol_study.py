@@ -42,30 +42,19 @@ from bread_stan.workflows.protocol_result import ProtocolResult  # noqa: E402
 from bread_stan.reporting.protocol_report import plot_shifted_curves, write_protocol_report  # noqa: E402
 from bread_stan.reporting.report import markdown_table  # noqa: E402
 from bread_stan.workflows.bread import RunSettings, SamplerSettings  # noqa: E402
+from study_common import MODELS, STUDY_CASES, ints, names  # noqa: E402
 
-MODELS = ROOT / "stan_models"
-CASES = {  # case -> (model program stem, data set name)
-    "linear_regression": ("linear_regression", "nhefs"),
-    "logistic_regression": ("logistic_regression", "pima"),
-    "ar1": ("ar1", "goog"),
-    "gaussian_mixture": ("gaussian_mixture", "faithful"),
-    "mf_centred": ("matrix_factorisation", "movielens"),
-    "mf_uncentred": ("matrix_factorisation", "movielens_uncentred"),
-}
+CASES = STUDY_CASES
 
 log = logging.getLogger("protocol_study")
-
-
-def _ints(text: str) -> tuple[int, ...]:
-    return tuple(int(s) for s in text.split(",") if s.strip())
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--out", type=Path, default=ROOT / "scripts" / "figures" / "protocol_study")
-    p.add_argument("--steps", type=_ints, default=(10, 100, 1000))
+    p.add_argument("--steps", type=ints, default=(10, 100, 1000))
     p.add_argument("--chains", type=int, default=100)
-    p.add_argument("--sweep", type=_ints, default=(10, 100, 1000))
+    p.add_argument("--sweep", type=ints, default=(10, 100, 1000))
     p.add_argument("--leapfrog", type=int, default=10)
     p.add_argument("--fit-warmup", type=int, default=400)
     p.add_argument("--fit-draws", type=int, default=300)
@@ -76,7 +65,7 @@ def main(argv=None) -> int:
                    help="run the replicates only up to this many distributions")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=None)
-    p.add_argument("--only", type=lambda s: s.split(","), default=list(CASES))
+    p.add_argument("--only", type=names, default=list(CASES))
     p.add_argument("--summarise", action="store_true",
                    help="run nothing: rebuild the summary and figures from OUT")
     p.add_argument("--quick", action="store_true",

@@ -55,38 +55,29 @@ sys.path.insert(0, str(ROOT))
 
 from bread_stan.ais.betas import ScheduleSpec  # noqa: E402
 from bread_stan.ais.results import BreadResult  # noqa: E402
-from bread_stan.reporting.report import markdown_table, write_report  # noqa: E402
+from bread_stan.reporting.report import write_report  # noqa: E402
 from bread_stan.stan import datasets  # noqa: E402
 from bread_stan.workflows.bread import RunSettings, SamplerSettings  # noqa: E402
+from study_common import MODELS, cases, ints, names, write_summary  # noqa: E402
 from bread_stan.workflows.fit import FitResult, FitSettings  # noqa: E402
 from bread_stan.workflows.subjective import BaseSettings, subjective  # noqa: E402
 
-MODELS = ROOT / "stan_models"
 PROTOCOL = ROOT / "scripts" / "figures" / "protocol_study"
-CASES = {  # case -> (model program stem, data set name)
-    "linear_regression": ("linear_regression", "nhefs"),
-    "logistic_regression": ("logistic_regression", "pima"),
-    "ar1": ("ar1", "goog"),
-    "gaussian_mixture": ("gaussian_mixture", "faithful"),
-    "mf_centred": ("matrix_factorisation", "movielens"),
-}
+CASES = cases("linear_regression", "logistic_regression", "ar1", "gaussian_mixture",
+              "mf_centred")
 BASES = ("gaussian", "prior")
-
-
-def _ints(text: str) -> tuple[int, ...]:
-    return tuple(int(s) for s in text.split(",") if s.strip())
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--out", type=Path, default=ROOT / "scripts" / "figures" / "subjective_study")
-    p.add_argument("--steps", type=_ints, default=(10, 100, 1000))
+    p.add_argument("--steps", type=ints, default=(10, 100, 1000))
     p.add_argument("--chains", type=int, default=100)
     p.add_argument("--fit-warmup", type=int, default=400)
     p.add_argument("--fit-draws", type=int, default=300)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=None)
-    p.add_argument("--only", type=lambda s: s.split(","), default=list(CASES))
+    p.add_argument("--only", type=names, default=list(CASES))
     p.add_argument("--summarise", action="store_true", help="run nothing: tables and figure")
     p.add_argument("--quick", action="store_true", help="steps 10,100, 32 chains, short fit")
     args = p.parse_args(argv)
@@ -126,16 +117,14 @@ def main(argv=None) -> int:
     if summary.empty:
         print("nothing to summarise yet")
         return 0
-    summary.to_csv(args.out / "summary.csv", index=False)
-    (args.out / "summary.md").write_text(
+    write_summary(
+        summary, args.out,
         "# Subjective divergence on the real data beside the protocol's bound on simulated "
         "data\n\nD_SBJ: reverse AIS from the toolkit's NUTS fit (thinned to about one draw "
         "per effective sample), forward AIS from the Gaussian base or the prior; "
         "`protocol_bound`: BREAD on data simulated at the fitted hyperparameters "
-        "(scripts/figures/protocol_study).\n\n" + markdown_table(summary) + "\n")
-    _figure(summary, args.out / "subjective_vs_protocol.png")
+        "(scripts/figures/protocol_study).\n\n", _figure, "subjective_vs_protocol.png")
     total = time.perf_counter() - start
-    print(markdown_table(summary))
     print(f"\nsubjective study: {total:.0f} s ({total / 60:.1f} min); results in {args.out}")
     return 0
 
