@@ -197,7 +197,9 @@ def main() -> None:
              ">= n-1 seeds, a right simulator at <= 1; a weaker bug (expected `compare`) "
              "need not be flagged and compares the kernels where power is not saturated.  "
              "Seconds are per "
-             "standalone check (its own pilot tuning included), on a shared 2-core machine.",
+             "standalone check (its own pilot tuning included), on a shared 2-core machine; "
+             "rows are replaced per case and kernel, so they may come from different runs "
+             "(code, load): compare the kernels by gradients rather than seconds.",
              "", markdown_table(table.drop(columns=["message_seed0"])),
              ""]
     compared = _by_kernel(table)
