@@ -1,12 +1,18 @@
-"""Share of AIS wall time spent inside ``target.evaluate`` (the rest is Python overhead).
+"""AIS wall time with the native kernels (the default) beside the Python kernels.
 
 100 forward + 100 reverse chains in one batch, HMC with 10 leapfrog steps and
-NUTS, on the conjugate numpy regression (d = 7) and, when the Stan bridge can
-build it, on ``stan_models/linear_regression.stan`` (K = 5, so d = 8).  Step
-sizes come from a short pilot (not timed).  Prints, per case: wall time, time
-in evaluate, its share, calls, gradients, and Python overhead per call.
+NUTS, on the conjugate numpy regression (d = 7: Python kernels only, it has no
+native transitions) and, when the Stan bridge can build it, on
+``stan_models/linear_regression.stan`` (K = 5, so d = 8), where each case runs
+twice from the same seed: native kernels, then Python kernels (the same draws,
+bit for bit).  Step sizes come from a short pilot (not timed).  Prints, per
+run: wall time, gradients, time in ``target.evaluate`` and its share (the
+Python kernels call it once per leapfrog step; a native transition evaluates
+inside the model library, where it cannot be timed from Python, so its share
+is not shown), Python overhead per evaluate call, and per case the ratio of
+Python to native wall time.
 
-Usage: ``python scripts/bench_ais.py [--temperatures 1000] [--nuts-temperatures 200]``.
+Usage: ``python scripts/bench_ais.py [--temperatures 1000] [--nuts-temperatures 1000]``.
 """
 
 from __future__ import annotations
@@ -37,6 +43,11 @@ class TimedTarget:
     @property
     def dim(self) -> int:
         return self.target.dim
+
+    @property
+    def native(self):
+        """The wrapped target's native transitions (None for a numpy target)."""
+        return getattr(self.target, "native", None)
 
     def evaluate(self, points, *, gradient=True):
         start = time.perf_counter()
@@ -69,21 +80,36 @@ def conjugate_problem(rng, d=7):
     return model, (lambda n: model.sample_prior(rng, n)), truth
 
 
-def bench(name, target, prior, truth, kernel, base, temperatures, n_chains=100):
-    pilot = tune(target, kernel, base, prior(32), seed=1,
-                 config=TuningConfig(n_grid=6, adapt_steps=20))
+def run(target, starts, truth, kernel, pilot, temperatures):
+    """One timed AIS run: wall seconds, gradients, and the TimedTarget."""
     timed = TimedTarget(target)
     config = ais.RunConfig(steps=(temperatures,), schedule=ScheduleSpec("sigmoid"),
                            increment_blocks=100)
     start = time.perf_counter()
-    result = ais.run(timed, kernel, prior(n_chains), truth, seed=2, tuned=pilot, config=config)
+    result = ais.run(timed, kernel, starts, truth, seed=2, tuned=pilot, config=config)
     wall = time.perf_counter() - start
     step = result.steps[0]
-    grads = step.forward.n_grad + step.reverse.n_grad
-    overhead_us = 1e6 * (wall - timed.seconds) / timed.calls
-    print(f"{name:<28} T={temperatures:<5} wall {wall:7.2f} s  evaluate {timed.seconds:7.2f} s "
-          f"({100 * timed.seconds / wall:4.1f}%)  calls {timed.calls:6d}  gradients {grads:9d}  "
-          f"overhead {overhead_us:6.0f} us/call  eval {1e6 * timed.seconds / timed.calls:6.0f} us/call")
+    return wall, step.forward.n_grad + step.reverse.n_grad, timed
+
+
+def bench(name, target, prior, truth, kernel_class, params, temperatures, n_chains=100):
+    pilot = tune(target, kernel_class(), params, prior(32), seed=1,
+                 config=TuningConfig(n_grid=6, adapt_steps=20))
+    runs = (True, False) if getattr(target, "native", None) is not None else (False,)
+    starts, walls = prior(n_chains), {}
+    for native in runs:
+        wall, grads, timed = run(target, starts, truth, kernel_class(native=native), pilot,
+                                 temperatures)
+        walls[native] = wall
+        inside = ("" if native else
+                  f"  evaluate {timed.seconds:6.2f} s ({100 * timed.seconds / wall:4.1f}%)  "
+                  f"calls {timed.calls:6d}  overhead "
+                  f"{1e6 * (wall - timed.seconds) / timed.calls:4.0f} us/call")
+        print(f"{name:<30} {'native' if native else 'Python':<6} T={temperatures:<5} "
+              f"wall {wall:7.2f} s  gradients {grads:9d}{inside}", flush=True)
+    if len(walls) == 2:
+        print(f"{name:<30} Python / native wall time: {walls[False] / walls[True]:.2f}x",
+              flush=True)
 
 
 def main() -> None:
@@ -102,8 +128,10 @@ def main() -> None:
         except Exception as exc:  # the bridge is optional for this benchmark
             print(f"(Stan target unavailable: {type(exc).__name__}: {exc})")
     for name, target, prior, truth in problems:
-        bench(name + " HMC(10)", target, prior, truth, HMC(), HMCParams(0.1, 10), args.temperatures)
-        bench(name + " NUTS", target, prior, truth, NUTS(), NUTSParams(0.1), args.nuts_temperatures)
+        bench(name + " HMC(10)", target, prior, truth, HMC, HMCParams(0.1, 10),
+              args.temperatures)
+        bench(name + " NUTS", target, prior, truth, NUTS, NUTSParams(0.1),
+              args.nuts_temperatures)
 
 
 if __name__ == "__main__":

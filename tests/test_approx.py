@@ -305,13 +305,13 @@ def test_laplace_matches_cmdstans_laplace_on_eight_schools(tmp_path, cmdstan_pat
     import cmdstanpy
 
     from bread_stan.stan.compile import read_program
-    from bread_stan.workflows.fit import _cmdstan_program
+    from bread_stan.workflows.fit import _cmdstan_model
 
     cmdstanpy.set_cmdstan_path(str(cmdstan_path))
     here = Path(__file__).resolve().parent / "stan"
     program, data = here / "eight_schools.stan", here / "eight_schools.json"
     stan = StanModel(compile_model(program), json.loads(data.read_text()), threads=1)
-    model = cmdstanpy.CmdStanModel(stan_file=str(_cmdstan_program(read_program(program))))
+    model = _cmdstan_model(read_program(program))
     mode = model.optimize(data=str(data), jacobian=True, seed=1, output_dir=str(tmp_path))
     draws = model.laplace_sample(data=str(data), mode=mode, jacobian=True, draws=4000, seed=2)
     names = ("mu", "tau", "theta_tilde")

@@ -5,7 +5,10 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+from pathlib import Path
+from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from bread_stan.stan import compile as compile_module
@@ -76,6 +79,41 @@ def test_cache_hit_runs_no_subprocess(compiled, monkeypatch):
     again = compile_model(PROGRAMS["linear_regression"])
     assert again.library == compiled["linear_regression"].library
     assert again.info == compiled["linear_regression"].info
+
+
+def test_cmdstan_fits_use_the_toolkits_stanc_arguments(compiled, monkeypatch, tmp_path):
+    # FitSettings(sampler="cmdstan") has CmdStan build the program with the stanc
+    # arguments of the toolkit's own library (--O1 by default), cached in a folder per
+    # argument list: cmdstanpy reuses any executable newer than its .stan file.
+    cmdstanpy = pytest.importorskip("cmdstanpy")
+    from cmdstanpy.compilation import CompilerOptions
+
+    from bread_stan.workflows import fit as fit_module
+
+    built = []
+
+    class Recorder:  # stands in for cmdstanpy.CmdStanModel (no CmdStan needed)
+        def __init__(self, stan_file, stanc_options):
+            built.append((Path(stan_file), stanc_options))
+
+    monkeypatch.setattr(cmdstanpy, "CmdStanModel", Recorder)
+    monkeypatch.setattr(cmdstanpy, "cmdstan_path", lambda: "/somewhere/cmdstan-2.35.0")
+    monkeypatch.setenv("BREAD_STAN_CACHE", str(tmp_path))
+    library = compiled["linear_regression"]
+    assert library.stanc_args == ("--O1",)
+    monkeypatch.setattr(fit_module, "cmdstan_available", lambda: True)
+    with pytest.raises(AttributeError, match="full_model"):  # stops after the compile
+        fit_module._cmdstan(SimpleNamespace(compiled=library), np.zeros((1, 8)),
+                            fit_module.FitSettings(sampler="cmdstan"), 0)
+    fit_module._cmdstan_model(library.program, ())
+    fit_module._cmdstan_model(library.program, ("--O1",))
+    (o1, options), (plain, plain_options), (again, _) = built
+    flags = CompilerOptions(stanc_options=options).compose()
+    assert "STANCFLAGS+=--O1" in flags
+    assert f"STANCFLAGS+=--include-paths={library.program.path.parent}" in flags
+    assert "STANCFLAGS+=--O1" not in CompilerOptions(stanc_options=plain_options).compose()
+    assert again == o1 and plain.parent != o1.parent
+    assert o1.read_text() == plain.read_text() == library.program.code
 
 
 def test_only_bridge_symbols_are_exported(compiled):

@@ -138,3 +138,26 @@ def test_dense_metric_shapes_and_errors():
                           (HMCParams(inv_metric=np.array([1.0, 2.0, 3.0])), 3)], d)
     assert both.inv_metric.shape == (5, d, d)
     np.testing.assert_array_equal(both.inv_metric[4], np.diag([1.0, 2.0, 3.0]))
+
+
+def test_momenta_of_a_chain_do_not_depend_on_the_other_metrics_of_its_batch():
+    # A batch of two groups (forward and reverse chains), each with its own dense
+    # metric: each distinct metric is checked and factorised once, and every chain
+    # gets the bits it gets alone with its group's metric shared, which solve L' p = z.
+    d = 12
+    rng = np.random.default_rng(5)
+    a, b = (rng.normal(size=(d, d)) for _ in range(2))
+    ma, mb = (x @ x.T / d + 0.1 * np.eye(d) for x in (a, b))
+    params = concat_params([(HMCParams(inv_metric=ma[None]), 3),
+                            (HMCParams(inv_metric=mb[None]), 2)], d)
+    z = rng.normal(size=(5, d))
+    both = draw_momentum(z, per_chain_metric(params.inv_metric, 5, d))
+    for rows, m in ((slice(0, 3), ma), (slice(3, 5), mb)):
+        alone = draw_momentum(z[rows], per_chain_metric(m[None], len(z[rows]), d))
+        np.testing.assert_array_equal(both[rows], alone)
+    for rows, m in ((slice(0, 3), ma), (slice(3, 5), mb)):
+        chol = np.linalg.cholesky(m)
+        np.testing.assert_allclose(chol.T @ both[rows].T, z[rows].T, rtol=0, atol=1e-12)
+    # every distinct metric is checked, not only the first
+    with pytest.raises(ValueError, match="positive definite"):
+        per_chain_metric(np.concatenate([np.repeat(ma[None], 3, 0), -np.eye(d)[None]]), 4, d)

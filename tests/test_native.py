@@ -12,11 +12,14 @@ d = 10 for the regressions, so the pairwise sums of numpy (blocks of 8) are
 exercised; ``throws`` rejects and fails inside trajectories.
 """
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 from bread_stan.kernels.base import initial_state
 from bread_stan.kernels.hmc import HMC, HMCParams
+from bread_stan.kernels.integrator import is_shared, per_chain_metric
 from bread_stan.kernels.nuts import NUTS, NUTSParams
 from bread_stan.rng import ChainRandom
 from bread_stan.stan.tempered import StanTarget
@@ -116,6 +119,27 @@ def test_native_nuts_is_the_python_kernel(targets, name, metric, rescue):
     assert depths.min() <= 2 and depths.max() == 7  # short trees, U-turns and the cap
     if name == "throws":
         assert any(i.divergent.any() for i in infos)
+
+
+@pytest.mark.parametrize("metric", ["diag", "dense"])
+def test_a_shared_metric_gives_what_the_same_metric_per_chain_gives(targets, metric):
+    # One metric for all chains goes to the native kernels once (stride 0, flagged
+    # shared), not copied per chain: every kernel gives the same bits as with n copies.
+    target = targets["linear"]
+    d = target.dim
+    shared = np.linspace(0.5, 2.0, d) if metric == "diag" else _dense_metric(d, 3)[:1]
+    copies = np.repeat(shared[None] if metric == "diag" else shared, N_CHAINS, axis=0)
+    assert is_shared(per_chain_metric(shared, N_CHAINS, d))
+    assert not is_shared(per_chain_metric(copies, N_CHAINS, d))
+    for kernel, params in (
+            (HMC, HMCParams(step_size=np.linspace(0.05, 0.6, N_CHAINS), n_leapfrog=6,
+                            step_size_jitter=0.3, rescue_prob=0.1)),
+            (NUTS, NUTSParams(step_size=np.geomspace(0.02, 1.5, N_CHAINS), max_depth=7,
+                              step_size_jitter=0.2, rescue_prob=0.3, rescue_depth=3))):
+        runs = [_run(kernel(native=native), target, replace(params, inv_metric=m), steps=6)
+                for native in (True, False) for m in (shared, copies)]
+        for other in runs[1:]:
+            _assert_identical(runs[0], other, accept_rtol=1e-13)
 
 
 def test_native_nuts_short_look_ahead_is_rerun(targets):

@@ -1,5 +1,7 @@
 """Beta schedules and the frozen kernel schedule: shapes, validation, round trips."""
 
+import pickle
+
 import numpy as np
 import pytest
 
@@ -70,6 +72,25 @@ def test_kernel_schedule_round_trip(params):
         assert type(a) is type(params) and a.step_size == b.step_size
         np.testing.assert_array_equal(a.inv_metric if a.inv_metric is not None else 0,
                                       b.inv_metric if b.inv_metric is not None else 0)
+
+
+@pytest.mark.parametrize("params", [HMCParams(0.2, 7, np.array([1.0, 2.0])),
+                                    NUTSParams(0.3, np.array([[[2.0, 0.5], [0.5, 1.0]]]), 6),
+                                    NUTSParams(0.3, None, 6), None])
+def test_constant_kernel_schedule_pickles(params):
+    # Dask sends schedules to its workers by pickle: the copy (lazy betas and all)
+    # gives the same params at every temperature.
+    ks = KernelSchedule.constant(ScheduleSpec("sigmoid").lazy(50), params)
+    back = pickle.loads(pickle.dumps(ks))
+    np.testing.assert_array_equal(np.asarray(back.betas), np.asarray(ks.betas))
+    for t in (0, 17, 49):
+        a, b = ks.params_at(t), back.params_at(t)
+        if params is None:
+            assert a is None and b is None
+            continue
+        assert type(b) is type(params) and a.step_size == b.step_size == params.step_size
+        if params.inv_metric is not None:
+            np.testing.assert_array_equal(b.inv_metric, params.inv_metric)
 
 
 def test_kernel_schedule_rejects_wrong_shapes():

@@ -19,7 +19,7 @@ from bread_stan.reporting.cli import main
 from bread_stan.stan.compile import compile_model, read_program
 from bread_stan.stan.draws import to_arviz
 from bread_stan.stan.model import StanModel
-from bread_stan.workflows.fit import FitResult, _cmdstan_program
+from bread_stan.workflows.fit import FitResult, _cmdstan_model
 from bread_stan.workflows.subjective import ReferenceError, load_reference
 
 pytestmark = pytest.mark.slow  # compiles eight schools (about 40 s cold)
@@ -93,7 +93,7 @@ def cmdstan_fit(tmp_path_factory, cmdstan_path):
 
     cmdstanpy.set_cmdstan_path(str(cmdstan_path))
     out = tmp_path_factory.mktemp("cmdstan")
-    model = cmdstanpy.CmdStanModel(stan_file=str(_cmdstan_program(read_program(PROGRAM))))
+    model = _cmdstan_model(read_program(PROGRAM))
     return model.sample(data=str(DATA), chains=2, iter_warmup=300, iter_sampling=300, seed=3,
                         show_progress=False, output_dir=str(out), adapt_delta=0.9)
 

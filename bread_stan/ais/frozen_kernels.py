@@ -98,15 +98,9 @@ class KernelSchedule:
             metric = np.asarray(metric, dtype=float)
             if metric.ndim == 3:  # dense, given as (1, d, d)
                 metric = metric[0]
-
-        def interpolate(b):
-            m = b.size
-            return (np.full(m, step),
-                    None if metric is None else np.repeat(metric[None], m, axis=0))
-
         width = 0 if metric is None else metric.size
-        return InterpolatedSchedule(betas, interpolate, kind_of(params), fields, width,
-                                    steps_per_temperature)
+        return InterpolatedSchedule(betas, _Constant(step, metric), kind_of(params), fields,
+                                    width, steps_per_temperature)
 
     @property
     def n_temperatures(self) -> int:
@@ -144,6 +138,19 @@ class KernelSchedule:
     @classmethod
     def from_json(cls, text: str) -> "KernelSchedule":
         return cls.from_dict(json.loads(text))
+
+
+class _Constant:
+    """The interpolation of :meth:`KernelSchedule.constant`: the same step size and
+    metric at every beta (a class, not a closure, so that schedules pickle for Dask)."""
+
+    def __init__(self, step: float, metric: np.ndarray | None):
+        self.step, self.metric = step, metric
+
+    def __call__(self, b: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        m = b.size
+        return (np.full(m, self.step),
+                None if self.metric is None else np.repeat(self.metric[None], m, axis=0))
 
 
 class InterpolatedSchedule:

@@ -27,7 +27,7 @@ from ..target import Evaluation, Target
 from .base import ChainState, StepInfo
 from .integrator import (check_step_randomisation, draw_momentum, kinetic, leapfrog,
                          native_default, per_chain, per_chain_metric, randomised_step_size,
-                         tempered_grad, tempered_logp)
+                         take_chains, tempered_grad, tempered_logp)
 
 __all__ = ["HMCParams", "HMC"]
 
@@ -123,7 +123,8 @@ class HMC:
             q, p, g = q0[ids], p0[ids], g0[ids]
             # Per-chain settings of the chains still moving, re-gathered only
             # when some chain stops (the batch is usually whole to the end).
-            e_ids, m_ids, b_ids, n_ids = eps[ids], minv[ids], beta[ids], n_leap[ids]
+            e_ids, m_ids = eps[ids], take_chains(minv, ids)
+            b_ids, n_ids = beta[ids], n_leap[ids]
             k = 0
             while ids.size:
                 q, p, g, ev = leapfrog(target, q, p, g, e_ids, m_ids, b_ids)

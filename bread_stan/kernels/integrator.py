@@ -24,7 +24,8 @@ import numpy as np
 
 from ..target import Evaluation, Target
 
-__all__ = ["per_chain", "randomised_step_size", "per_chain_metric", "is_dense", "row_dot", "velocity",
+__all__ = ["per_chain", "randomised_step_size", "per_chain_metric", "is_dense", "is_shared",
+           "distinct_metrics", "take_chains", "row_dot", "velocity",
            "draw_momentum", "tempered_logp", "tempered_grad", "kinetic", "leapfrog",
            "native_default"]
 
@@ -84,21 +85,23 @@ def per_chain_metric(inv_metric, n: int, d: int) -> np.ndarray:
     Diagonal: (d,) shared or (n, d) per chain; None means the identity.  Dense
     (always three axes, so that it cannot be mistaken for a per-chain diagonal):
     (1, d, d) shared or (n, d, d) per chain, each symmetric positive definite.
+    A shared dense metric is checked once and returned as a read-only stride-0
+    view (see :func:`is_shared`), never copied per chain.
     """
     if inv_metric is None:
         return np.ones((n, d))
     m = np.asarray(inv_metric, dtype=float)
     if m.ndim == 3:
-        if m.shape == (1, d, d):
-            m = np.broadcast_to(m, (n, d, d))
-        if m.shape != (n, d, d):
+        if m.shape not in ((1, d, d), (n, d, d)):
             raise ValueError(f"a dense inv_metric must have shape (1, {d}, {d}) or "
                              f"({n}, {d}, {d}), got {m.shape}")
-        if not np.all(np.isfinite(m)) or not np.allclose(m, np.swapaxes(m, 1, 2)):
+        distinct, _ = distinct_metrics(m)  # a run of one metric (a batch's group) once
+        if not np.all(np.isfinite(distinct)) or not np.allclose(distinct,
+                                                               np.swapaxes(distinct, 1, 2)):
             raise ValueError("a dense inv_metric must be finite and symmetric")
-        if np.any(np.linalg.eigvalsh(m)[..., 0] <= 0):
+        if np.any(np.linalg.eigvalsh(distinct)[..., 0] <= 0):
             raise ValueError("a dense inv_metric must be positive definite")
-        return m
+        return np.broadcast_to(m, (n, d, d))
     if m.shape == (d,):
         m = np.broadcast_to(m, (n, d))
     if m.shape != (n, d):
@@ -112,6 +115,29 @@ def per_chain_metric(inv_metric, n: int, d: int) -> np.ndarray:
 def is_dense(minv: np.ndarray) -> bool:
     """Whether a per-chain inverse metric is dense (n, d, d) rather than diagonal."""
     return minv.ndim == 3
+
+
+def is_shared(minv: np.ndarray) -> bool:
+    """Whether a per-chain inverse metric is one metric seen by every chain (stride 0)."""
+    return minv.shape[0] > 1 and minv.strides[0] == 0
+
+
+def distinct_metrics(minv: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Dense metrics (n, d, d) as runs of equal ones: the first of each run (k, d, d)
+    and each chain's run (n,) (a shared metric, or a batch of groups each with its own
+    metric, is k = 1 or a few matrices to factorise, not n)."""
+    n = minv.shape[0]
+    if n == 1 or is_shared(minv):
+        return minv[:1], np.zeros(n, dtype=np.int64)
+    starts = np.concatenate([[True], np.any(minv[1:] != minv[:-1], axis=(1, 2))])
+    return minv[starts], np.cumsum(starts) - 1
+
+
+def take_chains(minv: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """The inverse metrics of chains ``rows``; a shared metric stays shared (no copy)."""
+    if is_shared(minv):
+        return np.broadcast_to(minv[0], (len(rows), *minv.shape[1:]))
+    return minv[rows]
 
 
 def row_dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -132,12 +158,21 @@ def draw_momentum(z: np.ndarray, minv: np.ndarray) -> np.ndarray:
     """Momenta ~ N(0, M) from standard normals ``z`` (n, d).
 
     Diagonal: ``z / sqrt(minv)``.  Dense: with ``M^-1 = L L'`` (Cholesky),
-    ``p = L^-T z`` has covariance ``L^-T L^-1 = (L L')^-1 = M``.
+    ``p = L^-T z`` has covariance ``L^-T L^-1 = (L L')^-1 = M``.  Each distinct
+    metric is factorised once, and ``L' p = z`` is solved by back substitution
+    for all chains together, every chain by the same operations: a chain's
+    momentum does not depend on the other chains of its batch.
     """
     if not is_dense(minv):
         return z / np.sqrt(minv)
-    chol = np.linalg.cholesky(minv)
-    return np.linalg.solve(np.swapaxes(chol, 1, 2), z[..., None])[..., 0]
+    distinct, which = distinct_metrics(minv)
+    chol = np.linalg.cholesky(distinct)
+    chol = np.broadcast_to(chol, minv.shape) if len(distinct) == 1 else chol[which]
+    p = np.array(z, dtype=float)
+    for j in range(p.shape[1] - 1, -1, -1):  # column j of L' is row j of L
+        p[:, j] /= chol[:, j, j]
+        p[:, :j] -= p[:, j, None] * chol[:, j, :j]
+    return p
 
 
 def tempered_logp(ev: Evaluation, beta: np.ndarray) -> np.ndarray:

@@ -55,7 +55,7 @@ from ..target import Evaluation, Target
 from .base import ChainState, StepInfo
 from .integrator import (check_step_randomisation, draw_momentum, kinetic, leapfrog,
                          native_default, per_chain, per_chain_metric, randomised_step_size,
-                         row_dot, tempered_grad, tempered_logp, velocity)
+                         row_dot, take_chains, tempered_grad, tempered_logp, velocity)
 
 __all__ = ["NUTSParams", "NUTS"]
 
@@ -158,7 +158,7 @@ class NUTS:
         eps, rescued = randomised_step_size(rng, chains,
                                             per_chain(params.step_size, n, "step_size"),
                                             params.step_size_jitter, params.rescue_prob)
-        minv = np.ascontiguousarray(per_chain_metric(params.inv_metric, n, d))
+        minv = per_chain_metric(params.inv_metric, n, d)
         max_depth = int(params.max_depth)
         if max_depth < 1:
             raise ValueError("max_depth must be at least 1")
@@ -168,7 +168,7 @@ class NUTS:
         # Rescued chains build shallower trees: run the two groups separately.
         # Each chain reads only its own streams, so the split changes no draw.
         parts = [(rows, self._batch(rng, chains[rows], _take(state, rows), target, beta[rows],
-                                    eps[rows], minv[rows], depth))
+                                    eps[rows], take_chains(minv, rows), depth))
                  for rows, depth in ((np.flatnonzero(~rescued), max_depth),
                                      (np.flatnonzero(rescued), rescue_depth)) if rows.size]
         return _combine(n, d, parts)
@@ -191,7 +191,7 @@ class NUTS:
         short = np.flatnonzero(out.used < 0)
         if short.size:  # some trees needed more look-ahead: run them again with all they can use
             again = native.nuts(state.position[short], state.evaluation.take(short), beta[short],
-                                eps[short], max_depth, minv[short], p0[short],
+                                eps[short], max_depth, take_chains(minv, short), p0[short],
                                 rng.peek_log_uniform(most, chains[short]))
             out.fill(short, again)
         rng.advance_log_uniform(out.used, chains)

@@ -59,11 +59,13 @@ class Program:
 
 @dataclass(frozen=True)
 class CompiledModel:
-    """A compiled model library and what stanc reported about the program."""
+    """A compiled model library, what stanc reported about the program, and the
+    stanc arguments it was built with."""
 
     library: Path
     program: Program
     info: dict           # `stanc --info`: inputs, parameters, generated quantities, ...
+    stanc_args: tuple[str, ...] = DEFAULT_STANC_ARGS
 
     @property
     def data_variables(self) -> dict:
@@ -228,10 +230,10 @@ def compile_model(program: str | os.PathLike | Program, *,
     info_path = directory / "info.json"
     if not force and (info := _verified(library, info_path, quiet=True)) is not None:
         logger.debug("cache hit for %s: %s", program.name, library)
-        return CompiledModel(library, program, info)
+        return CompiledModel(library, program, info, tuple(stanc_args))
     with lock(directory, wait=True):
         if not force and (info := _verified(library, info_path)) is not None:
-            return CompiledModel(library, program, info)
+            return CompiledModel(library, program, info, tuple(stanc_args))
         build = functools.partial(_build, program, toolchain, stanc_args, cxxflags,
                                   user_header, directory, library, info_path)
         if force or not library.exists():
@@ -337,7 +339,7 @@ def _build(program: Program, toolchain: Toolchain, stanc_args: Sequence[str],
     finally:
         for leftover in (hpp, obj, lib):
             leftover.unlink(missing_ok=True)
-    return CompiledModel(library, program, info)
+    return CompiledModel(library, program, info, tuple(stanc_args))
 
 
 def compile_many(programs: Sequence[str | os.PathLike | Program], *, workers: int = 2,

@@ -63,12 +63,14 @@ _SIGNATURES: dict[str, tuple[Any, list]] = {
                                   _err]),
     "bread_bench_gradient": (_i, [_p, _i, _p, _i, _dptr, _err]),
 }
-# Present in libraries built with ABI version 2 and later (bread_stan.stan.native).
+# The native transitions (bread_stan.stan.native) with the signatures of ABI version 3
+# (a shared-metric flag after ``dense``); absent (None) from older libraries.
+_NATIVE_ABI = 3
 _OPTIONAL_SIGNATURES: dict[str, tuple[Any, list]] = {
-    "bread_hmc_transition": (_i, [_p, _p, _i, _p, _p, _p, _p, _p, _p, _p, _p, _b, _p, _p, _p,
-                                  _p, _p, _p, _p, _p, _p, _p, _i, _err]),
-    "bread_nuts_transition": (_i, [_p, _p, _i, _p, _p, _p, _p, _p, _p, _p, _i, _b, _p, _p, _p,
-                                   _i, _p, _p, _p, _p, _p, _p, _p, _i, _err]),
+    "bread_hmc_transition": (_i, [_p, _p, _i, _p, _p, _p, _p, _p, _p, _p, _p, _b, _b, _p, _p,
+                                  _p, _p, _p, _p, _p, _p, _p, _p, _i, _err]),
+    "bread_nuts_transition": (_i, [_p, _p, _i, _p, _p, _p, _p, _p, _p, _p, _i, _b, _b, _p, _p,
+                                   _p, _i, _p, _p, _p, _p, _p, _p, _p, _i, _err]),
 }
 
 
@@ -83,8 +85,9 @@ class Library:
             function.restype = restype
             function.argtypes = argtypes
             setattr(self, name, function)
+        native = self.bread_abi_version() >= _NATIVE_ABI
         for name, (restype, argtypes) in _OPTIONAL_SIGNATURES.items():
-            function = getattr(self.cdll, name, None)
+            function = getattr(self.cdll, name, None) if native else None
             if function is not None:
                 function.restype = restype
                 function.argtypes = argtypes

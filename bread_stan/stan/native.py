@@ -7,7 +7,9 @@ kernels :class:`~bread_stan.kernels.hmc.HMC` and
 :class:`~bread_stan.kernels.nuts.NUTS` use it automatically; they draw the
 random numbers (momenta, log-uniforms) from the chains' own streams and pass
 them in, so that a native transition gives the Python kernel's result bit for
-bit.  This module only moves arrays across the C boundary.
+bit.  This module only moves arrays across the C boundary; an inverse metric
+shared by all chains (a stride-0 broadcast, as ``per_chain_metric`` makes it)
+crosses once, not once per chain.
 """
 
 from __future__ import annotations
@@ -81,7 +83,7 @@ class NativeKernels:
         args = [_f64(position), _f64(evaluation.log_prior), _f64(evaluation.log_lik),
                 _f64(evaluation.grad_prior), _f64(evaluation.grad_lik),
                 _f64(np.broadcast_to(beta, (n,))), _f64(np.broadcast_to(step_size, (n,)))]
-        metric = _f64(inv_metric)
+        metric = np.asarray(inv_metric, dtype=np.float64)
         if metric.shape not in ((n, d), (n, d, d)):
             raise ValueError(f"the inverse metric must be (n, d) or (n, d, d), got {metric.shape}")
         return args, metric, _f64(momentum)
@@ -95,11 +97,14 @@ class NativeKernels:
         q, ev, stats, flags = outputs
         err = ctypes.c_char_p()
         prior = self.prior._ptr if self.prior is not None else None
+        # One metric broadcast to every chain (stride 0) goes across once, not copied n times.
+        shared = metric.shape[0] > 1 and metric.strides[0] == 0
+        block = _f64(metric[0] if shared else metric)
         rc = function(prior, self.full._ptr, q.shape[0], *map(_address, inputs), *middle,
-                      metric.ndim == 3, _address(metric), _address(momentum), _address(log_u),
-                      *extra, _address(q), _address(ev.log_prior), _address(ev.log_lik),
-                      _address(ev.grad_prior), _address(ev.grad_lik), _address(stats),
-                      _address(flags), self.threads, ctypes.byref(err))
+                      metric.ndim == 3, shared, _address(block), _address(momentum),
+                      _address(log_u), *extra, _address(q), _address(ev.log_prior),
+                      _address(ev.log_lik), _address(ev.grad_prior), _address(ev.grad_lik),
+                      _address(stats), _address(flags), self.threads, ctypes.byref(err))
         if rc:
             self.full._raise(err, "native transition")
 

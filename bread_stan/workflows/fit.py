@@ -50,7 +50,7 @@ from ..errors import ToolchainError
 from ..kernels.base import initial_state
 from ..kernels.nuts import NUTS, NUTSParams
 from ..rng import ChainRandom
-from ..stan.compile import Program, cache_dir
+from ..stan.compile import DEFAULT_STANC_ARGS, Program, cache_dir
 from ..stan.draws import read_draws, summarise, unconstrain_draws
 from ..stan.model import unflatten_draws
 from ..stan.tempered import StanTarget
@@ -266,10 +266,7 @@ def _cmdstan(target: StanTarget, inits: np.ndarray, settings: FitSettings, seed:
         raise ToolchainError("FitSettings(sampler='cmdstan') needs cmdstanpy "
                              "(pip install 'bread-stan[cmdstan]') and a CmdStan installation "
                              "(set CMDSTAN); or use sampler='toolkit'")
-    import cmdstanpy
-
-    model = cmdstanpy.CmdStanModel(stan_file=str(_cmdstan_program(target.compiled.program)),
-                                   stanc_options=_include_paths(target.compiled.program))
+    model = _cmdstan_model(target.compiled.program, target.compiled.stanc_args)
     with tempfile.TemporaryDirectory(prefix="bread_stan_fit_") as tmp:
         data_file = Path(tmp) / "data.json"  # the model's data with prior_only = 0
         data_file.write_text(target.full_model.data_json)
@@ -292,21 +289,35 @@ def _cmdstan(target: StanTarget, inits: np.ndarray, settings: FitSettings, seed:
     return draws, diagnostics
 
 
-def _cmdstan_program(program: Program) -> Path:
-    """The program's text in the compile cache, where cmdstanpy builds (and keeps) its
-    executable: one folder per program text and CmdStan installation."""
+def _cmdstan_model(program: Program, stanc_args: Sequence[str] = DEFAULT_STANC_ARGS):
+    """cmdstanpy's model of ``program``, translated by stanc with ``stanc_args`` (the
+    arguments the toolkit's own library was built with: ``--O1`` by default).
+
+    The executable is kept in the compile cache, one folder per program text, stanc
+    arguments and CmdStan installation: cmdstanpy reuses any executable newer than
+    its .stan file whatever flags built it, so the arguments are in the folder's name.
+    """
     import cmdstanpy
 
-    key = hashlib.sha256(f"{program.digest}\n{cmdstanpy.cmdstan_path()}".encode()).hexdigest()
+    key = hashlib.sha256("\n".join([program.digest, str(cmdstanpy.cmdstan_path()),
+                                    *stanc_args]).encode()).hexdigest()
     stan_file = cache_dir() / "cmdstan" / f"{program.name}-{key[:24]}" / f"{program.name}.stan"
     if not stan_file.exists():
         write_atomic(stan_file, program.code)
-    return stan_file
+    return cmdstanpy.CmdStanModel(stan_file=str(stan_file),
+                                  stanc_options=_stanc_options(stanc_args, program))
 
 
-def _include_paths(program: Program) -> dict | None:
-    """stanc options that find the program's #includes next to its original file."""
-    return {"include-paths": [str(program.path.parent)]} if program.path else None
+def _stanc_options(stanc_args: Sequence[str], program: Program) -> dict:
+    """cmdstanpy's ``stanc_options`` for stanc's arguments ``stanc_args`` (``--O1``,
+    ``--name=x``, ...), with the folder of the program's file among the include paths."""
+    options: dict[str, Any] = {}
+    for arg in stanc_args:
+        name, _, value = arg.lstrip("-").partition("=")
+        options[name] = value.split(",") if name == "include-paths" else (value or True)
+    if program.path:
+        options["include-paths"] = [*options.get("include-paths", []), str(program.path.parent)]
+    return options
 
 
 def _constrained_dict(target: StanTarget, u: np.ndarray) -> dict:

@@ -1052,6 +1052,7 @@ int bread_hmc_transition(const bs_model* prior, const bs_model* full, int n,
                          const double* q0, const double* lp0, const double* ll0,
                          const double* gp0, const double* gl0, const double* beta,
                          const double* step_size, const long long* n_leapfrog, bool dense,
+                         bool shared,
                          const double* inv_metric, const double* momentum,
                          const double* log_u, double* q, double* lp, double* ll,
                          double* gp, double* gl, double* stats, long long* flags,
@@ -1059,9 +1060,9 @@ int bread_hmc_transition(const bs_model* prior, const bs_model* full, int n,
   BREAD_TRY
   check_pair(prior, full);
   const long d = full->unc_num;
-  const long metric_size = dense ? d * d : d;
+  const long metric_stride = shared ? 0 : dense ? d * d : d;  // shared: one for all
   parallel_chains(n, threads, [&](int i) {
-    Hamiltonian H(prior, full, d, beta[i], dense, inv_metric + i * metric_size);
+    Hamiltonian H(prior, full, d, beta[i], dense, inv_metric + i * metric_stride);
     ChainIn in{q0 + i * d, gp0 + i * d, gl0 + i * d, lp0[i], ll0[i]};
     ChainOut out{q + i * d, gp + i * d, gl + i * d, lp + i, ll + i};
     hmc_chain(H, in, momentum + i * d, step_size[i], n_leapfrog[i], log_u[i], out,
@@ -1075,6 +1076,7 @@ int bread_nuts_transition(const bs_model* prior, const bs_model* full, int n,
                           const double* q0, const double* lp0, const double* ll0,
                           const double* gp0, const double* gl0, const double* beta,
                           const double* step_size, int max_depth, bool dense,
+                          bool shared,
                           const double* inv_metric, const double* momentum,
                           const double* log_u, int k, double* q, double* lp, double* ll,
                           double* gp, double* gl, double* stats, long long* flags,
@@ -1084,9 +1086,9 @@ int bread_nuts_transition(const bs_model* prior, const bs_model* full, int n,
   if (max_depth < 1 || max_depth > 62)
     throw std::invalid_argument("max_depth must be between 1 and 62");
   const long d = full->unc_num;
-  const long metric_size = dense ? d * d : d;
+  const long metric_stride = shared ? 0 : dense ? d * d : d;  // shared: one for all
   parallel_chains(n, threads, [&](int i) {
-    Hamiltonian H(prior, full, d, beta[i], dense, inv_metric + i * metric_size);
+    Hamiltonian H(prior, full, d, beta[i], dense, inv_metric + i * metric_stride);
     ChainIn in{q0 + i * d, gp0 + i * d, gl0 + i * d, lp0[i], ll0[i]};
     ChainOut out{q + i * d, gp + i * d, gl + i * d, lp + i, ll + i};
     nuts_chain(H, in, momentum + i * d, step_size[i], max_depth,

@@ -14,7 +14,7 @@
 #define BREAD_STAN_BRIDGE_HPP
 
 #define BREAD_EXPORT __attribute__((visibility("default")))
-#define BREAD_ABI_VERSION 2
+#define BREAD_ABI_VERSION 3
 
 #ifdef __cplusplus
 extern "C" {
@@ -91,8 +91,9 @@ BREAD_EXPORT int bread_split_batch(const bs_model* prior, const bs_model* full,
 // the joint of `full` alone, reported as the log prior with log lik 0), as
 // bread_stan.kernels.hmc does it, bit for bit.  Inputs per chain: the state
 // (q0 n x d, lp0, ll0, gradients gp0, gl0 n x d), beta, step size, number of
-// leapfrog steps, inverse metric (n x d, or n x d x d when dense), initial
-// momentum (n x d) and log of the acceptance uniform.  Outputs: the new state
+// leapfrog steps, inverse metric (n x d, or n x d x d when dense; when shared,
+// one d or d x d metric for every chain), initial momentum (n x d) and log of
+// the acceptance uniform.  Outputs: the new state
 // (q, lp, ll, gp, gl), stats (n x 2: H0 - H1, or -inf when the trajectory
 // left the support; H1 - H0, or inf) and flags (n x 3: accepted, divergent,
 // gradients used).  Chains are spread over threads; results do not depend on it.
@@ -100,9 +101,9 @@ BREAD_EXPORT int bread_hmc_transition(
     const bs_model* prior, const bs_model* full, int n, const double* q0,
     const double* lp0, const double* ll0, const double* gp0, const double* gl0,
     const double* beta, const double* step_size, const long long* n_leapfrog, bool dense,
-    const double* inv_metric, const double* momentum, const double* log_u, double* q,
-    double* lp, double* ll, double* gp, double* gl, double* stats, long long* flags,
-    int threads, char** error_msg);
+    bool shared, const double* inv_metric, const double* momentum, const double* log_u,
+    double* q, double* lp, double* ll, double* gp, double* gl, double* stats,
+    long long* flags, int threads, char** error_msg);
 // One NUTS transition (bread_stan.kernels.nuts, bit for bit) for each of n
 // chains, arguments as above with max_depth instead of leapfrog counts and the
 // next k log-uniforms of each chain's stream (n x k).  stats: n x 2 (sum over
@@ -113,7 +114,7 @@ BREAD_EXPORT int bread_nuts_transition(
     const bs_model* prior, const bs_model* full, int n, const double* q0,
     const double* lp0, const double* ll0, const double* gp0, const double* gl0,
     const double* beta, const double* step_size, int max_depth, bool dense,
-    const double* inv_metric, const double* momentum, const double* log_u, int k,
+    bool shared, const double* inv_metric, const double* momentum, const double* log_u, int k,
     double* q, double* lp, double* ll, double* gp, double* gl, double* stats,
     long long* flags, int threads, char** error_msg);
 // Constrained (n x num_params) -> unconstrained (n x d).
