@@ -26,11 +26,11 @@ maximum of 8) and the dimension are not the problem.  The MovieLens row was then
 run alone (``--only mf_centred``; the other rows are kept from the committed
 summary.csv) in 2049 s (34 min) on the 2 cores shared with about ten other jobs
 (it got 52% of one core): the reference fit (4 x 700 iterations) about 1 min, the
-Gaussian base 1986 s with the fit, the prior base 61 s.  The Gaussian base is
-slow because its 503 x 503 covariance is dense and the base's log density still
-uses the general solve (O(d^3) per call); with triangular solves the same row
-took 785 s, but that changes the rounding of every Gaussian-base run (see
-GaussianBase.log_density).  Its reference is weak (max R-hat 1.062, min bulk ESS
+Gaussian base 1986 s with the fit, the prior base 61 s.  The Gaussian base was
+slow because its 503 x 503 covariance is dense and the base's log density then
+used the general solve (O(d^3) per call); with the triangular solves it uses now
+(GaussianBase.log_density, 21 times faster per call at d = 500) the same row took
+785 s.  Its reference is weak (max R-hat 1.062, min bulk ESS
 60: U and V are identified only up to rotation), so the row is flagged suspect.
 
 Settings: as when the first four rows were run (before issue 15's new defaults),

@@ -33,6 +33,23 @@ prior for tau is wider than the model's").
 Draws a simulator makes outside the model's support (a negative scale, say) are
 flagged at once.  Hyperparameters are always drawn from their prior here (the
 ``hyper_given`` inputs are off): the check is of the program, not of fixed values.
+
+The kernel is the sampler's (:class:`~bread_stan.SamplerSettings`, NUTS by default,
+with its rescue transitions), and the message names it and the number of transitions.
+``scripts/simulator_check_power.py`` measures power and false alarms for HMC and NUTS
+(``scripts/figures/simulator_check/power.md``).
+
+What the check cannot see.  It sees a wrong simulator only through a drift, within
+``transitions`` steps, of the tested quantities: each parameter's value and distance
+from the centre, the log prior and the log likelihood.  So it misses a bug that leaves
+all of these distributed as the model says (a wrong dependence between parameters
+that keeps every margin and both densities' distributions), a bug in a direction the
+kernel barely moves in ``transitions`` steps (a slowly mixing parameter; the message
+warns when few chains moved at all), a departure too small for the sample sizes (a
+prior scale off by 1.2x is caught with 2000 prior draws, a smaller one may not be), and
+anything in the simulator the model never reads (generated quantities, data the
+likelihood ignores).  Hyperparameters given by the user (``hyper_given``) are not
+checked at their fixed values.
 """
 
 from __future__ import annotations
@@ -231,6 +248,14 @@ def _explain(row: dict, transitions: int) -> str:
     return f"{q} {motion} {when}, {p}: {meaning}"
 
 
+def _kernel_phrase(sampler: SamplerSettings, transitions: int) -> str:
+    """"10 frozen NUTS transitions (tree depth <= 8, 10% rescue)" for messages."""
+    shape = (f"tree depth <= {sampler.max_depth}" if sampler.kernel == "nuts"
+             else f"{sampler.n_leapfrog} leapfrog steps")
+    rescue = f", {sampler.rescue_prob:.0%} rescue" if sampler.rescue_prob > 0 else ""
+    return f"{transitions} frozen {sampler.kernel.upper()} transitions ({shape}{rescue})"
+
+
 def _flag_support(what: str, started: float, settings: CheckSettings) -> SimulatorCheck:
     message = f"flagged: {what}"
     return SimulatorCheck(True, False, message, settings.alpha,
@@ -369,12 +394,16 @@ def check_simulator(model, simulator, data=None, *, sampler: SamplerSettings = S
         row["p"] = min(1.0, row["p_raw"] * len(rows))
     worst = min(rows, key=lambda r: r["p"])
     passed = worst["p"] >= settings.alpha
+    kernel_phrase = _kernel_phrase(sampler, k)
     moved = {stage: np.mean([r["moved"] for r in rows if r["stage"] == stage])
              for stage in ("prior", "joint")}
     if passed:
-        message = (f"passed: no quantity moved under {k} frozen prior and posterior "
-                   f"transitions (smallest Bonferroni p = {worst['p']:.2g} over "
-                   f"{len(rows)} tests, alpha = {settings.alpha})")
+        message = (f"passed: no quantity moved under {kernel_phrase} at beta = 0 from "
+                   f"{settings.prior_draws} prior draws and at beta = 1 from "
+                   f"{settings.datasets} simulated data sets (smallest Bonferroni p = "
+                   f"{worst['p']:.2g} over {len(rows)} tests, alpha = {settings.alpha}; "
+                   "it tests drifts of each parameter, the log prior and the log "
+                   "likelihood, not every possible difference)")
         weak = [s for s, m in moved.items() if m < 0.2]
         if weak:
             message += (f"; but the kernel moved few {' and '.join(weak)} chains "
@@ -391,8 +420,12 @@ def check_simulator(model, simulator, data=None, *, sampler: SamplerSettings = S
                 f"{r['quantity']} {'up' if r['direction'] > 0 else 'down'}"
                 f"{' in spread' if r['kind'] == 'spread' else ''} under {r['stage']} "
                 f"transitions, p = {r['p']:.2g}" for r in others) + ")"
+        message += (f" [{kernel_phrase} from {settings.prior_draws} prior draws and "
+                    f"{settings.datasets} simulated data sets]")
     result = SimulatorCheck(True, passed, message, settings.alpha, rows,
-                            {**asdict(settings), "kernel": sampler.kernel},
+                            {**asdict(settings), "kernel": sampler.kernel,
+                             "max_depth": sampler.max_depth, "n_leapfrog": sampler.n_leapfrog,
+                             "rescue_prob": sampler.rescue_prob},
                             time.perf_counter() - started, n_grad)
     log.log(logging.INFO if passed else logging.WARNING, "simulator check %s (%.1f s)",
             message, result.seconds)
