@@ -18,6 +18,10 @@ Runs resume: rerunning the same command continues where it stopped.  Prints
 the elapsed time of every case and of the whole study.  Measured on 2 cores
 with 5 replicate data sets per case: the MovieLens pair (T to 3000, replicates
 to 1000) 41 min, the other four cases (T to 1000) 15 min.
+
+Kernel: HMC (``--leapfrog`` steps, default 10), pinned as when the figures were made;
+the toolkit's default kernel is NUTS since then, so a default ``bread-stan protocol``
+run gives other numbers.
 """
 
 from __future__ import annotations
