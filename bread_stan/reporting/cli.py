@@ -79,6 +79,23 @@ def _whole(least: int):
     return parse
 
 
+def _add_kernel_options(p) -> None:
+    """--kernel, --leapfrog and --max-depth (read by :func:`_sampler`)."""
+    p.add_argument("--kernel", choices=("hmc", "nuts"), default="nuts",
+                   help="Markov kernel at each temperature (default nuts)")
+    p.add_argument("--leapfrog", type=_whole(1), default=10, help="HMC leapfrog steps (default 10)")
+    p.add_argument("--max-depth", type=_whole(1), default=8,
+                   help="NUTS maximum tree depth (default 8)")
+
+
+def _sampler(args, **extra):
+    """The SamplerSettings of the kernel options, with ``extra`` settings."""
+    from ..workflows.bread import SamplerSettings
+
+    return SamplerSettings(kernel=args.kernel, n_leapfrog=args.leapfrog,
+                           max_depth=args.max_depth, **extra)
+
+
 def _add_run_options(p: argparse.ArgumentParser, simulator: bool = True) -> None:
     if simulator:
         p.add_argument("--simulator", required=True, type=Path,
@@ -90,17 +107,13 @@ def _add_run_options(p: argparse.ArgumentParser, simulator: bool = True) -> None
                    help="numbers of AIS distributions, comma-separated (default 10,100,1000)")
     p.add_argument("--chains", type=_whole(2), default=100,
                    help="chains per direction (default 100)")
-    p.add_argument("--kernel", choices=("hmc", "nuts"), default="nuts",
-                   help="Markov kernel at each temperature (default nuts)")
-    p.add_argument("--leapfrog", type=_whole(1), default=10, help="HMC leapfrog steps (default 10)")
+    _add_kernel_options(p)
     p.add_argument("--jitter", type=float, default=0.0,
                    help="HMC step-size jitter j in [0, 1): step sizes uniform in "
                    "[(1-j) e, (1+j) e] (default 0)")
     p.add_argument("--rescue", type=float, default=0.1,
                    help="share of transitions with a step size 1 to 1000 times "
                    "smaller, to free chains stranded in the prior's tails (default 0.1)")
-    p.add_argument("--max-depth", type=_whole(1), default=8,
-                   help="NUTS maximum tree depth (default 8)")
     p.add_argument("--schedule", choices=("sigmoid", "linear", "geometric", "adaptive"),
                    default="adaptive",
                    help="annealing schedule; 'adaptive' places the betas at equal "
@@ -235,11 +248,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--reference", type=Path, nargs="+", default=None,
                    help="reference draws (CmdStan CSV files or ArviZ NetCDF) for --gold "
                    "reference or --base-fit reference; default a NUTS fit on the data")
-    p.add_argument("--kernel", choices=("hmc", "nuts"), default="nuts",
-                   help="Markov kernel at each temperature (default nuts)")
-    p.add_argument("--leapfrog", type=_whole(1), default=10, help="HMC leapfrog steps (default 10)")
-    p.add_argument("--max-depth", type=_whole(1), default=8,
-                   help="NUTS maximum tree depth (default 8)")
+    _add_kernel_options(p)
     p.add_argument("--schedule", choices=("sigmoid", "linear", "geometric", "adaptive"),
                    default="adaptive", help="annealing schedule (default adaptive)")
     p.add_argument("--seed", type=_whole(0), default=0)
@@ -254,10 +263,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("model", type=Path, help="model program with the prior_only split")
     p.add_argument("--simulator", required=True, type=Path, help="simulator program")
     p.add_argument("--data", help="the model's data: a JSON file or a bundled data set")
-    p.add_argument("--kernel", choices=("hmc", "nuts"), default="nuts",
-                   help="Markov kernel at each temperature (default nuts)")
-    p.add_argument("--leapfrog", type=int, default=10, help="HMC leapfrog steps (default 10)")
-    p.add_argument("--max-depth", type=int, default=8, help="NUTS maximum tree depth (default 8)")
+    _add_kernel_options(p)
     p.add_argument("--prior-draws", type=int, default=2000,
                    help="simulator draws moved by the frozen prior kernel (default 2000)")
     p.add_argument("--datasets", type=int, default=100,
@@ -321,11 +327,10 @@ def _executor(args):
 
 def _settings(args):
     from ..ais.betas import ScheduleSpec
-    from ..workflows.bread import RunSettings, SamplerSettings
+    from ..workflows.bread import RunSettings
 
-    sampler = SamplerSettings(kernel=args.kernel, n_leapfrog=args.leapfrog,
-                              step_size_jitter=args.jitter, rescue_prob=args.rescue,
-                              max_depth=args.max_depth, metric=args.metric)
+    sampler = _sampler(args, step_size_jitter=args.jitter, rescue_prob=args.rescue,
+                       metric=args.metric)
     run = RunSettings(steps=args.steps, chains=args.chains, seed=args.seed,
                       exact_draws=getattr(args, "exact_draws", 1),
                       threads=args.threads, schedule=ScheduleSpec(kind=args.schedule),
@@ -516,7 +521,6 @@ def _cmd_subjective(args) -> int:
 def _cmd_aide(args) -> int:
     from ..ais.betas import ScheduleSpec
     from ..workflows.aide import aide
-    from ..workflows.bread import SamplerSettings
     from ..workflows.subjective import BaseSettings
     from .aide_report import aide_table, write_aide_report
     from .report import markdown_table
@@ -525,8 +529,7 @@ def _cmd_aide(args) -> int:
     reference = args.reference
     if reference is not None and len(reference) == 1:
         reference = reference[0]
-    sampler = SamplerSettings(kernel=args.kernel, n_leapfrog=args.leapfrog,
-                              max_depth=args.max_depth)
+    sampler = _sampler(args)
     common = dict(gold=args.gold, n_gold=args.n_gold, n_target=args.n_target,
                   m_gold=args.m_gold, m_target=args.m_target, seed=args.seed,
                   base=BaseSettings(kind=args.base, fit=args.base_fit, widen=args.widen),
@@ -544,11 +547,9 @@ def _cmd_aide(args) -> int:
 
 
 def _cmd_check(args) -> int:
-    from ..workflows.bread import SamplerSettings
     from ..workflows.simulator_check import CheckSettings, check_simulator
 
-    sampler = SamplerSettings(kernel=args.kernel, n_leapfrog=args.leapfrog,
-                              max_depth=args.max_depth)
+    sampler = _sampler(args)
     settings = CheckSettings(prior_draws=args.prior_draws, datasets=args.datasets,
                              transitions=args.transitions, alpha=args.alpha, seed=args.seed)
     result = check_simulator(args.model, args.simulator, _data(args.data), sampler=sampler,
