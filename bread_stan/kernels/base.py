@@ -38,6 +38,10 @@ class ChainState:
     def n_chains(self) -> int:
         return self.position.shape[0]
 
+    def take(self, rows: np.ndarray) -> "ChainState":
+        """The state of the chains ``rows`` only."""
+        return ChainState(self.position[rows], self.evaluation.take(rows))
+
 
 @dataclass
 class StepInfo:

@@ -46,7 +46,7 @@ differ in the last bits (numpy's SIMD ``exp`` against the C library's).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -167,7 +167,7 @@ class NUTS:
             return self._batch(rng, chains, state, target, beta, eps, minv, max_depth)
         # Rescued chains build shallower trees: run the two groups separately.
         # Each chain reads only its own streams, so the split changes no draw.
-        parts = [(rows, self._batch(rng, chains[rows], _take(state, rows), target, beta[rows],
+        parts = [(rows, self._batch(rng, chains[rows], state.take(rows), target, beta[rows],
                                     eps[rows], take_chains(minv, rows), depth))
                  for rows, depth in ((np.flatnonzero(~rescued), max_depth),
                                      (np.flatnonzero(rescued), rescue_depth)) if rows.size]
@@ -202,23 +202,18 @@ class NUTS:
         return ChainState(out.position, out.evaluation), info
 
 
-def _take(state: ChainState, rows: np.ndarray) -> ChainState:
-    return ChainState(state.position[rows], state.evaluation.take(rows))
-
-
 def _combine(n: int, d: int, parts) -> tuple[ChainState, StepInfo]:
     """The batch's state and info put together from ``(rows, (state, info))`` parts."""
     position = np.empty((n, d))
     ev = Evaluation(np.empty(n), np.empty(n), np.empty((n, d)), np.empty((n, d)))
-    fields = ("accept_stat", "divergent", "energy_error", "n_grad", "tree_depth")
     first = parts[0][1][1]
-    info = {f: np.empty(n, dtype=getattr(first, f).dtype) for f in fields}
+    info = {f.name: np.empty(n, dtype=getattr(first, f.name).dtype) for f in fields(StepInfo)}
     for rows, (state, step_info) in parts:
         position[rows] = state.position
-        for name in ("log_prior", "log_lik", "grad_prior", "grad_lik"):
-            getattr(ev, name)[rows] = getattr(state.evaluation, name)
-        for f in fields:
-            info[f][rows] = getattr(step_info, f)
+        for f in fields(Evaluation):
+            getattr(ev, f.name)[rows] = getattr(state.evaluation, f.name)
+        for name, values in info.items():
+            values[rows] = getattr(step_info, name)
     return ChainState(position, ev), StepInfo(**info)
 
 
