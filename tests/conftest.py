@@ -19,6 +19,14 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # test this checkout, whatever copy is installed
 
+# The machine's Dask settings must not reach the tests: "scheduler: distributed" (from
+# DASK_SCHEDULER or a ~/.config/dask file) with no Client running fails every xarray NetCDF
+# write ("Requested distributed scheduler but no Client active").  "None" is Dask's default;
+# the variable outranks config files and is inherited by the CLI and notebook subprocesses.
+os.environ["DASK_SCHEDULER"] = "None"
+if "dask.config" in sys.modules:  # read again if a plugin imported Dask already
+    sys.modules["dask.config"].refresh()
+
 from bread_stan.stan.compile import compile_many  # noqa: E402
 MODELS = ROOT / "stan_models"
 CMDSTAN_BUILD_SCRIPT = ROOT.parent / "shared" / "cmdstan" / "build-cmdstan.sh"

@@ -22,7 +22,7 @@ from bread_stan.ais import engine
 from bread_stan.ais.frozen_kernels import KernelSchedule
 from bread_stan.kernels.hmc import HMC
 from bread_stan.kernels.nuts import NUTS
-from bread_stan.parallel.executor import Executor, SchedulerLostError
+from bread_stan.parallel.executor import DaskClientClosedError, Executor, SchedulerLostError
 from bread_stan.stan.compile import compile_many
 from bread_stan.stan.tempered import StanTarget
 from bread_stan.workflows.bread import RunSettings, SamplerSettings, bread, compare
@@ -33,6 +33,7 @@ from bread_stan.workflows.aide import aide
 from bread_stan.workflows.subjective import BaseSettings, subjective
 
 distributed = pytest.importorskip("distributed")
+import dask  # noqa: E402  (installed with distributed)
 
 ROOT = Path(__file__).resolve().parent.parent
 TEST_STAN = ROOT / "tests" / "stan"
@@ -55,9 +56,12 @@ def local():
 
 @pytest.fixture(scope="module")
 def client():
+    """This module's cluster of 2 worker processes and its client, closed at the module's
+    end.  Not the process's default client: the package must use the client it is given.
+    Its HTTP server takes a free port (not 8787, which another cluster may hold)."""
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=None) as cluster, \
-            distributed.Client(cluster) as c:
+                                  dashboard_address=":0") as cluster, \
+            distributed.Client(cluster, set_as_default=False) as c:
         yield c
 
 
@@ -249,6 +253,10 @@ def test_a_scheduler_that_goes_away_stops_the_run_with_one_line_and_the_shards_s
     try:
         executor = Executor(address, chains_per_shard=2, connect_timeout=30)
         executor.client.wait_for_workers(1, timeout=30)
+        # its client is not made the process's default: Dask's global settings stay put
+        assert dask.config.get("scheduler", None) is None
+        with pytest.raises(ValueError, match="No clients found"):
+            distributed.default_client()
         run = executor.run
 
         def run_and_stop_scheduler(function, tasks, on_result, **kw):
@@ -270,6 +278,21 @@ def test_a_scheduler_that_goes_away_stops_the_run_with_one_line_and_the_shards_s
         for process in (worker, scheduler):
             process.kill()
             process.wait()
+
+
+@pytest.mark.slow
+def test_a_closed_client_is_one_clear_line(client):
+    """A client closed after it was given, or before: one line naming the fix, before any
+    work is sent (Dask itself says "IOLoop is closed")."""
+    given = distributed.Client(client.scheduler.address, set_as_default=False)
+    executor = Executor(client=given)
+    given.close()
+    with pytest.raises(DaskClientClosedError) as error:
+        bread(MODEL, SIMULATOR, DATA, sampler=SAMPLER, run=RUN, executor=executor)
+    text = str(error.value)
+    assert "\n" not in text and "is closed" in text and "running distributed.Client" in text
+    with pytest.raises(DaskClientClosedError):
+        Executor(client=given)
 
 
 def json_file(directory: Path) -> str:

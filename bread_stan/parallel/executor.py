@@ -4,7 +4,10 @@
 unchanged.  ``Executor(workers=N)`` starts a ``LocalCluster`` of N single-threaded
 worker processes on this machine; ``Executor("tcp://HOST:8786")`` connects to a
 running Dask scheduler; ``Executor(client=client)`` uses a
-``distributed.Client`` the caller made.  On Dask, each task's result is handed
+``distributed.Client`` the caller made.  Every call goes through that one client
+(``client.submit``, never Dask's process-wide default client or scheduler setting),
+and a client the executor makes is not made the process's default, so Dask's global
+state is left as it was.  On Dask, each task's result is handed
 back as it arrives (one progress bar across all tasks), so the caller saves it at
 once; a worker that dies mid-task has its task rerun elsewhere by Dask (and
 ``retries`` reruns a task that raised), and a scheduler that goes away stops the
@@ -24,13 +27,18 @@ from typing import Any
 from ..ais.tuning import progress_bar
 from ..errors import BreadStanError
 
-__all__ = ["Executor", "SchedulerLostError", "DaskEnvironmentError", "DaskMissingError"]
+__all__ = ["Executor", "SchedulerLostError", "DaskClientClosedError", "DaskEnvironmentError",
+           "DaskMissingError"]
 
 log = logging.getLogger(__name__)
 
 
 class SchedulerLostError(BreadStanError):
     """The Dask scheduler could not be reached or went away during a run."""
+
+
+class DaskClientClosedError(BreadStanError):
+    """The executor's Dask client was closed before the work was sent."""
 
 
 class DaskEnvironmentError(BreadStanError):
@@ -85,7 +93,8 @@ class Executor:
                     dashboard_address=None)
                 scheduler = self._cluster.scheduler_address
             try:
-                self.client = distributed.Client(scheduler, timeout=f"{connect_timeout}s")
+                self.client = distributed.Client(scheduler, timeout=f"{connect_timeout}s",
+                                                 set_as_default=False)
             except (OSError, TimeoutError) as error:
                 self.close()
                 raise SchedulerLostError(
@@ -93,6 +102,8 @@ class Executor:
                     "check the address and that the scheduler is running") from None
             self._own_client = True
         self.address = getattr(getattr(self.client, "scheduler", None), "address", None)
+        if self.client is not None:
+            self._open_client()
 
     @property
     def kind(self) -> str:
@@ -104,7 +115,7 @@ class Executor:
         """Workers the scheduler knows now (1 for local)."""
         if self.client is None:
             return 1
-        return max(1, len(self.client.scheduler_info(n_workers=-1).get("workers", {})))
+        return max(1, len(self._open_client().scheduler_info(n_workers=-1).get("workers", {})))
 
     def describe(self) -> dict:
         """What ran the work, for the result's record (not part of any resume key)."""
@@ -121,7 +132,7 @@ class Executor:
 
         Broadcast to every worker: data scattered to one worker only is lost with that
         worker, and Dask cannot recompute it, so a killed worker would fail the run."""
-        return self.client.scatter(value, broadcast=True, hash=False)
+        return self._open_client().scatter(value, broadcast=True, hash=False)
 
     def run(self, function: Callable, tasks: Mapping[str, tuple],
             on_result: Callable[[str, Any], None], *, progress: bool = True,
@@ -131,13 +142,14 @@ class Executor:
         distributed = _distributed()
         if not tasks:
             return
+        client = self._open_client()
         run_id = uuid.uuid4().hex[:8]
-        futures = {self.client.submit(function, *args, key=f"bread-{key}-{run_id}",
-                                      retries=self.retries, pure=False): key
+        futures = {client.submit(function, *args, key=f"bread-{key}-{run_id}",
+                                 retries=self.retries, pure=False): key
                    for key, args in tasks.items()}
         bar = progress_bar(len(futures), progress, f"shards on {self.n_workers} Dask workers")
         done = 0
-        arriving = distributed.as_completed(futures)
+        arriving = distributed.as_completed(futures, loop=client.loop)  # not default_client()
         try:
             while True:
                 try:
@@ -163,6 +175,17 @@ class Executor:
                 bar.close()
             for future in futures:
                 future.release()
+
+    def _open_client(self):
+        """The client, or one line saying it is closed and what to do instead (not
+        Dask's "IOLoop is closed")."""
+        status = self.client.status
+        if status in ("closing", "closed"):
+            fix = ("this Executor was closed: make a new one" if self._own_client else
+                   "give Executor(client=...) a running distributed.Client, or use "
+                   "Executor(workers=N) or a scheduler address")
+            raise DaskClientClosedError(f"the Dask client is {status}; {fix}")
+        return self.client
 
     def _scheduler_lost(self, error: BaseException) -> bool:
         import asyncio
