@@ -219,6 +219,8 @@ def test_an_unreachable_scheduler_is_one_clear_line():
         Executor(UNREACHABLE, connect_timeout=0.5)
     text = str(error.value)
     assert UNREACHABLE in text and "\n" not in text
+    with pytest.raises(ValueError, match="connect timeout must be a positive"):
+        Executor(UNREACHABLE, connect_timeout=0)
 
 
 @pytest.mark.parametrize("command", ["run", *(pytest.param(c, marks=pytest.mark.slow)
@@ -228,7 +230,8 @@ def test_the_cli_reports_an_unreachable_scheduler_without_a_traceback(tmp_path, 
                "subjective": ["--steps", "3", "--chains", "4"], "aide": []}[command]
     out = subprocess.run(
         [sys.executable, "-m", "bread_stan.reporting.cli", command, str(MODEL), *options,
-         "--data", json_file(tmp_path), "--scheduler", UNREACHABLE, "--quiet",
+         "--data", json_file(tmp_path), "--scheduler", UNREACHABLE, "--connect-timeout", "1",
+         "--quiet",
          "--out", str(tmp_path / "out")],
         capture_output=True, text=True, cwd=ROOT, timeout=120,
         env={**os.environ, "PYTHONPATH": str(ROOT)})
@@ -282,15 +285,17 @@ def test_a_scheduler_that_goes_away_stops_the_run_with_one_line_and_the_shards_s
 
 @pytest.mark.slow
 def test_a_closed_client_is_one_clear_line(client):
-    """A client closed after it was given, or before: one line naming the fix, before any
-    work is sent (Dask itself says "IOLoop is closed")."""
+    """A client closed after it was given, or before: every use of the cluster stops with
+    one line naming the fix before anything is sent (Dask itself: "IOLoop is closed")."""
     given = distributed.Client(client.scheduler.address, set_as_default=False)
     executor = Executor(client=given)
     given.close()
-    with pytest.raises(DaskClientClosedError) as error:
-        bread(MODEL, SIMULATOR, DATA, sampler=SAMPLER, run=RUN, executor=executor)
-    text = str(error.value)
-    assert "\n" not in text and "is closed" in text and "running distributed.Client" in text
+    for use in (executor.describe, lambda: executor.share(1),
+                lambda: executor.run(abs, {"a": (-1,)}, lambda key, value: None)):
+        with pytest.raises(DaskClientClosedError) as error:
+            use()
+        text = str(error.value)
+        assert "\n" not in text and "is closed" in text and "running distributed.Client" in text
     with pytest.raises(DaskClientClosedError):
         Executor(client=given)
 

@@ -64,8 +64,9 @@ class Executor:
     ``chains_per_shard`` sets how many chains of one direction a Dask task runs
     (default: each problem's chains split evenly over the workers); any value
     gives the same numbers.  ``retries`` is how often Dask reruns a task that
-    raised.  Use it as a context manager (or call :meth:`close`) to shut down a
-    cluster it started.
+    raised.  ``connect_timeout`` is how many seconds an unreachable scheduler is tried.
+    Use it as a context manager (or call :meth:`close`) to shut down a cluster it
+    started.
     """
 
     def __init__(self, scheduler: str | None = None, *, workers: int | None = None,
@@ -76,6 +77,9 @@ class Executor:
                              "and a Dask client")
         if workers is not None and (not isinstance(workers, int) or workers < 1):
             raise ValueError(f"workers must be a whole number >= 1; got {workers!r}")
+        if not connect_timeout > 0:
+            raise ValueError(f"the connect timeout must be a positive number of seconds; "
+                             f"got {connect_timeout!r}")
         if chains_per_shard is not None and (not isinstance(chains_per_shard, int)
                                              or chains_per_shard < 1):
             raise ValueError(f"chains_per_shard must be a whole number >= 1; "

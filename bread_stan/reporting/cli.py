@@ -310,6 +310,8 @@ def _add_executor_options(p: argparse.ArgumentParser) -> None:
     group.add_argument("--workers", type=_whole(1), default=None,
                        help="run the AIS chains in shards on a Dask LocalCluster of this many "
                        "single-threaded worker processes")
+    p.add_argument("--connect-timeout", type=float, default=10.0, metavar="SECONDS",
+                   help="how long to try reaching the Dask scheduler (default 10)")
 
 
 def _executor(args):
@@ -322,7 +324,7 @@ def _executor(args):
         with contextlib.suppress(ImportError):
             import distributed  # noqa: F401
         logging.getLogger("distributed").setLevel(logging.CRITICAL)
-    return Executor(args.scheduler, workers=args.workers)
+    return Executor(args.scheduler, workers=args.workers, connect_timeout=args.connect_timeout)
 
 
 def _settings(args):
