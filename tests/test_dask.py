@@ -231,8 +231,7 @@ def test_the_cli_reports_an_unreachable_scheduler_without_a_traceback(tmp_path, 
     out = subprocess.run(
         [sys.executable, "-m", "bread_stan.reporting.cli", command, str(MODEL), *options,
          "--data", json_file(tmp_path), "--scheduler", UNREACHABLE, "--connect-timeout", "1",
-         "--quiet",
-         "--out", str(tmp_path / "out")],
+         "--quiet", "--out", str(tmp_path / "out")],
         capture_output=True, text=True, cwd=ROOT, timeout=120,
         env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert out.returncode == 2, out.stderr
