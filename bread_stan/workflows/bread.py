@@ -655,6 +655,7 @@ def bread(model, simulator, data=None, *, sampler: SamplerSettings = SamplerSett
     """
     check_program("model", model)
     check_program("simulator", simulator)
+    _check_known_bounds(known_log_ml_bounds)
     out = Path(out_dir) if out_dir is not None else None
     with output_directory(out):
         data = load_data(data)
@@ -666,6 +667,23 @@ def bread(model, simulator, data=None, *, sampler: SamplerSettings = SamplerSett
         header = _header(name, model, simulator, data, sampler, run, hyper)
         return _run_problem(problems, sim, sampler, run, out, header, known_log_ml_bounds,
                             verdict or VerdictSettings(), data, executor)
+
+
+def _check_known_bounds(known: Mapping[str, float] | None) -> None:
+    """Refuse trusted bounds on log p(y) that cannot be bounds: other keys than "upper"
+    and "lower", values that are not finite, an upper bound below the lower bound."""
+    known = dict(known or {})
+    unknown = sorted(set(known) - {"upper", "lower"})
+    if unknown:
+        raise ValueError(f"known_log_ml_bounds takes 'upper' and 'lower', not {unknown}")
+    for side, value in known.items():
+        if not np.isfinite(value):
+            raise ValueError(f"the known {side} bound on log p(y) must be a finite number, "
+                             f"not {value}")
+    if known.get("upper", np.inf) < known.get("lower", -np.inf):
+        raise ValueError(f"the known upper bound {known['upper']:g} on log p(y) lies below "
+                         f"the known lower bound {known['lower']:g}: swap them "
+                         "(--known-upper takes the larger)")
 
 
 def _truth_draws(simulator: Simulator, run: RunSettings) -> list[dict]:
