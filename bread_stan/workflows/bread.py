@@ -247,7 +247,13 @@ def _simulate_problem(name, model, simulator: Simulator, data: Mapping, seed: in
     params, overrides = split_draw(truth_draw, compiled)
     model_data = {**data, **overrides}
     target = StanTarget(compiled, model_data, threads=threads)
-    x_star = target.param_unconstrain(params)
+    try:
+        x_star = target.param_unconstrain(params)
+    except BreadStanError as error:
+        raise type(error)(f"the simulator drew parameters outside the model's constraints "
+                          f"(bounds, ordered, simplex, ...): {error}; its draws must satisfy "
+                          "them (sort_asc for an ordered vector, abs for a half-normal)"
+                          ) from None
     problem = _Problem(name, target, x_star, _as_lists(params), _as_lists(overrides),
                        model_data)
     check_split(target, _prior_draws(problem, simulator, _CHECK_DRAWS,
