@@ -118,9 +118,10 @@ def _add_run_options(p: argparse.ArgumentParser, simulator: bool = True) -> None
                    default="adaptive",
                    help="annealing schedule; 'adaptive' places the betas at equal "
                    "thermodynamic length measured by the pilot chains (default adaptive)")
-    p.add_argument("--metric", choices=("diag", "dense", "auto"), default="diag",
-                   help="inverse metric tuned along beta: diagonal (default), dense (Stan's "
-                   "dense_e), or auto (dense where the pilot draws are strongly correlated)")
+    p.add_argument("--metric", choices=("diag", "dense", "auto"), default="auto",
+                   help="inverse metric tuned along beta: diagonal, dense (Stan's dense_e), "
+                   "or auto (default: dense where the pilot draws are strongly correlated, "
+                   "for at most 20 parameters)")
     p.add_argument("--seed", type=_whole(0), default=0)
     if simulator:
         p.add_argument("--exact-draws", type=_whole(1), default=1,
