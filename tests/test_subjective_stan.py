@@ -54,7 +54,7 @@ def test_eight_schools_runs_end_to_end_with_gaussian_base_and_own_nuts(tmp_path,
     last = rows[-1]
     se = np.hypot(last["log_ml_lower_se"], last["log_ml_upper_se"])
     assert last["log_ml_lower"] - 3.5 * se < log_z < last["log_ml_upper"] + 3.5 * se
-    assert last["log_ml_lower"] - 3.5 * se > log_z - np.log(2) / 2  # power: log p(y) is out
+    assert last["log_ml_upper"] + 3.5 * se < log_z + np.log(2)  # power: log p(y) is out
     printed = capsys.readouterr().out
     assert "| log Z >= | log Z <= |" in printed and "log p(y) >=" not in printed
     assert "log Z = log p(y) - log 2" in summary["headline"]
