@@ -151,6 +151,23 @@ def test_exact_weights_divergence_is_the_symmetrised_kl(regression, posterior):
     assert jeffreys > 10 * result.se  # the check has power: J is far from 0
 
 
+def test_a_divergence_below_zero_beyond_chance_blames_the_reference(regression, posterior):
+    """q = N(m, 4 S), reference draws from N(m, 9 S) instead of the posterior N(m, S): in
+    closed form E[D_SBJ] = -(3/8) (9 d - 4 d) = -5.6 nats (d = 3), which no exact reference
+    gives; with the posterior's draws the same q gives J > 0 and no warning."""
+    m, s = posterior
+    q = GaussianApproximation(m, 4 * s, method="wide")
+    wrong = np.random.default_rng(12).multivariate_normal(m, 9 * s, 2000)
+    result = subjective_tractable(regression, q, wrong, n=2000, seed=13)
+    assert abs(result.estimate + 3 / 8 * 15) < 4 * result.se
+    assert result.interval[1] < 0 and "NEGATIVE BEYOND CHANCE" in result.line()
+    assert "interval 0 .. " in result.line() and "raw low end" in result.line()
+    fair = subjective_tractable(regression, q, regression.sample_posterior(
+        np.random.default_rng(14), 2000), n=2000, seed=13)
+    assert fair.interval[0] > 0 and "NEGATIVE" not in fair.line()
+    assert "raw low end" not in fair.line()
+
+
 def test_mcmc_shaped_reference_is_thinned(regression, posterior):
     m, s = posterior
     q = GaussianApproximation(m, 2 * s, method="wide")

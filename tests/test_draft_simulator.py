@@ -70,6 +70,8 @@ SHAPES = {
         "s = gamma_rng(rep_array(2, num_elements(s)), 2);",
         "real eta = a[g[n]] + beta * x[n] + Z[1, g[n]];",
         "y[n] = bernoulli_logit_rng(eta);", "k = binomial_rng(trials, inv_logit(a[g] * s[1]));"],
+    TEST_STAN / "trial" / "surgical.stan": [  # Stan 2.35 has no binomial_logit_rng
+        "r = binomial_rng(n, inv_logit(b));"],
     MODELS / "matrix_factorisation.stan": [
         "U = to_matrix(normal_rng(rep_array(0, num_elements(to_vector(U))), "
         "sqrt(sigma_u_sq)), rows(U), cols(U));",

@@ -93,4 +93,25 @@ def test_consistency_check_fires_when_reverse_undercuts_forward():
 def test_one_sided_bounds():
     L, U = np.array([-3.0, -5.0]), np.array([-1.0, -2.0])
     out = one_sided_bounds(L, U, known_upper=-1.5, known_lower=-4.0)
-    assert out == {"kl_q_p": pytest.approx(2.5), "kl_p_q": pytest.approx(2.5)}
+    assert out["kl_q_p"] == pytest.approx(2.5) and out["kl_p_q"] == pytest.approx(2.5)
+    assert out["kl_q_p_p"] > 0.9 and out["kl_p_q_p"] > 0.9
+
+
+def test_a_known_bound_the_estimates_contradict_gives_no_kl_bound():
+    """A 'trusted' upper bound 1 nat below log p(y) = 0 (or a lower bound 1 nat above) is
+    refused, not printed as a negative KL; the exact value passes at the test's level."""
+    rng = np.random.default_rng(3)
+    L = _unbiased_log_estimates(rng, 0.0, 50, 0.5)
+    U = -_unbiased_log_estimates(rng, 0.0, 50, 0.5)
+    out = one_sided_bounds(L, U, known_upper=-1.0, known_lower=1.0)
+    assert np.isnan(out["kl_q_p"]) and np.isnan(out["kl_p_q"])
+    assert out["kl_q_p_p"] < 1e-6 and out["kl_p_q_p"] < 1e-6
+    # The exact log p(y) as both bounds: E[U* - L] = sigma^2 / 2 >= 0, so refusals are
+    # false alarms, at most alpha = 0.01 of 400 trials (P(more than 12) < 1e-4).
+    refused = 0
+    for _ in range(400):
+        L = _unbiased_log_estimates(rng, 0.0, 50, 0.5)
+        U = -_unbiased_log_estimates(rng, 0.0, 50, 0.5)
+        out = one_sided_bounds(L, U, known_upper=0.0, known_lower=0.0)
+        refused += np.isnan(out["kl_q_p"]) + np.isnan(out["kl_p_q"])
+    assert refused <= 12

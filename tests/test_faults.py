@@ -193,6 +193,12 @@ CLI_CASES = {
                                  "--data", str(DATA), "--out", str(t / "o")], 2,
                       "none.stan does not exist"),
     "report of nothing": (lambda t: ["report", str(t)], 2, "holds no BREAD results"),
+    "known bounds swapped": (lambda t: _run(t / "o", "--known-upper", "-190",
+                                            "--known-lower", "-180"), 2,
+                             "known upper bound -190 on log p(y) lies below the known lower "
+                             "bound -180: swap them"),
+    "known bound not finite": (lambda t: _run(t / "o", "--known-upper", "nan"), 2,
+                               "known upper bound on log p(y) must be a finite number"),
     "likelihood not wrapped": (lambda t: _run(t / "o", model=UNWRAPPED), 2,
                                "likelihood is not inside `if (!prior_only)"),
     "improper prior": (lambda t: _run(t / "o", model=IMPROPER), 2,

@@ -41,6 +41,21 @@ def test_summary_rows_and_bound(result):
     assert "kl_q_p" in table.columns and "kl_p_q" not in table.columns
 
 
+def test_a_contradicted_known_bound_is_a_problem_not_a_negative_kl():
+    """Forward means near -10.1 at 1000 steps: an 'upper bound' of -11 on log p(y) is
+    no bound there; a lower bound of -20 is fine everywhere."""
+    rng = np.random.default_rng(0)
+    steps = [_step(10, rng, 4.0), _step(1000, rng, 0.2)]
+    result = BreadResult("toy", {}, steps, {"known_log_ml_bounds": {"upper": -11.0,
+                                                                     "lower": -20.0}})
+    table = result.summary()
+    assert table.loc[0, "kl_q_p"] == pytest.approx(-11.0 - table.loc[0, "mean_lower"])
+    assert np.isnan(table.loc[1, "kl_q_p"]) and (table["kl_p_q"] > 0).all()
+    [problem] = result.problems()
+    assert problem.startswith("1000 steps: the given upper bound -11 on log p(y*)")
+    assert "no KL(q||p) bound is reported" in problem
+
+
 def test_gap_by_temperature_adds_up_to_the_bound(result):
     s = result.step(1000)
     gaps = s.gap_by_temperature()

@@ -90,6 +90,31 @@ def test_moment_check_catches_a_wrong_prior(simulator):
         assert_close_to(draws["alpha"] ** 2 / draws["scale_sq"], 1.3, np.sqrt(2))
 
 
+def test_a_draw_an_rng_function_refuses_is_named_with_the_likely_cause(compiled, covariates):
+    """Finite covariates of 1e308 make alpha + X * beta overflow, as a vague prior's draws
+    do (posteriordb's surgical model: inv_gamma(0.001, 0.001) gives sigma = inf)."""
+    huge = Simulator(compiled["linear_regression_sim"],
+                     {**covariates, "X": np.full_like(covariates["X"], 1e308)})
+    with pytest.raises(StanDataError, match=r"simulation failed .*normal_rng.* is -?(inf|nan)"
+                                            r".*an _rng function refused a value the "
+                                            r"simulator drew"):
+        huge.simulate(20, seed=0)
+
+
+def test_a_simulator_draw_outside_the_model_constraints_is_named(compiled, simulator,
+                                                                 linear_data):
+    """A simulator drawing sigma_sq < 0 for a <lower=0> parameter (as one forgetting abs
+    for a half-normal, or sort_asc for an ordered vector) is told so, with the fix."""
+    from bread_stan.workflows.bread import _simulate_problem
+
+    draw = draw_at(simulator.simulate(1, seed=3), 0)
+    draw["sigma_sq"] = np.float64(-1.0)
+    with pytest.raises(StanDataError, match=r"the simulator drew parameters outside the "
+                                            r"model's constraints .*variable is -1.*sort_asc"):
+        _simulate_problem("lr", compiled["linear_regression"], simulator, linear_data, 0, 1,
+                          truth_draw=draw)
+
+
 def test_hyper_must_name_every_hyperparameter(compiled, covariates):
     with pytest.raises(StanDataError, match="missing"):
         Simulator(compiled["linear_regression_sim"], covariates, hyper={"sigma_sq": 1.0})

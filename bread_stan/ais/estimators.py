@@ -26,7 +26,7 @@ estimates over x* ~ posterior, and E[U | x*] - E[L] >= J need not hold for one
 x* (the inequality holds on average over x*).  :func:`grouped_bound` on K
 independent simulated problems measures the spread between problems instead.
 - :func:`one_sided_bounds`: KL(q || p) and KL(p || q) bounds from a trusted
-  bound on log p(y).
+  bound on log p(y), refused (NaN) when the estimates contradict the given bound.
 """
 
 from __future__ import annotations
@@ -306,15 +306,30 @@ def grouped_bound(lower, upper, lower_groups, upper_groups, *,
 
 
 def one_sided_bounds(lower, upper, *, known_upper: float | None = None,
-                     known_lower: float | None = None) -> dict[str, float]:
+                     known_lower: float | None = None,
+                     alpha: float = 0.01) -> dict[str, float]:
     """KL bounds from a trusted bound on log p(y) (SPEC section 2).
 
-    With a trusted upper bound U*, ``U* - mean(L)`` bounds KL(q_fwd || p); with a
-    trusted lower bound L*, ``mean(U) - L*`` bounds KL(p || q_fwd).
+    With a trusted upper bound U*, ``U* - mean(L)`` bounds KL(q_fwd || p) (key
+    ``kl_q_p``); with a trusted lower bound L*, ``mean(U) - L*`` bounds KL(p || q_fwd)
+    (``kl_p_q``).  Each comes with the p-value (``kl_q_p_p``, ``kl_p_q_p``) of a z test
+    of its expectation being >= 0, as in :func:`sign_test`: below ``alpha`` the estimates
+    contradict the given bound (the forward estimates, stochastic lower bounds, sit above
+    U*, or the reverse ones below L*), so the given value is no bound on log p(y) and
+    the KL bound is NaN, not a negative divergence.
     """
     out: dict[str, float] = {}
-    if known_upper is not None:
-        out["kl_q_p"] = float(known_upper - np.mean(_lower(lower)))
-    if known_lower is not None:
-        out["kl_p_q"] = float(np.mean(_upper(upper)) - known_lower)
+    for key, known, terms, sign in (("kl_q_p", known_upper, lambda: _lower(lower), -1),
+                                    ("kl_p_q", known_lower, lambda: _upper(upper), 1)):
+        if known is None:
+            continue
+        x = terms()
+        estimate = float(sign * (np.mean(x) - known))
+        se = float(np.std(x, ddof=1) / np.sqrt(x.size)) if x.size > 1 else np.nan
+        if np.isfinite(estimate) and se > 0:
+            p = float(stats.norm.cdf(estimate / se))
+        else:  # an infinite estimate, one chain (se NaN) or chains that all agree
+            p = 0.0 if se == 0 and estimate < 0 else 1.0
+        out[key] = estimate if p >= alpha else np.nan
+        out[f"{key}_p"] = p
     return out

@@ -5,8 +5,9 @@ presents the geometric path ``q0^(1-b) p~^b`` to the engine as a
 :class:`~bread_stan.target.Target` whose "prior" is ``log q0(u)`` and whose "log
 likelihood" is ``log p~(u, y) - log q0(u)``, where ``log p~`` is the model's full log
 density with the Jacobian.  The engine then runs unchanged: Z_1 = 1 and Z_T is the
-integral of p~ (``log p(y)`` when every prior is proper; otherwise the normaliser of the
-unnormalised posterior).  No ``prior_only`` split and no simulator are needed.
+integral of p~: ``log p(y)`` only when the program's prior density integrates to 1 (not
+for an improper prior, nor for an untruncated prior on a constrained parameter, such as
+``tau ~ cauchy(0, 5)`` on ``real<lower=0> tau``, whose normaliser is 1/2).  No ``prior_only`` split and no simulator are needed.
 
 :class:`GaussianBase` is fitted either to reference draws (their mean and covariance) or
 to a Laplace approximation (:func:`laplace_fit`, which :func:`bread_stan.approx.laplace`

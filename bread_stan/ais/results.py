@@ -300,6 +300,7 @@ class BreadResult:
         ``raw_*`` are the estimate and interval as computed.
         """
         known = self.extra.get("known_log_ml_bounds") or {}
+        settings = settings or self.verdict_settings()
         rows = []
         steps = sorted(self.steps, key=lambda s: s.n_steps)
         for s, v in zip(steps, self.verdicts(settings)):
@@ -326,7 +327,8 @@ class BreadResult:
             if s.exact_draws == 1:
                 row.update(one_sided_bounds(s.forward.log_estimates, s.reverse.log_estimates,
                                             known_upper=known.get("upper"),
-                                            known_lower=known.get("lower")))
+                                            known_lower=known.get("lower"),
+                                            alpha=settings.sign_alpha))
             rows.append(row)
         return pd.DataFrame(rows)
 
@@ -342,6 +344,25 @@ class BreadResult:
         if check and not check.get("passed"):
             out.append(f"simulator check: {check.get('message', 'failed')}")
         out += [f"set-up: {problem}" for problem in self.setup_problems()]
+        return out + self.known_bound_problems()
+
+    def known_bound_problems(self) -> list[str]:
+        """One message per step count whose estimates contradict a given trusted bound on
+        log p(y) (``known_log_ml_bounds``; its KL bound is then NaN in the summary)."""
+        known = self.extra.get("known_log_ml_bounds") or {}
+        out = []
+        for row in self.summary().to_dict("records"):
+            for key, side, mean, name in (
+                    ("kl_q_p", "upper", "mean_lower", "forward estimates (lower bounds)"),
+                    ("kl_p_q", "lower", "mean_upper", "reverse estimates (upper bounds)")):
+                if key in row and np.isnan(row[key]):
+                    out.append(f"{row['steps']} steps: the given {side} bound "
+                               f"{known[side]:.6g} on log p(y*) contradicts the {name}, "
+                               f"whose mean is {row[mean]:.6g} (p = {row[key + '_p']:.2g}): "
+                               f"it is not {'an' if side == 'upper' else 'a'} {side} bound "
+                               "on log p(y*) of the simulated data, "
+                               f"so no {'KL(q||p)' if side == 'upper' else 'KL(p||q)'} bound "
+                               "is reported")
         return out
 
     def to_dataframe(self) -> pd.DataFrame:

@@ -366,11 +366,11 @@ def _report(result, out: Path, what: str) -> int:
 
 
 def _print_summary(result) -> None:
-    from .report import display_table, markdown_table
+    from .report import markdown_table, result_table
 
     print(f"\n{result.model}: {result.status.upper()}")
     print(_check_line(result.extra.get("simulator_check")))
-    print(markdown_table(display_table(result.summary())))
+    print(markdown_table(result_table(result)))
     print(f"\n{result.headline()}")
     for problem in result.problems():
         print(f"\n!! {problem}")

@@ -20,8 +20,8 @@ import pandas as pd
 from ..ais.results import BreadResult
 from ..store import write_atomic
 
-__all__ = ["write_report", "write_comparison", "markdown_table", "display_table", "glossary",
-           "save_figures"]
+__all__ = ["write_report", "write_comparison", "markdown_table", "display_table", "result_table",
+           "glossary", "save_figures"]
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +61,10 @@ def _interval(low: float, high: float) -> str:
     return "n/a" if not (np.isfinite(low) or np.isfinite(high)) else f"{low:.3g} to {high:.3g}"
 
 
-def display_table(table: pd.DataFrame) -> pd.DataFrame:
-    """The summary as a user reads it: one row per step count, columns of the glossary."""
+def display_table(table: pd.DataFrame, *, log_z: bool = False) -> pd.DataFrame:
+    """The summary as a user reads it: one row per step count, columns of the glossary
+    (``log_z``: the sandwich is on log Z of the program's density, not on log p(y), as in
+    a subjective divergence from a Gaussian base)."""
     out = pd.DataFrame({
         "steps": table["steps"], "verdict": table["verdict"], "bound": table["bound"],
         "interval": [_interval(a, b) for a, b in zip(table["bound_ci_low"], table["bound_ci_high"])],
@@ -75,7 +77,17 @@ def display_table(table: pd.DataFrame) -> pd.DataFrame:
     for col in ("kl_q_p", "kl_p_q"):
         if col in table.columns:
             out[col] = table[col]
-    return out.rename(columns={k: v[0] for k, v in _COLUMNS.items()})
+    names = {k: v[0] for k, v in _COLUMNS.items()}
+    if log_z:
+        names.update(lower="log Z >=", upper="log Z <=")
+    return out.rename(columns=names)
+
+
+def result_table(result: BreadResult) -> pd.DataFrame:
+    """``display_table`` of ``result``'s summary, its sandwich named for what it bounds."""
+    info = result.extra.get("subjective") or {}
+    return display_table(result.summary(),
+                         log_z=(info.get("base") or {}).get("kind") == "gaussian")
 
 
 # What changes in the glossary of a subjective-divergence result (real data, reference).
@@ -84,10 +96,16 @@ _SUBJECTIVE = {
              "reference is exact, an upper bound, in expectation, on the Jeffreys divergence "
              "between the forward AIS output and the posterior (nats)",
     "log p(y) >=": "log-mean-exp of the forward estimates, +- its standard error: a "
-                   "stochastic lower bound on log Z of the real data",
+                   "stochastic lower bound on log p(y) of the real data",
     "log p(y) <=": "minus log-mean-exp of minus the reverse estimates, +- its standard error: "
-                   "an upper bound on log Z of the real data if the reference is exact "
+                   "an upper bound on log p(y) of the real data if the reference is exact "
                    "(Proposition 3: or at least closer to the posterior than AIS)",
+    "log Z >=": "log-mean-exp of the forward estimates, +- its standard error: a stochastic "
+                "lower bound on log Z, the normaliser of the program's density on the real "
+                "data (log p(y) only if its prior density integrates to 1)",
+    "log Z <=": "minus log-mean-exp of minus the reverse estimates, +- its standard error: an "
+                "upper bound on log Z if the reference is exact (Proposition 3: or at least "
+                "closer to the posterior than AIS)",
 }
 
 
@@ -159,8 +177,7 @@ def _title(result: BreadResult) -> str:
 
 def _sections(result: BreadResult) -> list[tuple[str, str]]:
     """(title, Markdown body) of the report's sections after the headline."""
-    summary = result.summary()
-    table = display_table(summary)
+    table = result_table(result)
     verdicts = result.verdicts()
     sections = [("Results", markdown_table(table)),
                 ("Verdict at each number of distributions",

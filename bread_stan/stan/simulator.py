@@ -112,7 +112,12 @@ class Simulator:
                 index, message = next(iter(self.model.last_errors.items()))
                 bad = nonfinite_entries(self.data)
                 cause = (f" (the data given to the simulator are not finite: "
-                         f"{', '.join(bad)})" if bad else "")
+                         f"{', '.join(bad)})" if bad else
+                         " (an _rng function refused a value the simulator drew: BREAD "
+                         "simulates data from the prior, so its draws must give finite "
+                         "parameters and data; a prior as vague as inv_gamma(0.001, 0.001), "
+                         "or normal(0, 1000) under exp or inv_logit, overflows: give proper, "
+                         "weakly informative priors, or check the simulator's data)")
                 raise StanDataError(f"simulation failed for {rc} draw(s); draw "
                                     f"{first + start + index}: {message}{cause}")
         return out

@@ -92,11 +92,12 @@ class SamplerSettings:
     and ``scripts/bench_schedules.py``): its trajectory length follows the
     posterior's scale at each temperature, which one fixed L cannot.  The metric
     is "auto" with a 20-transition pilot for the same reason: on the models
-    measured (NHEFS, Pima, the vague-prior regression, six and three simulated
-    problems each) it reached a given bound in no more time than "diag" with 40
+    measured (NHEFS, Pima and the vague-prior regression, with six, six and three
+    simulated problems) it reached a given bound in no more time than "diag" with 40
     pilot transitions, and in far less where the posterior is strongly
     correlated at some temperature (where "diag" forces small steps and deep
-    trees); 20 pilot transitions gave the same bounds as 30 or 40 there.
+    trees); 20 pilot transitions gave the same bounds as 30 there (six seeds
+    each on NHEFS and Pima; ``scripts/figures/bench_settings/results.md``).
     """
 
     kernel: str = "nuts"
@@ -253,7 +254,13 @@ def _simulate_problem(name, model, simulator: Simulator, data: Mapping, seed: in
     params, overrides = split_draw(truth_draw, compiled)
     model_data = {**data, **overrides}
     target = StanTarget(compiled, model_data, threads=threads)
-    x_star = target.param_unconstrain(params)
+    try:
+        x_star = target.param_unconstrain(params)
+    except BreadStanError as error:
+        raise type(error)(f"the simulator drew parameters outside the model's constraints "
+                          f"(bounds, ordered, simplex, ...): {error}; its draws must satisfy "
+                          "them (sort_asc for an ordered vector, abs for a half-normal)"
+                          ) from None
     problem = _Problem(name, target, x_star, _as_lists(params), _as_lists(overrides),
                        model_data)
     check_split(target, _prior_draws(problem, simulator, _CHECK_DRAWS,
@@ -661,6 +668,7 @@ def bread(model, simulator, data=None, *, sampler: SamplerSettings = SamplerSett
     """
     check_program("model", model)
     check_program("simulator", simulator)
+    _check_known_bounds(known_log_ml_bounds)
     out = Path(out_dir) if out_dir is not None else None
     with output_directory(out):
         data = load_data(data)
@@ -672,6 +680,23 @@ def bread(model, simulator, data=None, *, sampler: SamplerSettings = SamplerSett
         header = _header(name, model, simulator, data, sampler, run, hyper)
         return _run_problem(problems, sim, sampler, run, out, header, known_log_ml_bounds,
                             verdict or VerdictSettings(), data, executor)
+
+
+def _check_known_bounds(known: Mapping[str, float] | None) -> None:
+    """Refuse trusted bounds on log p(y) that cannot be bounds: other keys than "upper"
+    and "lower", values that are not finite, an upper bound below the lower bound."""
+    known = dict(known or {})
+    unknown = sorted(set(known) - {"upper", "lower"})
+    if unknown:
+        raise ValueError(f"known_log_ml_bounds takes 'upper' and 'lower', not {unknown}")
+    for side, value in known.items():
+        if not np.isfinite(value):
+            raise ValueError(f"the known {side} bound on log p(y) must be a finite number, "
+                             f"not {value}")
+    if known.get("upper", np.inf) < known.get("lower", -np.inf):
+        raise ValueError(f"the known upper bound {known['upper']:g} on log p(y) lies below "
+                         f"the known lower bound {known['lower']:g}: swap them "
+                         "(--known-upper takes the larger)")
 
 
 def _truth_draws(simulator: Simulator, run: RunSettings) -> list[dict]:

@@ -262,7 +262,21 @@ def _own_fit(stan: StanModel, settings: FitSettings, seed: int, out: Path | None
     return result
 
 
-def _meaning(ref: Reference, used: int, stride: int, problems: list[str]) -> str:
+# What the log Z sandwich of each base is on.
+_NORMALISER = {
+    "gaussian": "The log Z sandwich is on the normaliser of the program's density as Stan "
+                "evaluates it (every term, constants included), which is log p(y) only when "
+                "the program's prior density integrates to 1. It does not when a prior is "
+                "improper, or when a constrained parameter has an untruncated prior: "
+                "`real<lower=0> tau; tau ~ cauchy(0, 5);` is a half-Cauchy evaluated at half "
+                "its density, so log Z = log p(y) - log 2 for each such parameter "
+                "(--base prior gives log p(y) itself).",
+    "prior": "The log p(y) sandwich is on log p(y) itself: forward AIS starts from the "
+             "simulator's exact prior draws.",
+}
+
+
+def _meaning(ref: Reference, used: int, stride: int, problems: list[str], base: str) -> str:
     quality = (f"max R-hat {ref.max_rhat:.3f}, min bulk ESS {ref.min_ess:.0f}"
                if np.isfinite(ref.max_rhat) else f"min bulk ESS {ref.min_ess:.0f}")
     text = (f"This is a subjective divergence: the reverse chains start from {used} reference "
@@ -271,9 +285,7 @@ def _meaning(ref: Reference, used: int, stride: int, problems: list[str]) -> str
             "posterior draws. If the reference is exact, it bounds the Jeffreys divergence "
             "of AIS(T) from the posterior (Proposition 1); a reference closer to the "
             "posterior than AIS still bounds it, or bounds KL(AIS || posterior) "
-            f"(Propositions 2-3). Your reference has {quality}. The log Z sandwich is on "
-            "log p(y) when every prior is proper, otherwise on the normaliser of the "
-            "unnormalised posterior.")
+            f"(Propositions 2-3). Your reference has {quality}. " + _NORMALISER[base])
     if problems:
         text += " THE REFERENCE IS SUSPECT: " + "; ".join(problems) + "."
     return text
@@ -424,7 +436,7 @@ def subjective(model, data=None, *, reference: Any = None, simulator=None,
                    shard_source)
     problems = ref.warnings() + _check_steps(result, stan, thinned)
     info["suspect"] = bool(problems)
-    info["meaning"] = _meaning(ref, n_reverse, stride, problems)
+    info["meaning"] = _meaning(ref, n_reverse, stride, problems, base_info["kind"])
     if out is not None:
         with output_directory(out):
             result.save(out)

@@ -61,13 +61,19 @@ class TractableDivergence:
         return {**asdict(self), "interval": list(self.interval)}
 
     def line(self) -> str:
-        """One line for a terminal."""
+        """One line for a terminal: the interval's low end truncated at 0 (a divergence is
+        never negative), and a warning when the whole interval lies below 0."""
         lo, hi = self.interval
-        return (f"{self.method}: D_SBJ = {self.estimate:.4g} nats ({100 * self.level:g}% "
-                f"interval {lo:.4g} .. {hi:.4g}); E_r[log p~ - log q] = "
+        shown = f"{max(lo, 0.0):.4g} .. {hi:.4g}" + (f", raw low end {lo:.4g}" if lo < 0 else "")
+        text = (f"{self.method}: D_SBJ = {self.estimate:.4g} nats ({100 * self.level:g}% "
+                f"interval {shown}); E_r[log p~ - log q] = "
                 f"{self.reference_term:.4g} ({self.n_reference} reference draws), "
                 f"E_q[log p~ - log q] = {self.approximation_term:.4g} "
                 f"({self.n_approximation} draws of q)")
+        if hi < 0:
+            text += ("; NEGATIVE BEYOND CHANCE: from exact reference draws its expectation "
+                     "is J(p, q) >= 0, so the reference draws are not from the posterior")
+        return text
 
 
 def _mean_se(values: np.ndarray) -> tuple[float, float]:

@@ -327,6 +327,8 @@ class _Translator:
     def draw(self, s: Stmt, dist: str, args: list[str], arg_types: list[Type],
              lhs_type: Type, lhs: str) -> str:
         """The _rng call, with arguments broadcast to the left side's shape."""
+        if dist == "binomial_logit":  # Stan 2.35 has no binomial_logit_rng: its equivalent
+            dist, args = "binomial", [args[0], f"inv_logit({args[1]})"]
         if dist in _UNIVARIATE:
             if lhs_type.scalar:
                 if not all(t.scalar for t in arg_types):
