@@ -246,16 +246,31 @@ def _data(model: Path):
     return json.loads((DRAFT / f"{model.stem}.json").read_text())
 
 
-def _check(model: Path, pool: list[Path]):
+def _check(model: Path, pool: list[Path], seed: int = 0):
     programs = [p for m in pool for p in (m, Program(draft_simulator(m), f"{m.stem}_drafted"))]
     compile_many(programs, workers=2)
     return check_simulator(model, Program(draft_simulator(model), f"{model.stem}_drafted"),
-                           _data(model), sampler=SAMPLER, settings=CheckSettings(seed=0))
+                           _data(model), sampler=SAMPLER, settings=CheckSettings(seed=seed))
+
+
+def _passes(model: Path, pool: list[Path]):
+    """The check of a right draft at seed 0, and at seed 1 if seed 0 flagged it.
+
+    A right simulator is flagged with probability at most alpha = 0.01 at one seed,
+    and the numbers at a fixed seed depend on the BLAS library's kernels where the
+    metric is dense (OpenBLAS picks them by CPU: ``OPENBLAS_CORETYPE``), so one seed
+    is a 1% lottery across machines (multi_normal was flagged at p = 0.0049 with
+    OpenBLAS's own choice of kernel, and passed at p = 0.45 with Haswell's).  Two
+    independent seeds both flag a right draft with probability at most 1e-4; a wrong
+    draft is flagged at both (the check's power on planted bugs is 10 of 10 seeds,
+    ``scripts/figures/simulator_check/power.md``)."""
+    result = _check(model, pool)
+    return result if result.passed else _check(model, pool, seed=1)
 
 
 @pytest.mark.parametrize("model", CHECKED, ids=lambda p: p.stem)
 def test_drafted_simulator_passes_the_check(model):
-    result = _check(model, CHECKED)
+    result = _passes(model, CHECKED)
     assert result.ran and result.passed, result.message
     assert result.min_p > 0.01
 
@@ -263,7 +278,7 @@ def test_drafted_simulator_passes_the_check(model):
 @pytest.mark.slow
 @pytest.mark.parametrize("model", CHECKED_SLOW, ids=lambda p: p.stem)
 def test_drafted_simulator_passes_the_check_slow(model):
-    result = _check(model, CHECKED_SLOW)
+    result = _passes(model, CHECKED_SLOW)
     assert result.ran and result.passed, result.message
 
 
