@@ -92,11 +92,12 @@ class SamplerSettings:
     and ``scripts/bench_schedules.py``): its trajectory length follows the
     posterior's scale at each temperature, which one fixed L cannot.  The metric
     is "auto" with a 20-transition pilot for the same reason: on the models
-    measured (NHEFS, Pima, the vague-prior regression, six and three simulated
-    problems each) it reached a given bound in no more time than "diag" with 40
+    measured (NHEFS, Pima and the vague-prior regression, with six, six and three
+    simulated problems) it reached a given bound in no more time than "diag" with 40
     pilot transitions, and in far less where the posterior is strongly
     correlated at some temperature (where "diag" forces small steps and deep
-    trees); 20 pilot transitions gave the same bounds as 30 or 40 there.
+    trees); 20 pilot transitions gave the same bounds as 30 there (six seeds
+    each on NHEFS and Pima; ``scripts/figures/bench_settings/results.md``).
     """
 
     kernel: str = "nuts"
