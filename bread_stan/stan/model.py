@@ -63,14 +63,14 @@ _SIGNATURES: dict[str, tuple[Any, list]] = {
                                   _err]),
     "bread_bench_gradient": (_i, [_p, _i, _p, _i, _dptr, _err]),
 }
-# The native transitions (bread_stan.stan.native) with the signatures of ABI version 3
-# (a shared-metric flag after ``dense``); absent (None) from older libraries.
-_NATIVE_ABI = 3
+# The native transitions (bread_stan.stan.native) with the signatures of ABI version 4
+# (a Gaussian base after the two models); absent (None) from older libraries.
+_NATIVE_ABI = 4
 _OPTIONAL_SIGNATURES: dict[str, tuple[Any, list]] = {
-    "bread_hmc_transition": (_i, [_p, _p, _i, _p, _p, _p, _p, _p, _p, _p, _p, _b, _b, _p, _p,
-                                  _p, _p, _p, _p, _p, _p, _p, _p, _i, _err]),
-    "bread_nuts_transition": (_i, [_p, _p, _i, _p, _p, _p, _p, _p, _p, _p, _i, _b, _b, _p, _p,
-                                   _p, _i, _p, _p, _p, _p, _p, _p, _p, _i, _err]),
+    "bread_hmc_transition": (_i, [_p, _p, _p, _b, _i, _p, _p, _p, _p, _p, _p, _p, _p, _b, _b,
+                                  _p, _p, _p, _p, _p, _p, _p, _p, _p, _p, _i, _err]),
+    "bread_nuts_transition": (_i, [_p, _p, _p, _b, _i, _p, _p, _p, _p, _p, _p, _p, _i, _b, _b,
+                                   _p, _p, _p, _i, _p, _p, _p, _p, _p, _p, _p, _i, _err]),
 }
 
 

@@ -65,11 +65,19 @@ class NativeKernels:
     """Native transitions of the split prior/likelihood density of two model instances
     (``prior`` built with prior_only = 1, ``full`` with prior_only = 0), or, with
     ``prior=None``, of ``full``'s joint density (reported as the log prior, with log
-    likelihood 0)."""
+    likelihood 0), or, with a ``base`` (``prior=None``), of the path from a Gaussian
+    base q0 to ``full``'s joint (log q0 as the log prior, log p~ - log q0 as the log
+    likelihood, as :class:`~bread_stan.ais.gaussian_base.GaussianBaseTarget`)."""
 
-    def __init__(self, full: StanModel, prior: StanModel | None = None, threads: int = 0):
+    def __init__(self, full: StanModel, prior: StanModel | None = None, threads: int = 0,
+                 base=None):
+        if prior is not None and base is not None:
+            raise ValueError("give a prior instance or a Gaussian base, not both")
         self.full, self.prior, self.threads = full, prior, int(threads)
         self.lib = full.lib
+        # GaussianBase.native_block(): [log normaliser, mean, sd or (L^-1, L^-T)]
+        self._base = None if base is None else _f64(base.native_block())
+        self._base_dense = base is not None and not base.diagonal
 
     @staticmethod
     def available(model: StanModel) -> bool:
@@ -100,7 +108,8 @@ class NativeKernels:
         # One metric broadcast to every chain (stride 0) goes across once, not copied n times.
         shared = metric.shape[0] > 1 and metric.strides[0] == 0
         block = _f64(metric[0] if shared else metric)
-        rc = function(prior, self.full._ptr, q.shape[0], *map(_address, inputs), *middle,
+        base = None if self._base is None else _address(self._base)
+        rc = function(prior, self.full._ptr, base, self._base_dense, q.shape[0], *map(_address, inputs), *middle,
                       metric.ndim == 3, shared, _address(block), _address(momentum),
                       _address(log_u), *extra, _address(q), _address(ev.log_prior),
                       _address(ev.log_lik), _address(ev.grad_prior), _address(ev.grad_lik),

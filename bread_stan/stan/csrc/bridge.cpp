@@ -399,9 +399,55 @@ double log_add_exp(double x, double y) {
 }
 
 // One chain's Hamiltonian: the tempered density and the metric.
+// A Gaussian base q0 = N(m, L L') standing in for the prior instance, as
+// bread_stan.ais.gaussian_base.GaussianBase.log_density computes it, bit for bit.
+// base: [log normaliser, m (d), then sd (d) when diagonal, or L^-1 and L^-T
+// (d x d each, row-major) when dense].  Writes log q0(x) and its gradient.
+void gaussian_base_point(const double* base, bool dense, int d, const double* x,
+                         double* log_q, double* grad) {
+  static thread_local std::vector<double> buffer;
+  if (buffer.size() < 3 * static_cast<size_t>(d)) buffer.resize(3 * d);
+  double* z = buffer.data();
+  double* solved = z + d;  // L^-1 (x - m)
+  double* scratch = z + 2 * d;
+  const double* mean = base + 1;
+  const double* w = base + 1 + d;
+  for (int j = 0; j < d; ++j) z[j] = x[j] - mean[j];
+  if (!dense) {
+    for (int j = 0; j < d; ++j) solved[j] = z[j] / w[j];
+    for (int j = 0; j < d; ++j) grad[j] = -(solved[j] / w[j]);
+  } else {
+    const long dd = static_cast<long>(d) * d;
+    for (int i = 0; i < d; ++i) solved[i] = row_dot(w + static_cast<long>(i) * d, z, d, scratch);
+    for (int j = 0; j < d; ++j)
+      grad[j] = -row_dot(w + dd + static_cast<long>(j) * d, solved, d, scratch);
+  }
+  *log_q = base[0] - 0.5 * row_dot(solved, solved, d, scratch);
+}
+
+// split_point with a Gaussian base as the "prior": log prior = log q0,
+// log lik = log p~ - log q0 (p~: full's joint with the Jacobian), as
+// bread_stan.ais.gaussian_base.GaussianBaseTarget.evaluate.
+void base_split_point(const double* base, bool dense, const bs_model* full, const double* x,
+                      double* log_q, double* log_lik, double* grad_q, double* grad_lik) {
+  const int d = full->unc_num;
+  gaussian_base_point(base, dense, d, x, log_q, grad_q);
+  double lp_full;
+  try {
+    log_density_gradient_impl(*full->model, false, true, x, &lp_full, grad_lik, nullptr);
+    for (int j = 0; j < d; ++j) grad_lik[j] -= grad_q[j];
+  } catch (...) {
+    lp_full = failure_value(std::current_exception());
+    std::fill(grad_lik, grad_lik + d, NOT_A_NUMBER);
+  }
+  *log_lik = lp_full - *log_q;
+}
+
 struct Hamiltonian {
   const bs_model* prior;
   const bs_model* full;
+  const double* base;  // a Gaussian base in place of prior (or nullptr)
+  bool base_dense;
   int d;
   double beta;
   bool dense;
@@ -409,9 +455,10 @@ struct Hamiltonian {
   double* scratch;  // d doubles each, owned by the thread (no allocation per chain)
   double* vel;
 
-  Hamiltonian(const bs_model* prior, const bs_model* full, int d, double beta, bool dense,
-              const double* minv)
-      : prior(prior), full(full), d(d), beta(beta), dense(dense), minv(minv) {
+  Hamiltonian(const bs_model* prior, const bs_model* full, const double* base,
+              bool base_dense, int d, double beta, bool dense, const double* minv)
+      : prior(prior), full(full), base(base), base_dense(base_dense), d(d), beta(beta),
+        dense(dense), minv(minv) {
     static thread_local std::vector<double> buffer;
     if (buffer.size() < 2 * static_cast<size_t>(d)) buffer.resize(2 * d);
     scratch = buffer.data();
@@ -446,7 +493,10 @@ struct Hamiltonian {
     for (int j = 0; j < d; ++j) p[j] = p[j] + half * g[j];
     velocity(p, vel);
     for (int j = 0; j < d; ++j) q[j] = q[j] + e * vel[j];
-    split_point(prior, full, true, q, lp, ll, gp, gl, nullptr);
+    if (base)
+      base_split_point(base, base_dense, full, q, lp, ll, gp, gl);
+    else
+      split_point(prior, full, true, q, lp, ll, gp, gl, nullptr);
     grad(gp, gl, g);
     for (int j = 0; j < d; ++j) p[j] = p[j] + half * g[j];
   }
@@ -1041,14 +1091,17 @@ int bread_split_batch(const bs_model* prior, const bs_model* full, bool jacobian
 
 namespace {
 
-void check_pair(const bs_model* prior, const bs_model* full) {
+void check_pair(const bs_model* prior, const bs_model* full, const double* base) {
   if (prior && full->unc_num != prior->unc_num)
     throw std::invalid_argument("prior and full models have different dimensions");
+  if (prior && base)
+    throw std::invalid_argument("give a prior instance or a Gaussian base, not both");
 }
 
 }  // namespace
 
-int bread_hmc_transition(const bs_model* prior, const bs_model* full, int n,
+int bread_hmc_transition(const bs_model* prior, const bs_model* full,
+                         const double* base, bool base_dense, int n,
                          const double* q0, const double* lp0, const double* ll0,
                          const double* gp0, const double* gl0, const double* beta,
                          const double* step_size, const long long* n_leapfrog, bool dense,
@@ -1058,11 +1111,12 @@ int bread_hmc_transition(const bs_model* prior, const bs_model* full, int n,
                          double* gp, double* gl, double* stats, long long* flags,
                          int threads, char** error_msg) {
   BREAD_TRY
-  check_pair(prior, full);
+  check_pair(prior, full, base);
   const long d = full->unc_num;
   const long metric_stride = shared ? 0 : dense ? d * d : d;  // shared: one for all
   parallel_chains(n, threads, [&](int i) {
-    Hamiltonian H(prior, full, d, beta[i], dense, inv_metric + i * metric_stride);
+    Hamiltonian H(prior, full, base, base_dense, d, beta[i], dense,
+                  inv_metric + i * metric_stride);
     ChainIn in{q0 + i * d, gp0 + i * d, gl0 + i * d, lp0[i], ll0[i]};
     ChainOut out{q + i * d, gp + i * d, gl + i * d, lp + i, ll + i};
     hmc_chain(H, in, momentum + i * d, step_size[i], n_leapfrog[i], log_u[i], out,
@@ -1072,7 +1126,8 @@ int bread_hmc_transition(const bs_model* prior, const bs_model* full, int n,
   BREAD_CATCH(error_msg)
 }
 
-int bread_nuts_transition(const bs_model* prior, const bs_model* full, int n,
+int bread_nuts_transition(const bs_model* prior, const bs_model* full,
+                         const double* base, bool base_dense, int n,
                           const double* q0, const double* lp0, const double* ll0,
                           const double* gp0, const double* gl0, const double* beta,
                           const double* step_size, int max_depth, bool dense,
@@ -1082,13 +1137,14 @@ int bread_nuts_transition(const bs_model* prior, const bs_model* full, int n,
                           double* gp, double* gl, double* stats, long long* flags,
                           int threads, char** error_msg) {
   BREAD_TRY
-  check_pair(prior, full);
+  check_pair(prior, full, base);
   if (max_depth < 1 || max_depth > 62)
     throw std::invalid_argument("max_depth must be between 1 and 62");
   const long d = full->unc_num;
   const long metric_stride = shared ? 0 : dense ? d * d : d;  // shared: one for all
   parallel_chains(n, threads, [&](int i) {
-    Hamiltonian H(prior, full, d, beta[i], dense, inv_metric + i * metric_stride);
+    Hamiltonian H(prior, full, base, base_dense, d, beta[i], dense,
+                  inv_metric + i * metric_stride);
     ChainIn in{q0 + i * d, gp0 + i * d, gl0 + i * d, lp0[i], ll0[i]};
     ChainOut out{q + i * d, gp + i * d, gl + i * d, lp + i, ll + i};
     nuts_chain(H, in, momentum + i * d, step_size[i], max_depth,

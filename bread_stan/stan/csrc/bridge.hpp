@@ -14,7 +14,7 @@
 #define BREAD_STAN_BRIDGE_HPP
 
 #define BREAD_EXPORT __attribute__((visibility("default")))
-#define BREAD_ABI_VERSION 3
+#define BREAD_ABI_VERSION 4
 
 #ifdef __cplusplus
 extern "C" {
@@ -88,7 +88,9 @@ BREAD_EXPORT int bread_split_batch(const bs_model* prior, const bs_model* full,
                                    char** error_msg);
 // One HMC transition for each of n chains of the tempered density
 // log prior + beta * log lik (prior, full as in bread_split_batch; prior NULL:
-// the joint of `full` alone, reported as the log prior with log lik 0), as
+// the joint of `full` alone, reported as the log prior with log lik 0; or, with
+// base not NULL and prior NULL, a Gaussian base q0 as the log prior and
+// log p~ - log q0 as the log lik: see gaussian_base_point in bridge.cpp), as
 // bread_stan.kernels.hmc does it, bit for bit.  Inputs per chain: the state
 // (q0 n x d, lp0, ll0, gradients gp0, gl0 n x d), beta, step size, number of
 // leapfrog steps, inverse metric (n x d, or n x d x d when dense; when shared,
@@ -98,7 +100,7 @@ BREAD_EXPORT int bread_split_batch(const bs_model* prior, const bs_model* full,
 // left the support; H1 - H0, or inf) and flags (n x 3: accepted, divergent,
 // gradients used).  Chains are spread over threads; results do not depend on it.
 BREAD_EXPORT int bread_hmc_transition(
-    const bs_model* prior, const bs_model* full, int n, const double* q0,
+    const bs_model* prior, const bs_model* full, const double* base, bool base_dense, int n, const double* q0,
     const double* lp0, const double* ll0, const double* gp0, const double* gl0,
     const double* beta, const double* step_size, const long long* n_leapfrog, bool dense,
     bool shared, const double* inv_metric, const double* momentum, const double* log_u,
@@ -111,7 +113,7 @@ BREAD_EXPORT int bread_hmc_transition(
 // (divergent, gradients used, tree depth, log-uniforms used; -1 when k was too
 // few for that chain, whose outputs are then not valid: call again with more).
 BREAD_EXPORT int bread_nuts_transition(
-    const bs_model* prior, const bs_model* full, int n, const double* q0,
+    const bs_model* prior, const bs_model* full, const double* base, bool base_dense, int n, const double* q0,
     const double* lp0, const double* ll0, const double* gp0, const double* gl0,
     const double* beta, const double* step_size, int max_depth, bool dense,
     bool shared, const double* inv_metric, const double* momentum, const double* log_u, int k,
