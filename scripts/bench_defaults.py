@@ -32,11 +32,13 @@ The target: 1.5 nats, the bound the README's run (old defaults) reached at
 T = 10,000 on NHEFS (about 1.3 nats); it is the fair comparison because both
 settings must reach the same accuracy, and the old defaults reach it at all.
 
-Results: ``scripts/figures/bench_defaults/results.md`` (100 chains, quiet machine):
-Pima 2.6x over seeds 0-2 (3.5x at seed 0; 3.7x with ``metric="auto"``), NHEFS 11.6x
-at seed 0 and at least 10x over seeds.  With HMC as the new kernel (the adaptive
-schedule alone) NHEFS was 5.6x and Pima 1.9x: on Pima the sigmoid schedule is
-already close to equal thermodynamic length.
+Results: ``scripts/figures/bench_defaults/results.md`` (100 chains): Pima 4.47x
+on a quiet machine over seeds 0-2 (old crossing T = 1252 in 32.6 s, new T = 243 in
+7.3 s), and 4.47x in CPU seconds over seeds 0-5 on a loaded one; NHEFS 14.8x at seed
+0.  With the diagonal metric and 40 pilot transitions as the new defaults Pima was
+2.6x (seeds 0-2).  With HMC as the new kernel (the adaptive schedule alone) NHEFS was
+5.6x and Pima 1.9x: on Pima the sigmoid schedule is already close to equal
+thermodynamic length.
 
 Usage: ``PYTHONPATH=$PWD python scripts/bench_defaults.py [--chains 100]
 [--target 1.5] [--seeds 3] [--models nhefs,pima]
