@@ -57,6 +57,7 @@ def test_eight_schools_runs_end_to_end_with_gaussian_base_and_own_nuts(tmp_path,
     assert last["log_ml_upper"] + 3.5 * se < log_z + np.log(2)  # power: log p(y) is out
     printed = capsys.readouterr().out
     assert "| log Z >= | log Z <= |" in printed and "log p(y) >=" not in printed
+    assert "simulator check: none with this result (a run without a simulator" in printed
     assert "log Z = log p(y) - log 2" in summary["headline"]
     assert "subjective divergence" in (out / "report.md").read_text()
     assert FitResult.exists(out / "reference_fit")

@@ -351,7 +351,8 @@ def _verdict(args):
 def _check_line(check: dict | None) -> str:
     """One line on the simulator check of a run."""
     if not check:
-        return "simulator check: not recorded"
+        return ("simulator check: none with this result (a run without a simulator, as "
+                "subjective from the Gaussian base, has nothing to check)")
     return f"simulator check: {check['message']}"
 
 
