@@ -69,24 +69,27 @@ SETTINGS = {  # name -> (sampler, schedule, first T to try per model)
 }
 
 
-def one_run(model: str, sampler, schedule, T: int, chains: int, seed: int) -> dict:
-    """One :func:`bread` call at T distributions: its bound, wall and CPU seconds."""
-    stem = MODELS[model]
+def one_run(stem: str, data, sampler, schedule, T: int, chains: int, seed: int) -> dict:
+    """One :func:`bread` call of ``stan_models/STEM.stan`` at T distributions: its bound,
+    wall and CPU seconds, and the gradients of its two AIS directions."""
     wall0, cpu0 = time.perf_counter(), time.process_time()
     result = bread(ROOT / "stan_models" / f"{stem}.stan",
-                   ROOT / "stan_models" / f"{stem}_sim.stan", datasets.load(model),
+                   ROOT / "stan_models" / f"{stem}_sim.stan", data,
                    sampler=sampler,
                    run=RunSettings(steps=(T,), chains=chains, schedule=schedule, seed=seed,
                                    threads=1, progress=False, check_simulator=False))
-    bound = result.steps[0].bound()
+    step = result.steps[0]
+    bound = step.bound()
     return {"bound": bound.estimate, "se": bound.std_error,
-            "tuning": result.extra["tuning_seconds"], "ais": result.steps[0].wall_time,
-            "wall": time.perf_counter() - wall0, "cpu": time.process_time() - cpu0}
+            "tuning": result.extra["tuning_seconds"], "ais": step.wall_time,
+            "wall": time.perf_counter() - wall0, "cpu": time.process_time() - cpu0,
+            "grads": step.forward.n_grad + step.reverse.n_grad}
 
 
 def at_T(model, sampler, schedule, T, chains, seeds) -> dict:
     """The runs at T over ``seeds``, averaged."""
-    runs = [one_run(model, sampler, schedule, T, chains, seed) for seed in seeds]
+    runs = [one_run(MODELS[model], datasets.load(model), sampler, schedule, T, chains, seed)
+            for seed in seeds]
     row = {key: float(np.mean([r[key] for r in runs]))
            for key in ("bound", "tuning", "ais", "wall", "cpu")}
     row.update(T=T, se=float(np.sqrt(np.sum([r["se"] ** 2 for r in runs])) / len(runs)),

@@ -22,16 +22,14 @@ from __future__ import annotations
 
 import argparse
 import logging
-import time
-from pathlib import Path
 
 import numpy as np
 
+from bench_defaults import one_run
 from bench_schedules import vague_data
 from bread_stan.stan import datasets
-from bread_stan.workflows.bread import RunSettings, SamplerSettings, bread
+from bread_stan.workflows.bread import RunSettings, SamplerSettings
 
-ROOT = Path(__file__).resolve().parent.parent
 MODELS = {"nhefs": ("linear_regression", lambda: datasets.load("nhefs")),
           "pima": ("logistic_regression", lambda: datasets.load("pima")),
           "vague": ("vague_regression", vague_data)}
@@ -53,20 +51,6 @@ def setting(text: str) -> tuple[str, SamplerSettings]:
     return name, SamplerSettings(**{k: _value(v) for k, v in pairs})
 
 
-def one_run(model: str, data, sampler: SamplerSettings, T: int, chains: int,
-            seed: int) -> tuple:
-    stem = MODELS[model][0]
-    wall0, cpu0 = time.perf_counter(), time.process_time()
-    result = bread(ROOT / "stan_models" / f"{stem}.stan",
-                   ROOT / "stan_models" / f"{stem}_sim.stan", data, sampler=sampler,
-                   run=RunSettings(steps=(T,), chains=chains, seed=seed, threads=1,
-                                   progress=False, check_simulator=False))
-    step = result.steps[0]
-    return (step.bound().estimate, result.extra["tuning_seconds"], step.wall_time,
-            time.perf_counter() - wall0, time.process_time() - cpu0,
-            step.forward.n_grad + step.reverse.n_grad)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("model", choices=sorted(MODELS))
@@ -81,13 +65,14 @@ def main() -> None:
     settings = [setting(s) for s in args.settings]
     for T in (int(t) for t in args.steps.split(",")):
         for name, sampler in settings:
-            runs = np.array([one_run(args.model, data, sampler, T, args.chains, seed)
-                             for seed in seeds])
-            mean = runs.mean(axis=0)
-            print(f"{args.model} T={T} {name}: bound {mean[0]:.3f} "
-                  f"({', '.join(f'{b:.3g}' for b in runs[:, 0])}), tuning {mean[1]:.2f} s, "
-                  f"AIS {mean[2]:.2f} s, wall {mean[3]:.2f} s, CPU {mean[4]:.2f} s, "
-                  f"gradients {mean[5] / 1e3:.0f}k", flush=True)
+            runs = [one_run(MODELS[args.model][0], data, sampler, RunSettings().schedule, T,
+                            args.chains, seed) for seed in seeds]
+            mean = {key: np.mean([r[key] for r in runs]) for key in runs[0]}
+            per_seed = ", ".join(f"{r['bound']:.3g}" for r in runs)
+            print(f"{args.model} T={T} {name}: bound {mean['bound']:.3f} ({per_seed}), "
+                  f"tuning {mean['tuning']:.2f} s, AIS {mean['ais']:.2f} s, "
+                  f"wall {mean['wall']:.2f} s, CPU {mean['cpu']:.2f} s, "
+                  f"gradients {mean['grads'] / 1e3:.0f}k", flush=True)
 
 
 if __name__ == "__main__":
