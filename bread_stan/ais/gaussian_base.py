@@ -7,7 +7,8 @@ likelihood" is ``log p~(u, y) - log q0(u)``, where ``log p~`` is the model's ful
 density with the Jacobian.  The engine then runs unchanged: Z_1 = 1 and Z_T is the
 integral of p~: ``log p(y)`` only when the program's prior density integrates to 1 (not
 for an improper prior, nor for an untruncated prior on a constrained parameter, such as
-``tau ~ cauchy(0, 5)`` on ``real<lower=0> tau``, whose normaliser is 1/2).  No ``prior_only`` split and no simulator are needed.
+``tau ~ cauchy(0, 5)`` on ``real<lower=0> tau``, whose normaliser is 1/2).  No
+``prior_only`` split and no simulator are needed.
 
 :class:`GaussianBase` is fitted either to reference draws (their mean and covariance) or
 to a Laplace approximation (:func:`laplace_fit`, which :func:`bread_stan.approx.laplace`

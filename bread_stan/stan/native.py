@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..kernels.integrator import is_shared
 from ..target import Evaluation
 from .model import StanModel, _address
 
@@ -106,10 +107,11 @@ class NativeKernels:
         err = ctypes.c_char_p()
         prior = self.prior._ptr if self.prior is not None else None
         # One metric broadcast to every chain (stride 0) goes across once, not copied n times.
-        shared = metric.shape[0] > 1 and metric.strides[0] == 0
+        shared = is_shared(metric)
         block = _f64(metric[0] if shared else metric)
         base = None if self._base is None else _address(self._base)
-        rc = function(prior, self.full._ptr, base, self._base_dense, q.shape[0], *map(_address, inputs), *middle,
+        rc = function(prior, self.full._ptr, base, self._base_dense, q.shape[0],
+                      *map(_address, inputs), *middle,
                       metric.ndim == 3, shared, _address(block), _address(momentum),
                       _address(log_u), *extra, _address(q), _address(ev.log_prior),
                       _address(ev.log_lik), _address(ev.grad_prior), _address(ev.grad_lik),
