@@ -18,6 +18,8 @@ log space; nothing runs a sampler.
   spread (central limit theorem), with the power the tail-bound test lacks.
 - :func:`grouped_bound`: the multi-draw bound, averaged over K simulated data
   sets, with an interval from the spread between data sets.
+- :func:`one_sided_bounds`: KL(q || p) and KL(p || q) bounds from a trusted
+  bound on log p(y), refused (NaN) when the estimates contradict the given bound.
 
 With one exact draw x*, all reverse chains start from the same point, so the
 interval of :func:`jeffreys_bound` and the sign test are *conditional on x**:
@@ -25,8 +27,6 @@ they see the chain-to-chain spread given x*, not the spread of the reverse
 estimates over x* ~ posterior, and E[U | x*] - E[L] >= J need not hold for one
 x* (the inequality holds on average over x*).  :func:`grouped_bound` on K
 independent simulated problems measures the spread between problems instead.
-- :func:`one_sided_bounds`: KL(q || p) and KL(p || q) bounds from a trusted
-  bound on log p(y), refused (NaN) when the estimates contradict the given bound.
 """
 
 from __future__ import annotations

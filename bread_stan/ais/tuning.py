@@ -71,7 +71,7 @@ class TuningConfig:
 
     ``metric`` (with ``adapt_metric``): "diag", "dense" or "auto".  "auto" uses a
     dense metric at a grid beta when the pilot draws there are strongly
-    correlated (some |correlation| above ``dense_correlation``) and plentiful
+    correlated (some absolute correlation above ``dense_correlation``) and plentiful
     enough to estimate a covariance (at least ``10 d`` pooled draws), and the
     diagonal of the same estimate otherwise; the kernel is dense if any grid
     beta chose dense.  Beyond ``AUTO_DENSE_MAX_DIM`` = 20 parameters "auto" is

@@ -43,7 +43,7 @@ class GaussianApproximation(GaussianBase):
         return self.log_density(np.atleast_2d(points))[0]
 
     def draws(self, model: Any, n: int = 1000, seed: int = 0) -> dict[str, np.ndarray]:
-        """``n`` draws as a dict name -> (n, *Stan shape), constrained by ``model``'s
+        """``n`` draws as a dict name -> ``(n, *Stan shape)``, constrained by ``model``'s
         ``param_constrain`` (parameters, transformed parameters and, for a StanModel,
         generated quantities with the Stan RNG seeded by ``seed``)."""
         if not (hasattr(model, "param_constrain") and hasattr(model, "param_names")):

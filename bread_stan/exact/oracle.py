@@ -142,7 +142,7 @@ class NeighbourMetropolis:
 
 
 def linear_schedule(n_distributions: int) -> np.ndarray:
-    """``b_i = i / (T - 1)``, ``i = 0 .. T-1``."""
+    """``b_i = i / (T - 1)`` for ``i`` from 0 to ``T - 1``."""
     if n_distributions < 2:
         raise ValueError("need at least two distributions")
     return np.linspace(0.0, 1.0, n_distributions)

@@ -48,7 +48,7 @@ class WorkerModelError(BreadStanError):
 
 @dataclass(frozen=True)
 class Shard:
-    """Chains ``first_chain .. first_chain + n_chains - 1`` of one direction at
+    """Chains ``first_chain`` to ``first_chain + n_chains - 1`` of one direction at
     ``n_steps`` distributions on simulated problem ``problem``."""
 
     n_steps: int

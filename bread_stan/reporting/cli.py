@@ -1,5 +1,7 @@
 """The ``bread-stan`` command line.
 
+Usage::
+
     bread-stan run MODEL.stan --simulator SIM.stan --data DATA.json [--steps 10,100,1000]
                    [--chains 100] [--kernel hmc|nuts] [--seed 0] [--out DIR] [--threads N]
     bread-stan compare A.stan B.stan --simulator SIM.stan --data DATA.json [...]

@@ -4,6 +4,7 @@
   of steps, median with quartile bands (the study's kind of plot).
 - :func:`plot_bound`: the Jeffreys bound against steps and against seconds.
 - :func:`plot_gap_by_temperature`: where along the path the gap arises.
+
 Each returns the matplotlib Figure; nothing is shown or saved here.
 """
 

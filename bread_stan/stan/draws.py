@@ -2,7 +2,7 @@
 
 :func:`read_draws` turns CmdStan CSV files, a ``cmdstanpy`` fit, ArviZ data
 (``InferenceData`` of ArviZ 0.x or the ``DataTree`` of ArviZ 1.x) or a mapping
-name -> array into constrained draws name -> (chains, draws, *shape), the shape
+name -> array into constrained draws name -> ``(chains, draws, *shape)``, the shape
 Stan declares; :func:`unconstrain_draws` maps them to a model's unconstrained
 space.  :func:`to_arviz` and :func:`summarise` go the other way, to whichever
 ArviZ is installed; :func:`stan_name` writes flat names as Stan does (``theta[1]``).
@@ -116,12 +116,12 @@ def _read_mapping(values: Mapping[str, Any]) -> dict[str, np.ndarray]:
 
 
 def read_draws(source: Any, model: Any = None) -> dict[str, np.ndarray]:
-    """Constrained draws name -> (chains, draws, *shape) from any common source.
+    """Constrained draws name -> ``(chains, draws, *shape)`` from any common source.
 
     ``source``: a CmdStan CSV path or a list of them (one per chain; warmup
     draws, when saved, are dropped), a ``cmdstanpy.CmdStanMCMC`` fit, ArviZ
     data with a posterior group (``InferenceData`` or ``DataTree``), or a
-    mapping name -> array (chains, draws, *shape).  Sampler columns such as
+    mapping name -> array ``(chains, draws, *shape)``.  Sampler columns such as
     ``lp__`` are dropped.  ``model`` (a StanModel or StanTarget): keep only its
     parameters, and check that each is present with the shape it declares.
     """
@@ -200,7 +200,7 @@ def _inference_data(groups: Mapping[str, Mapping[str, np.ndarray]], attrs: Mappi
 
 
 def to_arviz(groups: Mapping[str, Mapping[str, np.ndarray]], attrs: Mapping[str, Any] = {}):
-    """ArviZ data of groups (e.g. "posterior") of arrays (chain, draw, *shape).
+    """ArviZ data of groups (e.g. "posterior") of arrays ``(chain, draw, *shape)``.
 
     ArviZ 0.x gives an ``InferenceData``, ArviZ 1.x an ``xarray.DataTree``; both
     write NetCDF files with one group each (``to_netcdf``) that either reads.
@@ -212,7 +212,7 @@ def to_arviz(groups: Mapping[str, Mapping[str, np.ndarray]], attrs: Mapping[str,
 
 def summarise(draws: Mapping[str, np.ndarray]) -> pd.DataFrame:
     """ArviZ's summary (mean, sd, interval, ``r_hat``, ``ess_bulk``, ``mcse_mean``...) of
-    draws name -> (chains, draws, *shape), one row per element named as Stan does
+    draws name -> ``(chains, draws, *shape)``, one row per element named as Stan does
     (``theta[1]``, 1-based), in Stan's order (column-major within a variable)."""
     return _summarise(draws, arviz_generation())
 

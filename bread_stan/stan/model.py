@@ -134,7 +134,7 @@ def variable_shapes(names: Sequence[str]) -> list[tuple[str, tuple[int, ...]]]:
 
 
 def unflatten_draws(flat: np.ndarray, names: Sequence[str]) -> dict[str, np.ndarray]:
-    """Flat draws (n, outputs) in Stan's order as a dict name -> (n, *stan_shape)."""
+    """Flat draws (n, outputs) in Stan's order as a dict name -> ``(n, *stan_shape)``."""
     flat = np.asarray(flat, dtype=np.float64)
     flat = flat[None, :] if flat.ndim == 1 else flat
     n = flat.shape[0]

@@ -124,7 +124,7 @@ class Simulator:
 
     def simulate(self, n: int, seed: int, *, first: int = 0,
                  threads: int | None = None) -> dict[str, np.ndarray]:
-        """Draws as a dict name -> array of shape (n, *stan_shape)."""
+        """Draws as a dict name -> array of shape ``(n, *stan_shape)``."""
         flat = self.simulate_flat(n, seed, first=first, threads=threads)
         draws = unflatten_draws(flat, self.names)
         for name in self._int_outputs & draws.keys():

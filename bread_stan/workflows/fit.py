@@ -95,7 +95,7 @@ class FitResult:
 
     ``sampler`` is "toolkit" or "cmdstan"; ``unconstrained`` is (chains, draws,
     d); ``draws`` maps each parameter, transformed parameter and generated
-    quantity to (chains, draws, *shape) on the constrained scale.  ``summary``
+    quantity to ``(chains, draws, *shape)`` on the constrained scale.  ``summary``
     is ArviZ's table (mean, sd, quantiles, ``r_hat``, ``ess_bulk``, ``ess_tail``)
     with one row per element, named as Stan does (``theta[1]``).
     ``diagnostics`` holds ``divergences`` and ``max_tree_depth_hits`` (counts of

@@ -178,7 +178,7 @@ def load_reference(reference: Any, model: StanModel) -> Reference:
 
     ``reference``: a :class:`~bread_stan.workflows.fit.FitResult`, CmdStan CSV file(s), a
     cmdstanpy fit, ArviZ data or a NetCDF (``.nc``) file of them, or a mapping name ->
-    (chains, draws, *Stan shape) (read by :func:`~bread_stan.stan.draws.read_draws`).  A
+    ``(chains, draws, *Stan shape)`` (read by :func:`~bread_stan.stan.draws.read_draws`).  A
     draw outside the support or with zero density is an error that names it.
     """
     if isinstance(reference, FitResult):
@@ -351,7 +351,7 @@ def subjective(model, data=None, *, reference: Any = None, simulator=None,
 
     ``reference``: None (the toolkit's NUTS fit with ``fit_settings``), or draws as
     :func:`load_reference` takes them (FitResult, CmdStan CSV, cmdstanpy fit, ArviZ data
-    or ``.nc`` file, mapping name -> (chains, draws, *shape)).  ``run.chains`` forward chains; one reverse chain per
+    or ``.nc`` file, mapping name -> ``(chains, draws, *shape)``).  ``run.chains`` forward chains; one reverse chain per
     thinned reference draw, at most ``run.chains``.  ``base`` chooses AIS's initial
     distribution; the prior base needs the ``prior_only`` split and a ``simulator``.  With ``out_dir`` every finished step
     count is saved and a rerun with the same settings continues where it stopped.
