@@ -29,7 +29,6 @@ extensions = [
     "myst_nb",  # Markdown pages (MyST) and notebooks, rendered from their saved outputs
     "sphinx.ext.autodoc",
     "sphinx.ext.autosummary",
-    "sphinx.ext.mathjax",
     "sphinxarg.ext",  # the CLI reference, from the argparse parser
 ]
 
@@ -48,7 +47,8 @@ for _nb in sorted((ROOT / "notebooks").glob("*.ipynb")):
     if not _dest.exists() or _dest.read_bytes() != _nb.read_bytes():
         shutil.copyfile(_nb, _dest)
 
-myst_enable_extensions = ["colon_fence", "dollarmath", "deflist"]
+# No math extension: formulas are plain text, so pages read offline and on GitHub.
+myst_enable_extensions = ["colon_fence", "deflist"]
 myst_heading_anchors = 3
 
 # API reference: one page per module, found recursively, so that renamed or new
