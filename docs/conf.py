@@ -67,5 +67,6 @@ autoclass_content = "both"
 
 html_theme = "furo"
 html_title = f"bread_stan {release}"
-html_static_path: list[str] = []
+html_static_path = ["_static"]
+html_css_files = ["custom.css"]
 
