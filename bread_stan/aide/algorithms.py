@@ -32,7 +32,7 @@ from ..ais import engine
 from ..ais.frozen_kernels import KernelSchedule
 from ..ais.gaussian_base import joint_density
 from ..kernels.base import Kernel, initial_state
-from ..rng import ChainRandom, derived_seed
+from ..rng import ChainRandom, Purpose, derived_seed
 from ..target import Target
 
 __all__ = ["Cost", "AlgorithmRuns", "MetaInference", "InferenceAlgorithm", "TractableAlgorithm",
@@ -270,8 +270,9 @@ class AISAlgorithm:
     ``target`` is the engine's Target (its log prior is the base: the model's prior, or a
     Gaussian q0 via :class:`~bread_stan.ais.gaussian_base.GaussianBaseTarget`; log prior +
     log likelihood is the model's p~), ``draw_base(n, seed)`` gives exact base draws.
-    ``run``: base draws from ``draw_base(n, derived_seed(seed, 0))``, then
-    ``engine.forward(..., seed=derived_seed(seed, 1))``; log xi = log p~(x) - L.
+    ``run``: base draws from ``draw_base(n, derived_seed(seed, Purpose.ALGORITHM_BASE))``, then
+    ``engine.forward(..., seed=derived_seed(seed, Purpose.ALGORITHM_CHAINS))``;
+    log xi = log p~(x) - L.
 
     ``run_blocks`` (optional) runs the chains in blocks elsewhere (a Dask cluster):
     ``run_blocks(function, blocks)`` returns ``[function(target, *args) for args in
@@ -282,8 +283,9 @@ class AISAlgorithm:
     ``meta_log_xi``: the exact reversal of the forward chain (the paper's conditional SMC
     with one particle).  The forward chain's last transition is K_T, applied after the
     last increment, so the reversal first applies K_T to the output (stream 0 of
-    ``derived_seed(seed, 2)``) and then runs the engine's reverse AIS from there
-    (``seed=derived_seed(seed, 3)``), whose estimate U is log Z_hat: log xi = log p~(x) - U.
+    ``derived_seed(seed, Purpose.ALGORITHM_REVERSE_START)``) and then runs the engine's
+    reverse AIS from there (``seed=derived_seed(seed, Purpose.ALGORITHM_REVERSE)``), whose
+    estimate U is log Z_hat: log xi = log p~(x) - U.
     From an exact posterior draw, K_T changes nothing in distribution, so with an exact
     gold and M_t = 1 AIDE is the BREAD bound (SPEC 7.3).
     """
@@ -322,9 +324,9 @@ class AISAlgorithm:
     def run(self, n: int, seed: int) -> AlgorithmRuns:
         n = _check_count("n", n)
         t0 = time.perf_counter()
-        starts = self.draw_base(n, derived_seed(seed, 0))
+        starts = self.draw_base(n, derived_seed(seed, Purpose.ALGORITHM_BASE))
         parts = self._in_blocks(_forward_block, starts, self.kernel, self.schedule,
-                                derived_seed(seed, 1))
+                                derived_seed(seed, Purpose.ALGORITHM_CHAINS))
         x = np.concatenate([p[0] for p in parts])
         log_xi = np.concatenate([p[1] for p in parts])
         return AlgorithmRuns(x, log_xi, Cost(gradients=sum(p[2] for p in parts), densities=n,
@@ -344,7 +346,8 @@ class AISAlgorithm:
         grads = 0
         if ok.any():
             parts = self._in_blocks(_reversal_block, starts[ok], self.kernel, self.schedule,
-                                    derived_seed(seed, 2), derived_seed(seed, 3))
+                                    derived_seed(seed, Purpose.ALGORITHM_REVERSE_START),
+                                    derived_seed(seed, Purpose.ALGORITHM_REVERSE))
             log_xi[ok] = log_joint[ok] - np.concatenate([p[0] for p in parts])
             grads += sum(p[1] for p in parts)
         log_xi = log_xi.reshape(n, m)

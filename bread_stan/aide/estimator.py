@@ -25,13 +25,11 @@ import numpy as np
 from scipy import stats
 from scipy.special import logsumexp
 
-from ..rng import derived_seed
+from ..rng import Purpose, derived_seed
 from .algorithms import Cost, InferenceAlgorithm
 
 __all__ = ["GoldSide", "AIDEResult", "gold_side", "estimate_aide"]
 
-_GOLD_RUN, _GOLD_META, _TARGET_RUN, _TARGET_META_AT_GOLD, _TARGET_META, _GOLD_META_AT_TARGET = (
-    1, 2, 3, 4, 5, 6)  # purposes of derived seeds
 
 
 def _lme(log_xi: np.ndarray) -> np.ndarray:
@@ -74,10 +72,10 @@ def gold_side(gold: InferenceAlgorithm, n_gold: int, m_gold: int = 1, *, seed: i
     """Run the gold standard ``n_gold`` times and complete each output's M_g traces."""
     n = _check_count("n_gold", n_gold, 2)
     m = _traces(gold, _check_count("m_gold", m_gold, 1))
-    own = gold.run(n, derived_seed(seed, _GOLD_RUN))
+    own = gold.run(n, derived_seed(seed, Purpose.GOLD_RUN))
     log_xi, cost = own.log_xi[:, None], own.cost
     if m > 1:
-        meta = gold.meta_log_xi(own.outputs, m - 1, derived_seed(seed, _GOLD_META))
+        meta = gold.meta_log_xi(own.outputs, m - 1, derived_seed(seed, Purpose.GOLD_META))
         log_xi, cost = np.concatenate([log_xi, meta.log_xi], axis=1), cost + meta.cost
     return GoldSide(gold.name, own.outputs, log_xi, cost, int(seed))
 
@@ -172,13 +170,14 @@ def estimate_aide(gold: InferenceAlgorithm | GoldSide, target: InferenceAlgorith
     m_g = side.m
 
     t0 = time.perf_counter()
-    at_gold = target.meta_log_xi(side.outputs, m_t, derived_seed(seed, _TARGET_META_AT_GOLD))
-    own = target.run(n_t, derived_seed(seed, _TARGET_RUN))
+    at_gold = target.meta_log_xi(side.outputs, m_t, derived_seed(seed, Purpose.TARGET_META_AT_GOLD))
+    own = target.run(n_t, derived_seed(seed, Purpose.TARGET_RUN))
     target_xi, target_cost = own.log_xi[:, None], own.cost + at_gold.cost
     if m_t > 1:
-        meta = target.meta_log_xi(own.outputs, m_t - 1, derived_seed(seed, _TARGET_META))
+        meta = target.meta_log_xi(own.outputs, m_t - 1, derived_seed(seed, Purpose.TARGET_META))
         target_xi, target_cost = np.concatenate([target_xi, meta.log_xi], 1), target_cost + meta.cost
-    at_target = algorithm.meta_log_xi(own.outputs, m_g, derived_seed(seed, _GOLD_META_AT_TARGET))
+    at_target = algorithm.meta_log_xi(own.outputs, m_g,
+                                      derived_seed(seed, Purpose.GOLD_META_AT_TARGET))
 
     with np.errstate(invalid="ignore"):
         per_gold = _lme(side.log_xi) - _lme(at_gold.log_xi)

@@ -38,7 +38,7 @@ import numpy as np
 
 from .frozen_kernels import InterpolatedSchedule, kind_of
 from ..kernels.base import Kernel, initial_state
-from ..rng import ChainRandom
+from ..rng import ChainRandom, Stream
 from ..store import CorruptFileError, load_json, save_json
 from ..target import Target
 
@@ -46,7 +46,7 @@ __all__ = ["TuningConfig", "TunedKernel", "tune", "progress_bar", "PILOT_STREAM"
 
 log = logging.getLogger(__name__)
 
-PILOT_STREAM = 1_000_000  # random stream of the pilot chains; scored runs use small streams
+PILOT_STREAM = int(Stream.PILOT)  # random stream of the pilot chains (kept as a public name)
 _DEFAULT_ACCEPT = {"hmc": 0.65, "nuts": 0.8}
 _METRICS = ("diag", "dense", "auto")
 AUTO_DENSE_MAX_DIM = 20  # "auto" never goes dense above this many parameters

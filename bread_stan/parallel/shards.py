@@ -29,6 +29,7 @@ import numpy as np
 from ..ais import engine
 from ..ais.results import DirectionResult, StepResult
 from ..errors import BreadStanError
+from ..rng import Stream
 from ..ais.gaussian_base import GaussianBase, GaussianBaseTarget
 from ..stan.compile import CompiledModel, compile_model
 from ..stan.model import StanModel
@@ -38,7 +39,8 @@ from ..target import Target
 __all__ = ["Shard", "ShardContext", "plan_shards", "run_shard", "run_on_target", "join_problem",
            "WorkerModelError"]
 
-_STREAMS = {"forward": 0, "reverse": 1}  # engine.run's streams of its first step count
+_STREAMS = {"forward": int(Stream.FORWARD),  # engine.run's streams of its first step count
+            "reverse": int(Stream.REVERSE)}
 _STATS = ("accept_stat", "divergences", "tree_depth", "n_grad")
 
 

@@ -45,7 +45,7 @@ from ..approx import METHODS, approximate
 from ..errors import BreadStanError
 from ..parallel.executor import Executor
 from ..parallel.shards import ShardContext, run_on_target
-from ..rng import derived_seed
+from ..rng import Purpose, derived_seed
 from ..stan.compile import CompiledModel
 from ..stan.data import load_data
 from ..stan.tempered import StanTarget
@@ -60,7 +60,6 @@ __all__ = ["aide", "parse_algorithm", "AIDESpecError"]
 
 log = logging.getLogger(__name__)
 
-_PILOT, _BASE_FIT, _APPROX, _AIDE = 20, 21, 22, 23  # purposes of derived seeds
 _SPEC = re.compile(r"(ais|sir):(\d+)")
 
 
@@ -132,7 +131,7 @@ class _Setup:
         def make():
             if self.base.fit == "reference":
                 return GaussianBase.from_draws(self.reference_draws(), self.base.widen)
-            start = np.random.default_rng(derived_seed(self.seed, _BASE_FIT)).uniform(
+            start = np.random.default_rng(derived_seed(self.seed, Purpose.AIDE_BASE_FIT)).uniform(
                 -2, 2, self.stan.dim)  # Stan's default initialisation
             return GaussianBase.laplace(self.stan, start, self.base.widen)
         return self._once("q0", make)
@@ -153,7 +152,7 @@ class _Setup:
             path = self.out / "tuning.json" if self.out is not None else None
             tuned = load_if_sound(path, TunedKernel.load) if path is not None else None
             if tuned is None:
-                seed = derived_seed(self.seed, _PILOT)
+                seed = derived_seed(self.seed, Purpose.AIDE_PILOT)
                 tuned = tune(target, kernel, params, draw_base(self.sampler.pilot_chains, seed),
                              seed=seed, config=self.sampler.tuning_config(),
                              progress=self.progress)
@@ -205,7 +204,7 @@ class _Setup:
                 raise AIDESpecError("reference draws can only be the gold standard: as a "
                                     "target they would only assert their own exactness")
             return ReferenceAlgorithm(self.reference_draws(), self.stan)
-        return _approximation(kind, self.stan, derived_seed(self.seed, _APPROX))
+        return _approximation(kind, self.stan, derived_seed(self.seed, Purpose.AIDE_APPROXIMATION))
 
 
 def _approximation(kind: str, stan, seed: int) -> TractableAlgorithm:
@@ -309,7 +308,7 @@ def aide(model, data=None, *, gold: Any = "ais:10000", target: Any = "advi-meanf
         if result is not None:
             log.info("%s: AIDE of %s loaded from %s", name, target_algorithm.name, unit)
             return result
-        aide_seed = derived_seed(seed, _AIDE)
+        aide_seed = derived_seed(seed, Purpose.AIDE)
         side = _load_gold(out / "gold.npz", fingerprint, gold_algorithm.name) if out else None
         if side is None:
             log.info("%s: %d runs of the gold standard %s", name, n_gold, gold_algorithm.name)

@@ -37,7 +37,7 @@ import numpy as np
 
 from ..ais import engine
 from ..stan.data import load_data
-from ..rng import derived_seed
+from ..rng import Purpose, derived_seed
 from ..errors import BreadStanError
 from ..kernels.hmc import HMC, HMCParams
 from ..kernels.nuts import NUTS, NUTSParams
@@ -60,7 +60,6 @@ __all__ = ["SamplerSettings", "RunSettings", "VerdictSettings", "bread", "compar
 
 log = logging.getLogger(__name__)
 
-_TRUTH, _PILOT, _PRIOR, _CHAINS, _CHECK = 0, 1, 2, 3, 4  # purposes of derived seeds
 _CHECK_DRAWS = 8  # prior draws at which the model's prior/likelihood split is checked
 
 
@@ -250,7 +249,7 @@ def _simulate_problem(name, model, simulator: Simulator, data: Mapping, seed: in
     compiled = compile_tempered(model)
     check_data_names(simulator, compiled)
     if truth_draw is None:
-        truth_draw = draw_at(simulator.simulate(1, _problem_seed(seed, _TRUTH, 0)), 0)
+        truth_draw = draw_at(simulator.simulate(1, _problem_seed(seed, Purpose.TRUTH, 0)), 0)
     params, overrides = split_draw(truth_draw, compiled)
     model_data = {**data, **overrides}
     target = StanTarget(compiled, model_data, threads=threads)
@@ -264,7 +263,7 @@ def _simulate_problem(name, model, simulator: Simulator, data: Mapping, seed: in
     problem = _Problem(name, target, x_star, _as_lists(params), _as_lists(overrides),
                        model_data)
     check_split(target, _prior_draws(problem, simulator, _CHECK_DRAWS,
-                                     derived_seed(seed, _CHECK)))
+                                     derived_seed(seed, Purpose.CHECK)))
     return problem
 
 
@@ -309,9 +308,9 @@ def _run_problem(problems: list[_Problem], simulator: Simulator, sampler: Sample
     if tuned is None:
         t0 = time.perf_counter()
         pilot = _prior_draws(first, simulator, sampler.pilot_chains,
-                             derived_seed(run.seed, _PILOT))
+                             derived_seed(run.seed, Purpose.PILOT))
         tuned = tune(first.target, kernel, base_params, pilot,
-                     seed=derived_seed(run.seed, _PILOT), config=sampler.tuning_config(),
+                     seed=derived_seed(run.seed, Purpose.PILOT), config=sampler.tuning_config(),
                      progress=run.progress)
         result.extra["tuning_seconds"] = time.perf_counter() - t0
         log.info("%s: tuned %s along beta in %.1f s (step sizes %.3g .. %.3g)", first.name,
@@ -359,7 +358,7 @@ def _run_step(problems: list[_Problem], simulator: Simulator, kernel, tuned,
     are split among them and the step records which chain ran on which problem."""
     config = _ais_config(sampler, run, T, run.progress)
     parts = [engine.run(problem.target, kernel, prior, problem.x_star,
-                        seed=_problem_seed(run.seed, _CHAINS, T, k), tuned=tuned,
+                        seed=_problem_seed(run.seed, Purpose.CHAINS, T, k), tuned=tuned,
                         config=config, model=problem.name).steps[0]
              for k, (problem, prior) in enumerate(zip(problems,
                                                       _prior_starts(problems, simulator, run, T)))]
@@ -376,7 +375,7 @@ def _ais_config(sampler: SamplerSettings, run: RunSettings, T: int,
 def _prior_starts(problems: list[_Problem], simulator: Simulator, run: RunSettings,
                   T: int) -> list[np.ndarray]:
     """The forward chains' exact prior draws at ``T`` (unconstrained), per problem."""
-    draws = simulator.simulate(run.chains, derived_seed(run.seed, _PRIOR, T))
+    draws = simulator.simulate(run.chains, derived_seed(run.seed, Purpose.PRIOR, T))
     starts = []
     for problem, rows in zip(problems, np.array_split(np.arange(run.chains), len(problems))):
         params, _ = split_draw({name: v[rows] for name, v in draws.items()},
@@ -409,7 +408,7 @@ def _run_steps_on_dask(problems: list[_Problem], simulator: Simulator, kernel, t
     run_steps_in_shards(
         contexts, lambda T: [(prior, p.x_star) for p, prior in
                              zip(problems, _prior_starts(problems, simulator, run, T))],
-        lambda T, k: _problem_seed(run.seed, _CHAINS, T, k), steps,
+        lambda T, k: _problem_seed(run.seed, Purpose.CHAINS, T, k), steps,
         sampler.steps_per_temperature, out_dir, fingerprint, executor,
         lambda parts: finish(_join_problems(problems, parts)), run.progress)
 
@@ -571,7 +570,7 @@ def _check(problem: _Problem, simulator: Simulator, data: Mapping, sampler: Samp
     if not run.check_simulator:
         return SimulatorCheck.skipped().to_dict()
     check = check_simulator(problem.target.compiled, simulator, data, sampler=sampler,
-                            settings=CheckSettings(seed=derived_seed(run.seed, _CHECK)),
+                            settings=CheckSettings(seed=derived_seed(run.seed, Purpose.CHECK)),
                             tuned=tuned, threads=run.threads)
     return check.to_dict()
 
@@ -701,7 +700,7 @@ def _check_known_bounds(known: Mapping[str, float] | None) -> None:
 
 def _truth_draws(simulator: Simulator, run: RunSettings) -> list[dict]:
     """The exact draws (x*_k, y*_k) of the run's K simulated problems."""
-    return [draw_at(simulator.simulate(1, _problem_seed(run.seed, _TRUTH, k)), 0)
+    return [draw_at(simulator.simulate(1, _problem_seed(run.seed, Purpose.TRUTH, k)), 0)
             for k in range(run.exact_draws)]
 
 

@@ -49,7 +49,7 @@ from ..ais.tuning import DualAveraging, regularised_variance
 from ..errors import ToolchainError
 from ..kernels.base import initial_state
 from ..kernels.nuts import NUTS, NUTSParams
-from ..rng import ChainRandom
+from ..rng import ChainRandom, Stream
 from ..stan.compile import DEFAULT_STANC_ARGS, Program, cache_dir
 from ..stan.draws import read_draws, summarise, unconstrain_draws
 from ..stan.model import unflatten_draws
@@ -60,7 +60,6 @@ __all__ = ["FitSettings", "FitResult", "fit", "warmup_windows", "cmdstan_availab
 
 log = logging.getLogger(__name__)
 
-_FIT_STREAM = 2_000_000  # random stream of the fit's chains (scored AIS uses small streams)
 SAMPLERS = ("toolkit", "cmdstan")
 
 
@@ -194,7 +193,7 @@ def _own_nuts(target: StanTarget, inits: np.ndarray, settings: FitSettings, seed
     """Warmup and sampling with our NUTS; returns (chains, draws, d) and diagnostics."""
     n, d = inits.shape
     kernel = NUTS()
-    rng = ChainRandom.from_seed(seed, n, stream=_FIT_STREAM)
+    rng = ChainRandom.from_seed(seed, n, stream=Stream.FIT)
     if hasattr(target, "joint"):  # the posterior alone: one model instance, native NUTS
         target = target.joint()
     state = initial_state(target, inits, gradient=True)

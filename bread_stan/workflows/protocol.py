@@ -53,17 +53,13 @@ from ..ais.results import BreadResult, DirectionResult, StepResult
 from ..store import load_if_sound, load_json, load_unit, save_unit
 from ..ais.tuning import TunedKernel, tune
 from ..kernels.base import initial_state
-from ..rng import ChainRandom
+from ..rng import ChainRandom, Purpose, Stream, derived_seed
 from ..stan.data import load_data
 from ..parallel.executor import Executor
 from ..stan.compile import CompiledModel
 from ..stan.simulator import Simulator, compile_with_simulator, draw_at, split_draw
 from ..stan.tempered import StanTarget
 from .bread import (
-    _CHAINS,
-    _PILOT,
-    _PRIOR,
-    _TRUTH,
     RunSettings,
     SamplerSettings,
     _constrained,
@@ -73,7 +69,6 @@ from .bread import (
     _simulate_problem,
     check_program,
     check_resumable,
-    derived_seed,
     fingerprints,
     output_directory,
     setup_warnings,
@@ -94,11 +89,6 @@ __all__ = ["ProtocolSettings", "protocol"]
 
 log = logging.getLogger(__name__)
 
-# Purposes of derived seeds, beyond workflow's truth / pilot / prior / chains.
-_FIT_INIT, _FIT, _REAL_PILOT, _REAL_CHAINS, _REV_START = 10, 11, 12, 13, 14
-_REP_TRUTH, _REP_PILOT, _REP_CHAINS, _CHECK = 15, 16, 17, 18
-_DATA_CHECK = 19
-_REV_START_STREAM = 3_000_000
 
 
 @dataclass(frozen=True)
@@ -155,7 +145,7 @@ class ProtocolSettings:
 def _reverse_starts(target: StanTarget, kernel, params, x_star: np.ndarray, n: int,
                     sweep: tuple[int, ...], seed: int) -> tuple[dict[int, np.ndarray], dict]:
     """Snapshots after S transitions at beta = 1 of n chains started at ``x_star``."""
-    rng = ChainRandom.from_seed(seed, n, stream=_REV_START_STREAM)
+    rng = ChainRandom.from_seed(seed, n, stream=Stream.REVERSE_START)
     state = initial_state(target, np.repeat(x_star[None, :], n, axis=0), gradient=True)
     beta = np.ones(n)
     snaps = {0: state.position.copy()} if 0 in sweep else {}
@@ -195,7 +185,7 @@ def _tuned(path: Path | None, target, kernel, base, pilot, seed, sampler,
 def _replicate_problem(name: str, model, fixed_sim: Simulator, data: Mapping, seed: int,
                        threads, k: int):
     """The k-th replicate: a fresh (theta, data) drawn with the fitted hyperparameters."""
-    truth_k = draw_at(fixed_sim.simulate(1, derived_seed(seed, _REP_TRUTH, k)), 0)
+    truth_k = draw_at(fixed_sim.simulate(1, derived_seed(seed, Purpose.REPLICATE_TRUTH, k)), 0)
     return _simulate_problem(f"{name} (replicate {k})", model, fixed_sim, data, seed,
                              threads, truth_k)
 
@@ -233,10 +223,10 @@ def _run_replicate(job: _ReplicateJob) -> tuple[dict, dict[int, DirectionResult]
                                    job.k)
     kernel, base = job.sampler.make()
     tuned = job.tuned or _tuned(None, problem_k.target, kernel, base, job.pilot,
-                                derived_seed(job.seed, _REP_PILOT, job.k), job.sampler)
+                                derived_seed(job.seed, Purpose.REPLICATE_PILOT, job.k), job.sampler)
     return tuned.to_dict(), {
         T: _forward(problem_k.target, kernel, tuned, betas, prior,
-                    derived_seed(job.seed, _REP_CHAINS, job.k, T), every,
+                    derived_seed(job.seed, Purpose.REPLICATE_CHAINS, job.k, T), every,
                     job.sampler.steps_per_temperature, False).to_direction_result()
         for T, (betas, every, prior) in job.steps.items()}
 
@@ -356,7 +346,7 @@ def _protocol(model, simulator, real_data, sampler: SamplerSettings, run: RunSet
     if run.check_simulator:
         simulator_check = check_simulator(
             compiled, prior_sim, data, sampler=sampler, threads=run.threads,
-            settings=CheckSettings(seed=derived_seed(run.seed, _CHECK))).to_dict()
+            settings=CheckSettings(seed=derived_seed(run.seed, Purpose.PROTOCOL_CHECK))).to_dict()
     else:
         simulator_check = SimulatorCheck.skipped().to_dict()
 
@@ -369,9 +359,9 @@ def _protocol(model, simulator, real_data, sampler: SamplerSettings, run: RunSet
         log.info("%s: fit loaded from %s", name, fit_dir)
     else:
         inits = _prior_unconstrained(real_target, prior_sim, settings.fit.chains,
-                                     derived_seed(run.seed, _FIT_INIT))
+                                     derived_seed(run.seed, Purpose.FIT_INIT))
         fitted = fit(real_target, inits, settings=settings.fit,
-                     seed=derived_seed(run.seed, _FIT))
+                     seed=derived_seed(run.seed, Purpose.FIT))
         if fit_dir is not None:
             fitted.save(fit_dir)
     hyper = fitted.hyperparameters(prior_sim.hyperparameters, settings.fit.hyper_summary)
@@ -387,14 +377,14 @@ def _protocol(model, simulator, real_data, sampler: SamplerSettings, run: RunSet
 
     # 2. Simulate with the fitted hyperparameters.
     fixed_sim = Simulator(sim_compiled, data, hyper=hyper, threads=run.threads)
-    truth = draw_at(fixed_sim.simulate(1, derived_seed(run.seed, _TRUTH)), 0)
+    truth = draw_at(fixed_sim.simulate(1, derived_seed(run.seed, Purpose.TRUTH)), 0)
     _, overrides = split_draw(truth, compiled)
     problem = _simulate_problem(name + " (simulated)", model, fixed_sim, data, run.seed,
                                 run.threads, truth)
 
     # Do data simulated at eta_hat look like the real data at all?
     simulated = fixed_sim.simulate(settings.data_check_draws,
-                                   derived_seed(run.seed, _DATA_CHECK))
+                                   derived_seed(run.seed, Purpose.DATA_CHECK))
     checked = data_check(data, {k: simulated[k] for k in overrides},
                          alpha=settings.data_check_alpha)
     (log.info if checked.passed else log.warning)("%s: %s", name, checked.message)
@@ -424,11 +414,11 @@ def _protocol(model, simulator, real_data, sampler: SamplerSettings, run: RunSet
     # 3. Kernels tuned along beta on each data set (pilot chains from the full prior).
     t0 = time.perf_counter()
     pilot = _prior_draws(problem, prior_sim, sampler.pilot_chains,
-                         derived_seed(run.seed, _PILOT))
+                         derived_seed(run.seed, Purpose.PILOT))
     tuned_sim = _tuned(out / "tuning_sim.json" if out else None, problem.target, kernel, base,
-                       pilot, derived_seed(run.seed, _PILOT), sampler, run.progress)
+                       pilot, derived_seed(run.seed, Purpose.PILOT), sampler, run.progress)
     tuned_real = _tuned(out / "tuning_real.json" if out else None, real_target, kernel, base,
-                        pilot, derived_seed(run.seed, _REAL_PILOT), sampler, run.progress)
+                        pilot, derived_seed(run.seed, Purpose.REAL_PILOT), sampler, run.progress)
     result.extra.setdefault("tuning_seconds", time.perf_counter() - t0)
     result.sim.extra["tuning"] = tuned_sim.to_dict()
     setup_warnings(result.sim.extra, tuned_sim, name + " (simulated)")
@@ -447,7 +437,8 @@ def _protocol(model, simulator, real_data, sampler: SamplerSettings, run: RunSet
             (out / "replicates").mkdir(parents=True, exist_ok=True)
             path = out / "replicates" / f"tuning_r{k}.json"
         return problem_k, _tuned(path, problem_k.target, kernel, base, pilot,
-                                 derived_seed(run.seed, _REP_PILOT, k), sampler, run.progress)
+                                 derived_seed(run.seed, Purpose.REPLICATE_PILOT, k), sampler,
+                                 run.progress)
 
     # 4. Reverse starts: S frozen beta = 1 transitions from (eta_hat, theta) on D_sim.
     starts_path = out / "reverse_starts.npz" if out is not None else None
@@ -461,7 +452,7 @@ def _protocol(model, simulator, real_data, sampler: SamplerSettings, run: RunSet
         at_one = tuned_sim.schedule(np.array([0.0, 1.0])).params_at(1)
         starts, info = _reverse_starts(problem.target, kernel, at_one, problem.x_star,
                                        run.chains, settings.s_sweep,
-                                       derived_seed(run.seed, _REV_START))
+                                       derived_seed(run.seed, Purpose.REVERSE_START))
         result.extra["reverse_start"] = info
         log.info("%s: reverse starts after S = %s transitions at beta = 1 (%.1f s, "
                  "acceptance %.2f)", name, list(settings.s_sweep), info["seconds"],
@@ -477,7 +468,8 @@ def _protocol(model, simulator, real_data, sampler: SamplerSettings, run: RunSet
         every = (None if run.increment_blocks is None
                  else max(1, math.ceil((T - 1) / run.increment_blocks)))
         return (run.schedule.lazy(T, tuned_sim), every,
-                _prior_draws(problem, prior_sim, run.chains, derived_seed(run.seed, _PRIOR, T)))
+                _prior_draws(problem, prior_sim, run.chains,
+                             derived_seed(run.seed, Purpose.PRIOR, T)))
 
     if executor is not None and executor.kind == "dask":
         _replicates_on_dask(executor, result, out, name, compiled, sim_compiled, data, hyper,
@@ -488,7 +480,7 @@ def _protocol(model, simulator, real_data, sampler: SamplerSettings, run: RunSet
         betas, every, prior = step_inputs(T)
         fwd_done = {st.n_steps: st for st in result.sim.steps}.get(T)
         missing = [S for S in settings.s_sweep if (S, T) not in result.reverse_sweep]
-        chain_seed = derived_seed(run.seed, _CHAINS, T)
+        chain_seed = derived_seed(run.seed, Purpose.CHAINS, T)
         groups = [] if fwd_done is not None else [engine._Group("forward", prior, chain_seed, 0)]
         # Stream 1 + S: a reverse chain's randomness depends on its S, not on the sweep.
         groups += [engine._Group("reverse", starts[S], chain_seed, 1 + S) for S in missing]
@@ -529,7 +521,7 @@ def _protocol(model, simulator, real_data, sampler: SamplerSettings, run: RunSet
 
         if T not in result.real_forward:
             result.real_forward[T] = forward_only(
-                real_target, tuned_real, derived_seed(run.seed, _REAL_CHAINS, T),
+                real_target, tuned_real, derived_seed(run.seed, Purpose.REAL_CHAINS, T),
                 out / "real" / f"forward_{T}.npz" if out is not None else None, "real data")
         if settings.replicate_max_steps is not None and T > settings.replicate_max_steps:
             continue
@@ -538,7 +530,8 @@ def _protocol(model, simulator, real_data, sampler: SamplerSettings, run: RunSet
             if T not in done:
                 rep_problem, rep_tuned = replicate(k)
                 done[T] = forward_only(
-                    rep_problem.target, rep_tuned, derived_seed(run.seed, _REP_CHAINS, k, T),
+                    rep_problem.target, rep_tuned,
+                    derived_seed(run.seed, Purpose.REPLICATE_CHAINS, k, T),
                     _replicate_path(out, k, T) if out is not None else None,
                     f"replicate {k} of {settings.replicates}")
     result.sim.steps.sort(key=lambda s: s.n_steps)

@@ -53,8 +53,9 @@ from ..stan.simulator import Simulator, split_draw
 from ..stan.tempered import PRIOR_ONLY, StanTarget
 from ..parallel.executor import Executor
 from ..parallel.shards import ShardContext
+from ..rng import Purpose, derived_seed
 from .bread import (RunSettings, SamplerSettings, _default_name, _program_text, _resume,
-                    derived_seed, fingerprints, output_directory, run_steps_in_shards,
+                    fingerprints, output_directory, run_steps_in_shards,
                     setup_warnings)
 from .fit import FitResult, FitSettings, fit
 
@@ -65,7 +66,6 @@ log = logging.getLogger(__name__)
 
 RHAT_MAX = 1.01  # Vehtari et al. (2021): R-hat above this says the chains disagree
 ESS_MIN = 400    # ... and a bulk ESS below this is too few for reliable summaries
-_FIT, _PILOT, _BASE, _CHAINS, _PICK = 10, 11, 12, 13, 14  # purposes of derived seeds
 
 
 class ReferenceError(BreadStanError):
@@ -254,9 +254,9 @@ def _own_fit(stan: StanModel, settings: FitSettings, seed: int, out: Path | None
     if where is not None and FitResult.exists(where):
         return FitResult.load(where)
     target = GaussianBaseTarget(stan, GaussianBase.standard(stan.dim))
-    rng = np.random.default_rng(derived_seed(seed, _FIT))
+    rng = np.random.default_rng(derived_seed(seed, Purpose.SUBJECTIVE_FIT))
     inits = rng.uniform(-2, 2, size=(settings.chains, stan.dim))  # Stan's default inits
-    result = fit(target, inits, settings=settings, seed=derived_seed(seed, _FIT))
+    result = fit(target, inits, settings=settings, seed=derived_seed(seed, Purpose.SUBJECTIVE_FIT))
     if where is not None:
         result.save(where)
     return result
@@ -387,7 +387,7 @@ def subjective(model, data=None, *, reference: Any = None, simulator=None,
         raise ReferenceError(f"only {thinned.shape[0]} roughly independent reference draw(s) "
                              "after thinning; the reverse direction needs at least 2: give a "
                              "longer reference")
-    pick = np.random.default_rng(derived_seed(run.seed, _PICK))
+    pick = np.random.default_rng(derived_seed(run.seed, Purpose.SUBJECTIVE_PICK))
     reverse_starts = thinned[np.sort(pick.choice(thinned.shape[0], n_reverse, replace=False))]
     if n_reverse < run.chains:
         log.warning("%s: only %d roughly independent reference draws, so %d reverse chains "
@@ -456,8 +456,9 @@ def _run_steps(result: BreadResult, out: Path | None, target, draw_base, reverse
     tuned_path = out / "tuning.json" if out is not None else None
     tuned = load_if_sound(tuned_path, TunedKernel.load) if tuned_path is not None else None
     if tuned is None:
-        pilot = draw_base(sampler.pilot_chains, derived_seed(run.seed, _PILOT))
-        tuned = tune(target, kernel, base_params, pilot, seed=derived_seed(run.seed, _PILOT),
+        pilot = draw_base(sampler.pilot_chains, derived_seed(run.seed, Purpose.SUBJECTIVE_PILOT))
+        tuned = tune(target, kernel, base_params, pilot,
+                     seed=derived_seed(run.seed, Purpose.SUBJECTIVE_PILOT),
                      config=sampler.tuning_config(), progress=run.progress)
         if tuned_path is not None:
             tuned.save(tuned_path)
@@ -480,20 +481,21 @@ def _run_steps(result: BreadResult, out: Path | None, target, draw_base, reverse
                               increment_blocks=run.increment_blocks, progress=run.progress)
 
     def base_starts(T: int) -> np.ndarray:
-        return draw_base(run.chains, derived_seed(run.seed, _BASE, T))
+        return draw_base(run.chains, derived_seed(run.seed, Purpose.SUBJECTIVE_BASE, T))
 
     if executor.kind == "dask":
         model, data, base = shard_source
         context = ShardContext(model, data, kernel, tuned, replace(config, progress=False),
                                base=base)
         run_steps_in_shards([context], lambda T: [(base_starts(T), reverse_starts)],
-                            lambda T, k: derived_seed(run.seed, _CHAINS, T), todo,
+                            lambda T, k: derived_seed(run.seed, Purpose.SUBJECTIVE_CHAINS, T), todo,
                             sampler.steps_per_temperature, out, result.settings["fingerprint"],
                             executor, lambda parts: finish(parts[0]), run.progress)
     else:
         for T in todo:
             finish(engine.run(target, kernel, base_starts(T), reverse_starts,
-                              seed=derived_seed(run.seed, _CHAINS, T), tuned=tuned, model=name,
+                              seed=derived_seed(run.seed, Purpose.SUBJECTIVE_CHAINS, T),
+                              tuned=tuned, model=name,
                               config=replace(config, steps=(T,))).steps[0])
     result.steps.sort(key=lambda s: s.n_steps)
 
