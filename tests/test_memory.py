@@ -13,7 +13,7 @@ from bread_stan.ais.results import StepResult
 from bread_stan.ais.tuning import TuningConfig, tune
 from bread_stan.exact.conjugate import simulate_regression
 from bread_stan.kernels.hmc import HMC, HMCParams
-from bread_stan.workflows.bread import cost_estimate
+from bread_stan.workflows.common import cost_estimate
 
 
 # The whole-array schedules as they were before they became lazy (commit e0df00b),

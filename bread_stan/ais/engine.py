@@ -55,7 +55,7 @@ from .tuning import progress_bar
 from ..target import Target
 
 __all__ = ["AISRun", "forward", "reverse", "RunConfig", "run", "step_schedule",
-           "chain_diagnostics"]
+           "chain_diagnostics", "Group", "anneal"]
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +102,7 @@ class AISRun:
 
 
 @dataclass
-class _Group:
+class Group:
     """Chains of one direction inside a (possibly shared) batch."""
 
     direction: str
@@ -138,7 +138,7 @@ def _check_start(target: Target, start, n_chains: int | None, what: str) -> np.n
     return np.ascontiguousarray(x)
 
 
-def _anneal(target: Target, kernel: Kernel, schedule, groups: list[_Group], *,
+def anneal(target: Target, kernel: Kernel, schedule, groups: list[Group], *,
             increments_every: int | None, progress: bool) -> list[AISRun]:
     """Run the groups' chains in one batch through the schedule; one AISRun per group."""
     schedule = _as_schedule(schedule)
@@ -273,8 +273,8 @@ def forward(target: Target, kernel: Kernel, schedule, start, *, seed,
     chains run alone gives the numbers those chains give in a larger batch.
     """
     start = _check_start(target, start, None, "prior")
-    return _anneal(target, kernel, schedule,
-                   [_Group("forward", start, seed, stream, first_chain)],
+    return anneal(target, kernel, schedule,
+                   [Group("forward", start, seed, stream, first_chain)],
                    increments_every=increments_every, progress=progress)[0]
 
 
@@ -289,8 +289,8 @@ def reverse(target: Target, kernel: Kernel, schedule, start, *, seed,
     first_chain + i).
     """
     start = _check_start(target, start, n_chains, "posterior")
-    return _anneal(target, kernel, schedule,
-                   [_Group("reverse", start, seed, stream, first_chain)],
+    return anneal(target, kernel, schedule,
+                   [Group("reverse", start, seed, stream, first_chain)],
                    increments_every=increments_every, progress=progress)[0]
 
 
@@ -340,13 +340,13 @@ def run(target: Target, kernel: Kernel, prior_draws, posterior_draws, *, seed: i
     result = BreadResult(model or getattr(target, "name", type(target).__name__), settings)
     for i, T in enumerate(config.steps):
         betas, schedule, every = step_schedule(config, tuned, T)
-        groups = [_Group("forward", prior, seed, 2 * i), _Group("reverse", post, seed, 2 * i + 1)]
+        groups = [Group("forward", prior, seed, 2 * i), Group("reverse", post, seed, 2 * i + 1)]
         kw = {"increments_every": every, "progress": config.progress}
         if config.combined:
-            fwd, rev = _anneal(target, kernel, schedule, groups, **kw)
+            fwd, rev = anneal(target, kernel, schedule, groups, **kw)
         else:
-            fwd = _anneal(target, kernel, schedule, groups[:1], **kw)[0]
-            rev = _anneal(target, kernel, schedule, groups[1:], **kw)[0]
+            fwd = anneal(target, kernel, schedule, groups[:1], **kw)[0]
+            rev = anneal(target, kernel, schedule, groups[1:], **kw)[0]
         step = StepResult(T, fwd.to_direction_result(), rev.to_direction_result(), betas,
                           {"unconstrained": fwd.final_positions})
         log.info("T=%d: mean lower %.4g, mean upper %.4g, %.3g s, %d gradients", T,

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from ..stan.draws import to_arviz
-from ..store import (CorruptFileError, _jsonable, load_json, load_unit, save_json, save_unit,
+from ..store import (CorruptFileError, jsonable, load_json, load_unit, save_json, save_unit,
                      set_aside, write_atomic)
 from .betas import Betas, ScheduleError
 from .estimators import (Sandwich, consistency_check, grouped_bound, jeffreys_bound,
@@ -383,8 +383,8 @@ class BreadResult:
         return {"model": self.model, "status": self.status, "exit_code": self.exit_code,
                 "headline": self.headline(), "settings": self.settings,
                 "consistent": self.consistent, "problems": self.problems(),
-                "verdicts": [_jsonable(v.as_dict()) for v in self.verdicts()],
-                "extra": _jsonable(self.extra),
+                "verdicts": [jsonable(v.as_dict()) for v in self.verdicts()],
+                "extra": jsonable(self.extra),
                 "summary": json.loads(table.to_json(orient="records"))}
 
     def to_inference_data(self, n_steps: int | None = None):

@@ -50,10 +50,11 @@ from ..stan.compile import CompiledModel
 from ..stan.data import load_data
 from ..stan.tempered import StanTarget
 from ..store import load_if_sound, load_json, load_unit, save_json, save_unit
-from .bread import (SamplerSettings, _default_name, _program_text, check_resumable, fingerprints,
-                    output_directory)
+from .common import (check_resumable, default_name, fingerprints, output_directory,
+                     program_text)
+from .settings import SamplerSettings
 from .fit import FitSettings
-from .subjective import (BaseSettings, _full_data, _own_fit, _prior_base, _stan_model,
+from .subjective import (BaseSettings, full_data, own_fit, prior_base, stan_model,
                          load_reference)
 
 __all__ = ["aide", "parse_algorithm", "AIDESpecError"]
@@ -110,7 +111,7 @@ class _Setup:
             self._prior_target = StanTarget(self.model, self.data, threads=self.threads)
             self.stan = self._prior_target.full_model
         else:
-            self.stan = _stan_model(self.model, self.data, self.threads)
+            self.stan = stan_model(self.model, self.data, self.threads)
         self._cache: dict[str, Any] = {}
 
     def _once(self, key: str, make):
@@ -122,7 +123,7 @@ class _Setup:
         """Thinned reference draws (the user's, or the toolkit's own NUTS fit)."""
         def make():
             source = (self.reference if self.reference is not None
-                      else _own_fit(self.stan, self.fit_settings, self.seed, self.out))
+                      else own_fit(self.stan, self.fit_settings, self.seed, self.out))
             return load_reference(source, self.stan).thinned()[0]
         return self._once("reference", make)
 
@@ -140,7 +141,7 @@ class _Setup:
         """The AIS target, exact base draws and the tuned kernel (tuned once, saved)."""
         def make():
             if self.base.kind == "prior":
-                target, draw_base, _ = _prior_base(self._prior_target, self.simulator,
+                target, draw_base, _ = prior_base(self._prior_target, self.simulator,
                                                    self.data, self.threads)
             else:
                 q0 = self.q0()
@@ -172,7 +173,7 @@ class _Setup:
                 context = ShardContext(self._prior_target.compiled, dict(self.data), kernel)
             else:
                 compiled = self.stan.compiled
-                context = ShardContext(compiled, _full_data(compiled, self.data), kernel,
+                context = ShardContext(compiled, full_data(compiled, self.data), kernel,
                                        base=self.q0())
             shared = self.executor.share(context)
 
@@ -268,9 +269,9 @@ def aide(model, data=None, *, gold: Any = "ais:10000", target: Any = "advi-meanf
     the local default.
     """
     data = load_data(data)
-    program = model.program.code if isinstance(model, CompiledModel) else _program_text(model)
+    program = model.program.code if isinstance(model, CompiledModel) else program_text(model)
     name = name or (model.program.name if isinstance(model, CompiledModel)
-                    else _default_name(model))
+                    else default_name(model))
     out = Path(out_dir) if out_dir is not None else None
     for role, spec in (("gold", gold), ("target", target)):
         if isinstance(spec, str):
@@ -282,7 +283,7 @@ def aide(model, data=None, *, gold: Any = "ais:10000", target: Any = "advi-meanf
     setup = _Setup(model, data, base, sampler, schedule, simulator, reference, fit_settings,
                    seed, threads, out, progress, executor)
     header_parts = dict(
-        model=program, simulator=None if simulator is None else _program_text(simulator),
+        model=program, simulator=None if simulator is None else program_text(simulator),
         data={k: np.asarray(v).tolist() for k, v in data.items()}, base=asdict(base),
         sampler=asdict(sampler), schedule=asdict(schedule),
         gold={"spec": _spec_name(gold), "n_gold": n_gold, "m_gold": m_gold, "seed": seed},

@@ -59,30 +59,19 @@ from ..parallel.executor import Executor
 from ..stan.compile import CompiledModel
 from ..stan.simulator import Simulator, compile_with_simulator, draw_at, split_draw
 from ..stan.tempered import StanTarget
-from .bread import (
-    RunSettings,
-    SamplerSettings,
-    _constrained,
-    _default_name,
-    _prior_draws,
-    _program_text,
-    _simulate_problem,
-    check_program,
-    check_resumable,
-    fingerprints,
-    output_directory,
-    setup_warnings,
-    warn_if_costly,
-)
+from .common import (check_program, check_resumable, default_name, fingerprints,
+                     output_directory, program_text, setup_warnings, warn_if_costly)
+from .problem import constrained, prior_draws, simulate_problem
+from .settings import RunSettings, SamplerSettings
 from .data_check import data_check
 from .fit import FitResult, FitSettings, fit
 from .simulator_check import CheckSettings, SimulatorCheck, check_simulator
 from .protocol_result import (
-    _HEADER,
+    HEADER,
     ProtocolResult,
-    _replicate_path,
-    _save_direction,
-    _write_header,
+    replicate_path,
+    save_direction,
+    write_header,
 )
 
 __all__ = ["ProtocolSettings", "protocol"]
@@ -186,15 +175,15 @@ def _replicate_problem(name: str, model, fixed_sim: Simulator, data: Mapping, se
                        threads, k: int):
     """The k-th replicate: a fresh (theta, data) drawn with the fitted hyperparameters."""
     truth_k = draw_at(fixed_sim.simulate(1, derived_seed(seed, Purpose.REPLICATE_TRUTH, k)), 0)
-    return _simulate_problem(f"{name} (replicate {k})", model, fixed_sim, data, seed,
+    return simulate_problem(f"{name} (replicate {k})", model, fixed_sim, data, seed,
                              threads, truth_k)
 
 
 def _forward(target, kernel, tuned: TunedKernel, betas, prior, seed: int, every,
              steps_per_temperature: int, progress: bool) -> engine.AISRun:
     """Forward AIS of the protocol's forward-only runs (real data, replicates)."""
-    return engine._anneal(target, kernel, tuned.schedule(betas, steps_per_temperature),
-                          [engine._Group("forward", prior, seed, 0)],
+    return engine.anneal(target, kernel, tuned.schedule(betas, steps_per_temperature),
+                          [engine.Group("forward", prior, seed, 0)],
                           increments_every=every, progress=progress)[0]
 
 
@@ -258,7 +247,7 @@ def _replicates_on_dask(executor: Executor, result: ProtocolResult, out: Path | 
             (out / "replicates").mkdir(parents=True, exist_ok=True)
             TunedKernel.from_dict(tuned).save(out / "replicates" / f"tuning_r{k}.json")
             for T, done in forward.items():
-                _save_direction(_replicate_path(out, k, T), done)
+                save_direction(replicate_path(out, k, T), done)
         log.info("%s: replicate %d of %d done on Dask", name, k, settings.replicates)
 
     executor.run(_run_replicate, tasks, arrived, progress=run.progress,
@@ -285,7 +274,7 @@ def _header(name, model, simulator, data, sampler, run, settings) -> dict:
     # replicates may grow on resume, and the agreement / sweep-test thresholds act at
     # analysis time.
     fingerprint, parts = fingerprints(
-        kind="protocol", model=_program_text(model), simulator=_program_text(simulator),
+        kind="protocol", model=program_text(model), simulator=program_text(simulator),
         data={k: np.asarray(v).tolist() for k, v in data.items()}, sampler=asdict(sampler),
         tuning=asdict(sampler.tuning_config()), run=scored, fit=pset["fit"])
     return {"model": name, "fingerprint": fingerprint, "fingerprints": parts,
@@ -329,11 +318,11 @@ def _protocol(model, simulator, real_data, sampler: SamplerSettings, run: RunSet
               settings: ProtocolSettings, out: Path | None, name: str | None,
               executor: Executor | None = None) -> ProtocolResult:
     data = load_data(real_data)
-    name = name or _default_name(model)
+    name = name or default_name(model)
     header = _header(name, model, simulator, data, sampler, run, settings)
     previous = None
     if out is not None:
-        saved = load_if_sound(out / _HEADER, load_json)
+        saved = load_if_sound(out / HEADER, load_json)
         if saved is not None:
             check_resumable(out, saved.get("settings", {}), header)
             previous = ProtocolResult.load(out)
@@ -379,7 +368,7 @@ def _protocol(model, simulator, real_data, sampler: SamplerSettings, run: RunSet
     fixed_sim = Simulator(sim_compiled, data, hyper=hyper, threads=run.threads)
     truth = draw_at(fixed_sim.simulate(1, derived_seed(run.seed, Purpose.TRUTH)), 0)
     _, overrides = split_draw(truth, compiled)
-    problem = _simulate_problem(name + " (simulated)", model, fixed_sim, data, run.seed,
+    problem = simulate_problem(name + " (simulated)", model, fixed_sim, data, run.seed,
                                 run.threads, truth)
 
     # Do data simulated at eta_hat look like the real data at all?
@@ -409,11 +398,11 @@ def _protocol(model, simulator, real_data, sampler: SamplerSettings, run: RunSet
         result.extra.update({k: v for k, v in previous.extra.items() if k not in extra})
     result.extra["executor"] = (executor or Executor()).describe()
     if out is not None:
-        _write_header(out, result)
+        write_header(out, result)
 
     # 3. Kernels tuned along beta on each data set (pilot chains from the full prior).
     t0 = time.perf_counter()
-    pilot = _prior_draws(problem, prior_sim, sampler.pilot_chains,
+    pilot = prior_draws(problem, prior_sim, sampler.pilot_chains,
                          derived_seed(run.seed, Purpose.PILOT))
     tuned_sim = _tuned(out / "tuning_sim.json" if out else None, problem.target, kernel, base,
                        pilot, derived_seed(run.seed, Purpose.PILOT), sampler, run.progress)
@@ -460,7 +449,7 @@ def _protocol(model, simulator, real_data, sampler: SamplerSettings, run: RunSet
         if starts_path is not None:
             save_unit(starts_path, {f"S{S}": v for S, v in starts.items()}, {})
     if out is not None:
-        _write_header(out, result)
+        write_header(out, result)
         result.sim.save_header(out / "sim")
 
     def step_inputs(T: int):
@@ -468,7 +457,7 @@ def _protocol(model, simulator, real_data, sampler: SamplerSettings, run: RunSet
         every = (None if run.increment_blocks is None
                  else max(1, math.ceil((T - 1) / run.increment_blocks)))
         return (run.schedule.lazy(T, tuned_sim), every,
-                _prior_draws(problem, prior_sim, run.chains,
+                prior_draws(problem, prior_sim, run.chains,
                              derived_seed(run.seed, Purpose.PRIOR, T)))
 
     if executor is not None and executor.kind == "dask":
@@ -481,21 +470,21 @@ def _protocol(model, simulator, real_data, sampler: SamplerSettings, run: RunSet
         fwd_done = {st.n_steps: st for st in result.sim.steps}.get(T)
         missing = [S for S in settings.s_sweep if (S, T) not in result.reverse_sweep]
         chain_seed = derived_seed(run.seed, Purpose.CHAINS, T)
-        groups = [] if fwd_done is not None else [engine._Group("forward", prior, chain_seed, 0)]
+        groups = [] if fwd_done is not None else [engine.Group("forward", prior, chain_seed, 0)]
         # Stream 1 + S: a reverse chain's randomness depends on its S, not on the sweep.
-        groups += [engine._Group("reverse", starts[S], chain_seed, 1 + S) for S in missing]
+        groups += [engine.Group("reverse", starts[S], chain_seed, 1 + S) for S in missing]
         if groups:
-            runs = engine._anneal(problem.target, kernel,
+            runs = engine.anneal(problem.target, kernel,
                                tuned_sim.schedule(betas, sampler.steps_per_temperature), groups,
                                increments_every=every, progress=run.progress)
             if fwd_done is None:
                 fwd = runs.pop(0)
                 fwd_done = StepResult(T, fwd.to_direction_result(), None, betas,
-                                      _constrained(problem, fwd.final_positions))
+                                      constrained(problem, fwd.final_positions))
             for S, r in zip(missing, runs):
                 result.reverse_sweep[(S, T)] = r.to_direction_result()
                 if out is not None:
-                    _save_direction(out / "sweep" / f"reverse_S{S}_T{T}.npz",
+                    save_direction(out / "sweep" / f"reverse_S{S}_T{T}.npz",
                                     result.reverse_sweep[(S, T)])
         step = StepResult(T, fwd_done.forward, result.reverse_sweep[(settings.s_main, T)],
                           betas, fwd_done.draws)
@@ -514,7 +503,7 @@ def _protocol(model, simulator, real_data, sampler: SamplerSettings, run: RunSet
                            sampler.steps_per_temperature, run.progress)
             done = fwd.to_direction_result()
             if path is not None:
-                _save_direction(path, done)
+                save_direction(path, done)
             log.info("%s: %s, T=%d: median forward estimate %.4g, %.1f s", name, label, T,
                      float(np.median(fwd.log_estimates)), fwd.wall_time)
             return done
@@ -532,7 +521,7 @@ def _protocol(model, simulator, real_data, sampler: SamplerSettings, run: RunSet
                 done[T] = forward_only(
                     rep_problem.target, rep_tuned,
                     derived_seed(run.seed, Purpose.REPLICATE_CHAINS, k, T),
-                    _replicate_path(out, k, T) if out is not None else None,
+                    replicate_path(out, k, T) if out is not None else None,
                     f"replicate {k} of {settings.replicates}")
     result.sim.steps.sort(key=lambda s: s.n_steps)
     if out is not None:

@@ -69,7 +69,8 @@ from ..stan.data import load_data
 from ..stan.simulator import Simulator, compile_with_simulator, split_draw
 from ..stan.tempered import StanTarget
 from ..ais.tuning import TunedKernel, tune
-from .bread import SamplerSettings, _prior_draws, _simulate_problem
+from .problem import prior_draws, simulate_problem
+from .settings import SamplerSettings
 
 __all__ = ["CheckSettings", "SimulatorCheck", "check_simulator"]
 
@@ -331,10 +332,10 @@ def check_simulator(model, simulator, data=None, *, sampler: SamplerSettings = S
     kernel, base = sampler.make()
     k = settings.transitions
     try:
-        problem = _simulate_problem("check", compiled, sim, data,
+        problem = simulate_problem("check", compiled, sim, data,
                                     derived_seed(seed, Purpose.CHECK_TUNE), threads)
         if tuned is None:
-            pilot = _prior_draws(problem, sim, sampler.pilot_chains,
+            pilot = prior_draws(problem, sim, sampler.pilot_chains,
                                  derived_seed(seed, Purpose.CHECK_TUNE))
             tuned = tune(problem.target, kernel, base, pilot,
                          seed=derived_seed(seed, Purpose.CHECK_TUNE),

@@ -54,13 +54,15 @@ from ..stan.tempered import PRIOR_ONLY, StanTarget
 from ..parallel.executor import Executor
 from ..parallel.shards import ShardContext
 from ..rng import Purpose, derived_seed
-from .bread import (RunSettings, SamplerSettings, _default_name, _program_text, _resume,
-                    fingerprints, output_directory, run_steps_in_shards,
-                    setup_warnings)
+from .bread import run_steps_in_shards
+from .common import (default_name, fingerprints, output_directory, program_text, resume_steps,
+                     setup_warnings)
+from .settings import RunSettings, SamplerSettings
 from .fit import FitResult, FitSettings, fit
 
 __all__ = ["BaseSettings", "Reference", "ReferenceError", "load_reference", "reference_check",
-           "subjective", "RHAT_MAX", "ESS_MIN"]
+           "subjective", "RHAT_MAX", "ESS_MIN", "full_data", "own_fit", "prior_base",
+           "stan_model"]
 
 log = logging.getLogger(__name__)
 
@@ -236,19 +238,19 @@ def reference_check(ais_draws: np.ndarray, reference_draws: np.ndarray, *,
             "z_mean": float(z_mean[k]), "sd_ratio": float(sd_ratio[k]), "alpha": alpha}
 
 
-def _full_data(compiled: CompiledModel, data: Mapping) -> dict:
+def full_data(compiled: CompiledModel, data: Mapping) -> dict:
     values = dict(data)
     if PRIOR_ONLY in compiled.data_variables:
         values[PRIOR_ONLY] = 0  # the full joint density: the path needs nothing else
     return values
 
 
-def _stan_model(model, data: Mapping, threads) -> StanModel:
+def stan_model(model, data: Mapping, threads) -> StanModel:
     compiled = model if isinstance(model, CompiledModel) else compile_model(model)
-    return StanModel(compiled, _full_data(compiled, data), threads=threads)
+    return StanModel(compiled, full_data(compiled, data), threads=threads)
 
 
-def _own_fit(stan: StanModel, settings: FitSettings, seed: int, out: Path | None) -> FitResult:
+def own_fit(stan: StanModel, settings: FitSettings, seed: int, out: Path | None) -> FitResult:
     """The toolkit's NUTS on the data (saved in ``out/reference_fit`` and reused)."""
     where = out / "reference_fit" if out is not None else None
     if where is not None and FitResult.exists(where):
@@ -330,7 +332,7 @@ def _check_steps(result: BreadResult, stan: StanModel, reference: np.ndarray) ->
     return problems
 
 
-def _prior_base(target: StanTarget, simulator, data: Mapping, threads):
+def prior_base(target: StanTarget, simulator, data: Mapping, threads):
     """The prior as AIS's initial distribution: the model's split target, exact prior
     draws from the simulator (its data outputs are ignored), and what to record."""
     sim = Simulator(simulator, data, threads=threads)
@@ -360,9 +362,9 @@ def subjective(model, data=None, *, reference: Any = None, simulator=None,
     shard saved in ``out_dir/shards``.
     """
     data = load_data(data)
-    program = model.program.code if isinstance(model, CompiledModel) else _program_text(model)
+    program = model.program.code if isinstance(model, CompiledModel) else program_text(model)
     name = name or (model.program.name if isinstance(model, CompiledModel)
-                    else _default_name(model))
+                    else default_name(model))
     out = Path(out_dir) if out_dir is not None else None
     if base.kind == "prior":
         if simulator is None:
@@ -371,11 +373,11 @@ def subjective(model, data=None, *, reference: Any = None, simulator=None,
         prior_target = StanTarget(model, data, threads=run.threads)  # needs prior_only
         stan = prior_target.full_model
     else:
-        stan = _stan_model(model, data, run.threads)
+        stan = stan_model(model, data, run.threads)
 
     t0 = time.perf_counter()
     if reference is None:
-        ref = load_reference(_own_fit(stan, fit_settings, run.seed, out), stan)
+        ref = load_reference(own_fit(stan, fit_settings, run.seed, out), stan)
         ref_key: Any = {"own_fit": asdict(fit_settings)}
     else:
         ref = load_reference(reference, stan)
@@ -396,7 +398,7 @@ def subjective(model, data=None, *, reference: Any = None, simulator=None,
         log.warning("%s: %s", name, problem)
 
     if base.kind == "prior":
-        target, draw_base, base_info = _prior_base(prior_target, simulator, data, run.threads)
+        target, draw_base, base_info = prior_base(prior_target, simulator, data, run.threads)
         shard_source = (prior_target.compiled, dict(data), None)
     else:
         all_draws = ref.unconstrained.reshape(-1, stan.dim)
@@ -404,7 +406,7 @@ def subjective(model, data=None, *, reference: Any = None, simulator=None,
               else GaussianBase.laplace(stan, all_draws.mean(axis=0), base.widen))
         target = GaussianBaseTarget(stan, q0)
         base_info = {"kind": "gaussian", **q0.to_dict()}
-        shard_source = (stan.compiled, _full_data(stan.compiled, data), q0)
+        shard_source = (stan.compiled, full_data(stan.compiled, data), q0)
 
         def draw_base(n, seed):
             return q0.sample(np.random.default_rng(seed), n)
@@ -412,7 +414,7 @@ def subjective(model, data=None, *, reference: Any = None, simulator=None,
     scored = {k: v for k, v in asdict(run).items()
               if k not in ("steps", "progress", "threads", "check_simulator")}
     fingerprint, parts = fingerprints(
-        model=program, simulator=None if simulator is None else _program_text(simulator),
+        model=program, simulator=None if simulator is None else program_text(simulator),
         data={k: np.asarray(v).tolist() for k, v in data.items()}, sampler=asdict(sampler),
         tuning=asdict(sampler.tuning_config()), run=scored, base=asdict(base), reference=ref_key)
     header = {"model": name, "method": "subjective", "fingerprint": fingerprint,
@@ -451,7 +453,7 @@ def _run_steps(result: BreadResult, out: Path | None, target, draw_base, reverse
     ``shard_source``: compiled model, data, Gaussian base or None), saving each as it
     finishes; draws are stored constrained."""
     name, stan = result.model, target.full_model
-    done = _resume(result, out, result.settings) if out is not None else set()
+    done = resume_steps(result, out, result.settings) if out is not None else set()
     kernel, base_params = sampler.make()
     tuned_path = out / "tuning.json" if out is not None else None
     tuned = load_if_sound(tuned_path, TunedKernel.load) if tuned_path is not None else None

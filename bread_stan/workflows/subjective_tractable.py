@@ -30,7 +30,7 @@ from ..approx import GaussianApproximation, approximate
 from ..store import save_json
 from ..stan.data import load_data
 from .fit import FitSettings
-from .subjective import Reference, ReferenceError, _own_fit, _stan_model, load_reference
+from .subjective import Reference, ReferenceError, own_fit, stan_model, load_reference
 
 __all__ = ["TractableDivergence", "subjective_tractable", "subjective_approximation"]
 
@@ -143,11 +143,11 @@ def subjective_approximation(model, data=None, *, approximation: str = "laplace"
     With ``out_dir`` the result, the approximation and the timings are written to
     ``out_dir/subjective_tractable.json`` (key ``"subjective_divergence"`` holds D_SBJ).
     """
-    stan = _stan_model(model, load_data(data), threads)
+    stan = stan_model(model, load_data(data), threads)
     out = Path(out_dir) if out_dir is not None else None
     t0 = time.perf_counter()
     if reference is None:
-        reference = _own_fit(stan, fit_settings, seed, out)
+        reference = own_fit(stan, fit_settings, seed, out)
     t1 = time.perf_counter()
     fitted = approximate(stan, approximation, seed=seed, **dict(options or {}))
     t2 = time.perf_counter()
