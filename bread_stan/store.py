@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterator, TypeVar
 
 import numpy as np
 
-from .errors import BreadStanError
+from .errors import BreadStanError, InputError
 
 try:
     import fcntl
@@ -121,7 +121,7 @@ def load_json(path: str | os.PathLike) -> Any:
 def save_unit(path: str | os.PathLike, arrays: dict[str, np.ndarray], meta: dict) -> None:
     """One ``.npz`` file holding ``arrays`` and the JSON ``meta``, written atomically."""
     if _META in arrays:
-        raise ValueError(f"array name {_META!r} is reserved")
+        raise InputError(f"array name {_META!r} is reserved")
     buffer = io.BytesIO()
     text = json.dumps(jsonable(meta), default=float)
     np.savez_compressed(buffer, **arrays, **{_META: np.frombuffer(text.encode(), np.uint8)})

@@ -34,6 +34,7 @@ from ..ais.gaussian_base import joint_density
 from ..kernels.base import Kernel, initial_state
 from ..rng import ChainRandom, Purpose, derived_seed
 from ..target import Target
+from ..errors import InputError
 
 __all__ = ["Cost", "AlgorithmRuns", "MetaInference", "InferenceAlgorithm", "TractableAlgorithm",
            "AISAlgorithm", "SIRAlgorithm", "ReferenceAlgorithm", "log_density_of"]
@@ -100,13 +101,13 @@ def log_density_of(approximation: Any, points: np.ndarray) -> np.ndarray:
 def _check_outputs(outputs, dim: int) -> np.ndarray:
     x = np.ascontiguousarray(outputs, dtype=float)
     if x.ndim != 2 or x.shape[1] != dim:
-        raise ValueError(f"outputs must have shape (n, {dim}), got {x.shape}")
+        raise InputError(f"outputs must have shape (n, {dim}), got {x.shape}")
     return x
 
 
 def _check_count(name: str, value, least: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
-        raise ValueError(f"{name} must be a whole number >= {least}, got {value!r}")
+        raise InputError(f"{name} must be a whole number >= {least}, got {value!r}")
     return int(value)
 
 
@@ -168,7 +169,7 @@ class ReferenceAlgorithm:
     def __init__(self, draws: np.ndarray, source: Any, name: str = "reference"):
         self.draws = np.ascontiguousarray(draws, dtype=float)
         if self.draws.ndim != 2 or self.draws.shape[0] < 2:
-            raise ValueError(f"reference draws must have shape (n >= 2, d), got "
+            raise InputError(f"reference draws must have shape (n >= 2, d), got "
                              f"{self.draws.shape}")
         self._density = joint_density(source)
         self.name = name
@@ -183,7 +184,7 @@ class ReferenceAlgorithm:
     def run(self, n: int, seed: int) -> AlgorithmRuns:
         n = _check_count("n", n)
         if n > self.draws.shape[0]:
-            raise ValueError(f"asked for {n} gold runs but there are only "
+            raise InputError(f"asked for {n} gold runs but there are only "
                              f"{self.draws.shape[0]} reference draws; give more draws or "
                              "fewer gold runs")
         t0 = time.perf_counter()

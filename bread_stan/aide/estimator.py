@@ -27,6 +27,7 @@ from scipy.special import logsumexp
 
 from ..rng import Purpose, derived_seed
 from .algorithms import Cost, InferenceAlgorithm
+from ..errors import InputError
 
 __all__ = ["GoldSide", "AIDEResult", "gold_side", "estimate_aide"]
 
@@ -43,7 +44,7 @@ def _traces(algorithm: InferenceAlgorithm, m: int) -> int:
 
 def _check_count(name: str, value, least: int) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
-        raise ValueError(f"{name} must be a whole number >= {least}, got {value!r}")
+        raise InputError(f"{name} must be a whole number >= {least}, got {value!r}")
     return int(value)
 
 
@@ -150,21 +151,21 @@ def estimate_aide(gold: InferenceAlgorithm | GoldSide, target: InferenceAlgorith
     if isinstance(gold, GoldSide):
         side, algorithm = gold, gold_algorithm
         if algorithm is None:
-            raise ValueError("with a finished GoldSide, give the gold algorithm as "
+            raise InputError("with a finished GoldSide, give the gold algorithm as "
                              "gold_algorithm (its meta-inference runs at the target's outputs)")
         if side.seed != seed:
-            raise ValueError(f"the GoldSide was made with seed {side.seed}, not {seed}")
+            raise InputError(f"the GoldSide was made with seed {side.seed}, not {seed}")
     else:
         algorithm = gold
         side = gold_side(gold, n_gold, m_gold, seed=seed)
     if getattr(target, "normalised", True) is False:
-        raise ValueError(f"{target.name} (reference draws) can only be the gold standard: as a "
+        raise InputError(f"{target.name} (reference draws) can only be the gold standard: as a "
                          "target it would only assert its own exactness")
     if target.dim != algorithm.dim or side.outputs.shape[1] != target.dim:
-        raise ValueError(f"gold and target live in different spaces ({algorithm.dim} and "
+        raise InputError(f"gold and target live in different spaces ({algorithm.dim} and "
                          f"{target.dim} unconstrained coordinates)")
     if not 0 < level < 1:
-        raise ValueError(f"level must be in (0, 1), got {level}")
+        raise InputError(f"level must be in (0, 1), got {level}")
     n_t = _check_count("n_target", n_target, 2)
     m_t = _traces(target, _check_count("m_target", m_target, 1))
     m_g = side.m

@@ -27,6 +27,7 @@ from .betas import Betas, ScheduleError
 from .estimators import (Sandwich, consistency_check, grouped_bound, jeffreys_bound,
                          log_ml_sandwich, one_sided_bounds)
 from .verdict import EXIT_CODES, StepVerdict, VerdictSettings, judge_step
+from ..errors import InputError
 
 __all__ = ["DirectionResult", "StepResult", "BreadResult"]
 
@@ -163,7 +164,7 @@ class StepResult:
         if f.cumulative is None or r.cumulative is None:
             return None
         if not np.array_equal(f.cumulative_at, r.cumulative_at):
-            raise ValueError("forward and reverse increments were recorded at different temperatures")
+            raise InputError("forward and reverse increments were recorded at different temperatures")
         mean_f = np.diff(np.concatenate([[0.0], f.cumulative.mean(axis=0)]))
         mean_r = np.diff(np.concatenate([[0.0], r.cumulative.mean(axis=0)]))
         at = np.asarray(f.cumulative_at)

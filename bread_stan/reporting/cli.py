@@ -46,6 +46,7 @@ import argparse
 import contextlib
 import logging
 import sys
+import traceback
 from pathlib import Path
 
 __all__ = ["main"]
@@ -147,7 +148,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Bound how far AIS/HMC output is from the exact posterior of a Stan model.",
         epilog="exit status: 0 converged at some T; 3 a check failed (no bound reported); "
                "4 ran and passed its checks but converged at no T; 2 bad input; "
-               "130 interrupted")
+               "1 an internal error (a bug); 130 interrupted")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -625,18 +626,39 @@ def main(argv: list[str] | None = None) -> int:
                 "info": _cmd_info}
     try:
         return commands[args.command](args)
-    except (BreadStanError, ValueError) as error:
+    except BaseException as error:  # the one exit policy of the command line
+        return _exit_status(args, error)
+
+
+EXIT_BAD_INPUT, EXIT_BUG, EXIT_INTERRUPTED = 2, 1, 130
+
+
+def _exit_status(args, error: BaseException) -> int:
+    """The exit policy, in one place: the toolkit's own errors (BreadStanError) and OS
+    errors are bad input (exit 2, one line naming the problem); Ctrl-C exits 130;
+    anything else is a bug in bread-stan (exit 1, one line saying so, the traceback
+    under ``--verbose``)."""
+    if isinstance(error, BreadStanError):
         # Problems with the user's input: the message names the problem and the fix.
         print(f"bread-stan {args.command}: error: {error}", file=sys.stderr)
-        return 2
-    except OSError as error:
+        return EXIT_BAD_INPUT
+    if isinstance(error, OSError):
         # File-system problems (missing file, permissions, full disk): one line.
         print(f"bread-stan {args.command}: error: {_os_message(error)}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
+        return EXIT_BAD_INPUT
+    if isinstance(error, KeyboardInterrupt):
         print("\ninterrupted: finished step counts are saved; rerun the same command to "
               "continue", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
+    if not isinstance(error, Exception):  # SystemExit and the like pass through
+        raise error
+    if args.verbose:
+        traceback.print_exception(error, file=sys.stderr)
+    print(f"bread-stan {args.command}: internal error (a bug in bread-stan, please report "
+          f"it): {type(error).__name__}: {error}"
+          + ("" if args.verbose else "; rerun with --verbose for the traceback"),
+          file=sys.stderr)
+    return EXIT_BUG
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from ..errors import CompilerError, StanCompileError
+from ..errors import CompilerError, InputError, StanCompileError
 from ..store import (CorruptFileError, OutputDirectoryError, check_writable, load_json, lock,
                      save_json, write_atomic)
 from .toolchain import Toolchain, find_toolchain
@@ -107,7 +107,7 @@ def read_program(program: str | os.PathLike | Program) -> Program:
         return program
     if type(program).__name__ == "CmdStanModel":  # cmdstanpy is optional: no import
         if not program.stan_file:
-            raise ValueError(f"the CmdStanModel {program.name!r} has no Stan file (built from "
+            raise InputError(f"the CmdStanModel {program.name!r} has no Stan file (built from "
                              "an executable); give the .stan program instead")
         program = Path(program.stan_file)
     text = str(program)

@@ -22,7 +22,7 @@ import numpy as np
 
 from .compile import DEFAULT_STANC_ARGS, CompiledModel, Program, compile_model
 from .data import DataLike, to_json_value, to_stan_json
-from ..errors import StanDataError, StanEvaluationError
+from ..errors import InputError, StanDataError, StanEvaluationError
 
 __all__ = ["StanModel", "Library", "load_library", "variable_shapes"]
 
@@ -160,14 +160,14 @@ def _address(array: np.ndarray) -> int:
 def _as_points(points: np.ndarray, d: int) -> np.ndarray:
     points = np.ascontiguousarray(points, dtype=np.float64)
     if points.ndim != 2 or points.shape[1] != d:
-        raise ValueError(f"expected an array of shape (n, {d}), got {points.shape}")
+        raise InputError(f"expected an array of shape (n, {d}), got {points.shape}")
     return points
 
 
 def _as_vector(u: np.ndarray, d: int) -> np.ndarray:
     u = np.ascontiguousarray(u, dtype=np.float64)
     if u.shape != (d,):
-        raise ValueError(f"expected an array of shape ({d},), got {u.shape}")
+        raise InputError(f"expected an array of shape ({d},), got {u.shape}")
     return u
 
 
@@ -176,7 +176,7 @@ def _out(out: np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray:
         return np.empty(shape)
     if out.shape != shape or out.dtype != np.float64 or not out.flags.c_contiguous \
             or not out.flags.writeable:
-        raise ValueError(f"out must be a writeable C-contiguous float64 array of shape {shape}")
+        raise InputError(f"out must be a writeable C-contiguous float64 array of shape {shape}")
     return out
 
 
@@ -187,7 +187,14 @@ class StanModel:
     ``data`` a dict (numbers, lists, numpy or pandas values) or a JSON path.
     ``threads`` is the default thread count of batched calls (None: all cores).
     Compile options (``stanc_args``, ``cxxflags``, ``user_header``) go to
-    :func:`bread_stan.compile.compile_model`.
+    :func:`bread_stan.stan.compile.compile_model`.
+
+    Unlike ``bridgestan.StanModel``, whose density methods default to
+    ``propto=True`` (constants dropped), every density method here defaults to
+    ``propto=False``: the normalising constants are kept, since log p(y) and the
+    bounds on it are only right with them (dropping them shifts the prior and
+    the likelihood apart and breaks the sandwich).  Pass ``propto=True`` for
+    BridgeStan's numbers.
     """
 
     def __init__(self, program: str | os.PathLike | Program | CompiledModel,
@@ -280,7 +287,10 @@ class StanModel:
 
     def log_density(self, u: np.ndarray, *, propto: bool = False,
                     jacobian: bool = True) -> float:
-        """Log density at the unconstrained point ``u``; raises on a Stan error."""
+        """Log density at the unconstrained point ``u``; raises on a Stan error.
+
+        ``propto`` defaults to False (constants kept), where BridgeStan's
+        same-named method defaults to True: see the class docstring."""
         u = _as_vector(u, self.dim)
         lp, err = ctypes.c_double(), ctypes.c_char_p()
         if self.lib.bs_log_density(self._ptr, propto, jacobian, _address(u),
@@ -368,7 +378,7 @@ class StanModel:
         (seed, i + 1), so results do not depend on batching.
         """
         if include_gq and seed is None:
-            raise ValueError("include_gq=True needs a seed for the generated quantities")
+            raise InputError("include_gq=True needs a seed for the generated quantities")
         u = np.ascontiguousarray(u, dtype=np.float64)
         single = u.ndim == 1
         points = _as_points(u[None, :] if single else u, self.dim)

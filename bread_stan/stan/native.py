@@ -22,6 +22,7 @@ import numpy as np
 from ..kernels.integrator import is_shared
 from ..target import Evaluation
 from .model import StanModel, _address
+from ..errors import InputError
 
 __all__ = ["NativeKernels", "NativeStep"]
 
@@ -73,7 +74,7 @@ class NativeKernels:
     def __init__(self, full: StanModel, prior: StanModel | None = None, threads: int = 0,
                  base=None):
         if prior is not None and base is not None:
-            raise ValueError("give a prior instance or a Gaussian base, not both")
+            raise InputError("give a prior instance or a Gaussian base, not both")
         self.full, self.prior, self.threads = full, prior, int(threads)
         self.lib = full.lib
         # GaussianBase.native_block(): [log normaliser, mean, sd or (L^-1, L^-T)]
@@ -88,13 +89,13 @@ class NativeKernels:
     def _state(self, position, evaluation, beta, step_size, inv_metric, momentum):
         n, d = position.shape
         if evaluation.grad_prior is None or evaluation.grad_lik is None:
-            raise ValueError("this kernel needs gradients; build the state with gradient=True")
+            raise InputError("this kernel needs gradients; build the state with gradient=True")
         args = [_f64(position), _f64(evaluation.log_prior), _f64(evaluation.log_lik),
                 _f64(evaluation.grad_prior), _f64(evaluation.grad_lik),
                 _f64(np.broadcast_to(beta, (n,))), _f64(np.broadcast_to(step_size, (n,)))]
         metric = np.asarray(inv_metric, dtype=np.float64)
         if metric.shape not in ((n, d), (n, d, d)):
-            raise ValueError(f"the inverse metric must be (n, d) or (n, d, d), got {metric.shape}")
+            raise InputError(f"the inverse metric must be (n, d) or (n, d, d), got {metric.shape}")
         return args, metric, _f64(momentum)
 
     def _outputs(self, n: int, d: int, n_stats: int, n_flags: int):

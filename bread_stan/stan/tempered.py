@@ -25,7 +25,7 @@ import numpy as np
 from .compile import (DEFAULT_STANC_ARGS, CompiledModel, Program, compile_model,
                       read_program, stanc_info)
 from .data import DataLike, load_data
-from ..errors import ModelSetupError, PriorOnlyMissingError
+from ..errors import InputError, ModelSetupError, PriorOnlyMissingError
 from .model import StanModel, _address, _as_points, _out
 from .native import NativeKernels
 from ..target import Evaluation
@@ -74,7 +74,7 @@ class StanTarget:
         if PRIOR_ONLY in values:
             logger.warning("ignoring prior_only in the data: StanTarget sets it itself")
         if prior_model is not None and prior_model.compiled.library != model.library:
-            raise ValueError("prior_model is an instance of another program")
+            raise InputError("prior_model is an instance of another program")
         self.prior_model = prior_model or StanModel(model, {**values, PRIOR_ONLY: 1},
                                                     threads=threads)
         self.full_model = StanModel(model, {**values, PRIOR_ONLY: 0}, threads=threads)

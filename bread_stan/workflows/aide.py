@@ -42,7 +42,7 @@ from ..ais.betas import ScheduleSpec
 from ..ais.gaussian_base import GaussianBase, GaussianBaseTarget
 from ..ais.tuning import TunedKernel, tune
 from ..approx import METHODS, approximate
-from ..errors import BreadStanError
+from ..errors import BreadStanError, InputError
 from ..parallel.executor import Executor
 from ..parallel.shards import ShardContext, run_on_target
 from ..rng import Purpose, derived_seed
@@ -106,7 +106,7 @@ class _Setup:
     def __post_init__(self):
         if self.base.kind == "prior":
             if self.simulator is None:
-                raise ValueError("the prior base needs a simulator program (exact prior "
+                raise InputError("the prior base needs a simulator program (exact prior "
                                  "draws); give one, or use the Gaussian base")
             self._prior_target = StanTarget(self.model, self.data, threads=self.threads)
             self.stan = self._prior_target.full_model

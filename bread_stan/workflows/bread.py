@@ -48,6 +48,7 @@ from .common import (ResumeMismatchError, check_program, default_name,
 from .problem import Problem, constrained, prior_draws, problem_seed, simulate_problem
 from .settings import RunSettings, SamplerSettings
 from .simulator_check import CheckSettings, SimulatorCheck, check_simulator
+from ..errors import InputError
 
 __all__ = ["SamplerSettings", "RunSettings", "VerdictSettings", "bread", "compare",
            "ResumeMismatchError"]
@@ -345,13 +346,13 @@ def _check_known_bounds(known: Mapping[str, float] | None) -> None:
     known = dict(known or {})
     unknown = sorted(set(known) - {"upper", "lower"})
     if unknown:
-        raise ValueError(f"known_log_ml_bounds takes 'upper' and 'lower', not {unknown}")
+        raise InputError(f"known_log_ml_bounds takes 'upper' and 'lower', not {unknown}")
     for side, value in known.items():
         if not np.isfinite(value):
-            raise ValueError(f"the known {side} bound on log p(y) must be a finite number, "
+            raise InputError(f"the known {side} bound on log p(y) must be a finite number, "
                              f"not {value}")
     if known.get("upper", np.inf) < known.get("lower", -np.inf):
-        raise ValueError(f"the known upper bound {known['upper']:g} on log p(y) lies below "
+        raise InputError(f"the known upper bound {known['upper']:g} on log p(y) lies below "
                          f"the known lower bound {known['lower']:g}: swap them "
                          "(--known-upper takes the larger)")
 

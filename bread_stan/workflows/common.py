@@ -22,7 +22,7 @@ import numpy as np
 
 from ..ais.results import BreadResult, load_steps
 from ..ais.tuning import TunedKernel
-from ..errors import BreadStanError
+from ..errors import BreadStanError, InputError
 from ..stan.compile import CompiledModel
 from ..store import check_writable, clean_temporaries, load_if_sound, load_json, lock
 
@@ -61,7 +61,7 @@ def check_program(role: str, program) -> None:
     if isinstance(program, (CompiledModel, os.PathLike)) or (
             isinstance(program, str) and program.strip()):
         return
-    raise ValueError(f"{role} must be a Stan program: the path of a .stan file, the program "
+    raise InputError(f"{role} must be a Stan program: the path of a .stan file, the program "
                      f"text, or a compiled model; got {program!r}")
 
 

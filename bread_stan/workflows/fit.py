@@ -46,7 +46,7 @@ import numpy as np
 import pandas as pd
 
 from ..ais.tuning import DualAveraging, regularised_variance
-from ..errors import ToolchainError
+from ..errors import InputError, ToolchainError
 from ..kernels.base import initial_state
 from ..kernels.nuts import NUTS, NUTSParams
 from ..rng import ChainRandom, Stream
@@ -81,11 +81,11 @@ class FitSettings:
 
     def __post_init__(self):
         if self.sampler not in SAMPLERS:
-            raise ValueError(f"unknown fit sampler {self.sampler!r}; use 'toolkit' or 'cmdstan'")
+            raise InputError(f"unknown fit sampler {self.sampler!r}; use 'toolkit' or 'cmdstan'")
         if self.hyper_summary not in ("median", "mean"):
-            raise ValueError("hyper_summary must be 'median' or 'mean'")
+            raise InputError("hyper_summary must be 'median' or 'mean'")
         if self.chains < 2 or self.draws < 4:
-            raise ValueError("the fit needs at least 2 chains and 4 draws (for R-hat)")
+            raise InputError("the fit needs at least 2 chains and 4 draws (for R-hat)")
 
 
 @dataclass
@@ -199,7 +199,7 @@ def _own_nuts(target: StanTarget, inits: np.ndarray, settings: FitSettings, seed
     state = initial_state(target, inits, gradient=True)
     bad = ~np.isfinite(state.evaluation.log_prior + state.evaluation.log_lik)
     if bad.any():
-        raise ValueError(f"{int(bad.sum())} initial points of the fit have zero posterior "
+        raise InputError(f"{int(bad.sum())} initial points of the fit have zero posterior "
                          "density")
     beta = np.ones(n)
     step = np.full(n, 0.1)
@@ -352,7 +352,7 @@ def fit(target: StanTarget, inits: np.ndarray, *, settings: FitSettings = FitSet
     """
     inits = np.ascontiguousarray(np.asarray(inits, dtype=float))
     if inits.ndim != 2 or inits.shape != (settings.chains, target.dim):
-        raise ValueError(f"fit needs ({settings.chains}, {target.dim}) initial points, "
+        raise InputError(f"fit needs ({settings.chains}, {target.dim}) initial points, "
                          f"got {inits.shape}")
     t0 = time.perf_counter()
     if settings.sampler == "cmdstan":

@@ -24,7 +24,7 @@ model, simulator and real data set:
    its largest forward estimate, with an :class:`Agreement` score and flag;
    (b) the :class:`SweepTest` of whether the reverse curves move with S;
    (c) the Jeffreys bound on D_sim against steps and wall time (a
-   :class:`~bread_stan.results.BreadResult` of the simulated data, forward
+   :class:`~bread_stan.ais.results.BreadResult` of the simulated data, forward
    chains with the reverse chains of the largest S).
 
 Everything is saved as it finishes into ``out_dir`` and a rerun with the same
@@ -73,6 +73,7 @@ from .protocol_result import (
     save_direction,
     write_header,
 )
+from ..errors import InputError
 
 __all__ = ["ProtocolSettings", "protocol"]
 
@@ -108,21 +109,21 @@ class ProtocolSettings:
     def __post_init__(self):
         sweep = tuple(sorted(set(int(s) for s in self.s_sweep)))
         if not sweep or min(sweep) < 0:
-            raise ValueError("s_sweep must be non-negative numbers of transitions")
+            raise InputError("s_sweep must be non-negative numbers of transitions")
         object.__setattr__(self, "s_sweep", sweep)
         if self.replicates < 0:
-            raise ValueError("replicates must be >= 0 (the agreement score needs >= 1, "
+            raise InputError("replicates must be >= 0 (the agreement score needs >= 1, "
                              "and is well calibrated from about 4)")
         if self.replicate_max_steps is not None and self.replicate_max_steps < 1:
-            raise ValueError("replicate_max_steps must be a positive number of distributions "
+            raise InputError("replicate_max_steps must be a positive number of distributions "
                              "(or None for all)")
         if not 0 < self.agreement_alpha < 1:
-            raise ValueError("agreement_alpha must lie in (0, 1)")
+            raise InputError("agreement_alpha must lie in (0, 1)")
         if self.data_check_draws < 100:
-            raise ValueError("data_check_draws must be at least 100 (the data check's "
+            raise InputError("data_check_draws must be at least 100 (the data check's "
                              "smallest p-value is 2 / (draws + 1))")
         if not 0 < self.data_check_alpha < 1:
-            raise ValueError("data_check_alpha must lie in (0, 1)")
+            raise InputError("data_check_alpha must lie in (0, 1)")
 
     @property
     def s_main(self) -> int:

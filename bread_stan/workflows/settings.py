@@ -12,6 +12,8 @@ from ..ais.betas import ScheduleSpec
 from ..ais.tuning import TuningConfig
 from ..kernels.hmc import HMC, HMCParams
 from ..kernels.nuts import NUTS, NUTSParams
+from ..kernels.registry import kernel_entry
+from ..errors import InputError
 
 __all__ = ["RunSettings", "SamplerSettings"]
 
@@ -30,7 +32,7 @@ def _check_whole(name: str, value, least: int, why: str = "") -> None:
     """Refuse anything but a whole number >= ``least`` (2.5, "3", True, -3)."""
     if not _is_whole(value) or value < least:
         hint = f" ({why})" if why else ""
-        raise ValueError(f"{name} must be a whole number >= {least}{hint}; got {value!r}")
+        raise InputError(f"{name} must be a whole number >= {least}{hint}; got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -80,10 +82,9 @@ class SamplerSettings:
     pilot_floor: float | None = None
 
     def __post_init__(self):
-        if self.kernel not in ("hmc", "nuts"):
-            raise ValueError(f"unknown kernel {self.kernel!r}; use 'hmc' or 'nuts'")
+        kernel_entry(self.kernel)  # one-line error for an unknown kernel
         if self.metric not in ("diag", "dense", "auto"):
-            raise ValueError(f"unknown metric {self.metric!r}; use 'diag', 'dense' or 'auto'")
+            raise InputError(f"unknown metric {self.metric!r}; use 'diag', 'dense' or 'auto'")
         for name in ("n_leapfrog", "max_depth", "steps_per_temperature", "pilot_steps"):
             _check_whole(name, getattr(self, name), 1)
         _check_whole("pilot_chains", self.pilot_chains, 2)
@@ -140,11 +141,11 @@ class RunSettings:
     def __post_init__(self):
         steps = (self.steps,) if _is_whole(self.steps) else self.steps
         if isinstance(steps, (str, bytes)) or not all(_is_whole(s) for s in _iterable(steps)):
-            raise ValueError(f"steps must be whole numbers of distributions (each at least 2), "
+            raise InputError(f"steps must be whole numbers of distributions (each at least 2), "
                              f"for example (10, 100, 1000); got {self.steps!r}")
         steps = tuple(int(s) for s in steps)
         if not steps or min(steps) < 2:
-            raise ValueError("steps must be numbers of distributions, each at least 2")
+            raise InputError("steps must be numbers of distributions, each at least 2")
         _check_whole("chains", self.chains, 2, "intervals need spread")
         _check_whole("seed", self.seed, 0)
         if self.threads is not None:
@@ -153,6 +154,6 @@ class RunSettings:
             _check_whole("increment_blocks", self.increment_blocks, 1)
         _check_whole("exact_draws", self.exact_draws, 1)
         if self.exact_draws != 1 and not 2 <= self.exact_draws <= self.chains:
-            raise ValueError(f"exact_draws must be 1, or between 2 and chains ({self.chains}) "
+            raise InputError(f"exact_draws must be 1, or between 2 and chains ({self.chains}) "
                              "so that every simulated problem gets a chain in each direction")
         object.__setattr__(self, "steps", tuple(sorted(set(steps))))

@@ -62,7 +62,7 @@ from typing import Mapping
 import numpy as np
 from scipy import stats
 
-from ..errors import BreadStanError
+from ..errors import BreadStanError, InputError
 from ..kernels.base import initial_state
 from ..rng import ChainRandom, Purpose, Stream, chain_seed_sequences, derived_seed
 from ..stan.data import load_data
@@ -90,12 +90,12 @@ class CheckSettings:
 
     def __post_init__(self):
         if self.prior_draws < 20 or self.datasets < 20:
-            raise ValueError("the simulator check needs at least 20 prior draws and 20 "
+            raise InputError("the simulator check needs at least 20 prior draws and 20 "
                              "data sets (the signed-rank test has no power below that)")
         if self.transitions < 1:
-            raise ValueError("transitions must be at least 1")
+            raise InputError("transitions must be at least 1")
         if not 0.0 < self.alpha < 1.0:
-            raise ValueError(f"alpha must be in (0, 1), got {self.alpha}")
+            raise InputError(f"alpha must be in (0, 1), got {self.alpha}")
 
 
 @dataclass

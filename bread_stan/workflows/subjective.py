@@ -43,7 +43,7 @@ from ..ais.gaussian_base import DEFAULT_WIDEN, GaussianBase, GaussianBaseTarget
 from ..ais.results import BreadResult, StepResult
 from ..ais.tuning import TunedKernel, tune
 from ..ais.verdict import VerdictSettings
-from ..errors import BreadStanError
+from ..errors import BreadStanError, InputError
 from ..store import load_if_sound
 from ..stan.compile import CompiledModel, compile_model
 from ..stan.data import load_data
@@ -60,7 +60,7 @@ from .common import (default_name, fingerprints, output_directory, program_text,
 from .settings import RunSettings, SamplerSettings
 from .fit import FitResult, FitSettings, fit
 
-__all__ = ["BaseSettings", "Reference", "ReferenceError", "load_reference", "reference_check",
+__all__ = ["BaseSettings", "Reference", "ReferenceDrawsError", "load_reference", "reference_check",
            "subjective", "RHAT_MAX", "ESS_MIN", "full_data", "own_fit", "prior_base",
            "stan_model"]
 
@@ -70,7 +70,7 @@ RHAT_MAX = 1.01  # Vehtari et al. (2021): R-hat above this says the chains disag
 ESS_MIN = 400    # ... and a bulk ESS below this is too few for reliable summaries
 
 
-class ReferenceError(BreadStanError):
+class ReferenceDrawsError(BreadStanError):
     """Reference draws that cannot serve: wrong names or shapes, outside the support."""
 
 
@@ -91,12 +91,12 @@ class BaseSettings:
 
     def __post_init__(self):
         if self.kind not in ("gaussian", "prior"):
-            raise ValueError(f"unknown base {self.kind!r}; use 'gaussian' or 'prior' (the "
+            raise InputError(f"unknown base {self.kind!r}; use 'gaussian' or 'prior' (the "
                              "prior needs the prior_only split and a simulator)")
         if self.fit not in ("reference", "laplace"):
-            raise ValueError(f"unknown base fit {self.fit!r}; use 'reference' or 'laplace'")
+            raise InputError(f"unknown base fit {self.fit!r}; use 'reference' or 'laplace'")
         if not np.isfinite(self.widen) or self.widen <= 0:
-            raise ValueError(f"widen must be a positive factor, got {self.widen}")
+            raise InputError(f"widen must be a positive factor, got {self.widen}")
 
 
 @dataclass
@@ -196,25 +196,25 @@ def load_reference(reference: Any, model: StanModel) -> Reference:
         try:
             unc = unconstrain_draws(read_draws(reference, model), model)
         except BreadStanError as error:
-            raise ReferenceError(f"a reference draw lies outside the model's support: "
+            raise ReferenceDrawsError(f"a reference draw lies outside the model's support: "
                                  f"{error}") from None
         except (ValueError, TypeError) as error:
-            raise ReferenceError(f"reference ({source}): {error}") from None
+            raise ReferenceDrawsError(f"reference ({source}): {error}") from None
     if unc.ndim != 3 or unc.shape[2] != model.dim or unc.shape[1] < 4:
-        raise ReferenceError(f"reference draws must have shape (chains, draws >= 4, "
+        raise ReferenceDrawsError(f"reference draws must have shape (chains, draws >= 4, "
                              f"{model.dim}), got {unc.shape}")
     lp = model.log_density_batch(unc.reshape(-1, model.dim), jacobian=True)
     bad = np.flatnonzero(~np.isfinite(lp))
     if bad.size:
         c, i = divmod(int(bad[0]), unc.shape[1])
         message = next(iter(model.last_errors.values()), "zero density")
-        raise ReferenceError(f"{bad.size} reference draw(s) have zero density under the model; "
+        raise ReferenceDrawsError(f"{bad.size} reference draw(s) have zero density under the model; "
                              f"the first is chain {c + 1}, draw {i + 1} ({message}); the "
                              "reference must sample this model on this data")
     flat = unc.reshape(-1, model.dim)
     constant = np.flatnonzero(np.ptp(flat, axis=0) == 0)
     if constant.size:
-        raise ReferenceError(f"the reference draws do not vary in "
+        raise ReferenceDrawsError(f"the reference draws do not vary in "
                              f"{model.param_unc_names()[constant[0]]}; a reference must sample "
                              "the posterior, not repeat one point")
     return Reference.rate(unc, source)
@@ -368,7 +368,7 @@ def subjective(model, data=None, *, reference: Any = None, simulator=None,
     out = Path(out_dir) if out_dir is not None else None
     if base.kind == "prior":
         if simulator is None:
-            raise ValueError("the prior base needs a simulator program (exact prior draws); "
+            raise InputError("the prior base needs a simulator program (exact prior draws); "
                              "give one, or use the Gaussian base")
         prior_target = StanTarget(model, data, threads=run.threads)  # needs prior_only
         stan = prior_target.full_model
@@ -386,7 +386,7 @@ def subjective(model, data=None, *, reference: Any = None, simulator=None,
     thinned, stride = ref.thinned()
     n_reverse = min(run.chains, thinned.shape[0])
     if n_reverse < 2:
-        raise ReferenceError(f"only {thinned.shape[0]} roughly independent reference draw(s) "
+        raise ReferenceDrawsError(f"only {thinned.shape[0]} roughly independent reference draw(s) "
                              "after thinning; the reverse direction needs at least 2: give a "
                              "longer reference")
     pick = np.random.default_rng(derived_seed(run.seed, Purpose.SUBJECTIVE_PICK))

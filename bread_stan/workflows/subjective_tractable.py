@@ -30,7 +30,8 @@ from ..approx import GaussianApproximation, approximate
 from ..store import save_json
 from ..stan.data import load_data
 from .fit import FitSettings
-from .subjective import Reference, ReferenceError, own_fit, stan_model, load_reference
+from .subjective import Reference, ReferenceDrawsError, own_fit, stan_model, load_reference
+from ..errors import InputError
 
 __all__ = ["TractableDivergence", "subjective_tractable", "subjective_approximation"]
 
@@ -96,12 +97,12 @@ def subjective_tractable(model: Any, approximation: GaussianApproximation, refer
     reference puts mass where the model has none).
     """
     if int(n) != n or n < 2:
-        raise ValueError(f"n must be a whole number of draws >= 2, got {n}")
+        raise InputError(f"n must be a whole number of draws >= 2, got {n}")
     if not 0 < level < 1:
-        raise ValueError(f"level must be in (0, 1), got {level}")
+        raise InputError(f"level must be in (0, 1), got {level}")
     d = int(model.dim)
     if approximation.dim != d:
-        raise ValueError(f"the approximation has {approximation.dim} coordinates, the model {d}")
+        raise InputError(f"the approximation has {approximation.dim} coordinates, the model {d}")
     if isinstance(reference, np.ndarray) and reference.ndim == 2:
         ref_draws = np.asarray(reference, dtype=float)
     elif isinstance(reference, np.ndarray):
@@ -111,7 +112,7 @@ def subjective_tractable(model: Any, approximation: GaussianApproximation, refer
     else:
         ref_draws = load_reference(reference, model).thinned()[0]
     if ref_draws.ndim != 2 or ref_draws.shape[1] != d or ref_draws.shape[0] < 2:
-        raise ReferenceError(f"reference draws must have shape (m >= 2, {d}) after thinning, "
+        raise ReferenceDrawsError(f"reference draws must have shape (m >= 2, {d}) after thinning, "
                              f"got {ref_draws.shape}")
     density = joint_density(model)
 
