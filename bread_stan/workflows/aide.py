@@ -40,7 +40,6 @@ from ..aide import (AIDEResult, AISAlgorithm, Cost, GoldSide, ReferenceAlgorithm
                     TractableAlgorithm, estimate_aide, gold_side)
 from ..ais.betas import ScheduleSpec
 from ..ais.gaussian_base import GaussianBase, GaussianBaseTarget
-from ..ais.tuning import TunedKernel, tune
 from ..approx import METHODS, approximate
 from ..errors import BreadStanError, InputError
 from ..parallel.executor import Executor
@@ -50,8 +49,8 @@ from ..stan.compile import CompiledModel
 from ..stan.data import load_data
 from ..stan.tempered import StanTarget
 from ..store import load_if_sound, load_json, load_unit, save_json, save_unit
-from .common import (check_resumable, default_name, fingerprints, output_directory,
-                     program_text)
+from .common import (check_resumable, default_name, fingerprints, load_or_tune,
+                     output_directory, program_text)
 from .settings import SamplerSettings
 from .fit import FitSettings
 from .subjective import (BaseSettings, full_data, own_fit, prior_base, stan_model,
@@ -150,15 +149,11 @@ class _Setup:
                 def draw_base(n, seed):
                     return q0.sample(np.random.default_rng(seed), n)
             kernel, params = self.sampler.make()
-            path = self.out / "tuning.json" if self.out is not None else None
-            tuned = load_if_sound(path, TunedKernel.load) if path is not None else None
-            if tuned is None:
-                seed = derived_seed(self.seed, Purpose.AIDE_PILOT)
-                tuned = tune(target, kernel, params, draw_base(self.sampler.pilot_chains, seed),
-                             seed=seed, config=self.sampler.tuning_config(),
-                             progress=self.progress)
-                if path is not None:
-                    tuned.save(path)
+            tuned, _ = load_or_tune(self.out / "tuning.json" if self.out is not None else None,
+                                    target, kernel, params, self.sampler.tuning_config(),
+                                    derived_seed(self.seed, Purpose.AIDE_PILOT),
+                                    lambda seed: draw_base(self.sampler.pilot_chains, seed),
+                                    progress=self.progress)
             return target, draw_base, kernel, tuned
         return self._once("ais", make)
 

@@ -24,7 +24,6 @@ so an interrupted run resumed later gives the numbers of an uninterrupted one.
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -33,7 +32,7 @@ import numpy as np
 
 from ..ais import engine
 from ..ais.results import BreadResult, DirectionResult, StepResult
-from ..ais.tuning import TunedKernel, tune
+from ..ais.tuning import TunedKernel
 from ..ais.verdict import VerdictSettings
 from ..parallel.executor import Executor
 from ..parallel.shards import Shard, ShardContext, join_problem, plan_shards, run_shard
@@ -41,8 +40,8 @@ from ..rng import Purpose, derived_seed
 from ..stan.compile import CompiledModel
 from ..stan.data import load_data
 from ..stan.simulator import Simulator, compile_with_simulator, draw_at, split_draw
-from ..store import CorruptFileError, load_if_sound, load_unit, save_unit, set_aside
-from .common import (ResumeMismatchError, check_program, default_name,
+from ..store import CorruptFileError, load_unit, save_unit, set_aside
+from .common import (ResumeMismatchError, check_program, default_name, load_or_tune,
                      fingerprints, output_directory, program_text, resume_steps,
                      setup_warnings, warn_if_costly)
 from .problem import Problem, constrained, prior_draws, problem_seed, simulate_problem
@@ -77,21 +76,15 @@ def _run_problem(problems: list[Problem], simulator: Simulator, sampler: Sampler
     if out_dir is not None:
         done = resume_steps(result, out_dir, header)
 
-    tuned_path = out_dir / "tuning.json" if out_dir is not None else None
-    tuned = load_if_sound(tuned_path, TunedKernel.load) if tuned_path is not None else None
-    if tuned is None:
-        t0 = time.perf_counter()
-        pilot = prior_draws(first, simulator, sampler.pilot_chains,
-                             derived_seed(run.seed, Purpose.PILOT))
-        tuned = tune(first.target, kernel, base_params, pilot,
-                     seed=derived_seed(run.seed, Purpose.PILOT), config=sampler.tuning_config(),
-                     progress=run.progress)
-        result.extra["tuning_seconds"] = time.perf_counter() - t0
+    tuned, seconds = load_or_tune(
+        out_dir / "tuning.json" if out_dir is not None else None, first.target, kernel,
+        base_params, sampler.tuning_config(), derived_seed(run.seed, Purpose.PILOT),
+        lambda seed: prior_draws(first, simulator, sampler.pilot_chains, seed),
+        progress=run.progress)
+    if seconds is not None:
+        result.extra["tuning_seconds"] = seconds
         log.info("%s: tuned %s along beta in %.1f s (step sizes %.3g .. %.3g)", first.name,
-                 sampler.kernel, result.extra["tuning_seconds"], tuned.step_size.min(),
-                 tuned.step_size.max())
-        if tuned_path is not None:
-            tuned.save(tuned_path)
+                 sampler.kernel, seconds, tuned.step_size.min(), tuned.step_size.max())
     result.extra["tuning"] = tuned.to_dict()
     result.extra["executor"] = (executor or Executor()).describe()
     setup_warnings(result.extra, tuned, first.name)

@@ -15,20 +15,21 @@ import hashlib
 import json
 import logging
 import os
+import time
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from ..ais.results import BreadResult, load_steps
-from ..ais.tuning import TunedKernel
+from ..ais.tuning import TunedKernel, TuningConfig, tune
 from ..errors import BreadStanError, InputError
 from ..stan.compile import CompiledModel
 from ..store import check_writable, clean_temporaries, load_if_sound, load_json, lock
 
 __all__ = ["ResumeMismatchError", "check_program", "check_resumable", "cost_estimate",
            "default_name", "fingerprint", "fingerprints", "output_directory", "program_text",
-           "resume_steps", "setup_warnings", "warn_if_costly"]
+           "load_or_tune", "resume_steps", "setup_warnings", "warn_if_costly"]
 
 log = logging.getLogger(__name__)
 
@@ -179,3 +180,21 @@ def setup_warnings(extra: dict, tuned: TunedKernel, name: str) -> None:
     extra["setup_warnings"] = tuned.problems()
     for text in extra["setup_warnings"]:
         log.warning("%s: SET-UP PROBLEM: %s", name, text)
+
+
+def load_or_tune(path: Path | None, target, kernel, base_params, config: TuningConfig,
+                 seed: int, draw_pilot: Callable[[int], np.ndarray], *,
+                 progress: bool = False) -> tuple[TunedKernel, float | None]:
+    """The kernel tuned along beta: loaded from ``path`` (a ``tuning.json``) when a sound
+    one is saved there, else tuned with ``seed`` on the pilot draws ``draw_pilot(seed)``
+    (drawn only when tuning) and saved to ``path``.  Returns the tuned kernel and the seconds tuning took (None if loaded)."""
+    tuned = load_if_sound(path, TunedKernel.load) if path is not None else None
+    if tuned is not None:
+        return tuned, None
+    start = time.perf_counter()
+    tuned = tune(target, kernel, base_params, draw_pilot(seed), seed=seed, config=config,
+                 progress=progress)
+    seconds = time.perf_counter() - start
+    if path is not None:
+        tuned.save(path)
+    return tuned, seconds

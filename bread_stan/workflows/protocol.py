@@ -51,7 +51,7 @@ import numpy as np
 from ..ais import engine
 from ..ais.results import BreadResult, DirectionResult, StepResult
 from ..store import load_if_sound, load_json, load_unit, save_unit
-from ..ais.tuning import TunedKernel, tune
+from ..ais.tuning import TunedKernel
 from ..kernels.base import initial_state
 from ..rng import ChainRandom, Purpose, Stream, derived_seed
 from ..stan.data import load_data
@@ -59,7 +59,7 @@ from ..parallel.executor import Executor
 from ..stan.compile import CompiledModel
 from ..stan.simulator import Simulator, compile_with_simulator, draw_at, split_draw
 from ..stan.tempered import StanTarget
-from .common import (check_program, check_resumable, default_name, fingerprints,
+from .common import (check_program, check_resumable, default_name, fingerprints, load_or_tune,
                      output_directory, program_text, setup_warnings, warn_if_costly)
 from .problem import constrained, prior_draws, simulate_problem
 from .settings import RunSettings, SamplerSettings
@@ -162,14 +162,8 @@ def _prior_unconstrained(target: StanTarget, simulator: Simulator, n: int, seed:
 
 def _tuned(path: Path | None, target, kernel, base, pilot, seed, sampler,
            progress: bool = False) -> TunedKernel:
-    tuned = load_if_sound(path, TunedKernel.load) if path is not None else None
-    if tuned is not None:
-        return tuned
-    tuned = tune(target, kernel, base, pilot, seed=seed, config=sampler.tuning_config(),
-                 progress=progress)
-    if path is not None:
-        tuned.save(path)
-    return tuned
+    return load_or_tune(path, target, kernel, base, sampler.tuning_config(), seed,
+                        lambda _: pilot, progress=progress)[0]
 
 
 def _replicate_problem(name: str, model, fixed_sim: Simulator, data: Mapping, seed: int,

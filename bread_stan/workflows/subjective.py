@@ -41,10 +41,8 @@ from scipy import stats
 from ..ais import engine
 from ..ais.gaussian_base import DEFAULT_WIDEN, GaussianBase, GaussianBaseTarget
 from ..ais.results import BreadResult, StepResult
-from ..ais.tuning import TunedKernel, tune
 from ..ais.verdict import VerdictSettings
 from ..errors import BreadStanError, InputError
-from ..store import load_if_sound
 from ..stan.compile import CompiledModel, compile_model
 from ..stan.data import load_data
 from ..stan.draws import arviz_generation, read_draws, summarise, unconstrain_draws
@@ -55,8 +53,8 @@ from ..parallel.executor import Executor
 from ..parallel.shards import ShardContext
 from ..rng import Purpose, derived_seed
 from .bread import run_steps_in_shards
-from .common import (default_name, fingerprints, output_directory, program_text, resume_steps,
-                     setup_warnings)
+from .common import (default_name, fingerprints, load_or_tune, output_directory, program_text,
+                     resume_steps, setup_warnings)
 from .settings import RunSettings, SamplerSettings
 from .fit import FitResult, FitSettings, fit
 
@@ -455,15 +453,11 @@ def _run_steps(result: BreadResult, out: Path | None, target, draw_base, reverse
     name, stan = result.model, target.full_model
     done = resume_steps(result, out, result.settings) if out is not None else set()
     kernel, base_params = sampler.make()
-    tuned_path = out / "tuning.json" if out is not None else None
-    tuned = load_if_sound(tuned_path, TunedKernel.load) if tuned_path is not None else None
-    if tuned is None:
-        pilot = draw_base(sampler.pilot_chains, derived_seed(run.seed, Purpose.SUBJECTIVE_PILOT))
-        tuned = tune(target, kernel, base_params, pilot,
-                     seed=derived_seed(run.seed, Purpose.SUBJECTIVE_PILOT),
-                     config=sampler.tuning_config(), progress=run.progress)
-        if tuned_path is not None:
-            tuned.save(tuned_path)
+    tuned, _ = load_or_tune(out / "tuning.json" if out is not None else None, target, kernel,
+                            base_params, sampler.tuning_config(),
+                            derived_seed(run.seed, Purpose.SUBJECTIVE_PILOT),
+                            lambda seed: draw_base(sampler.pilot_chains, seed),
+                            progress=run.progress)
     result.extra["tuning"] = tuned.to_dict()
     setup_warnings(result.extra, tuned, name)
     if out is not None:
