@@ -287,7 +287,7 @@ def _check(problem: Problem, simulator: Simulator, data: Mapping, sampler: Sampl
 
 def _header(name: str, model, simulator, data: Mapping, sampler: SamplerSettings,
             run: RunSettings, hyper) -> dict:
-    scored = {k: v for k, v in asdict(run).items() if k not in ("steps", "progress", "threads", "check_simulator")}
+    scored = run.scored()
     fingerprint, parts = fingerprints(
         model=program_text(model), simulator=program_text(simulator),
         data={k: np.asarray(v).tolist() for k, v in data.items()}, sampler=asdict(sampler),

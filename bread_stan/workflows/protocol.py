@@ -261,8 +261,7 @@ def _hyper_rhat(fitted: FitResult, hyper: Mapping) -> dict[str, float]:
 
 
 def _header(name, model, simulator, data, sampler, run, settings) -> dict:
-    scored = {k: v for k, v in asdict(run).items()
-              if k not in ("steps", "progress", "threads", "check_simulator")}
+    scored = run.scored()
     pset = asdict(settings)
     pset["s_sweep"] = list(settings.s_sweep)
     # Only what changes numbers already computed: the sweep, the step counts and the

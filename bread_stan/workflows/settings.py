@@ -4,7 +4,8 @@ run itself (:class:`RunSettings`), one type per concept with one set of defaults
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -157,3 +158,11 @@ class RunSettings:
             raise InputError(f"exact_draws must be 1, or between 2 and chains ({self.chains}) "
                              "so that every simulated problem gets a chain in each direction")
         object.__setattr__(self, "steps", tuple(sorted(set(steps))))
+
+    # Settings that never change a step's numbers: left out of the resume fingerprint.
+    UNSCORED: ClassVar[tuple[str, ...]] = ("steps", "progress", "threads", "check_simulator")
+
+    def scored(self) -> dict[str, Any]:
+        """The settings that change the numbers (those a resumed run must share), as a
+        dict: all but the step counts, progress, threads and the simulator check."""
+        return {k: v for k, v in asdict(self).items() if k not in self.UNSCORED}

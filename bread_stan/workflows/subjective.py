@@ -409,8 +409,7 @@ def subjective(model, data=None, *, reference: Any = None, simulator=None,
         def draw_base(n, seed):
             return q0.sample(np.random.default_rng(seed), n)
 
-    scored = {k: v for k, v in asdict(run).items()
-              if k not in ("steps", "progress", "threads", "check_simulator")}
+    scored = run.scored()
     fingerprint, parts = fingerprints(
         model=program, simulator=None if simulator is None else program_text(simulator),
         data={k: np.asarray(v).tolist() for k, v in data.items()}, sampler=asdict(sampler),
