@@ -16,11 +16,12 @@ reference sampler's draws instead.  :func:`subjective` runs, on any Stan program
 4. for each number of distributions T, forward AIS from fresh base draws and reverse AIS
    from the thinned reference draws (one per reverse chain), saved as it finishes.
 
-The result is a :class:`~bread_stan.ais.results.BreadResult` (same summary, verdict,
+The result is a :class:`~bread_stan.ais.results.SubjectiveResult` (same summary, verdict,
 report and exit codes as ``bread``); D_SBJ = mean U - mean L is its ``bound``, the log Z
 sandwich its ``log_ml_*`` columns.  ``extra["subjective"]`` records the reference's
 quality, how many draws were used, the base, and a check of the reference against the
-AIS output, and says in words what the number means given the reference.
+AIS output, and says in words what the number means given the reference (typed views:
+:attr:`~bread_stan.ais.results.SubjectiveResult.reference`, ``suspect``, ``meaning``).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from scipy import stats
 
 from ..ais import engine
 from ..ais.gaussian_base import DEFAULT_WIDEN, GaussianBase, GaussianBaseTarget
-from ..ais.results import BreadResult, StepResult
+from ..ais.results import BreadResult, StepResult, SubjectiveResult
 from ..ais.verdict import VerdictSettings
 from ..errors import BreadStanError, InputError
 from ..stan.compile import CompiledModel, compile_model
@@ -346,7 +347,7 @@ def subjective(model, data=None, *, reference: Any = None, simulator=None,
                base: BaseSettings = BaseSettings(), sampler: SamplerSettings = SamplerSettings(),
                run: RunSettings = RunSettings(), fit_settings: FitSettings = FitSettings(),
                verdict: VerdictSettings | None = None, out_dir: str | Path | None = None,
-               name: str | None = None, executor: Executor | None = None) -> BreadResult:
+               name: str | None = None, executor: Executor | None = None) -> SubjectiveResult:
     """Subjective divergence of AIS from the posterior of ``model`` on the real ``data``.
 
     ``reference``: None (the toolkit's NUTS fit with ``fit_settings``), or draws as
@@ -425,9 +426,9 @@ def subjective(model, data=None, *, reference: Any = None, simulator=None,
             "reference_seconds": reference_seconds, "rhat_max": RHAT_MAX, "ess_min": ESS_MIN,
             "base": base_info, "warnings": ref.warnings()}
     executor = executor or Executor()
-    result = BreadResult(name, header, [], {"verdict_settings": asdict(verdict),
-                                           "subjective": info,
-                                           "executor": executor.describe()})
+    result = SubjectiveResult(name, header, [], {"verdict_settings": asdict(verdict),
+                                                 "subjective": info,
+                                                 "executor": executor.describe()})
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
     with output_directory(out):
