@@ -50,3 +50,16 @@ def test_the_checker_sees_a_circle_through_a_deferred_import_and_a_private_name(
 def test_the_checker_sees_a_long_module(tmp_path):
     root = _tree(tmp_path, {"__init__.py": "", "big.py": "x = 1\n" * 601})
     assert _checker().findings(root) == ["long module: bread_stan.big (601 lines)"]
+
+
+def test_ctypes_is_confined_to_the_bridge_wrapper():
+    """Only bread_stan/stan/model.py talks to the C bridge through ctypes."""
+    import ast
+    users = []
+    for path in (ROOT / "bread_stan").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            if any(n.split(".")[0] == "ctypes" for n in names):
+                users.append(str(path.relative_to(ROOT)))
+    assert sorted(set(users)) == ["bread_stan/stan/model.py"]

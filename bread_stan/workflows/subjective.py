@@ -52,8 +52,8 @@ from ..stan.simulator import Simulator, split_draw
 from ..stan.tempered import PRIOR_ONLY, StanTarget
 from ..parallel.executor import Executor
 from ..parallel.shards import ShardContext
+from ..parallel.steps import run_steps_in_shards
 from ..rng import Purpose, derived_seed
-from .bread import run_steps_in_shards
 from .common import (default_name, fingerprints, load_or_tune, output_directory, program_text,
                      resume_steps, setup_warnings)
 from .settings import RunSettings, SamplerSettings
