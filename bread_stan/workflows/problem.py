@@ -13,7 +13,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..errors import BreadStanError
+from ..errors import BreadStanError, InputError
 from ..rng import Purpose, derived_seed
 from ..stan.model import unflatten_draws
 from ..stan.simulator import Simulator, check_data_names, draw_at, split_draw
@@ -55,6 +55,8 @@ def simulate_problem(name, model, simulator: Simulator, data: Mapping, seed: int
     target = StanTarget(compiled, model_data, threads=threads)
     try:
         x_star = target.param_unconstrain(params)
+    except InputError:
+        raise  # a shape or name problem, not a draw outside the constraints
     except BreadStanError as error:
         raise type(error)(f"the simulator drew parameters outside the model's constraints "
                           f"(bounds, ordered, simplex, ...): {error}; its draws must satisfy "

@@ -264,6 +264,8 @@ def _flag_support(what: str, started: float, settings: CheckSettings) -> Simulat
 def _unconstrained(target: StanTarget, params: Mapping[str, np.ndarray]) -> np.ndarray:
     try:
         return target.param_unconstrain_batch(params)
+    except InputError:
+        raise  # a shape or name problem, not a draw outside the support
     except BreadStanError as error:
         raise _OutsideSupport("the simulator draws parameters outside the model's "
                               f"constraints: {_first_line(error)}") from None

@@ -194,11 +194,11 @@ def load_reference(reference: Any, model: StanModel) -> Reference:
                 reference = _read_netcdf(path)
         try:
             unc = unconstrain_draws(read_draws(reference, model), model)
+        except (ValueError, TypeError) as error:  # InputError too: names, shapes
+            raise ReferenceDrawsError(f"reference ({source}): {error}") from None
         except BreadStanError as error:
             raise ReferenceDrawsError(f"a reference draw lies outside the model's support: "
-                                 f"{error}") from None
-        except (ValueError, TypeError) as error:
-            raise ReferenceDrawsError(f"reference ({source}): {error}") from None
+                                      f"{error}") from None
     if unc.ndim != 3 or unc.shape[2] != model.dim or unc.shape[1] < 4:
         raise ReferenceDrawsError(f"reference draws must have shape (chains, draws >= 4, "
                              f"{model.dim}), got {unc.shape}")
