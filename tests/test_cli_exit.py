@@ -49,3 +49,17 @@ def test_verbose_adds_the_traceback(monkeypatch, capsys):
 def test_interrupt_exits_130(monkeypatch, capsys):
     _fails_with(monkeypatch, KeyboardInterrupt())
     assert cli.main(["info"]) == 130
+
+
+def test_a_finished_commands_status_comes_from_one_policy():
+    """run/subjective: the result's own code; compare: 3 if any program failed a check,
+    else the worst; protocol: ok or 3; check: passed or 3; AIDE: 0."""
+    from types import SimpleNamespace as Outcome
+    code = cli._exit_code
+    assert code(Outcome(exit_code=4)) == 4
+    assert code({"a": Outcome(exit_code=0), "b": Outcome(exit_code=4)}) == 4
+    assert code({"a": Outcome(exit_code=4), "b": Outcome(exit_code=3),
+                 "c": Outcome(exit_code=0)}) == 3
+    assert code(Outcome(ok=False)) == 3 and code(Outcome(ok=True)) == 0
+    assert code(Outcome(passed=False)) == 3 and code(Outcome(passed=True)) == 0
+    assert code([Outcome(estimate=0.1)]) == 0

@@ -128,7 +128,7 @@ def _report(result, out: Path, what: str) -> int:
     path = write_report(result, out)
     _print_summary(result)
     print(f"\n{what}: {path}")
-    return result.exit_code
+    return _exit_code(result)
 
 
 def _print_summary(result) -> None:
@@ -174,8 +174,7 @@ def _cmd_compare(args) -> int:
         _print_summary(result)
     path = write_comparison(results, out)
     print(f"\ncomparison: {path}")
-    codes = {r.exit_code for r in results.values()}
-    return 3 if 3 in codes else max(codes)
+    return _exit_code(results)
 
 
 def _compare_finished(out: Path) -> None:
@@ -232,7 +231,7 @@ def _cmd_protocol(args) -> int:
     report = write_protocol_report(result, out)
     _print_protocol(result)
     print(f"\nresults and report: {report}")
-    return 0 if result.ok else 3
+    return _exit_code(result)
 
 
 def _subjective_approximation(args, reference, out: Path) -> int:
@@ -302,7 +301,7 @@ def _cmd_aide(args) -> int:
     print(f"\n{args.model.stem}: AIDE against {results[0].gold}")
     print(markdown_table(aide_table(results)))
     print(f"\nresults and report: {report}")
-    return 0
+    return _exit_code(results)
 
 
 def _cmd_check(args) -> int:
@@ -314,7 +313,7 @@ def _cmd_check(args) -> int:
     result = check_simulator(args.model, args.simulator, _data(args.data), sampler=sampler,
                              settings=settings, threads=args.threads)
     print(f"{args.simulator} against {args.model}: {result.message}")
-    return 0 if result.passed else 3
+    return _exit_code(result)
 
 
 def _cmd_draft_simulator(args) -> int:
@@ -384,7 +383,25 @@ def main(argv: list[str] | None = None) -> int:
         return _exit_status(args, error)
 
 
-EXIT_BAD_INPUT, EXIT_BUG, EXIT_INTERRUPTED = 2, 1, 130
+EXIT_BAD_INPUT, EXIT_BUG, EXIT_INTERRUPTED, EXIT_CHECK_FAILED = 2, 1, 130, 3
+
+
+def _exit_code(outcome) -> int:
+    """The exit status of a finished command, from what it produced (the one policy):
+    a BREAD or subjective result its ``exit_code`` (0 converged, 3 a check failed, 4
+    converged at no T); several (``compare``) 3 if any failed a check, else the worst; a
+    protocol result 0 if ``ok`` else 3; a simulator check 0 if it passed else 3;
+    anything else (AIDE estimates, an approximation's divergence) 0."""
+    if isinstance(outcome, dict):
+        codes = {_exit_code(value) for value in outcome.values()}
+        return EXIT_CHECK_FAILED if EXIT_CHECK_FAILED in codes else max(codes, default=0)
+    if hasattr(outcome, "exit_code"):
+        return outcome.exit_code
+    if hasattr(outcome, "ok"):
+        return 0 if outcome.ok else EXIT_CHECK_FAILED
+    if hasattr(outcome, "passed"):
+        return 0 if outcome.passed else EXIT_CHECK_FAILED
+    return 0
 
 
 def _exit_status(args, error: BaseException) -> int:
