@@ -11,6 +11,7 @@ import re
 
 __all__ = [
     "BreadStanError",
+    "InputError",
     "DraftError",
     "ToolchainError",
     "StanCompileError",
@@ -23,7 +24,14 @@ __all__ = [
 
 
 class BreadStanError(Exception):
-    """Base class of the errors raised by the Stan access layer."""
+    """Base class of the toolkit's own errors: what the user can fix (the program,
+    the data, the settings, the installation).  The command line reports these,
+    and OS errors, as bad input (exit 2); any other exception is a bug."""
+
+
+class InputError(BreadStanError, ValueError):
+    """A setting, argument or data value the toolkit refuses (also a ValueError,
+    so code that catches ValueError keeps working)."""
 
 
 class ToolchainError(BreadStanError):

@@ -23,14 +23,111 @@ changes the values.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["ChainRandom", "chain_seed_sequences", "derived_seed"]
+__all__ = ["ChainRandom", "Purpose", "Stream", "chain_seed_sequences", "derived_seed"]
 
 _BLOCK = 4096
 _LOG_UNIFORM_KEY = 7_919  # spawn-key suffix of each chain's log-uniform stream
+
+
+@enum.unique
+class Stream(enum.IntEnum):
+    """The spawn-key streams of per-chain generators (the ``stream`` of
+    :func:`chain_seed_sequences`); every random stream of the toolkit is named here.
+
+    Scored AIS uses the small streams: step count i of :func:`bread_stan.ais.engine.run`
+    uses ``2i`` (forward) and ``2i + 1`` (reverse), so its first step count uses
+    ``FORWARD`` and ``REVERSE``.  The others sit a million apart, far above any
+    number of step counts, so no two purposes ever draw the same numbers.
+    ``SIMULATOR_CHECK`` was 2,000,000 (the fit's number) before issue 25.
+    """
+
+    FORWARD = 0
+    REVERSE = 1
+    PILOT = 1_000_000            # the tuning's pilot chains
+    FIT = 2_000_000              # the NUTS fit's chains
+    REVERSE_START = 3_000_000    # the protocol's chain to the reverse starts
+    SIMULATOR_CHECK = 4_000_000  # the simulator check's chains
+
+
+@enum.unique
+class Purpose(enum.Enum):
+    """What a seed from :func:`derived_seed` is for: ``(scope, number)``.
+
+    ``number`` is what is hashed with the seed; ``scope`` names the seed it is
+    hashed with.  ``run``: the user's seed in ``bread``, ``compare``, ``protocol``
+    and ``aide`` (unique numbers, as these meet: protocol uses bread's purposes).
+    ``subjective``: the user's seed in ``subjective``, which never runs beside the
+    protocol in one job; its numbers 10-14 are the protocol's, kept so that seeded
+    results stay as they were.  ``check``: the simulator check's own seed (itself
+    ``derived_seed(seed, CHECK)``).  ``aide``: the seed of one AIDE estimate;
+    ``algorithm``: the seed of one run of an AIDE algorithm.
+    """
+
+    # run: bread / compare
+    TRUTH = ("run", 0)
+    PILOT = ("run", 1)
+    PRIOR = ("run", 2)
+    CHAINS = ("run", 3)
+    CHECK = ("run", 4)
+    # run: protocol
+    FIT_INIT = ("run", 10)
+    FIT = ("run", 11)
+    REAL_PILOT = ("run", 12)
+    REAL_CHAINS = ("run", 13)
+    REVERSE_START = ("run", 14)
+    REPLICATE_TRUTH = ("run", 15)
+    REPLICATE_PILOT = ("run", 16)
+    REPLICATE_CHAINS = ("run", 17)
+    PROTOCOL_CHECK = ("run", 18)
+    DATA_CHECK = ("run", 19)
+    # run: aide
+    AIDE_PILOT = ("run", 20)
+    AIDE_BASE_FIT = ("run", 21)
+    AIDE_APPROXIMATION = ("run", 22)
+    AIDE = ("run", 23)
+    # subjective
+    SUBJECTIVE_FIT = ("subjective", 10)
+    SUBJECTIVE_PILOT = ("subjective", 11)
+    SUBJECTIVE_BASE = ("subjective", 12)
+    SUBJECTIVE_CHAINS = ("subjective", 13)
+    SUBJECTIVE_PICK = ("subjective", 14)
+    # check: the simulator check
+    CHECK_PRIOR_DRAWS = ("check", 0)
+    CHECK_CENTRE = ("check", 1)
+    CHECK_PRIOR_CHAINS = ("check", 2)
+    CHECK_DATASETS = ("check", 3)
+    CHECK_JOINT_CHAINS = ("check", 4)
+    CHECK_TUNE = ("check", 5)
+    # aide: one AIDE estimate
+    GOLD_RUN = ("aide", 1)
+    GOLD_META = ("aide", 2)
+    TARGET_RUN = ("aide", 3)
+    TARGET_META_AT_GOLD = ("aide", 4)
+    TARGET_META = ("aide", 5)
+    GOLD_META_AT_TARGET = ("aide", 6)
+    # algorithm: one run of an AIDE algorithm
+    ALGORITHM_BASE = ("algorithm", 0)
+    ALGORITHM_CHAINS = ("algorithm", 1)
+    ALGORITHM_REVERSE_START = ("algorithm", 2)
+    ALGORITHM_REVERSE = ("algorithm", 3)
+
+    @property
+    def scope(self) -> str:
+        """The seed this purpose is hashed with."""
+        return self.value[0]
+
+    @property
+    def number(self) -> int:
+        """The number hashed with the seed."""
+        return self.value[1]
+
+    def __int__(self) -> int:
+        return self.value[1]
 
 
 def chain_seed_sequences(seed: int | np.random.SeedSequence, stream: int,
@@ -42,8 +139,10 @@ def chain_seed_sequences(seed: int | np.random.SeedSequence, stream: int,
             for i in chains]
 
 
-def derived_seed(seed: int, *purpose: int) -> int:
-    """A 31-bit seed for one purpose, a pure function of (seed, purpose)."""
+def derived_seed(seed: int, *purpose: int | Purpose) -> int:
+    """A 31-bit seed for one purpose, a pure function of (seed, purpose); the first
+    element of ``purpose`` is a :class:`Purpose`, the rest (step count, problem
+    index...) plain integers."""
     return int(np.random.SeedSequence([int(seed), *map(int, purpose)]).generate_state(1)[0]
                & 0x7FFFFFFF)
 

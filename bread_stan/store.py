@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterator, TypeVar
 
 import numpy as np
 
-from .errors import BreadStanError
+from .errors import BreadStanError, InputError
 
 try:
     import fcntl
@@ -35,7 +35,7 @@ except ImportError:  # pragma: no cover - non-POSIX: no locking, os.replace stil
 
 __all__ = ["CorruptFileError", "DirectoryBusyError", "OutputDirectoryError", "write_atomic", "save_json",
            "load_json", "save_unit", "load_unit", "set_aside", "load_if_sound", "clean_temporaries",
-           "lock", "check_writable"]
+           "lock", "check_writable", "jsonable"]
 
 log = logging.getLogger("bread_stan")
 
@@ -65,12 +65,12 @@ class OutputDirectoryError(BreadStanError):
     """The output directory is a file, lies under a file, or cannot be written."""
 
 
-def _jsonable(obj):
+def jsonable(obj):
     """Convert numpy values inside nested containers to plain Python."""
     if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
+        return {str(k): jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
+        return [jsonable(v) for v in obj]
     if isinstance(obj, np.ndarray):
         return obj.tolist()
     if isinstance(obj, np.generic):
@@ -103,7 +103,7 @@ def write_atomic(path: str | os.PathLike, data: bytes | str) -> None:
 
 def save_json(path: str | os.PathLike, obj: Any) -> None:
     """Write ``obj`` (numpy values allowed) as indented JSON, atomically."""
-    write_atomic(path, json.dumps(_jsonable(obj), indent=1, default=float))
+    write_atomic(path, json.dumps(jsonable(obj), indent=1, default=float))
 
 
 def load_json(path: str | os.PathLike) -> Any:
@@ -121,9 +121,9 @@ def load_json(path: str | os.PathLike) -> Any:
 def save_unit(path: str | os.PathLike, arrays: dict[str, np.ndarray], meta: dict) -> None:
     """One ``.npz`` file holding ``arrays`` and the JSON ``meta``, written atomically."""
     if _META in arrays:
-        raise ValueError(f"array name {_META!r} is reserved")
+        raise InputError(f"array name {_META!r} is reserved")
     buffer = io.BytesIO()
-    text = json.dumps(_jsonable(meta), default=float)
+    text = json.dumps(jsonable(meta), default=float)
     np.savez_compressed(buffer, **arrays, **{_META: np.frombuffer(text.encode(), np.uint8)})
     write_atomic(path, buffer.getvalue())
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import numpy as np
+from .errors import InputError
 
 __all__ = ["Evaluation", "Target", "tempered_log_density", "tempered_gradient"]
 
@@ -77,7 +78,7 @@ def tempered_log_density(ev: Evaluation, beta: float | np.ndarray) -> np.ndarray
 def tempered_gradient(ev: Evaluation, beta: float | np.ndarray) -> np.ndarray:
     """``grad_prior + beta * grad_lik`` per point, shape (n, d)."""
     if ev.grad_prior is None or ev.grad_lik is None:
-        raise ValueError("this evaluation was made without gradients")
+        raise InputError("this evaluation was made without gradients")
     beta = np.asarray(beta, dtype=float)
     if beta.ndim == 1:
         beta = beta[:, None]

@@ -41,7 +41,7 @@ from bread_stan.errors import BreadStanError  # noqa: E402
 from bread_stan.reporting.report import markdown_table  # noqa: E402
 from bread_stan.stan import datasets  # noqa: E402
 from bread_stan.workflows.fit import FitSettings  # noqa: E402
-from bread_stan.workflows.subjective import _own_fit, _stan_model, load_reference  # noqa: E402
+from bread_stan.workflows.subjective import own_fit, stan_model, load_reference  # noqa: E402
 from bread_stan.workflows.subjective_tractable import subjective_tractable  # noqa: E402
 from study_common import MODELS, cases, names  # noqa: E402
 
@@ -65,9 +65,9 @@ def main(argv=None) -> int:
     for case in args.only:
         t0 = time.perf_counter()
         program, data_name = CASES[case]
-        stan = _stan_model(MODELS / f"{program}.stan", datasets.load(data_name),
+        stan = stan_model(MODELS / f"{program}.stan", datasets.load(data_name),
                            args.threads)
-        reference = load_reference(_own_fit(stan, fit, args.seed, args.out / case), stan)
+        reference = load_reference(own_fit(stan, fit, args.seed, args.out / case), stan)
         for method in METHODS:
             row = {"case": case, "data": data_name, "d": stan.dim, "method": method,
                    "ref_rhat": round(reference.max_rhat, 3),

@@ -92,3 +92,30 @@ def linear_data():
 @pytest.fixture(scope="session")
 def logistic_data():
     return _regression_data(2, 30, 3, logistic=True)
+
+
+# -- test tiers ---------------------------------------------------------------------------
+# Markers (registered in pyproject.toml) say what a test needs, so a contributor runs the
+# fast tier alone:  python -m pytest -m "not stan and not cmdstan and not slow"
+#   stan:    a C++ compiler and Stan programs (compiled once, then cached);
+#   cmdstan: a CmdStan build (the cmdstan_path fixture);
+#   slow:    long statistical or end-to-end runs (set in the test modules).
+# A module is in the stan tier when any of its tests compiles or runs a Stan program.
+_STAN_MODULES = {
+    "test_aide", "test_approx", "test_cmdstan", "test_compile", "test_dask", "test_datasets",
+    "test_draft_simulator", "test_draws", "test_errors", "test_faults", "test_gaussian_base",
+    "test_model", "test_native", "test_notebooks", "test_protocol", "test_simulate",
+    "test_simulator_check", "test_stan_ais", "test_stan_programs", "test_stan_target",
+    "test_study_models", "test_subjective", "test_subjective_stan", "test_vector_hyper",
+    "test_workflow",
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        module = item.module.__name__.rsplit(".", 1)[-1] if item.module else ""
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if module in _STAN_MODULES or "compiled" in fixtures:
+            item.add_marker(pytest.mark.stan)
+        if "cmdstan_path" in fixtures:
+            item.add_marker(pytest.mark.cmdstan)

@@ -19,7 +19,7 @@ from bread_stan.stan.draws import read_draws, summarise, unconstrain_draws
 from bread_stan.stan.model import StanModel
 from bread_stan.stan.tempered import StanTarget
 from bread_stan.stan.toolchain import find_toolchain
-from bread_stan.workflows.bread import _default_name, _program_text
+from bread_stan.workflows.common import default_name, program_text
 from bread_stan.workflows.fit import FitSettings, _cmdstan_model, fit
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -139,7 +139,7 @@ def test_draws_are_read_from_cmdstan_csv_files_and_cmdstanpy_fits(two_fits, line
     # a CmdStanModel is accepted where a program is; the draws unconstrain through it
     target = StanTarget(model, linear_data)
     assert target.compiled.program.code == LINREG.read_text()
-    assert _default_name(model) == "linear_regression"  # names and resume fingerprints
-    assert _program_text(model) == LINREG.read_text()
+    assert default_name(model) == "linear_regression"  # names and resume fingerprints
+    assert program_text(model) == LINREG.read_text()
     unc = unconstrain_draws(from_fit, target)
     np.testing.assert_allclose(unc[0, :, 0], np.log(from_fit["sigma_sq"][0]), rtol=1e-12)

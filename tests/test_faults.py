@@ -239,7 +239,7 @@ def test_a_read_only_output_directory_is_refused_before_any_work(tmp_path, capsy
         raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(dir))
 
     monkeypatch.setattr(store.tempfile, "mkstemp", read_only)  # root ignores chmod
-    monkeypatch.setattr("bread_stan.workflows.bread.compile_tempered",
+    monkeypatch.setattr("bread_stan.workflows.problem.compile_tempered",
                         lambda *a: pytest.fail("work started before the check"))
     rc, _, err = _cli(capsys, _run(tmp_path / "o"))
     assert rc == 2 and f"cannot write to output directory {tmp_path / 'o'}" in err
@@ -477,7 +477,7 @@ def test_a_long_run_is_announced_before_it_starts(tmp_path, caplog, monkeypatch)
 
 
 def test_cost_estimate_scales_with_steps_chains_and_dimension():
-    from bread_stan.workflows.bread import cost_estimate
+    from bread_stan.workflows.common import cost_estimate
 
     tuned = TunedKernel("hmc", np.array([0.0, 1.0]), np.ones(2), None, {}, 1e-3, np.ones(2),
                         seconds_per_transition=1e-3)

@@ -323,7 +323,7 @@ def test_end_to_end_saves_resumes_and_exports(tmp_path, monkeypatch):
     def boom(*a, **k):
         raise AssertionError("a finished run was recomputed")
     monkeypatch.setattr(protocol_workflow, "fit", boom)
-    monkeypatch.setattr(ais, "_anneal", boom)
+    monkeypatch.setattr(ais, "anneal", boom)
     again = protocol(LINREG, LINREG_SIM, data, sampler=SAMPLER, run=LIN_RUN,
                      settings=LIN_SETTINGS, out_dir=tmp_path / "full")
     np.testing.assert_array_equal(again.real_forward[20].log_estimates,

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from bread_stan.reporting.report import write_report
-from bread_stan.ais.results import BreadResult, DirectionResult, StepResult
+from bread_stan.ais.results import BreadResult, DirectionResult, StepResult, SubjectiveResult
 
 
 def _step(n_steps, rng, gap, shift=0.0, n=30):
@@ -81,6 +81,20 @@ def test_save_load_round_trip(result, tmp_path):
         assert a.forward.n_grad == b.forward.n_grad
     assert back.summary().equals(result.summary())
     assert json.loads((tmp_path / "summary.json").read_text())["consistent"] is True
+
+
+def test_a_subjective_result_reloads_as_one_and_a_bread_result_does_not(result, tmp_path):
+    """The result's type, not a key of ``extra``, tells a subjective run apart."""
+    info = {"suspect": True, "meaning": "the reference is suspect", "base": {"kind": "prior"}}
+    subjective = SubjectiveResult("toy", result.settings, result.steps,
+                                  {**result.extra, "subjective": info})
+    subjective.save(tmp_path / "s")
+    result.save(tmp_path / "b")
+    back = BreadResult.load(tmp_path / "s")
+    assert type(back) is SubjectiveResult and back.suspect and back.base_kind == "prior"
+    assert back.meaning in back.headline()
+    assert type(BreadResult.load(tmp_path / "b")) is BreadResult
+    assert back.summary().equals(result.summary())
 
 
 def test_tidy_frame_and_inference_data(result, tmp_path):

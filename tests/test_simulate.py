@@ -105,13 +105,13 @@ def test_a_simulator_draw_outside_the_model_constraints_is_named(compiled, simul
                                                                  linear_data):
     """A simulator drawing sigma_sq < 0 for a <lower=0> parameter (as one forgetting abs
     for a half-normal, or sort_asc for an ordered vector) is told so, with the fix."""
-    from bread_stan.workflows.bread import _simulate_problem
+    from bread_stan.workflows.problem import simulate_problem
 
     draw = draw_at(simulator.simulate(1, seed=3), 0)
     draw["sigma_sq"] = np.float64(-1.0)
     with pytest.raises(StanDataError, match=r"the simulator drew parameters outside the "
                                             r"model's constraints .*variable is -1.*sort_asc"):
-        _simulate_problem("lr", compiled["linear_regression"], simulator, linear_data, 0, 1,
+        simulate_problem("lr", compiled["linear_regression"], simulator, linear_data, 0, 1,
                           truth_draw=draw)
 
 

@@ -33,7 +33,7 @@ from bread_stan.exact.oracle import NeighbourMetropolis, grid_bounds, linear_sch
 from bread_stan.kernels.grid_mh import GridMetropolis
 from bread_stan.ais.betas import ScheduleSpec
 from bread_stan.workflows.bread import ResumeMismatchError, RunSettings, SamplerSettings
-from bread_stan.workflows.subjective import (BaseSettings, Reference, ReferenceError,
+from bread_stan.workflows.subjective import (BaseSettings, Reference, ReferenceDrawsError,
                                              reference_check, subjective)
 
 N_SE = 3.5
@@ -179,12 +179,12 @@ def test_resume_and_refusal_of_other_settings(problem, tmp_path):
 
 
 def test_bad_references_are_refused_with_the_reason(problem):
-    with pytest.raises(ReferenceError, match="lack the model parameter 'w'"):
+    with pytest.raises(ReferenceDrawsError, match="lack the model parameter 'w'"):
         subjective(problem["program"], problem["data"], reference={"v": problem["post"]},
                    run=RUN)
-    with pytest.raises(ReferenceError, match="shape"):
+    with pytest.raises(ReferenceDrawsError, match="shape"):
         _run(problem, problem["post"][..., :2])
-    with pytest.raises(ReferenceError, match="do not vary in w.1"):
+    with pytest.raises(ReferenceDrawsError, match="do not vary in w.1"):
         _run(problem, np.repeat(problem["post"][:1, :1], 10, axis=1))
     with pytest.raises(ValueError, match="unknown base"):
         BaseSettings(kind="uniform")

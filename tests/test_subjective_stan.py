@@ -21,7 +21,7 @@ from bread_stan.stan.compile import compile_model, read_program
 from bread_stan.stan.draws import to_arviz
 from bread_stan.stan.model import StanModel
 from bread_stan.workflows.fit import FitResult, _cmdstan_model
-from bread_stan.workflows.subjective import ReferenceError, load_reference
+from bread_stan.workflows.subjective import ReferenceDrawsError, load_reference
 
 pytestmark = pytest.mark.slow  # compiles eight schools (about 40 s cold)
 
@@ -97,7 +97,7 @@ def test_netcdf_reference_gives_the_draws_it_holds(schools, tmp_path):
     np.testing.assert_allclose(ref.unconstrained[..., 2:], draws["theta_tilde"])
     np.testing.assert_allclose(load_reference(draws, schools).unconstrained, ref.unconstrained)
     assert ref.source == "file ref.nc"
-    with pytest.raises(ReferenceError, match="lack the model parameter 'tau'"):
+    with pytest.raises(ReferenceDrawsError, match="lack the model parameter 'tau'"):
         load_reference({k: v for k, v in draws.items() if k != "tau"}, schools)
 
 
@@ -105,7 +105,7 @@ def test_a_reference_draw_outside_the_support_is_named(schools, tmp_path):
     rng = np.random.default_rng(1)
     tau = rng.gamma(2, 2, 30)
     tau[7] = -1.0
-    with pytest.raises(ReferenceError, match="outside the model's support"):
+    with pytest.raises(ReferenceDrawsError, match="outside the model's support"):
         load_reference({"mu": rng.normal(size=(1, 30)), "tau": tau[None],
                         "theta_tilde": rng.normal(size=(1, 30, 8))}, schools)
     code = main(["subjective", str(PROGRAM), "--data", str(DATA),

@@ -18,7 +18,8 @@ from bread_stan.ais.tuning import TunedKernel, TuningConfig, tune
 def test_tuned_step_sizes_hit_the_target_acceptance(kernel, base, metric):
     model, _ = simulate_regression(40, 3, correlation=0.7, noise_sd=0.5, seed=1)
     rng = np.random.default_rng(0)
-    config = TuningConfig(n_grid=8, adapt_steps=30, adapt_metric=metric)
+    config = TuningConfig(n_grid=8, adapt_steps=30, adapt_metric=metric, beta_floor=1e-3,
+                          metric="diag")
     tuned = tune(model, kernel, base, model.sample_prior(rng, 32), seed=3, config=config)
     target = 0.65 if isinstance(kernel, HMC) else 0.8
     # the pilot's mean acceptance over the late adaptation steps, 32 chains
@@ -84,7 +85,8 @@ def test_nuts_achieves_the_target_acceptance_at_every_grid_beta(metric):
     """
     model, _ = simulate_regression(200, 7, correlation=0.5, noise_sd=1.0, seed=1)
     prior = model.sample_prior(np.random.default_rng(4), 32)
-    config = TuningConfig(n_grid=8, adapt_steps=30, adapt_metric=metric)
+    config = TuningConfig(n_grid=8, adapt_steps=30, adapt_metric=metric, beta_floor=1e-3,
+                          metric="diag")
     tuned = tune(model, NUTS(), NUTSParams(1.0, max_depth=8), prior, seed=4, config=config)
     achieved = _achieved_accept(model, NUTS(), tuned)
     assert np.all((achieved > 0.75) & (achieved < 0.9)), achieved
@@ -106,7 +108,8 @@ def test_burn_in_runs_unadapted_transitions_and_keeps_the_format():
     for burn_in in (0, 3):
         calls.clear()
         tuned = tune(model, Counting(), HMCParams(0.5, 4), prior, seed=1,
-                     config=TuningConfig(n_grid=4, adapt_steps=6, burn_in=burn_in))
+                     config=TuningConfig(n_grid=4, adapt_steps=6, burn_in=burn_in,
+                                         adapt_metric=False, beta_floor=1e-3, metric="diag"))
         assert len(calls) == 4 * 6 + 3 * burn_in  # no burn-in at beta = 0 (exact draws)
         if burn_in:  # burn-in at grid beta 2 uses the step size frozen at beta 1
             assert calls[6:9] == [tuned.step_size[0]] * 3

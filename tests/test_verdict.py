@@ -73,6 +73,7 @@ def test_negative_bounds_are_flagged_as_likely_bugs(shift, kernel):
     assert result.headline().startswith("CHECK FAILED")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kernel", sorted(KERNELS))
 def test_the_same_runs_unshifted_are_consistent(kernel):
     for seed in range(3, 8):
@@ -81,6 +82,7 @@ def test_the_same_runs_unshifted_are_consistent(kernel):
         assert verdict.consistent, verdict.message
 
 
+@pytest.mark.slow
 def test_sign_test_false_alarms_on_correct_runs_stay_near_alpha():
     # 200 correct single-draw runs (each its own x*) near convergence (T = 300, bound
     # about 0.3 nat): the sign test at alpha = 0.05 may fire through chance and through

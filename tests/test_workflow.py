@@ -15,6 +15,7 @@ import pytest
 from scipy import stats
 
 from bread_stan.reporting import cli
+from bread_stan.reporting.arguments import build_parser
 from bread_stan.workflows import bread as workflow
 from bread_stan.stan.compile import compile_many
 from bread_stan.ais.results import BreadResult
@@ -266,7 +267,7 @@ def test_adaptive_schedule_and_dense_metric_in_the_workflow():
     from bread_stan.reporting.report import _sections
     schedule = dict(_sections(res))["Schedule and kernel"]
     assert "**adaptive**" in schedule and "**dense**" in schedule
-    args = cli._parser().parse_args(["run", str(MODEL), "--simulator", str(SIMULATOR), "--schedule",
+    args = build_parser().parse_args(["run", str(MODEL), "--simulator", str(SIMULATOR), "--schedule",
                                      "adaptive", "--metric", "auto"])
     sampler, run = cli._settings(args)
     assert run.schedule.kind == "adaptive" and sampler.metric == "auto"

@@ -32,8 +32,9 @@ from ..ais import engine
 from ..ais.frozen_kernels import KernelSchedule
 from ..ais.gaussian_base import joint_density
 from ..kernels.base import Kernel, initial_state
-from ..rng import ChainRandom, derived_seed
+from ..rng import ChainRandom, Purpose, derived_seed
 from ..target import Target
+from ..errors import InputError
 
 __all__ = ["Cost", "AlgorithmRuns", "MetaInference", "InferenceAlgorithm", "TractableAlgorithm",
            "AISAlgorithm", "SIRAlgorithm", "ReferenceAlgorithm", "log_density_of"]
@@ -100,13 +101,13 @@ def log_density_of(approximation: Any, points: np.ndarray) -> np.ndarray:
 def _check_outputs(outputs, dim: int) -> np.ndarray:
     x = np.ascontiguousarray(outputs, dtype=float)
     if x.ndim != 2 or x.shape[1] != dim:
-        raise ValueError(f"outputs must have shape (n, {dim}), got {x.shape}")
+        raise InputError(f"outputs must have shape (n, {dim}), got {x.shape}")
     return x
 
 
 def _check_count(name: str, value, least: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
-        raise ValueError(f"{name} must be a whole number >= {least}, got {value!r}")
+        raise InputError(f"{name} must be a whole number >= {least}, got {value!r}")
     return int(value)
 
 
@@ -168,7 +169,7 @@ class ReferenceAlgorithm:
     def __init__(self, draws: np.ndarray, source: Any, name: str = "reference"):
         self.draws = np.ascontiguousarray(draws, dtype=float)
         if self.draws.ndim != 2 or self.draws.shape[0] < 2:
-            raise ValueError(f"reference draws must have shape (n >= 2, d), got "
+            raise InputError(f"reference draws must have shape (n >= 2, d), got "
                              f"{self.draws.shape}")
         self._density = joint_density(source)
         self.name = name
@@ -183,7 +184,7 @@ class ReferenceAlgorithm:
     def run(self, n: int, seed: int) -> AlgorithmRuns:
         n = _check_count("n", n)
         if n > self.draws.shape[0]:
-            raise ValueError(f"asked for {n} gold runs but there are only "
+            raise InputError(f"asked for {n} gold runs but there are only "
                              f"{self.draws.shape[0]} reference draws; give more draws or "
                              "fewer gold runs")
         t0 = time.perf_counter()
@@ -270,8 +271,9 @@ class AISAlgorithm:
     ``target`` is the engine's Target (its log prior is the base: the model's prior, or a
     Gaussian q0 via :class:`~bread_stan.ais.gaussian_base.GaussianBaseTarget`; log prior +
     log likelihood is the model's p~), ``draw_base(n, seed)`` gives exact base draws.
-    ``run``: base draws from ``draw_base(n, derived_seed(seed, 0))``, then
-    ``engine.forward(..., seed=derived_seed(seed, 1))``; log xi = log p~(x) - L.
+    ``run``: base draws from ``draw_base(n, derived_seed(seed, Purpose.ALGORITHM_BASE))``, then
+    ``engine.forward(..., seed=derived_seed(seed, Purpose.ALGORITHM_CHAINS))``;
+    log xi = log p~(x) - L.
 
     ``run_blocks`` (optional) runs the chains in blocks elsewhere (a Dask cluster):
     ``run_blocks(function, blocks)`` returns ``[function(target, *args) for args in
@@ -282,8 +284,9 @@ class AISAlgorithm:
     ``meta_log_xi``: the exact reversal of the forward chain (the paper's conditional SMC
     with one particle).  The forward chain's last transition is K_T, applied after the
     last increment, so the reversal first applies K_T to the output (stream 0 of
-    ``derived_seed(seed, 2)``) and then runs the engine's reverse AIS from there
-    (``seed=derived_seed(seed, 3)``), whose estimate U is log Z_hat: log xi = log p~(x) - U.
+    ``derived_seed(seed, Purpose.ALGORITHM_REVERSE_START)``) and then runs the engine's
+    reverse AIS from there (``seed=derived_seed(seed, Purpose.ALGORITHM_REVERSE)``), whose
+    estimate U is log Z_hat: log xi = log p~(x) - U.
     From an exact posterior draw, K_T changes nothing in distribution, so with an exact
     gold and M_t = 1 AIDE is the BREAD bound (SPEC 7.3).
     """
@@ -322,9 +325,9 @@ class AISAlgorithm:
     def run(self, n: int, seed: int) -> AlgorithmRuns:
         n = _check_count("n", n)
         t0 = time.perf_counter()
-        starts = self.draw_base(n, derived_seed(seed, 0))
+        starts = self.draw_base(n, derived_seed(seed, Purpose.ALGORITHM_BASE))
         parts = self._in_blocks(_forward_block, starts, self.kernel, self.schedule,
-                                derived_seed(seed, 1))
+                                derived_seed(seed, Purpose.ALGORITHM_CHAINS))
         x = np.concatenate([p[0] for p in parts])
         log_xi = np.concatenate([p[1] for p in parts])
         return AlgorithmRuns(x, log_xi, Cost(gradients=sum(p[2] for p in parts), densities=n,
@@ -344,7 +347,8 @@ class AISAlgorithm:
         grads = 0
         if ok.any():
             parts = self._in_blocks(_reversal_block, starts[ok], self.kernel, self.schedule,
-                                    derived_seed(seed, 2), derived_seed(seed, 3))
+                                    derived_seed(seed, Purpose.ALGORITHM_REVERSE_START),
+                                    derived_seed(seed, Purpose.ALGORITHM_REVERSE))
             log_xi[ok] = log_joint[ok] - np.concatenate([p[0] for p in parts])
             grads += sum(p[1] for p in parts)
         log_xi = log_xi.reshape(n, m)

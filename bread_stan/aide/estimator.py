@@ -25,13 +25,12 @@ import numpy as np
 from scipy import stats
 from scipy.special import logsumexp
 
-from ..rng import derived_seed
+from ..rng import Purpose, derived_seed
 from .algorithms import Cost, InferenceAlgorithm
+from ..errors import InputError
 
 __all__ = ["GoldSide", "AIDEResult", "gold_side", "estimate_aide"]
 
-_GOLD_RUN, _GOLD_META, _TARGET_RUN, _TARGET_META_AT_GOLD, _TARGET_META, _GOLD_META_AT_TARGET = (
-    1, 2, 3, 4, 5, 6)  # purposes of derived seeds
 
 
 def _lme(log_xi: np.ndarray) -> np.ndarray:
@@ -45,7 +44,7 @@ def _traces(algorithm: InferenceAlgorithm, m: int) -> int:
 
 def _check_count(name: str, value, least: int) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
-        raise ValueError(f"{name} must be a whole number >= {least}, got {value!r}")
+        raise InputError(f"{name} must be a whole number >= {least}, got {value!r}")
     return int(value)
 
 
@@ -74,10 +73,10 @@ def gold_side(gold: InferenceAlgorithm, n_gold: int, m_gold: int = 1, *, seed: i
     """Run the gold standard ``n_gold`` times and complete each output's M_g traces."""
     n = _check_count("n_gold", n_gold, 2)
     m = _traces(gold, _check_count("m_gold", m_gold, 1))
-    own = gold.run(n, derived_seed(seed, _GOLD_RUN))
+    own = gold.run(n, derived_seed(seed, Purpose.GOLD_RUN))
     log_xi, cost = own.log_xi[:, None], own.cost
     if m > 1:
-        meta = gold.meta_log_xi(own.outputs, m - 1, derived_seed(seed, _GOLD_META))
+        meta = gold.meta_log_xi(own.outputs, m - 1, derived_seed(seed, Purpose.GOLD_META))
         log_xi, cost = np.concatenate([log_xi, meta.log_xi], axis=1), cost + meta.cost
     return GoldSide(gold.name, own.outputs, log_xi, cost, int(seed))
 
@@ -152,33 +151,34 @@ def estimate_aide(gold: InferenceAlgorithm | GoldSide, target: InferenceAlgorith
     if isinstance(gold, GoldSide):
         side, algorithm = gold, gold_algorithm
         if algorithm is None:
-            raise ValueError("with a finished GoldSide, give the gold algorithm as "
+            raise InputError("with a finished GoldSide, give the gold algorithm as "
                              "gold_algorithm (its meta-inference runs at the target's outputs)")
         if side.seed != seed:
-            raise ValueError(f"the GoldSide was made with seed {side.seed}, not {seed}")
+            raise InputError(f"the GoldSide was made with seed {side.seed}, not {seed}")
     else:
         algorithm = gold
         side = gold_side(gold, n_gold, m_gold, seed=seed)
     if getattr(target, "normalised", True) is False:
-        raise ValueError(f"{target.name} (reference draws) can only be the gold standard: as a "
+        raise InputError(f"{target.name} (reference draws) can only be the gold standard: as a "
                          "target it would only assert its own exactness")
     if target.dim != algorithm.dim or side.outputs.shape[1] != target.dim:
-        raise ValueError(f"gold and target live in different spaces ({algorithm.dim} and "
+        raise InputError(f"gold and target live in different spaces ({algorithm.dim} and "
                          f"{target.dim} unconstrained coordinates)")
     if not 0 < level < 1:
-        raise ValueError(f"level must be in (0, 1), got {level}")
+        raise InputError(f"level must be in (0, 1), got {level}")
     n_t = _check_count("n_target", n_target, 2)
     m_t = _traces(target, _check_count("m_target", m_target, 1))
     m_g = side.m
 
     t0 = time.perf_counter()
-    at_gold = target.meta_log_xi(side.outputs, m_t, derived_seed(seed, _TARGET_META_AT_GOLD))
-    own = target.run(n_t, derived_seed(seed, _TARGET_RUN))
+    at_gold = target.meta_log_xi(side.outputs, m_t, derived_seed(seed, Purpose.TARGET_META_AT_GOLD))
+    own = target.run(n_t, derived_seed(seed, Purpose.TARGET_RUN))
     target_xi, target_cost = own.log_xi[:, None], own.cost + at_gold.cost
     if m_t > 1:
-        meta = target.meta_log_xi(own.outputs, m_t - 1, derived_seed(seed, _TARGET_META))
+        meta = target.meta_log_xi(own.outputs, m_t - 1, derived_seed(seed, Purpose.TARGET_META))
         target_xi, target_cost = np.concatenate([target_xi, meta.log_xi], 1), target_cost + meta.cost
-    at_target = algorithm.meta_log_xi(own.outputs, m_g, derived_seed(seed, _GOLD_META_AT_TARGET))
+    at_target = algorithm.meta_log_xi(own.outputs, m_g,
+                                      derived_seed(seed, Purpose.GOLD_META_AT_TARGET))
 
     with np.errstate(invalid="ignore"):
         per_gold = _lme(side.log_xi) - _lme(at_gold.log_xi)

@@ -23,12 +23,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from ..errors import InputError
 
 __all__ = ["ScheduleError", "linear", "sigmoidal", "geometric", "thermodynamic", "validate",
            "ScheduleSpec", "Betas"]
 
 
-class ScheduleError(ValueError):
+class ScheduleError(InputError):
     """A schedule that does not run strictly upwards from 0 to 1."""
 
 

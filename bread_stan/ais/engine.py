@@ -31,7 +31,7 @@ blocks), and the running estimates are recorded at a bounded number of blocks
 of temperatures (``increments_every``, ``RunConfig.increment_blocks``).  :func:`run` does both
 directions for several numbers of temperatures, forward and reverse chains in
 one batch per call into the model, and returns a
-:class:`~bread_stan.results.BreadResult`.
+:class:`~bread_stan.ais.results.BreadResult`.
 """
 
 from __future__ import annotations
@@ -53,9 +53,10 @@ from ..rng import ChainRandom, chain_seed_sequences
 from .betas import ScheduleSpec
 from .tuning import progress_bar
 from ..target import Target
+from ..errors import InputError
 
 __all__ = ["AISRun", "forward", "reverse", "RunConfig", "run", "step_schedule",
-           "chain_diagnostics"]
+           "chain_diagnostics", "Group", "anneal"]
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +91,7 @@ class AISRun:
         return self.log_weights.size
 
     def to_direction_result(self) -> DirectionResult:
-        """The form stored in :class:`~bread_stan.results.StepResult`."""
+        """The form stored in :class:`~bread_stan.ais.results.StepResult`."""
         return DirectionResult(self.log_estimates, self.wall_time, self.n_grad,
                                dict(self.diagnostics), self.cumulative, self.cumulative_at)
 
@@ -102,7 +103,7 @@ class AISRun:
 
 
 @dataclass
-class _Group:
+class Group:
     """Chains of one direction inside a (possibly shared) batch."""
 
     direction: str
@@ -127,18 +128,18 @@ def _check_start(target: Target, start, n_chains: int | None, what: str) -> np.n
     if x.ndim == 1:
         x = x[None, :]
     if x.ndim != 2 or x.shape[1] != target.dim:
-        raise ValueError(f"{what} draws must have shape (n, {target.dim}), got {np.shape(start)}")
+        raise InputError(f"{what} draws must have shape (n, {target.dim}), got {np.shape(start)}")
     if n_chains is not None:
         if x.shape[0] == 1:
             x = np.repeat(x, n_chains, axis=0)
         elif x.shape[0] != n_chains:
-            raise ValueError(f"got {x.shape[0]} {what} draws for n_chains={n_chains}")
+            raise InputError(f"got {x.shape[0]} {what} draws for n_chains={n_chains}")
     if not np.all(np.isfinite(x)):
-        raise ValueError(f"{what} draws contain non-finite values")
+        raise InputError(f"{what} draws contain non-finite values")
     return np.ascontiguousarray(x)
 
 
-def _anneal(target: Target, kernel: Kernel, schedule, groups: list[_Group], *,
+def anneal(target: Target, kernel: Kernel, schedule, groups: list[Group], *,
             increments_every: int | None, progress: bool) -> list[AISRun]:
     """Run the groups' chains in one batch through the schedule; one AISRun per group."""
     schedule = _as_schedule(schedule)
@@ -161,7 +162,7 @@ def _anneal(target: Target, kernel: Kernel, schedule, groups: list[_Group], *,
         first = int(np.flatnonzero(bad)[0])
         stan = (getattr(target, "last_errors", None) or {}).get(first)
         said = f"; Stan says: {stan}" if stan else ""
-        raise ValueError(f"{int(bad.sum())} of {n} start points have zero or non-computable "
+        raise InputError(f"{int(bad.sum())} of {n} start points have zero or non-computable "
                          f"prior density under the model (first: chain {first}{said}). "
                          "Exact prior and posterior draws must lie in the model's support: "
                          "does the simulator draw values that the model rejects?")
@@ -175,7 +176,7 @@ def _anneal(target: Target, kernel: Kernel, schedule, groups: list[_Group], *,
     if increments_every is not None:
         every = int(increments_every)
         if every < 1:
-            raise ValueError("increments_every must be a positive integer")
+            raise InputError("increments_every must be a positive integer")
         n_blocks = -(-(T - 1) // every)
         blocks = np.zeros((n, n_blocks))
 
@@ -273,8 +274,8 @@ def forward(target: Target, kernel: Kernel, schedule, start, *, seed,
     chains run alone gives the numbers those chains give in a larger batch.
     """
     start = _check_start(target, start, None, "prior")
-    return _anneal(target, kernel, schedule,
-                   [_Group("forward", start, seed, stream, first_chain)],
+    return anneal(target, kernel, schedule,
+                   [Group("forward", start, seed, stream, first_chain)],
                    increments_every=increments_every, progress=progress)[0]
 
 
@@ -289,8 +290,8 @@ def reverse(target: Target, kernel: Kernel, schedule, start, *, seed,
     first_chain + i).
     """
     start = _check_start(target, start, n_chains, "posterior")
-    return _anneal(target, kernel, schedule,
-                   [_Group("reverse", start, seed, stream, first_chain)],
+    return anneal(target, kernel, schedule,
+                   [Group("reverse", start, seed, stream, first_chain)],
                    increments_every=increments_every, progress=progress)[0]
 
 
@@ -307,7 +308,7 @@ class RunConfig:
     schedule: ScheduleSpec = ScheduleSpec()
     steps_per_temperature: int = 1
     combined: bool = True
-    increment_blocks: int | None = 100
+    increment_blocks: int | None = 50  # as RunSettings: one set of defaults
     progress: bool = False
 
 
@@ -317,14 +318,14 @@ def run(target: Target, kernel: Kernel, prior_draws, posterior_draws, *, seed: i
     """Forward and reverse AIS for each number of temperatures in ``config.steps``.
 
     ``tuned`` turns betas into a frozen kernel schedule: a
-    :class:`~bread_stan.tuning.TunedKernel` (or anything with
+    :class:`~bread_stan.ais.tuning.TunedKernel` (or anything with
     ``schedule(betas, steps_per_temperature)``), a fixed params object used
     at every temperature, or None for a kernel without params.  The i-th step
     count uses random streams 2i (forward) and 2i + 1 (reverse), so
     ``config.steps[0]`` reproduces :func:`forward` and :func:`reverse` with their
     default streams.  A single posterior draw is repeated for as many reverse
     chains as there are prior draws.  ``on_step`` receives each finished
-    :class:`~bread_stan.results.StepResult` (to save it at once).
+    :class:`~bread_stan.ais.results.StepResult` (to save it at once).
     """
     prior = _check_start(target, prior_draws, None, "prior")
     single = np.ndim(posterior_draws) == 1 or np.shape(posterior_draws)[0] == 1
@@ -340,13 +341,13 @@ def run(target: Target, kernel: Kernel, prior_draws, posterior_draws, *, seed: i
     result = BreadResult(model or getattr(target, "name", type(target).__name__), settings)
     for i, T in enumerate(config.steps):
         betas, schedule, every = step_schedule(config, tuned, T)
-        groups = [_Group("forward", prior, seed, 2 * i), _Group("reverse", post, seed, 2 * i + 1)]
+        groups = [Group("forward", prior, seed, 2 * i), Group("reverse", post, seed, 2 * i + 1)]
         kw = {"increments_every": every, "progress": config.progress}
         if config.combined:
-            fwd, rev = _anneal(target, kernel, schedule, groups, **kw)
+            fwd, rev = anneal(target, kernel, schedule, groups, **kw)
         else:
-            fwd = _anneal(target, kernel, schedule, groups[:1], **kw)[0]
-            rev = _anneal(target, kernel, schedule, groups[1:], **kw)[0]
+            fwd = anneal(target, kernel, schedule, groups[:1], **kw)[0]
+            rev = anneal(target, kernel, schedule, groups[1:], **kw)[0]
         step = StepResult(T, fwd.to_direction_result(), rev.to_direction_result(), betas,
                           {"unconstrained": fwd.final_positions})
         log.info("T=%d: mean lower %.4g, mean upper %.4g, %.3g s, %d gradients", T,

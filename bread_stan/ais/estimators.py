@@ -35,6 +35,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 from scipy import stats
+from ..errors import InputError
 
 __all__ = [
     "log_mean_exp", "JeffreysBound", "jeffreys_bound", "Sandwich", "log_ml_sandwich",
@@ -57,10 +58,10 @@ def _estimates(x, name: str, allowed_inf: float) -> np.ndarray:
     """
     x = np.asarray(x, dtype=float).ravel()
     if x.size == 0:
-        raise ValueError(f"{name}: no chains")
+        raise InputError(f"{name}: no chains")
     bad = np.isnan(x) | (np.isinf(x) & (x != allowed_inf))
     if np.any(bad):
-        raise ValueError(f"{name}: {int(bad.sum())} of {x.size} chains have an invalid "
+        raise InputError(f"{name}: {int(bad.sum())} of {x.size} chains have an invalid "
                          "(NaN or wrong-signed infinite) log estimate; inspect the run's "
                          "diagnostics (divergences, rejected start points)")
     return x
@@ -134,7 +135,7 @@ def jeffreys_bound(lower, upper, *, level: float = 0.95, method: str = "normal",
         bl = L[rng.integers(0, L.size, size=(n_boot, L.size))].mean(axis=1)
         lo, hi = np.quantile(bu - bl, [0.5 - level / 2, 0.5 + level / 2])
     else:
-        raise ValueError(f"unknown interval method {method!r}; use 'normal' or 'bootstrap'")
+        raise InputError(f"unknown interval method {method!r}; use 'normal' or 'bootstrap'")
     return JeffreysBound(estimate, se, float(lo), float(hi), level, method, L.size, U.size)
 
 
@@ -258,7 +259,7 @@ def sign_test(bound: JeffreysBound, *, alpha: float = 0.01,
     the unconditional expectation.
     """
     if not 0 < alpha < 1:
-        raise ValueError("alpha must lie in (0, 1)")
+        raise InputError("alpha must lie in (0, 1)")
     est, se = bound.estimate, bound.std_error
     method = "chains, given x*" if df is None else "problems"
     if not np.isfinite(est) or not np.isfinite(se):
@@ -287,10 +288,10 @@ def grouped_bound(lower, upper, lower_groups, upper_groups, *,
     gl = np.asarray(lower_groups).ravel()
     gu = np.asarray(upper_groups).ravel()
     if gl.size != L.size or gu.size != U.size:
-        raise ValueError("one group label per chain is needed in each direction")
+        raise InputError("one group label per chain is needed in each direction")
     labels = np.unique(gl)
     if not np.array_equal(labels, np.unique(gu)):
-        raise ValueError("forward and reverse chains must cover the same problems")
+        raise InputError("forward and reverse chains must cover the same problems")
     per = np.array([np.mean(U[gu == k]) - np.mean(L[gl == k]) for k in labels])
     K = per.size
     estimate = float(np.mean(per))
@@ -298,7 +299,7 @@ def grouped_bound(lower, upper, lower_groups, upper_groups, *,
         return JeffreysBound(np.inf, np.inf, np.inf, np.inf, level, "problems", L.size,
                              U.size), per
     if K < 2:
-        raise ValueError("the multi-draw interval needs at least 2 simulated problems")
+        raise InputError("the multi-draw interval needs at least 2 simulated problems")
     se = float(np.std(per, ddof=1) / np.sqrt(K))
     half = stats.t.ppf(0.5 + level / 2, df=K - 1) * se
     return JeffreysBound(estimate, se, estimate - half, estimate + half, level, "problems",

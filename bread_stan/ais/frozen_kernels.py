@@ -24,13 +24,13 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
-from ..kernels.hmc import HMCParams
-from ..kernels.nuts import NUTSParams
+from ..kernels.registry import KERNELS
 from .betas import Betas, validate
+from ..errors import InputError
 
 __all__ = ["KernelSchedule", "InterpolatedSchedule", "PARAMS_BY_KIND", "kind_of"]
 
-PARAMS_BY_KIND = {"hmc": HMCParams, "nuts": NUTSParams}
+PARAMS_BY_KIND = {name: entry.params for name, entry in KERNELS.items()}
 
 
 def kind_of(params) -> str:
@@ -61,26 +61,26 @@ class KernelSchedule:
         if not isinstance(self.betas, Betas):  # a lazy Betas is validated when built
             object.__setattr__(self, "betas", validate(self.betas))
         if int(self.steps_per_temperature) < 1:
-            raise ValueError("steps_per_temperature must be at least 1")
+            raise InputError("steps_per_temperature must be at least 1")
         object.__setattr__(self, "steps_per_temperature", int(self.steps_per_temperature))
         if self.kind is None:
             return
         if self.kind not in PARAMS_BY_KIND:
-            raise ValueError(f"unknown kernel kind {self.kind!r}; known: {sorted(PARAMS_BY_KIND)}")
+            raise InputError(f"unknown kernel kind {self.kind!r}; known: {sorted(PARAMS_BY_KIND)}")
         T = self.betas.size
         step = np.asarray(self.step_size, dtype=float)
         if step.shape != (T,) or not np.all(np.isfinite(step) & (step > 0)):
-            raise ValueError(f"step_size must be {T} finite positive values, one per temperature")
+            raise InputError(f"step_size must be {T} finite positive values, one per temperature")
         object.__setattr__(self, "step_size", step)
         if self.inv_metric is not None:
             m = np.asarray(self.inv_metric, dtype=float)
             if m.ndim == 3:
                 if (m.shape[0] != T or m.shape[1] != m.shape[2] or not np.all(np.isfinite(m))
                         or not np.allclose(m, np.swapaxes(m, 1, 2))):
-                    raise ValueError(f"a dense inv_metric must be ({T}, d, d) finite "
+                    raise InputError(f"a dense inv_metric must be ({T}, d, d) finite "
                                      "symmetric matrices")
             elif m.ndim != 2 or m.shape[0] != T or not np.all(np.isfinite(m) & (m > 0)):
-                raise ValueError(f"inv_metric must be ({T}, d) finite positive values "
+                raise InputError(f"inv_metric must be ({T}, d) finite positive values "
                                  f"(diagonal) or ({T}, d, d) (dense)")
             object.__setattr__(self, "inv_metric", m)
         object.__setattr__(self, "fixed", dict(self.fixed or {}))
@@ -173,9 +173,9 @@ class InterpolatedSchedule:
     def __init__(self, betas, interpolate, kind: str, fixed: dict, width: int,
                  steps_per_temperature: int = 1):
         if kind not in PARAMS_BY_KIND:
-            raise ValueError(f"unknown kernel kind {kind!r}; known: {sorted(PARAMS_BY_KIND)}")
+            raise InputError(f"unknown kernel kind {kind!r}; known: {sorted(PARAMS_BY_KIND)}")
         if int(steps_per_temperature) < 1:
-            raise ValueError("steps_per_temperature must be at least 1")
+            raise InputError("steps_per_temperature must be at least 1")
         self.betas = betas if isinstance(betas, Betas) else validate(betas)
         self.steps_per_temperature = int(steps_per_temperature)
         self.kind, self.fixed, self.width = kind, dict(fixed or {}), int(width)

@@ -32,7 +32,7 @@ from typing import Any, Callable
 import numpy as np
 from scipy import linalg, optimize
 
-from ..errors import BreadStanError
+from ..errors import BreadStanError, InputError
 from ..kernels.integrator import row_dot
 from ..stan.model import StanModel
 from ..stan.native import NativeKernels
@@ -265,7 +265,7 @@ class GaussianBase:
 
 def _check_widen(widen: float) -> None:
     if not np.isfinite(widen) or widen <= 0:
-        raise ValueError(f"widen must be a positive factor on the standard deviations, got {widen}")
+        raise InputError(f"widen must be a positive factor on the standard deviations, got {widen}")
 
 
 class GaussianBaseTarget:
@@ -282,7 +282,7 @@ class GaussianBaseTarget:
         self.base = base
         self._density = joint_density(source)
         if base.dim != self.dim:
-            raise ValueError(f"the base has {base.dim} coordinates, the model {self.dim}")
+            raise InputError(f"the base has {base.dim} coordinates, the model {self.dim}")
         # Native transitions (the model's library evaluates q0 too) for a StanModel source.
         self.native = (NativeKernels(source, None, source.threads, base=base)
                        if isinstance(source, StanModel) and NativeKernels.available(source)

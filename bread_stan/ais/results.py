@@ -21,14 +21,15 @@ import numpy as np
 import pandas as pd
 
 from ..stan.draws import to_arviz
-from ..store import (CorruptFileError, _jsonable, load_json, load_unit, save_json, save_unit,
+from ..store import (CorruptFileError, jsonable, load_json, load_unit, save_json, save_unit,
                      set_aside, write_atomic)
 from .betas import Betas, ScheduleError
 from .estimators import (Sandwich, consistency_check, grouped_bound, jeffreys_bound,
                          log_ml_sandwich, one_sided_bounds)
 from .verdict import EXIT_CODES, StepVerdict, VerdictSettings, judge_step
+from ..errors import InputError
 
-__all__ = ["DirectionResult", "StepResult", "BreadResult"]
+__all__ = ["DirectionResult", "StepResult", "BreadResult", "SubjectiveResult"]
 
 log = logging.getLogger(__name__)
 
@@ -163,7 +164,7 @@ class StepResult:
         if f.cumulative is None or r.cumulative is None:
             return None
         if not np.array_equal(f.cumulative_at, r.cumulative_at):
-            raise ValueError("forward and reverse increments were recorded at different temperatures")
+            raise InputError("forward and reverse increments were recorded at different temperatures")
         mean_f = np.diff(np.concatenate([[0.0], f.cumulative.mean(axis=0)]))
         mean_r = np.diff(np.concatenate([[0.0], r.cumulative.mean(axis=0)]))
         at = np.asarray(f.cumulative_at)
@@ -218,6 +219,34 @@ class BreadResult:
             if s.n_steps == n_steps:
                 return s
         raise KeyError(f"no results for {n_steps} steps; have {[s.n_steps for s in self.steps]}")
+
+    # -- typed views of what ``extra`` records --------------------------------------
+
+    @property
+    def truth(self) -> dict[str, Any] | None:
+        """The exact draw x* the reverse chains start from (constrained; None when the
+        reverse chains start elsewhere, as in a subjective run)."""
+        return self.extra.get("truth")
+
+    @property
+    def simulated_data(self) -> dict[str, Any] | None:
+        """The simulated data y* the model was run on (None for real data)."""
+        return self.extra.get("simulated_data")
+
+    @property
+    def tuning(self) -> dict[str, Any] | None:
+        """The frozen kernel's tuning (:meth:`~bread_stan.ais.tuning.TunedKernel.to_dict`)."""
+        return self.extra.get("tuning")
+
+    @property
+    def tuning_seconds(self) -> float | None:
+        """Wall time of the pilot tuning (None when the tuning was loaded)."""
+        return self.extra.get("tuning_seconds")
+
+    @property
+    def executor(self) -> dict[str, Any] | None:
+        """Where the chains ran (:meth:`~bread_stan.parallel.executor.Executor.describe`)."""
+        return self.extra.get("executor")
 
     def verdict_settings(self) -> VerdictSettings:
         """The levels and scales the verdict uses (saved with the run, else defaults)."""
@@ -383,8 +412,8 @@ class BreadResult:
         return {"model": self.model, "status": self.status, "exit_code": self.exit_code,
                 "headline": self.headline(), "settings": self.settings,
                 "consistent": self.consistent, "problems": self.problems(),
-                "verdicts": [_jsonable(v.as_dict()) for v in self.verdicts()],
-                "extra": _jsonable(self.extra),
+                "verdicts": [jsonable(v.as_dict()) for v in self.verdicts()],
+                "extra": jsonable(self.extra),
                 "summary": json.loads(table.to_json(orient="records"))}
 
     def to_inference_data(self, n_steps: int | None = None):
@@ -440,8 +469,9 @@ class BreadResult:
             model, settings = header["model"], header["settings"]
         except (KeyError, TypeError):
             raise CorruptFileError(run_file, "no model or settings in it") from None
-        return cls(model, settings, load_steps(out_dir, settings.get("fingerprint")),
-                   header.get("extra", {}))
+        extra = header.get("extra", {})
+        kind = SubjectiveResult if cls is BreadResult and "subjective" in extra else cls
+        return kind(model, settings, load_steps(out_dir, settings.get("fingerprint")), extra)
 
     def plot(self, *, truth: float | None = None) -> dict:
         """All figures of the report (estimates, bound, per-temperature gap), by name."""
@@ -475,3 +505,32 @@ def load_steps(out_dir: Path, fingerprint: str | None) -> list[StepResult]:
             continue
         steps.append(step)
     return sorted(steps, key=lambda s: s.n_steps)
+
+
+@dataclass
+class SubjectiveResult(BreadResult):
+    """A subjective-divergence run (:func:`bread_stan.subjective`): its reverse chains
+    start from a reference sampler's draws on the real data, not from an exact draw, so
+    the bound means what :attr:`meaning` says given the reference's quality."""
+
+    @property
+    def reference(self) -> dict[str, Any]:
+        """What the run recorded about its reference draws and base (source, chains,
+        R-hat, ESS, thinning, base, warnings, checks)."""
+        return self.extra["subjective"]
+
+    @property
+    def suspect(self) -> bool:
+        """Whether the reference is suspect (its own diagnostics, or the AIS runs
+        disagreeing with it)."""
+        return bool(self.reference.get("suspect"))
+
+    @property
+    def meaning(self) -> str:
+        """What the bound means, given the reference's quality, in words."""
+        return self.reference.get("meaning", "")
+
+    @property
+    def base_kind(self) -> str:
+        """AIS's initial distribution: ``"gaussian"`` or ``"prior"``."""
+        return self.reference["base"]["kind"]

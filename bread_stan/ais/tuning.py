@@ -38,16 +38,17 @@ import numpy as np
 
 from .frozen_kernels import InterpolatedSchedule, kind_of
 from ..kernels.base import Kernel, initial_state
-from ..rng import ChainRandom
+from ..kernels.registry import KERNELS
+from ..rng import ChainRandom, Stream
 from ..store import CorruptFileError, load_json, save_json
 from ..target import Target
+from ..errors import InputError
 
 __all__ = ["TuningConfig", "TunedKernel", "tune", "progress_bar", "PILOT_STREAM"]
 
 log = logging.getLogger(__name__)
 
-PILOT_STREAM = 1_000_000  # random stream of the pilot chains; scored runs use small streams
-_DEFAULT_ACCEPT = {"hmc": 0.65, "nuts": 0.8}
+PILOT_STREAM = int(Stream.PILOT)  # random stream of the pilot chains (kept as a public name)
 _METRICS = ("diag", "dense", "auto")
 AUTO_DENSE_MAX_DIM = 20  # "auto" never goes dense above this many parameters
 _SANE_STEP = (1e-8, 1e6)   # step sizes outside this range flag a broken density
@@ -56,7 +57,13 @@ _SANE_RATIO = 1e6          # nor should they vary more than this along beta
 
 @dataclass(frozen=True)
 class TuningConfig:
-    """Pilot settings.  ``target_accept`` None means 0.65 for HMC, 0.8 for NUTS.
+    """Pilot settings.  ``target_accept`` None means the kernel's default in
+    :data:`~bread_stan.kernels.registry.KERNELS` (0.65 for HMC, 0.8 for NUTS).
+
+    The defaults are the workflows' (those of
+    :class:`~bread_stan.workflows.settings.SamplerSettings`: a 20-transition pilot,
+    an "auto" metric, the floor chosen from the prior draws), so :func:`tune` called
+    directly tunes as :func:`~bread_stan.bread` does.
 
     At each grid beta after the first, ``burn_in`` unadapted transitions precede
     the ``adapt_steps`` transitions of dual averaging.
@@ -80,21 +87,21 @@ class TuningConfig:
     """
 
     n_grid: int = 16
-    adapt_steps: int = 40
+    adapt_steps: int = 20
     burn_in: int = 5
     target_accept: float | None = None
-    adapt_metric: bool = False
-    beta_floor: float | None = 1e-3
+    adapt_metric: bool = True
+    beta_floor: float | None = None
     stream: int = PILOT_STREAM
-    metric: str = "diag"
+    metric: str = "auto"
     dense_correlation: float = 0.5
 
     def __post_init__(self):
         if self.beta_floor is not None and not 0 < self.beta_floor < 1:
-            raise ValueError(f"beta_floor must be in (0, 1) or None (automatic), "
+            raise InputError(f"beta_floor must be in (0, 1) or None (automatic), "
                              f"got {self.beta_floor}")
         if self.metric not in _METRICS:
-            raise ValueError(f"unknown metric {self.metric!r}; use 'diag', 'dense' or 'auto'")
+            raise InputError(f"unknown metric {self.metric!r}; use 'diag', 'dense' or 'auto'")
 
 
 @dataclass(frozen=True, eq=False)
@@ -228,7 +235,7 @@ def _auto_floor(log_lik: np.ndarray, n_grid: int) -> tuple[float, int]:
 def _grid(n_grid: int, floor: float) -> np.ndarray:
     """Betas equally spaced in log(beta + floor), from exactly 0 to exactly 1."""
     if n_grid < 2:
-        raise ValueError("n_grid must be at least 2")
+        raise InputError("n_grid must be at least 2")
     g = np.exp(np.linspace(np.log(floor), np.log(1.0 + floor), n_grid)) - floor
     g[0], g[-1] = 0.0, 1.0
     return g
@@ -322,11 +329,11 @@ def tune(target: Target, kernel: Kernel, base_params, prior_draws, *, seed,
     """
     kind = kind_of(base_params)
     if config.burn_in < 0 or config.adapt_steps < 1:
-        raise ValueError("burn_in must be >= 0 and adapt_steps >= 1")
-    accept_target = config.target_accept or _DEFAULT_ACCEPT[kind]
+        raise InputError("burn_in must be >= 0 and adapt_steps >= 1")
+    accept_target = config.target_accept or KERNELS[kind].target_accept
     x = np.ascontiguousarray(np.asarray(prior_draws, dtype=float))
     if x.ndim != 2 or x.shape[1] != target.dim or x.shape[0] < 2:
-        raise ValueError(f"pilot needs at least 2 prior draws of shape (n, {target.dim})")
+        raise InputError(f"pilot needs at least 2 prior draws of shape (n, {target.dim})")
     n, d = x.shape
     rng = ChainRandom.from_seed(seed, n, stream=config.stream)
     state = initial_state(target, x, gradient=True)

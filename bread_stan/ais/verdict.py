@@ -51,6 +51,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from .estimators import ConsistencyCheck, JeffreysBound, SignTest, sign_test
+from ..errors import InputError
 
 __all__ = ["VerdictSettings", "StepVerdict", "judge_step", "EXIT_CODES"]
 
@@ -72,9 +73,9 @@ class VerdictSettings:
     def __post_init__(self):
         for name in ("level", "tail_alpha", "sign_alpha"):
             if not 0 < getattr(self, name) < 1:
-                raise ValueError(f"{name} must lie in (0, 1)")
+                raise InputError(f"{name} must lie in (0, 1)")
         if not self.converged_nats > 0:
-            raise ValueError("converged_nats must be positive")
+            raise InputError("converged_nats must be positive")
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,7 @@ import numpy as np
 
 from ..ais.gaussian_base import joint_density
 from .gaussian import ApproximationError, GaussianApproximation, initial_point
+from ..errors import InputError
 
 __all__ = ["advi", "FAMILIES"]
 
@@ -196,16 +197,16 @@ def advi(model: Any, *, family: str = "meanfield", seed: int = 0,
     ``gradient_evaluations`` (adaptation included) and ``seconds``.
     """
     if family not in FAMILIES:
-        raise ValueError(f"family must be one of {FAMILIES}, got {family!r}")
+        raise InputError(f"family must be one of {FAMILIES}, got {family!r}")
     for name, value in (("grad_samples", grad_samples), ("elbo_samples", elbo_samples),
                         ("eval_elbo", eval_elbo), ("max_iter", max_iter),
                         ("adapt_iter", adapt_iter)):
         if int(value) != value or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value}")
+            raise InputError(f"{name} must be a positive integer, got {value}")
     if not tol_rel_obj > 0:
-        raise ValueError(f"tol_rel_obj must be positive, got {tol_rel_obj}")
+        raise InputError(f"tol_rel_obj must be positive, got {tol_rel_obj}")
     if eta is not None and not (np.isfinite(eta) and eta > 0):
-        raise ValueError(f"eta must be a positive step-size scale (or None to adapt), got {eta}")
+        raise InputError(f"eta must be a positive step-size scale (or None to adapt), got {eta}")
     t0 = time.perf_counter()
     rng = np.random.default_rng(seed)
     x0 = initial_point(model, start, rng)

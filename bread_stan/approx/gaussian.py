@@ -15,6 +15,7 @@ import numpy as np
 from ..ais.gaussian_base import BaseFitError, GaussianBase, joint_density
 from ..stan.draws import to_arviz as _to_arviz
 from ..stan.model import unflatten_draws
+from ..errors import InputError
 
 __all__ = ["GaussianApproximation", "ApproximationError", "initial_point"]
 
@@ -77,11 +78,11 @@ def initial_point(model: Any, start: np.ndarray | None, rng: np.random.Generator
         return rng.uniform(-2.0, 2.0, size=d)
     x0 = np.asarray(start, dtype=float).ravel()
     if x0.shape != (d,):
-        raise ValueError(f"start must have the model's {d} unconstrained coordinates, "
+        raise InputError(f"start must have the model's {d} unconstrained coordinates, "
                          f"got shape {np.shape(start)}")
     if not np.all(np.isfinite(x0)):
-        raise ValueError(f"start must be finite, got {x0}")
+        raise InputError(f"start must be finite, got {x0}")
     if not np.isfinite(joint_density(model)(x0[None, :], False)[0][0]):
-        raise ValueError("the model's log density is not finite at start; give a point "
+        raise InputError("the model's log density is not finite at start; give a point "
                          "inside the support (unconstrained coordinates)")
     return x0

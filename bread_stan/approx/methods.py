@@ -8,6 +8,7 @@ from .advi import advi
 from .gaussian import GaussianApproximation
 from .laplace import laplace
 from .pathfinder import pathfinder
+from ..errors import InputError
 
 __all__ = ["METHODS", "approximate"]
 
@@ -23,4 +24,4 @@ def approximate(model: Any, method: str, *, seed: int = 0, **options) -> Gaussia
         return advi(model, family=method.split("-")[1], seed=seed, **options)
     if method == "pathfinder":
         return pathfinder(model, seed=seed, **options)
-    raise ValueError(f"unknown approximation {method!r}; choose one of {', '.join(METHODS)}")
+    raise InputError(f"unknown approximation {method!r}; choose one of {', '.join(METHODS)}")

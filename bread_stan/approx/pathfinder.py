@@ -25,6 +25,7 @@ from scipy import optimize
 
 from ..ais.gaussian_base import BaseFitError, GaussianBase, joint_density
 from .gaussian import ApproximationError, GaussianApproximation, initial_point
+from ..errors import InputError
 
 __all__ = ["pathfinder"]
 
@@ -66,9 +67,9 @@ def pathfinder(model: Any, *, seed: int = 0, start: np.ndarray | None = None,
     ``density_evaluations``, ``seconds``.
     """
     if int(history_size) != history_size or history_size < 1:
-        raise ValueError(f"history_size must be a positive integer, got {history_size}")
+        raise InputError(f"history_size must be a positive integer, got {history_size}")
     if int(elbo_draws) != elbo_draws or elbo_draws < 1:
-        raise ValueError(f"elbo_draws must be a positive integer, got {elbo_draws}")
+        raise InputError(f"elbo_draws must be a positive integer, got {elbo_draws}")
     t0 = time.perf_counter()
     rng = np.random.default_rng(seed)
     x0 = initial_point(model, start, rng)

@@ -208,7 +208,7 @@ def grid_bounds(target: str | np.ndarray = "easy", n_distributions: int | None =
     """Exact J, E[B], E[L], E[U] and log Z for AIS on a grid.
 
     ``target`` is ``"easy"``, ``"hard"``, ``"barrier"`` (see
-    :func:`bread_stan.grid.grid_log_f`, ``seed`` picks the random ones) or a
+    :func:`bread_stan.exact.grid.grid_log_f`, ``seed`` picks the random ones) or a
     (rows, cols) array of log f.  The schedule is linear in b with
     ``n_distributions`` distributions unless ``betas`` is given; the path starts
     from ``log_prior`` (uniform by default); the kernel defaults to

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..ais.tuning import progress_bar
-from ..errors import BreadStanError
+from ..errors import BreadStanError, InputError
 
 __all__ = ["Executor", "SchedulerLostError", "DaskClientClosedError", "DaskEnvironmentError",
            "DaskMissingError"]
@@ -73,16 +73,16 @@ class Executor:
                  client=None, chains_per_shard: int | None = None, retries: int = 2,
                  connect_timeout: float = 10.0):
         if sum(x is not None for x in (scheduler, workers, client)) > 1:
-            raise ValueError("give at most one of a scheduler address, a number of workers "
+            raise InputError("give at most one of a scheduler address, a number of workers "
                              "and a Dask client")
         if workers is not None and (not isinstance(workers, int) or workers < 1):
-            raise ValueError(f"workers must be a whole number >= 1; got {workers!r}")
+            raise InputError(f"workers must be a whole number >= 1; got {workers!r}")
         if not connect_timeout > 0:
-            raise ValueError(f"the connect timeout must be a positive number of seconds; "
+            raise InputError(f"the connect timeout must be a positive number of seconds; "
                              f"got {connect_timeout!r}")
         if chains_per_shard is not None and (not isinstance(chains_per_shard, int)
                                              or chains_per_shard < 1):
-            raise ValueError(f"chains_per_shard must be a whole number >= 1; "
+            raise InputError(f"chains_per_shard must be a whole number >= 1; "
                              f"got {chains_per_shard!r}")
         self.chains_per_shard = chains_per_shard
         self.retries = int(retries)

@@ -28,7 +28,8 @@ import numpy as np
 
 from ..ais import engine
 from ..ais.results import DirectionResult, StepResult
-from ..errors import BreadStanError
+from ..errors import BreadStanError, InputError
+from ..rng import Stream
 from ..ais.gaussian_base import GaussianBase, GaussianBaseTarget
 from ..stan.compile import CompiledModel, compile_model
 from ..stan.model import StanModel
@@ -38,7 +39,8 @@ from ..target import Target
 __all__ = ["Shard", "ShardContext", "plan_shards", "run_shard", "run_on_target", "join_problem",
            "WorkerModelError"]
 
-_STREAMS = {"forward": 0, "reverse": 1}  # engine.run's streams of its first step count
+_STREAMS = {"forward": int(Stream.FORWARD),  # engine.run's streams of its first step count
+            "reverse": int(Stream.REVERSE)}
 _STATS = ("accept_stat", "divergences", "tree_depth", "n_grad")
 
 
@@ -70,7 +72,7 @@ def plan_shards(n_steps: int, chains_per_problem: list[int], block: int,
     blocks of at most ``block`` (``reverse_chains``: the reverse direction's
     chains per problem where they differ from the forward's)."""
     if block < 1:
-        raise ValueError(f"chains per shard must be at least 1; got {block}")
+        raise InputError(f"chains per shard must be at least 1; got {block}")
     reverse_chains = chains_per_problem if reverse_chains is None else reverse_chains
     return [Shard(n_steps, k, direction, first, min(block, n - first))
             for k, (n_forward, n_reverse) in enumerate(zip(chains_per_problem, reverse_chains))

@@ -17,6 +17,7 @@ import pandas as pd
 from ..aide.estimator import AIDEResult
 from ..store import save_json, write_atomic
 from .report import markdown_table, save_figures
+from ..errors import InputError
 
 __all__ = ["aide_table", "plot_aide", "write_aide_report"]
 
@@ -64,7 +65,7 @@ def write_aide_report(results: Sequence[AIDEResult], out_dir: str | Path, *,
     out = Path(out_dir)
     results = list(results)
     if not results:
-        raise ValueError("no AIDE results to report")
+        raise InputError("no AIDE results to report")
     save_json(out / "summary.json", {"model": model, "gold": results[0].gold,
                                      "aide_nats": {r.target: r.estimate for r in results},
                                      "targets": [r.summary() for r in results]})

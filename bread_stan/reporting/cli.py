@@ -44,50 +44,22 @@ shared by every target; a rerun loads what finished), 2 for bad input, 130 inter
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import logging
 import sys
+import traceback
 from pathlib import Path
 
 __all__ = ["main"]
 
 from ..errors import BreadStanError
+from .arguments import build_parser
 
 log = logging.getLogger("bread_stan")
 
-
-def _steps(text: str) -> tuple[int, ...]:
-    try:
-        steps = tuple(int(s) for s in text.split(",") if s.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--steps takes comma-separated integers, got {text!r}")
-    if not steps or min(steps) < 2:
-        raise argparse.ArgumentTypeError("--steps: every number of distributions must be >= 2")
-    return steps
-
-
-def _whole(least: int):
-    """An argparse type: a whole number >= ``least``."""
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-        if value < least:
-            raise argparse.ArgumentTypeError(f"must be at least {least}, got {value}")
-        return value
-    parse.__name__ = "whole number"
-    return parse
-
-
-def _add_kernel_options(p) -> None:
-    """--kernel, --leapfrog and --max-depth (read by :func:`_sampler`)."""
-    p.add_argument("--kernel", choices=("hmc", "nuts"), default="nuts",
-                   help="Markov kernel at each temperature (default nuts)")
-    p.add_argument("--leapfrog", type=_whole(1), default=10, help="HMC leapfrog steps (default 10)")
-    p.add_argument("--max-depth", type=_whole(1), default=8,
-                   help="NUTS maximum tree depth (default 8)")
+# The docs site's CLI page reads the parser as cli._parser (sphinx-argparse); the parser
+# itself is built in .arguments.
+_parser = build_parser
 
 
 def _sampler(args, **extra):
@@ -96,200 +68,6 @@ def _sampler(args, **extra):
 
     return SamplerSettings(kernel=args.kernel, n_leapfrog=args.leapfrog,
                            max_depth=args.max_depth, **extra)
-
-
-def _add_run_options(p: argparse.ArgumentParser, simulator: bool = True) -> None:
-    if simulator:
-        p.add_argument("--simulator", required=True, type=Path,
-                       help="simulator program: draws all unknowns from the prior, then the data")
-    p.add_argument("--data", help="the model's data: a JSON file, or the name of a bundled "
-                   "data set (nhefs, pima, goog, faithful, movielens, ...)"
-                   + ("; the simulator reads it too" if simulator else ""))
-    p.add_argument("--steps", type=_steps, default=(10, 100, 1000),
-                   help="numbers of AIS distributions, comma-separated (default 10,100,1000)")
-    p.add_argument("--chains", type=_whole(2), default=100,
-                   help="chains per direction (default 100)")
-    _add_kernel_options(p)
-    p.add_argument("--jitter", type=float, default=0.0,
-                   help="HMC step-size jitter j in [0, 1): step sizes uniform in "
-                   "[(1-j) e, (1+j) e] (default 0)")
-    p.add_argument("--rescue", type=float, default=0.1,
-                   help="share of transitions with a step size 1 to 1000 times "
-                   "smaller, to free chains stranded in the prior's tails (default 0.1)")
-    p.add_argument("--schedule", choices=("sigmoid", "linear", "geometric", "adaptive"),
-                   default="adaptive",
-                   help="annealing schedule; 'adaptive' places the betas at equal "
-                   "thermodynamic length measured by the pilot chains (default adaptive)")
-    p.add_argument("--metric", choices=("diag", "dense", "auto"), default="auto",
-                   help="inverse metric tuned along beta: diagonal, dense (Stan's dense_e), "
-                   "or auto (default: dense where the pilot draws are strongly correlated, "
-                   "for at most 20 parameters)")
-    p.add_argument("--seed", type=_whole(0), default=0)
-    if simulator:
-        p.add_argument("--exact-draws", type=_whole(1), default=1,
-                       help="simulated problems (x*, y*) to split the chains among: K > 1 gives an "
-                       "interval over exact draws and data sets instead of one conditional on a "
-                       "single draw (default 1)")
-    p.add_argument("--threads", type=_whole(1), default=None,
-                   help="threads per model call (default: all cores)")
-    p.add_argument("--out", type=Path, default=None,
-                   help="output directory (default: bread-<model name>)")
-    p.add_argument("--converged-nats", type=float, default=1.0,
-                   help="call a step count converged when the bound's upper limit is at most "
-                   "this many nats (default 1)")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
-    if simulator:
-        p.add_argument("--no-check", action="store_true",
-                       help="skip the simulator check that runs before the AIS runs")
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="bread-stan",
-        description="Bound how far AIS/HMC output is from the exact posterior of a Stan model.",
-        epilog="exit status: 0 converged at some T; 3 a check failed (no bound reported); "
-               "4 ran and passed its checks but converged at no T; 2 bad input; "
-               "130 interrupted")
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    p = sub.add_parser("run", help="BREAD bounds for one model")
-    p.add_argument("model", type=Path, help="model program with the prior_only split")
-    _add_run_options(p)
-    _add_executor_options(p)
-    p.add_argument("--known-upper", type=float, default=None,
-                   help="a trusted upper bound on log p(y): adds a KL(q||p) bound")
-    p.add_argument("--known-lower", type=float, default=None,
-                   help="a trusted lower bound on log p(y): adds a KL(p||q) bound")
-
-    p = sub.add_parser("compare", help="BREAD for several programs of one model, shared data")
-    p.add_argument("models", type=Path, nargs="+", help="model programs to compare")
-    _add_run_options(p)
-    _add_executor_options(p)
-
-    p = sub.add_parser("protocol", help="real-data protocol: fit, simulate, validate, bound")
-    p.add_argument("model", type=Path, help="model program with the prior_only split")
-    _add_run_options(p)
-    _add_executor_options(p)
-    p.add_argument("--sweep", type=_sweep, default=(10, 100, 1000, 10000),
-                   help="reverse-start transitions S, comma-separated (default 10,100,1000,10000)")
-    p.add_argument("--fit-chains", type=_whole(1), default=4,
-                   help="NUTS chains of the fit (default 4)")
-    p.add_argument("--fit-warmup", type=_whole(0), default=500,
-                   help="fit warmup iterations (default 500)")
-    p.add_argument("--fit-draws", type=_whole(1), default=500,
-                   help="fit draws per chain (default 500)")
-    p.add_argument("--fit-sampler", choices=("toolkit", "cmdstan"), default="toolkit",
-                   help="whose NUTS fits the real data: the toolkit's (default) or CmdStan's "
-                        "(needs cmdstanpy and CMDSTAN)")
-    p.add_argument("--hyper-summary", choices=("median", "mean"), default="median",
-                   help="posterior summary giving the fitted hyperparameters (default median)")
-    p.add_argument("--replicates", type=_whole(0), default=5,
-                   help="further simulated data sets for the agreement band (default 5; "
-                        "0 turns the agreement score off)")
-    p.add_argument("--replicate-max-steps", type=_whole(2), default=None,
-                   help="run the replicates only up to this many distributions (default all)")
-
-    p = sub.add_parser("subjective", help="subjective divergence on the real data, against "
-                       "a reference sampler; any Stan program (no prior_only, no simulator)")
-    p.add_argument("model", type=Path, help="model program (any; prior_only is set to 0 if "
-                   "declared)")
-    _add_run_options(p, simulator=False)
-    _add_executor_options(p)
-    p.add_argument("--reference", type=Path, nargs="+", default=None,
-                   help="reference draws: CmdStan CSV files (one per chain) or an ArviZ "
-                   "NetCDF file (posterior group); default: a NUTS fit on the data")
-    p.add_argument("--base", choices=("gaussian", "prior"), default="gaussian",
-                   help="initial distribution of AIS: a Gaussian in the unconstrained space "
-                   "(any program; default), or the prior (needs prior_only and --simulator)")
-    p.add_argument("--simulator", type=Path, default=None,
-                   help="simulator program giving exact prior draws (only for --base prior)")
-    p.add_argument("--base-fit", choices=("reference", "laplace"), default="reference",
-                   help="fit the Gaussian base to the reference draws or to a Laplace "
-                   "approximation (default reference)")
-    p.add_argument("--widen", type=float, default=1.5,
-                   help="multiply the base's standard deviations by this (default 1.5)")
-    p.add_argument("--approximation", default=None,
-                   choices=("laplace", "advi-meanfield", "advi-fullrank", "pathfinder"),
-                   help="measure this Gaussian approximation instead of AIS: D_SBJ with exact "
-                   "weights, E_r[log p - log q] - E_q[log p - log q] (no AIS runs)")
-    p.add_argument("--approximation-draws", type=_whole(2), default=4000,
-                   help="draws of the approximation for its term (default 4000)")
-    p.add_argument("--fit-chains", type=_whole(2), default=4, help="NUTS chains of the reference (default 4)")
-    p.add_argument("--fit-warmup", type=_whole(0), default=500, help="reference warmup (default 500)")
-    p.add_argument("--fit-draws", type=_whole(4), default=500, help="reference draws per chain (default 500)")
-    p.add_argument("--fit-sampler", choices=("toolkit", "cmdstan"), default="toolkit",
-                   help="NUTS of the reference: the toolkit's or CmdStan's (default toolkit)")
-
-    p = sub.add_parser("aide", help="AIDE: symmetrised KL of an approximation (ADVI, "
-                       "Laplace, Pathfinder, short AIS, SIR) from a gold standard, on the data")
-    p.add_argument("model", type=Path, help="model program (any; prior_only is set to 0 if "
-                   "declared)")
-    p.add_argument("--data", help="the model's data: a JSON file or a bundled data set")
-    _add_executor_options(p)
-    p.add_argument("--gold", default="ais:10000",
-                   help="gold standard: ais:T or reference (default ais:10000)")
-    p.add_argument("--target", nargs="+", default=["advi-meanfield"],
-                   help="one or more of advi-meanfield, advi-fullrank, laplace, pathfinder, "
-                   "ais:T, sir:P (default advi-meanfield)")
-    p.add_argument("--n-gold", type=_whole(2), default=100, help="gold runs (default 100)")
-    p.add_argument("--n-target", type=_whole(2), default=100, help="target runs (default 100)")
-    p.add_argument("--m-gold", type=_whole(1), default=1,
-                   help="meta-inference traces per output for an AIS/SIR gold (default 1)")
-    p.add_argument("--m-target", type=_whole(1), default=1,
-                   help="meta-inference traces per output for an AIS/SIR target (default 1)")
-    p.add_argument("--base", choices=("gaussian", "prior"), default="gaussian",
-                   help="initial distribution of AIS (and SIR's proposal is the Gaussian): a "
-                   "widened Gaussian in the unconstrained space (default), or the prior "
-                   "(needs prior_only and --simulator)")
-    p.add_argument("--base-fit", choices=("laplace", "reference"), default="laplace",
-                   help="fit the Gaussian by Laplace (default) or to the reference draws")
-    p.add_argument("--widen", type=float, default=1.5,
-                   help="multiply the Gaussian's standard deviations by this (default 1.5)")
-    p.add_argument("--simulator", type=Path, default=None,
-                   help="simulator program giving exact prior draws (only for --base prior)")
-    p.add_argument("--reference", type=Path, nargs="+", default=None,
-                   help="reference draws (CmdStan CSV files or ArviZ NetCDF) for --gold "
-                   "reference or --base-fit reference; default a NUTS fit on the data")
-    _add_kernel_options(p)
-    p.add_argument("--schedule", choices=("sigmoid", "linear", "geometric", "adaptive"),
-                   default="adaptive", help="annealing schedule (default adaptive)")
-    p.add_argument("--seed", type=_whole(0), default=0)
-    p.add_argument("--threads", type=_whole(1), default=None,
-                   help="threads per model call (default: all cores)")
-    p.add_argument("--out", type=Path, default=None,
-                   help="output directory (default: aide-<model name>)")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
-
-    p = sub.add_parser("check", help="test that a simulator draws from the model's joint "
-                       "distribution (exit 0 pass, 3 flagged, 2 bad input)")
-    p.add_argument("model", type=Path, help="model program with the prior_only split")
-    p.add_argument("--simulator", required=True, type=Path, help="simulator program")
-    p.add_argument("--data", help="the model's data: a JSON file or a bundled data set")
-    _add_kernel_options(p)
-    p.add_argument("--prior-draws", type=int, default=2000,
-                   help="simulator draws moved by the frozen prior kernel (default 2000)")
-    p.add_argument("--datasets", type=int, default=100,
-                   help="simulated data sets, one posterior chain each (default 100)")
-    p.add_argument("--transitions", type=int, default=10,
-                   help="frozen kernel transitions per chain (default 10)")
-    p.add_argument("--alpha", type=float, default=0.01,
-                   help="family-wise significance level (default 0.01)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=None, help="threads per model call")
-
-    p = sub.add_parser("draft-simulator", help="write a simulator program for a model "
-                       "program (to stdout, or --out FILE)")
-    p.add_argument("model", type=Path, help="model program with the prior_only split")
-    p.add_argument("--out", type=Path, help="write the simulator here instead of stdout")
-    p.add_argument("--hyper", help="comma-separated hyperparameters ('' for none; default: "
-                   "the scalar parameters whose prior uses no other parameter)")
-
-    p = sub.add_parser("report", help="regenerate figures and report from saved results")
-    p.add_argument("dir", type=Path)
-
-    sub.add_parser("info", help="toolchain, cache directory and version")
-    return parser
 
 
 def _data(arg: str | None):
@@ -302,19 +80,6 @@ def _data(arg: str | None):
         return datasets.load(arg)
     raise FileNotFoundError(f"--data {arg}: no such file, and not a bundled data set "
                             f"(those are {', '.join(datasets.names())})")
-
-
-def _add_executor_options(p: argparse.ArgumentParser) -> None:
-    group = p.add_mutually_exclusive_group()
-    group.add_argument("--scheduler", default=None, metavar="tcp://HOST:8786",
-                       help="run the AIS chains (protocol: the replicates; compare: whole "
-                       "programs; aide: blocks of AIS runs) in shards on this Dask "
-                       "scheduler's cluster (same numbers as a local run)")
-    group.add_argument("--workers", type=_whole(1), default=None,
-                       help="run the AIS chains in shards on a Dask LocalCluster of this many "
-                       "single-threaded worker processes")
-    p.add_argument("--connect-timeout", type=float, default=10.0, metavar="SECONDS",
-                   help="how long to try reaching the Dask scheduler (default 10)")
 
 
 def _executor(args):
@@ -365,7 +130,7 @@ def _report(result, out: Path, what: str) -> int:
     path = write_report(result, out)
     _print_summary(result)
     print(f"\n{what}: {path}")
-    return result.exit_code
+    return _exit_code(result)
 
 
 def _print_summary(result) -> None:
@@ -411,8 +176,7 @@ def _cmd_compare(args) -> int:
         _print_summary(result)
     path = write_comparison(results, out)
     print(f"\ncomparison: {path}")
-    codes = {r.exit_code for r in results.values()}
-    return 3 if 3 in codes else max(codes)
+    return _exit_code(results)
 
 
 def _compare_finished(out: Path) -> None:
@@ -432,16 +196,6 @@ def _compare_finished(out: Path) -> None:
         path = write_comparison(finished, out)
         print(f"comparison of the programs that finished ({', '.join(finished)}): {path}",
               file=sys.stderr)
-
-
-def _sweep(text: str) -> tuple[int, ...]:
-    try:
-        sweep = tuple(int(s) for s in text.split(",") if s.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--sweep takes comma-separated integers, got {text!r}")
-    if not sweep or min(sweep) < 0:
-        raise argparse.ArgumentTypeError("--sweep: numbers of transitions must be >= 0")
-    return sweep
 
 
 def _print_protocol(result) -> None:
@@ -479,7 +233,7 @@ def _cmd_protocol(args) -> int:
     report = write_protocol_report(result, out)
     _print_protocol(result)
     print(f"\nresults and report: {report}")
-    return 0 if result.ok else 3
+    return _exit_code(result)
 
 
 def _subjective_approximation(args, reference, out: Path) -> int:
@@ -549,7 +303,7 @@ def _cmd_aide(args) -> int:
     print(f"\n{args.model.stem}: AIDE against {results[0].gold}")
     print(markdown_table(aide_table(results)))
     print(f"\nresults and report: {report}")
-    return 0
+    return _exit_code(results)
 
 
 def _cmd_check(args) -> int:
@@ -561,7 +315,7 @@ def _cmd_check(args) -> int:
     result = check_simulator(args.model, args.simulator, _data(args.data), sampler=sampler,
                              settings=settings, threads=args.threads)
     print(f"{args.simulator} against {args.model}: {result.message}")
-    return 0 if result.passed else 3
+    return _exit_code(result)
 
 
 def _cmd_draft_simulator(args) -> int:
@@ -618,7 +372,7 @@ def _os_message(error: OSError) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``bread-stan`` console script."""
-    args = _parser().parse_args(argv)
+    args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S")
     commands = {"run": _cmd_run, "compare": _cmd_compare, "protocol": _cmd_protocol,
@@ -627,18 +381,57 @@ def main(argv: list[str] | None = None) -> int:
                 "info": _cmd_info}
     try:
         return commands[args.command](args)
-    except (BreadStanError, ValueError) as error:
+    except BaseException as error:  # the one exit policy of the command line
+        return _exit_status(args, error)
+
+
+EXIT_BAD_INPUT, EXIT_BUG, EXIT_INTERRUPTED, EXIT_CHECK_FAILED = 2, 1, 130, 3
+
+
+def _exit_code(outcome) -> int:
+    """The exit status of a finished command, from what it produced (the one policy):
+    a BREAD or subjective result its ``exit_code`` (0 converged, 3 a check failed, 4
+    converged at no T); several (``compare``) 3 if any failed a check, else the worst; a
+    protocol result 0 if ``ok`` else 3; a simulator check 0 if it passed else 3;
+    anything else (AIDE estimates, an approximation's divergence) 0."""
+    if isinstance(outcome, dict):
+        codes = {_exit_code(value) for value in outcome.values()}
+        return EXIT_CHECK_FAILED if EXIT_CHECK_FAILED in codes else max(codes, default=0)
+    if hasattr(outcome, "exit_code"):
+        return outcome.exit_code
+    if hasattr(outcome, "ok"):
+        return 0 if outcome.ok else EXIT_CHECK_FAILED
+    if hasattr(outcome, "passed"):
+        return 0 if outcome.passed else EXIT_CHECK_FAILED
+    return 0
+
+
+def _exit_status(args, error: BaseException) -> int:
+    """The exit policy, in one place: the toolkit's own errors (BreadStanError) and OS
+    errors are bad input (exit 2, one line naming the problem); Ctrl-C exits 130;
+    anything else is a bug in bread-stan (exit 1, one line saying so, the traceback
+    under ``--verbose``)."""
+    if isinstance(error, BreadStanError):
         # Problems with the user's input: the message names the problem and the fix.
         print(f"bread-stan {args.command}: error: {error}", file=sys.stderr)
-        return 2
-    except OSError as error:
+        return EXIT_BAD_INPUT
+    if isinstance(error, OSError):
         # File-system problems (missing file, permissions, full disk): one line.
         print(f"bread-stan {args.command}: error: {_os_message(error)}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
+        return EXIT_BAD_INPUT
+    if isinstance(error, KeyboardInterrupt):
         print("\ninterrupted: finished step counts are saved; rerun the same command to "
               "continue", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
+    if not isinstance(error, Exception):  # SystemExit and the like pass through
+        raise error
+    if args.verbose:
+        traceback.print_exception(error, file=sys.stderr)
+    print(f"bread-stan {args.command}: internal error (a bug in bread-stan, please report "
+          f"it): {type(error).__name__}: {error}"
+          + ("" if args.verbose else "; rerun with --verbose for the traceback"),
+          file=sys.stderr)
+    return EXIT_BUG
 
 
 if __name__ == "__main__":

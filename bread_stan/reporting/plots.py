@@ -10,12 +10,13 @@ Each returns the matplotlib Figure; nothing is shown or saved here.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from ..ais.results import BreadResult
+# A result is a bread_stan.ais.results.BreadResult; it is not imported here, since
+# BreadResult.plot imports this module (no circle, even for type checkers).
+BreadResult = Any
 
 __all__ = ["plot_estimates", "plot_bound", "plot_gap_by_temperature", "plot_all",
            "plot_comparison"]

@@ -6,7 +6,7 @@
   the replicate simulated data sets' medians, the agreement band and score.
 - :func:`plot_s_sweep`: (b) the reverse curves for every S of the sweep.
 - (c) the Jeffreys bound on the simulated data against steps and wall time is
-  :func:`bread_stan.plots.plot_bound` of ``result.sim``.
+  :func:`bread_stan.reporting.plots.plot_bound` of ``result.sim``.
 - :func:`write_protocol_report`: all figures, ``summary.csv``/``summary.json``,
   ``curves.csv``, ``fit_summary.csv``, ``report.md`` and a self-contained
   ``report.html``.

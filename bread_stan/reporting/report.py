@@ -17,7 +17,7 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-from ..ais.results import BreadResult
+from ..ais.results import BreadResult, SubjectiveResult
 from ..store import write_atomic
 
 __all__ = ["write_report", "write_comparison", "markdown_table", "display_table", "result_table",
@@ -167,7 +167,7 @@ def _reference_table(info: Mapping[str, Any]) -> pd.DataFrame:
 
 
 def _is_subjective(result: BreadResult) -> bool:
-    return result.extra.get("subjective") is not None
+    return isinstance(result, SubjectiveResult)
 
 
 def _title(result: BreadResult) -> str:

@@ -29,13 +29,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from ..errors import CompilerError, StanCompileError
+from ..errors import CompilerError, InputError, StanCompileError
 from ..store import (CorruptFileError, OutputDirectoryError, check_writable, load_json, lock,
                      save_json, write_atomic)
 from .toolchain import Toolchain, find_toolchain
 
 __all__ = ["CompiledModel", "Program", "cache_dir", "read_program", "stanc_info",
-           "build_bridge", "compile_model", "compile_many", "DEFAULT_STANC_ARGS"]
+           "build_bridge", "compile_model", "compile_many", "DEFAULT_STANC_ARGS",
+           "resolve_toolchain", "run_stanc"]
 
 logger = logging.getLogger("bread_stan")
 
@@ -106,7 +107,7 @@ def read_program(program: str | os.PathLike | Program) -> Program:
         return program
     if type(program).__name__ == "CmdStanModel":  # cmdstanpy is optional: no import
         if not program.stan_file:
-            raise ValueError(f"the CmdStanModel {program.name!r} has no Stan file (built from "
+            raise InputError(f"the CmdStanModel {program.name!r} has no Stan file (built from "
                              "an executable); give the .stan program instead")
         program = Path(program.stan_file)
     text = str(program)
@@ -121,7 +122,7 @@ def read_program(program: str | os.PathLike | Program) -> Program:
     return Program(text, f"model_{digest[:10]}")
 
 
-def _toolchain(toolchain: Toolchain | str | None) -> Toolchain:
+def resolve_toolchain(toolchain: Toolchain | str | None) -> Toolchain:
     """A :class:`Toolchain` as given, or found from its source name (None: the default)."""
     return toolchain if isinstance(toolchain, Toolchain) else find_toolchain(toolchain)
 
@@ -135,7 +136,7 @@ def _run(command: list[str], cwd: Path | None = None) -> subprocess.CompletedPro
     return subprocess.run(command, cwd=cwd, capture_output=True, text=True)
 
 
-def _stanc(program: Program, toolchain: Toolchain, args: Sequence[str], workdir: Path,
+def run_stanc(program: Program, toolchain: Toolchain, args: Sequence[str], workdir: Path,
            output: Path | None) -> str:
     """Run stanc on the program (from its file when it has one); return stdout."""
     source = program.path
@@ -161,13 +162,13 @@ def stanc_info(program: str | os.PathLike | Program, toolchain: Toolchain | str 
     ``stanc_args`` are those of the compile (``--allow-undefined`` matters here).
     """
     program = read_program(program)
-    toolchain = _toolchain(toolchain)
+    toolchain = resolve_toolchain(toolchain)
     key = _digest(program.digest, *stanc_args, toolchain.key())
     path = cache_dir() / "info" / f"{key}.json"
     with contextlib.suppress(FileNotFoundError, CorruptFileError):
         return load_json(path)
     with tempfile.TemporaryDirectory() as tmp:
-        text = _stanc(program, toolchain, [*stanc_args, "--info"], Path(tmp), None)
+        text = run_stanc(program, toolchain, [*stanc_args, "--info"], Path(tmp), None)
     info = json.loads(text)
     save_json(path, info)
     return info
@@ -182,7 +183,7 @@ def _bridge_digest() -> str:
 
 def build_bridge(toolchain: Toolchain | str | None = None, cxxflags: Sequence[str] = ()) -> Path:
     """The bridge object for this toolchain and flags, compiled once and cached."""
-    toolchain = _toolchain(toolchain)
+    toolchain = resolve_toolchain(toolchain)
     key = f"{toolchain.key(tuple(cxxflags))}-{_bridge_digest()}"
     directory = cache_dir() / "bridge" / key
     target = directory / "bridge.o"
@@ -219,7 +220,7 @@ def compile_model(program: str | os.PathLike | Program, *,
     when cached.
     """
     program = read_program(program)
-    toolchain = _toolchain(toolchain)
+    toolchain = resolve_toolchain(toolchain)
     cxxflags = tuple(cxxflags)
     header_text = Path(user_header).read_text() if user_header else ""
     # The model object does not depend on the bridge sources, the library does:
@@ -298,12 +299,12 @@ def _build(program: Program, toolchain: Toolchain, stanc_args: Sequence[str],
             try:
                 info = load_json(info_path)
             except (FileNotFoundError, CorruptFileError):  # lost: stanc alone restores it
-                info = json.loads(_stanc(program, toolchain, [*stanc_args, "--info"],
+                info = json.loads(run_stanc(program, toolchain, [*stanc_args, "--info"],
                                          directory, None))
                 save_json(info_path, info)
         if info is None:
-            _stanc(program, toolchain, stanc_args, directory, hpp)
-            info = json.loads(_stanc(program, toolchain, [*stanc_args, "--info"], directory,
+            run_stanc(program, toolchain, stanc_args, directory, hpp)
+            info = json.loads(run_stanc(program, toolchain, [*stanc_args, "--info"], directory,
                                      None))
             t1 = time.perf_counter()
             flags = toolchain.cxxflags(cxxflags)
@@ -349,7 +350,7 @@ def compile_many(programs: Sequence[str | os.PathLike | Program], *, workers: in
     The bridge object is built alongside the first model, so a cold cache costs
     about (bridge + models) / workers.
     """
-    options["toolchain"] = _toolchain(options.get("toolchain"))
+    options["toolchain"] = resolve_toolchain(options.get("toolchain"))
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         bridge = pool.submit(build_bridge, options["toolchain"], options.get("cxxflags", ()))
         futures = [pool.submit(compile_model, p, **options) for p in programs]

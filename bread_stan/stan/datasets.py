@@ -3,7 +3,7 @@
 ``load(name)`` returns the data for one model/data pairing of SPEC section 5,
 under the data names its Stan program in ``stan_models/`` declares (without
 ``prior_only`` / ``hyper_given``, which the toolkit supplies).  Arrays come back
-as numpy arrays, sizes as Python ints; ``bread_stan.data.to_stan_json``
+as numpy arrays, sizes as Python ints; ``bread_stan.stan.data.to_stan_json``
 serialises such a dict for Stan.
 
 Every data set except MovieLens is committed, already prepared, in the
@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from ..errors import BreadStanError
 
 __all__ = [
     "DatasetInfo",
@@ -53,7 +54,7 @@ __all__ = [
 logger = logging.getLogger("bread_stan")
 
 
-class DatasetUnavailableError(RuntimeError):
+class DatasetUnavailableError(BreadStanError, RuntimeError):
     """A data set's files are missing and cannot be built here."""
 
 

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from .model import variable_shapes
+from ..errors import InputError
 
 __all__ = ["read_draws", "unconstrain_draws", "stan_name", "to_arviz", "summarise"]
 
@@ -70,11 +71,11 @@ def _read_csv(path: Path) -> tuple[list[str], np.ndarray]:
         raise FileNotFoundError(f"CmdStan CSV file {path} does not exist")
     config = _csv_config(path)
     if config.get("method", "sample") != "sample":
-        raise ValueError(f"{path} is CmdStan {config['method']} output; draws are read "
+        raise InputError(f"{path} is CmdStan {config['method']} output; draws are read "
                          "from the sampler's output (method = sample)")
     frame = pd.read_csv(path, comment="#")
     if frame.empty or "lp__" not in frame.columns:
-        raise ValueError(f"{path} is not a CmdStan CSV file with draws (no lp__ column)")
+        raise InputError(f"{path} is not a CmdStan CSV file with draws (no lp__ column)")
     if config.get("save_warmup") in ("1", "true"):
         frame = frame.iloc[int(config.get("num_warmup", 0)):]
     return list(frame.columns), frame.to_numpy(dtype=float)
@@ -85,7 +86,7 @@ def _read_csv_files(paths: Sequence[Path]) -> dict[str, np.ndarray]:
     columns = chains[0][0]
     for path, (cols, values) in zip(paths, chains):
         if cols != columns or values.shape != chains[0][1].shape:
-            raise ValueError(f"CmdStan CSV file {path} has other columns or another number of "
+            raise InputError(f"CmdStan CSV file {path} has other columns or another number of "
                              f"draws than {paths[0]}; give the chains of one fit")
     return _from_flat(columns, np.stack([values for _, values in chains]))
 
@@ -94,7 +95,7 @@ def _read_arviz(data: Any) -> dict[str, np.ndarray]:
     try:
         posterior = data["posterior"]
     except KeyError:
-        raise ValueError("the ArviZ data have no posterior group") from None
+        raise InputError("the ArviZ data have no posterior group") from None
     out = {}
     for name in posterior.data_vars:
         if str(name).endswith("__"):
@@ -109,7 +110,7 @@ def _read_mapping(values: Mapping[str, Any]) -> dict[str, np.ndarray]:
     for name, value in values.items():
         array = np.asarray(value, dtype=float)
         if array.ndim < 2:
-            raise ValueError(f"draws of {name!r} have shape {array.shape}; give arrays of "
+            raise InputError(f"draws of {name!r} have shape {array.shape}; give arrays of "
                              "shape (chains, draws, *Stan shape)")
         out[str(name)] = array
     return out
@@ -144,17 +145,17 @@ def read_draws(source: Any, model: Any = None) -> dict[str, np.ndarray]:
         return draws
     chains_draws = {a.shape[:2] for a in draws.values()}
     if len(chains_draws) > 1:
-        raise ValueError(f"the draws disagree on (chains, draws): {sorted(chains_draws)}")
+        raise InputError(f"the draws disagree on (chains, draws): {sorted(chains_draws)}")
     out = {}
     for name, shape in variable_shapes(model.param_names()):
         if name not in draws:
-            raise ValueError(f"the draws lack the model parameter {name!r}; "
+            raise InputError(f"the draws lack the model parameter {name!r}; "
                              f"they have {sorted(draws)}")
         value = draws[name]
         if value.shape[2:] != shape and value[0, 0].size == int(np.prod(shape)):
             value = value.reshape(*value.shape[:2], *shape)
         if value.shape[2:] != shape:
-            raise ValueError(f"draws of {name!r} have shape {value.shape[2:]} per draw; the "
+            raise InputError(f"draws of {name!r} have shape {value.shape[2:]} per draw; the "
                              f"model declares {shape}")
         out[name] = value
     return out

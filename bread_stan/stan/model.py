@@ -22,9 +22,10 @@ import numpy as np
 
 from .compile import DEFAULT_STANC_ARGS, CompiledModel, Program, compile_model
 from .data import DataLike, to_json_value, to_stan_json
-from ..errors import StanDataError, StanEvaluationError
+from ..errors import InputError, StanDataError, StanEvaluationError
 
-__all__ = ["StanModel", "Library", "load_library", "variable_shapes"]
+__all__ = ["StanModel", "Library", "load_library", "variable_shapes", "as_points",
+           "output_array"]
 
 logger = logging.getLogger("bread_stan")
 
@@ -157,26 +158,28 @@ def _address(array: np.ndarray) -> int:
         return array.ctypes.data
 
 
-def _as_points(points: np.ndarray, d: int) -> np.ndarray:
+def as_points(points: np.ndarray, d: int) -> np.ndarray:
+    """``points`` as a C-contiguous float64 (n, d) array; a one-line error otherwise."""
     points = np.ascontiguousarray(points, dtype=np.float64)
     if points.ndim != 2 or points.shape[1] != d:
-        raise ValueError(f"expected an array of shape (n, {d}), got {points.shape}")
+        raise InputError(f"expected an array of shape (n, {d}), got {points.shape}")
     return points
 
 
 def _as_vector(u: np.ndarray, d: int) -> np.ndarray:
     u = np.ascontiguousarray(u, dtype=np.float64)
     if u.shape != (d,):
-        raise ValueError(f"expected an array of shape ({d},), got {u.shape}")
+        raise InputError(f"expected an array of shape ({d},), got {u.shape}")
     return u
 
 
-def _out(out: np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray:
+def output_array(out: np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray:
+    """A new float64 array of ``shape``, or ``out`` checked to be one a C call can fill."""
     if out is None:
         return np.empty(shape)
     if out.shape != shape or out.dtype != np.float64 or not out.flags.c_contiguous \
             or not out.flags.writeable:
-        raise ValueError(f"out must be a writeable C-contiguous float64 array of shape {shape}")
+        raise InputError(f"out must be a writeable C-contiguous float64 array of shape {shape}")
     return out
 
 
@@ -187,7 +190,14 @@ class StanModel:
     ``data`` a dict (numbers, lists, numpy or pandas values) or a JSON path.
     ``threads`` is the default thread count of batched calls (None: all cores).
     Compile options (``stanc_args``, ``cxxflags``, ``user_header``) go to
-    :func:`bread_stan.compile.compile_model`.
+    :func:`bread_stan.stan.compile.compile_model`.
+
+    Unlike ``bridgestan.StanModel``, whose density methods default to
+    ``propto=True`` (constants dropped), every density method here defaults to
+    ``propto=False``: the normalising constants are kept, since log p(y) and the
+    bounds on it are only right with them (dropping them shifts the prior and
+    the likelihood apart and breaks the sandwich).  Pass ``propto=True`` for
+    BridgeStan's numbers.
     """
 
     def __init__(self, program: str | os.PathLike | Program | CompiledModel,
@@ -280,7 +290,10 @@ class StanModel:
 
     def log_density(self, u: np.ndarray, *, propto: bool = False,
                     jacobian: bool = True) -> float:
-        """Log density at the unconstrained point ``u``; raises on a Stan error."""
+        """Log density at the unconstrained point ``u``; raises on a Stan error.
+
+        ``propto`` defaults to False (constants kept), where BridgeStan's
+        same-named method defaults to True: see the class docstring."""
         u = _as_vector(u, self.dim)
         lp, err = ctypes.c_double(), ctypes.c_char_p()
         if self.lib.bs_log_density(self._ptr, propto, jacobian, _address(u),
@@ -293,7 +306,7 @@ class StanModel:
                              ) -> tuple[float, np.ndarray]:
         """Log density and its gradient at ``u`` (gradient written to ``out`` if given)."""
         u = _as_vector(u, self.dim)
-        grad = _out(out, (self.dim,))
+        grad = output_array(out, (self.dim,))
         lp, err = ctypes.c_double(), ctypes.c_char_p()
         if self.lib.bs_log_density_gradient(self._ptr, propto, jacobian, _address(u),
                                             ctypes.byref(lp), _address(grad),
@@ -313,6 +326,51 @@ class StanModel:
             self._raise(err, "log_density_hessian")
         return lp.value, grad, hess
 
+    # -- calls for the rest of the Stan layer: every ctypes call stays in this module ---
+
+    def generate_batch(self, seed: int, first: int, out: np.ndarray,
+                       threads: int | None = None) -> int:
+        """Draws ``first .. first + len(out) - 1`` of a simulator program (no parameters)
+        written into the C-contiguous (n, outputs) ``out``.  Returns how many draws
+        failed (their messages in ``last_errors``, which is left as it was when none
+        did); raises if the call itself failed."""
+        err, empty = ctypes.c_char_p(), np.empty((1, 0))
+        rc = self.lib.bread_generate_batch(self._ptr, int(seed), int(first), out.shape[0],
+                                           _address(empty), _address(out),
+                                           self._threads(threads), ctypes.byref(err))
+        if rc:
+            self._batch_status(rc, err, "simulate")
+        return rc
+
+    def split_batch(self, prior: "StanModel", points: np.ndarray, log_prior: np.ndarray,
+                    log_lik: np.ndarray, grad_prior: np.ndarray | None,
+                    grad_lik: np.ndarray | None, threads: int, what: str) -> None:
+        """Log prior (from ``prior``, this program's ``prior_only`` twin) and log
+        likelihood (this model's density minus the prior), with their gradients when
+        ``grad_*`` are given, of the (n, d) ``points`` in one call, written into the
+        arrays given; per-point failures in ``last_errors``."""
+        err = ctypes.c_char_p()
+        rc = self.lib.bread_split_batch(
+            prior._ptr, self._ptr, True, points.shape[0], _address(points),
+            _address(log_prior), _address(log_lik),
+            None if grad_prior is None else _address(grad_prior),
+            None if grad_lik is None else _address(grad_lik), threads, ctypes.byref(err))
+        self._batch_status(rc, err, what)
+
+    def native_transition(self, function: str, prior: "StanModel | None", args: Sequence,
+                          threads: int) -> None:
+        """Call the bridge's native kernel ``function`` (``bread_hmc_transition``,
+        ``bread_nuts_transition``; see ``bridge.hpp``) on this model and its ``prior``
+        twin: ``args`` in the C order, arrays passed by address, ``None`` as a null
+        pointer, numbers as they are; raises with Stan's message if it failed."""
+        err = ctypes.c_char_p()
+        rc = getattr(self.lib, function)(
+            None if prior is None else prior._ptr, self._ptr,
+            *(_address(a) if isinstance(a, np.ndarray) else a for a in args),
+            threads, ctypes.byref(err))
+        if rc:
+            self._raise(err, "native transition")
+
     # -- batches -----------------------------------------------------------------------
 
     def log_density_batch(self, points: np.ndarray, *, propto: bool = False,
@@ -322,9 +380,9 @@ class StanModel:
 
         Messages of failed points are in ``self.last_errors`` (index -> message).
         """
-        points = _as_points(points, self.dim)
+        points = as_points(points, self.dim)
         n = points.shape[0]
-        lp, err = _out(out, (n,)), ctypes.c_char_p()
+        lp, err = output_array(out, (n,)), ctypes.c_char_p()
         rc = self.lib.bread_log_density_batch(self._ptr, propto, jacobian, n,
                                               _address(points), _address(lp),
                                               self._threads(threads), ctypes.byref(err))
@@ -337,10 +395,10 @@ class StanModel:
                                    threads: int | None = None
                                    ) -> tuple[np.ndarray, np.ndarray]:
         """Log densities (n,) and gradients (n, d) of the rows of ``points``."""
-        points = _as_points(points, self.dim)
+        points = as_points(points, self.dim)
         n = points.shape[0]
         lp_out, grad_out = out if out is not None else (None, None)
-        lp, grad = _out(lp_out, (n,)), _out(grad_out, (n, self.dim))
+        lp, grad = output_array(lp_out, (n,)), output_array(grad_out, (n, self.dim))
         err = ctypes.c_char_p()
         rc = self.lib.bread_log_density_gradient_batch(
             self._ptr, propto, jacobian, n, _address(points), _address(lp),
@@ -350,7 +408,7 @@ class StanModel:
 
     def bench_gradient(self, points: np.ndarray, repeats: int = 1) -> float:
         """Seconds per gradient of the tight C++ loop over ``points`` (benchmarks)."""
-        points = _as_points(points, self.dim)
+        points = as_points(points, self.dim)
         seconds, err = ctypes.c_double(), ctypes.c_char_p()
         if self.lib.bread_bench_gradient(self._ptr, points.shape[0], _address(points),
                                          repeats, ctypes.byref(seconds), ctypes.byref(err)):
@@ -368,10 +426,10 @@ class StanModel:
         (seed, i + 1), so results do not depend on batching.
         """
         if include_gq and seed is None:
-            raise ValueError("include_gq=True needs a seed for the generated quantities")
+            raise InputError("include_gq=True needs a seed for the generated quantities")
         u = np.ascontiguousarray(u, dtype=np.float64)
         single = u.ndim == 1
-        points = _as_points(u[None, :] if single else u, self.dim)
+        points = as_points(u[None, :] if single else u, self.dim)
         n = points.shape[0]
         err = ctypes.c_char_p()
         if include_gq:

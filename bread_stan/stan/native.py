@@ -14,14 +14,14 @@ crosses once, not once per chain.
 
 from __future__ import annotations
 
-import ctypes
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..kernels.integrator import is_shared
 from ..target import Evaluation
-from .model import StanModel, _address
+from .model import StanModel
+from ..errors import InputError
 
 __all__ = ["NativeKernels", "NativeStep"]
 
@@ -73,7 +73,7 @@ class NativeKernels:
     def __init__(self, full: StanModel, prior: StanModel | None = None, threads: int = 0,
                  base=None):
         if prior is not None and base is not None:
-            raise ValueError("give a prior instance or a Gaussian base, not both")
+            raise InputError("give a prior instance or a Gaussian base, not both")
         self.full, self.prior, self.threads = full, prior, int(threads)
         self.lib = full.lib
         # GaussianBase.native_block(): [log normaliser, mean, sd or (L^-1, L^-T)]
@@ -88,13 +88,13 @@ class NativeKernels:
     def _state(self, position, evaluation, beta, step_size, inv_metric, momentum):
         n, d = position.shape
         if evaluation.grad_prior is None or evaluation.grad_lik is None:
-            raise ValueError("this kernel needs gradients; build the state with gradient=True")
+            raise InputError("this kernel needs gradients; build the state with gradient=True")
         args = [_f64(position), _f64(evaluation.log_prior), _f64(evaluation.log_lik),
                 _f64(evaluation.grad_prior), _f64(evaluation.grad_lik),
                 _f64(np.broadcast_to(beta, (n,))), _f64(np.broadcast_to(step_size, (n,)))]
         metric = np.asarray(inv_metric, dtype=np.float64)
         if metric.shape not in ((n, d), (n, d, d)):
-            raise ValueError(f"the inverse metric must be (n, d) or (n, d, d), got {metric.shape}")
+            raise InputError(f"the inverse metric must be (n, d) or (n, d, d), got {metric.shape}")
         return args, metric, _f64(momentum)
 
     def _outputs(self, n: int, d: int, n_stats: int, n_flags: int):
@@ -104,20 +104,14 @@ class NativeKernels:
 
     def _call(self, function, inputs, middle, metric, momentum, log_u, extra, outputs):
         q, ev, stats, flags = outputs
-        err = ctypes.c_char_p()
-        prior = self.prior._ptr if self.prior is not None else None
         # One metric broadcast to every chain (stride 0) goes across once, not copied n times.
         shared = is_shared(metric)
         block = _f64(metric[0] if shared else metric)
-        base = None if self._base is None else _address(self._base)
-        rc = function(prior, self.full._ptr, base, self._base_dense, q.shape[0],
-                      *map(_address, inputs), *middle,
-                      metric.ndim == 3, shared, _address(block), _address(momentum),
-                      _address(log_u), *extra, _address(q), _address(ev.log_prior),
-                      _address(ev.log_lik), _address(ev.grad_prior), _address(ev.grad_lik),
-                      _address(stats), _address(flags), self.threads, ctypes.byref(err))
-        if rc:
-            self.full._raise(err, "native transition")
+        self.full.native_transition(
+            function, self.prior,
+            [self._base, self._base_dense, q.shape[0], *inputs, *middle, metric.ndim == 3,
+             shared, block, momentum, log_u, *extra, q, ev.log_prior, ev.log_lik,
+             ev.grad_prior, ev.grad_lik, stats, flags], self.threads)
 
     def hmc(self, position, evaluation, beta, step_size, n_leapfrog, inv_metric, momentum,
             log_u) -> NativeStep:
@@ -127,7 +121,7 @@ class NativeKernels:
                                                inv_metric, momentum)
         n_leap = np.ascontiguousarray(np.broadcast_to(n_leapfrog, (n,)), dtype=np.int64)
         outputs = self._outputs(n, d, 2, 3)
-        self._call(self.lib.bread_hmc_transition, inputs, [_address(n_leap)], metric, momentum,
+        self._call("bread_hmc_transition", inputs, [n_leap], metric, momentum,
                    _f64(log_u), [], outputs)
         q, ev, stats, flags = outputs
         return NativeStep(q, ev, energy_error=stats[:, 1], divergent=flags[:, 1].astype(bool),
@@ -142,7 +136,7 @@ class NativeKernels:
                                                inv_metric, momentum)
         log_u = _f64(log_u)
         outputs = self._outputs(n, d, 2, 4)
-        self._call(self.lib.bread_nuts_transition, inputs, [int(max_depth)], metric, momentum,
+        self._call("bread_nuts_transition", inputs, [int(max_depth)], metric, momentum,
                    log_u, [log_u.shape[1]], outputs)
         q, ev, stats, flags = outputs
         return NativeStep(q, ev, energy_error=stats[:, 1], divergent=flags[:, 0].astype(bool),

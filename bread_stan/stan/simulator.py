@@ -13,7 +13,6 @@ may be a scalar, vector, matrix or array: its value has the hyperparameter's sha
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import os
 from collections.abc import Mapping
@@ -25,7 +24,7 @@ from ..errors import PriorOnlyMissingError, StanDataError
 from .compile import (DEFAULT_STANC_ARGS, CompiledModel, Program, compile_many, compile_model,
                       read_program, stanc_info)
 from .data import DataLike, load_data, nonfinite_entries
-from .model import StanModel, _address, unflatten_draws, variable_shapes
+from .model import StanModel, unflatten_draws, variable_shapes
 from .tempered import PRIOR_ONLY
 
 __all__ = ["Simulator", "split_draw", "draw_at", "to_unconstrained", "check_data_names",
@@ -97,18 +96,10 @@ class Simulator:
                       threads: int | None = None) -> np.ndarray:
         """Draws ``first .. first + n - 1`` as a flat (n, outputs) array (Stan's order)."""
         out = np.empty((n, len(self.names)))
-        empty = np.empty((1, 0))
-        lib = self.model.lib
         for start in range(0, n, self.batch_size):
             stop = min(n, start + self.batch_size)
-            err = ctypes.c_char_p()
-            block = out[start:stop]
-            rc = lib.bread_generate_batch(self.model._ptr, int(seed), first + start,
-                                          stop - start, _address(empty),
-                                          _address(block),
-                                          self.model._threads(threads), ctypes.byref(err))
+            rc = self.model.generate_batch(seed, first + start, out[start:stop], threads)
             if rc:
-                self.model._batch_status(rc, err, "simulate")
                 index, message = next(iter(self.model.last_errors.items()))
                 bad = nonfinite_entries(self.data)
                 cause = (f" (the data given to the simulator are not finite: "

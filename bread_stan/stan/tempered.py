@@ -14,7 +14,6 @@ model instance, one gradient per leapfrog step): what the fit samples.
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import os
 from collections.abc import Mapping
@@ -25,8 +24,8 @@ import numpy as np
 from .compile import (DEFAULT_STANC_ARGS, CompiledModel, Program, compile_model,
                       read_program, stanc_info)
 from .data import DataLike, load_data
-from ..errors import ModelSetupError, PriorOnlyMissingError
-from .model import StanModel, _address, _as_points, _out
+from ..errors import InputError, ModelSetupError, PriorOnlyMissingError
+from .model import StanModel, as_points, output_array
 from .native import NativeKernels
 from ..target import Evaluation
 
@@ -74,7 +73,7 @@ class StanTarget:
         if PRIOR_ONLY in values:
             logger.warning("ignoring prior_only in the data: StanTarget sets it itself")
         if prior_model is not None and prior_model.compiled.library != model.library:
-            raise ValueError("prior_model is an instance of another program")
+            raise InputError("prior_model is an instance of another program")
         self.prior_model = prior_model or StanModel(model, {**values, PRIOR_ONLY: 1},
                                                     threads=threads)
         self.full_model = StanModel(model, {**values, PRIOR_ONLY: 0}, threads=threads)
@@ -106,22 +105,18 @@ class StanTarget:
         A point that fails gets ``log_prior = -inf`` (domain errors, ``reject``) or
         NaN; the messages are in ``self.last_errors``.
         """
-        points = _as_points(points, self.dim)
+        points = as_points(points, self.dim)
         n, d = points.shape
         if out is None:
             out = Evaluation(np.empty(n), np.empty(n),
                              np.empty((n, d)) if gradient else None,
                              np.empty((n, d)) if gradient else None)
-        lp = _out(out.log_prior, (n,))
-        ll = _out(out.log_lik, (n,))
-        gp = _address(_out(out.grad_prior, (n, d))) if gradient else None
-        gl = _address(_out(out.grad_lik, (n, d))) if gradient else None
-        err = ctypes.c_char_p()
-        lib = self.full_model.lib
-        rc = lib.bread_split_batch(self.prior_model._ptr, self.full_model._ptr, True, n,
-                                   _address(points), _address(lp), _address(ll),
-                                   gp, gl, self.threads, ctypes.byref(err))
-        self.full_model._batch_status(rc, err, "StanTarget.evaluate")
+        lp = output_array(out.log_prior, (n,))
+        ll = output_array(out.log_lik, (n,))
+        gp = output_array(out.grad_prior, (n, d)) if gradient else None
+        gl = output_array(out.grad_lik, (n, d)) if gradient else None
+        self.full_model.split_batch(self.prior_model, points, lp, ll, gp, gl, self.threads,
+                                    "StanTarget.evaluate")
         self.last_errors = self.full_model.last_errors
         return out
 
@@ -164,7 +159,7 @@ class JointTarget:
 
     def evaluate(self, points: np.ndarray, *, gradient: bool = True) -> Evaluation:
         """Log joint (n,) and its gradient (n, d) as the log prior; zeros for the likelihood."""
-        points = _as_points(points, self.dim)
+        points = as_points(points, self.dim)
         n, d = points.shape
         if not gradient:
             return Evaluation(self.model.log_density_batch(points, jacobian=True), np.zeros(n))

@@ -44,6 +44,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 from scipy import stats
+from ..errors import InputError
 
 __all__ = ["Agreement", "agreement_score", "deficit_curve", "shifted_quartiles"]
 
@@ -113,12 +114,12 @@ def agreement_score(real: Mapping[int, np.ndarray], sims: Sequence[Mapping[int, 
     """
     sims = list(sims)
     if len(sims) < 2:
-        raise ValueError("the agreement score needs at least two simulated data sets (the "
+        raise InputError("the agreement score needs at least two simulated data sets (the "
                          "protocol's D_sim and >= 1 replicate; set ProtocolSettings.replicates "
                          "or --replicates, 4 or more for a useful band)")
     steps = sorted(set(real).intersection(*sims))
     if len(steps) < 2:
-        raise ValueError("the agreement score needs at least two common numbers of steps")
+        raise InputError("the agreement score needs at least two common numbers of steps")
     n = len(sims)
     d_real = deficit_curve(real, steps)
     d_sims = np.array([deficit_curve(c, steps) for c in sims])

@@ -40,27 +40,26 @@ from ..aide import (AIDEResult, AISAlgorithm, Cost, GoldSide, ReferenceAlgorithm
                     TractableAlgorithm, estimate_aide, gold_side)
 from ..ais.betas import ScheduleSpec
 from ..ais.gaussian_base import GaussianBase, GaussianBaseTarget
-from ..ais.tuning import TunedKernel, tune
 from ..approx import METHODS, approximate
-from ..errors import BreadStanError
+from ..errors import BreadStanError, InputError
 from ..parallel.executor import Executor
 from ..parallel.shards import ShardContext, run_on_target
-from ..rng import derived_seed
+from ..rng import Purpose, derived_seed
 from ..stan.compile import CompiledModel
 from ..stan.data import load_data
 from ..stan.tempered import StanTarget
 from ..store import load_if_sound, load_json, load_unit, save_json, save_unit
-from .bread import (SamplerSettings, _default_name, _program_text, check_resumable, fingerprints,
-                    output_directory)
+from .common import (check_resumable, default_name, fingerprints, load_or_tune,
+                     output_directory, program_text)
+from .settings import SamplerSettings
 from .fit import FitSettings
-from .subjective import (BaseSettings, _full_data, _own_fit, _prior_base, _stan_model,
+from .subjective import (BaseSettings, full_data, own_fit, prior_base, stan_model,
                          load_reference)
 
 __all__ = ["aide", "parse_algorithm", "AIDESpecError"]
 
 log = logging.getLogger(__name__)
 
-_PILOT, _BASE_FIT, _APPROX, _AIDE = 20, 21, 22, 23  # purposes of derived seeds
 _SPEC = re.compile(r"(ais|sir):(\d+)")
 
 
@@ -106,12 +105,12 @@ class _Setup:
     def __post_init__(self):
         if self.base.kind == "prior":
             if self.simulator is None:
-                raise ValueError("the prior base needs a simulator program (exact prior "
+                raise InputError("the prior base needs a simulator program (exact prior "
                                  "draws); give one, or use the Gaussian base")
             self._prior_target = StanTarget(self.model, self.data, threads=self.threads)
             self.stan = self._prior_target.full_model
         else:
-            self.stan = _stan_model(self.model, self.data, self.threads)
+            self.stan = stan_model(self.model, self.data, self.threads)
         self._cache: dict[str, Any] = {}
 
     def _once(self, key: str, make):
@@ -123,7 +122,7 @@ class _Setup:
         """Thinned reference draws (the user's, or the toolkit's own NUTS fit)."""
         def make():
             source = (self.reference if self.reference is not None
-                      else _own_fit(self.stan, self.fit_settings, self.seed, self.out))
+                      else own_fit(self.stan, self.fit_settings, self.seed, self.out))
             return load_reference(source, self.stan).thinned()[0]
         return self._once("reference", make)
 
@@ -132,7 +131,7 @@ class _Setup:
         def make():
             if self.base.fit == "reference":
                 return GaussianBase.from_draws(self.reference_draws(), self.base.widen)
-            start = np.random.default_rng(derived_seed(self.seed, _BASE_FIT)).uniform(
+            start = np.random.default_rng(derived_seed(self.seed, Purpose.AIDE_BASE_FIT)).uniform(
                 -2, 2, self.stan.dim)  # Stan's default initialisation
             return GaussianBase.laplace(self.stan, start, self.base.widen)
         return self._once("q0", make)
@@ -141,7 +140,7 @@ class _Setup:
         """The AIS target, exact base draws and the tuned kernel (tuned once, saved)."""
         def make():
             if self.base.kind == "prior":
-                target, draw_base, _ = _prior_base(self._prior_target, self.simulator,
+                target, draw_base, _ = prior_base(self._prior_target, self.simulator,
                                                    self.data, self.threads)
             else:
                 q0 = self.q0()
@@ -150,15 +149,11 @@ class _Setup:
                 def draw_base(n, seed):
                     return q0.sample(np.random.default_rng(seed), n)
             kernel, params = self.sampler.make()
-            path = self.out / "tuning.json" if self.out is not None else None
-            tuned = load_if_sound(path, TunedKernel.load) if path is not None else None
-            if tuned is None:
-                seed = derived_seed(self.seed, _PILOT)
-                tuned = tune(target, kernel, params, draw_base(self.sampler.pilot_chains, seed),
-                             seed=seed, config=self.sampler.tuning_config(),
-                             progress=self.progress)
-                if path is not None:
-                    tuned.save(path)
+            tuned, _ = load_or_tune(self.out / "tuning.json" if self.out is not None else None,
+                                    target, kernel, params, self.sampler.tuning_config(),
+                                    derived_seed(self.seed, Purpose.AIDE_PILOT),
+                                    lambda seed: draw_base(self.sampler.pilot_chains, seed),
+                                    progress=self.progress)
             return target, draw_base, kernel, tuned
         return self._once("ais", make)
 
@@ -173,7 +168,7 @@ class _Setup:
                 context = ShardContext(self._prior_target.compiled, dict(self.data), kernel)
             else:
                 compiled = self.stan.compiled
-                context = ShardContext(compiled, _full_data(compiled, self.data), kernel,
+                context = ShardContext(compiled, full_data(compiled, self.data), kernel,
                                        base=self.q0())
             shared = self.executor.share(context)
 
@@ -205,7 +200,7 @@ class _Setup:
                 raise AIDESpecError("reference draws can only be the gold standard: as a "
                                     "target they would only assert their own exactness")
             return ReferenceAlgorithm(self.reference_draws(), self.stan)
-        return _approximation(kind, self.stan, derived_seed(self.seed, _APPROX))
+        return _approximation(kind, self.stan, derived_seed(self.seed, Purpose.AIDE_APPROXIMATION))
 
 
 def _approximation(kind: str, stan, seed: int) -> TractableAlgorithm:
@@ -269,9 +264,9 @@ def aide(model, data=None, *, gold: Any = "ais:10000", target: Any = "advi-meanf
     the local default.
     """
     data = load_data(data)
-    program = model.program.code if isinstance(model, CompiledModel) else _program_text(model)
+    program = model.program.code if isinstance(model, CompiledModel) else program_text(model)
     name = name or (model.program.name if isinstance(model, CompiledModel)
-                    else _default_name(model))
+                    else default_name(model))
     out = Path(out_dir) if out_dir is not None else None
     for role, spec in (("gold", gold), ("target", target)):
         if isinstance(spec, str):
@@ -283,7 +278,7 @@ def aide(model, data=None, *, gold: Any = "ais:10000", target: Any = "advi-meanf
     setup = _Setup(model, data, base, sampler, schedule, simulator, reference, fit_settings,
                    seed, threads, out, progress, executor)
     header_parts = dict(
-        model=program, simulator=None if simulator is None else _program_text(simulator),
+        model=program, simulator=None if simulator is None else program_text(simulator),
         data={k: np.asarray(v).tolist() for k, v in data.items()}, base=asdict(base),
         sampler=asdict(sampler), schedule=asdict(schedule),
         gold={"spec": _spec_name(gold), "n_gold": n_gold, "m_gold": m_gold, "seed": seed},
@@ -309,7 +304,7 @@ def aide(model, data=None, *, gold: Any = "ais:10000", target: Any = "advi-meanf
         if result is not None:
             log.info("%s: AIDE of %s loaded from %s", name, target_algorithm.name, unit)
             return result
-        aide_seed = derived_seed(seed, _AIDE)
+        aide_seed = derived_seed(seed, Purpose.AIDE)
         side = _load_gold(out / "gold.npz", fingerprint, gold_algorithm.name) if out else None
         if side is None:
             log.info("%s: %d runs of the gold standard %s", name, n_gold, gold_algorithm.name)

@@ -27,6 +27,7 @@ from typing import Mapping
 
 import numpy as np
 import pandas as pd
+from ..errors import InputError
 
 __all__ = ["DataCheck", "data_check"]
 
@@ -68,7 +69,7 @@ def data_check(real: Mapping[str, object], simulated: Mapping[str, np.ndarray], 
     per simulated data set; variables absent from ``real`` are ignored.
     """
     if not 0 < alpha < 1:
-        raise ValueError("alpha must lie in (0, 1)")
+        raise InputError("alpha must lie in (0, 1)")
     rows = []
     n = 0
     for name, draws in simulated.items():

@@ -46,10 +46,10 @@ import numpy as np
 import pandas as pd
 
 from ..ais.tuning import DualAveraging, regularised_variance
-from ..errors import ToolchainError
+from ..errors import InputError, ToolchainError
 from ..kernels.base import initial_state
 from ..kernels.nuts import NUTS, NUTSParams
-from ..rng import ChainRandom
+from ..rng import ChainRandom, Stream
 from ..stan.compile import DEFAULT_STANC_ARGS, Program, cache_dir
 from ..stan.draws import read_draws, summarise, unconstrain_draws
 from ..stan.model import unflatten_draws
@@ -60,7 +60,6 @@ __all__ = ["FitSettings", "FitResult", "fit", "warmup_windows", "cmdstan_availab
 
 log = logging.getLogger(__name__)
 
-_FIT_STREAM = 2_000_000  # random stream of the fit's chains (scored AIS uses small streams)
 SAMPLERS = ("toolkit", "cmdstan")
 
 
@@ -82,11 +81,11 @@ class FitSettings:
 
     def __post_init__(self):
         if self.sampler not in SAMPLERS:
-            raise ValueError(f"unknown fit sampler {self.sampler!r}; use 'toolkit' or 'cmdstan'")
+            raise InputError(f"unknown fit sampler {self.sampler!r}; use 'toolkit' or 'cmdstan'")
         if self.hyper_summary not in ("median", "mean"):
-            raise ValueError("hyper_summary must be 'median' or 'mean'")
+            raise InputError("hyper_summary must be 'median' or 'mean'")
         if self.chains < 2 or self.draws < 4:
-            raise ValueError("the fit needs at least 2 chains and 4 draws (for R-hat)")
+            raise InputError("the fit needs at least 2 chains and 4 draws (for R-hat)")
 
 
 @dataclass
@@ -194,13 +193,13 @@ def _own_nuts(target: StanTarget, inits: np.ndarray, settings: FitSettings, seed
     """Warmup and sampling with our NUTS; returns (chains, draws, d) and diagnostics."""
     n, d = inits.shape
     kernel = NUTS()
-    rng = ChainRandom.from_seed(seed, n, stream=_FIT_STREAM)
+    rng = ChainRandom.from_seed(seed, n, stream=Stream.FIT)
     if hasattr(target, "joint"):  # the posterior alone: one model instance, native NUTS
         target = target.joint()
     state = initial_state(target, inits, gradient=True)
     bad = ~np.isfinite(state.evaluation.log_prior + state.evaluation.log_lik)
     if bad.any():
-        raise ValueError(f"{int(bad.sum())} initial points of the fit have zero posterior "
+        raise InputError(f"{int(bad.sum())} initial points of the fit have zero posterior "
                          "density")
     beta = np.ones(n)
     step = np.full(n, 0.1)
@@ -353,7 +352,7 @@ def fit(target: StanTarget, inits: np.ndarray, *, settings: FitSettings = FitSet
     """
     inits = np.ascontiguousarray(np.asarray(inits, dtype=float))
     if inits.ndim != 2 or inits.shape != (settings.chains, target.dim):
-        raise ValueError(f"fit needs ({settings.chains}, {target.dim}) initial points, "
+        raise InputError(f"fit needs ({settings.chains}, {target.dim}) initial points, "
                          f"got {inits.shape}")
     t0 = time.perf_counter()
     if settings.sampler == "cmdstan":

@@ -24,7 +24,7 @@ model, simulator and real data set:
    its largest forward estimate, with an :class:`Agreement` score and flag;
    (b) the :class:`SweepTest` of whether the reverse curves move with S;
    (c) the Jeffreys bound on D_sim against steps and wall time (a
-   :class:`~bread_stan.results.BreadResult` of the simulated data, forward
+   :class:`~bread_stan.ais.results.BreadResult` of the simulated data, forward
    chains with the reverse chains of the largest S).
 
 Everything is saved as it finishes into ``out_dir`` and a rerun with the same
@@ -51,54 +51,34 @@ import numpy as np
 from ..ais import engine
 from ..ais.results import BreadResult, DirectionResult, StepResult
 from ..store import load_if_sound, load_json, load_unit, save_unit
-from ..ais.tuning import TunedKernel, tune
+from ..ais.tuning import TunedKernel
 from ..kernels.base import initial_state
-from ..rng import ChainRandom
+from ..rng import ChainRandom, Purpose, Stream, derived_seed
 from ..stan.data import load_data
 from ..parallel.executor import Executor
 from ..stan.compile import CompiledModel
 from ..stan.simulator import Simulator, compile_with_simulator, draw_at, split_draw
 from ..stan.tempered import StanTarget
-from .bread import (
-    _CHAINS,
-    _PILOT,
-    _PRIOR,
-    _TRUTH,
-    RunSettings,
-    SamplerSettings,
-    _constrained,
-    _default_name,
-    _prior_draws,
-    _program_text,
-    _simulate_problem,
-    check_program,
-    check_resumable,
-    derived_seed,
-    fingerprints,
-    output_directory,
-    setup_warnings,
-    warn_if_costly,
-)
+from .common import (check_program, check_resumable, default_name, fingerprints, load_or_tune,
+                     output_directory, program_text, setup_warnings, warn_if_costly)
+from .problem import constrained, prior_draws, simulate_problem
+from .settings import RunSettings, SamplerSettings
 from .data_check import data_check
 from .fit import FitResult, FitSettings, fit
 from .simulator_check import CheckSettings, SimulatorCheck, check_simulator
 from .protocol_result import (
-    _HEADER,
+    HEADER,
     ProtocolResult,
-    _replicate_path,
-    _save_direction,
-    _write_header,
+    replicate_path,
+    save_direction,
+    write_header,
 )
+from ..errors import InputError
 
 __all__ = ["ProtocolSettings", "protocol"]
 
 log = logging.getLogger(__name__)
 
-# Purposes of derived seeds, beyond workflow's truth / pilot / prior / chains.
-_FIT_INIT, _FIT, _REAL_PILOT, _REAL_CHAINS, _REV_START = 10, 11, 12, 13, 14
-_REP_TRUTH, _REP_PILOT, _REP_CHAINS, _CHECK = 15, 16, 17, 18
-_DATA_CHECK = 19
-_REV_START_STREAM = 3_000_000
 
 
 @dataclass(frozen=True)
@@ -129,21 +109,21 @@ class ProtocolSettings:
     def __post_init__(self):
         sweep = tuple(sorted(set(int(s) for s in self.s_sweep)))
         if not sweep or min(sweep) < 0:
-            raise ValueError("s_sweep must be non-negative numbers of transitions")
+            raise InputError("s_sweep must be non-negative numbers of transitions")
         object.__setattr__(self, "s_sweep", sweep)
         if self.replicates < 0:
-            raise ValueError("replicates must be >= 0 (the agreement score needs >= 1, "
+            raise InputError("replicates must be >= 0 (the agreement score needs >= 1, "
                              "and is well calibrated from about 4)")
         if self.replicate_max_steps is not None and self.replicate_max_steps < 1:
-            raise ValueError("replicate_max_steps must be a positive number of distributions "
+            raise InputError("replicate_max_steps must be a positive number of distributions "
                              "(or None for all)")
         if not 0 < self.agreement_alpha < 1:
-            raise ValueError("agreement_alpha must lie in (0, 1)")
+            raise InputError("agreement_alpha must lie in (0, 1)")
         if self.data_check_draws < 100:
-            raise ValueError("data_check_draws must be at least 100 (the data check's "
+            raise InputError("data_check_draws must be at least 100 (the data check's "
                              "smallest p-value is 2 / (draws + 1))")
         if not 0 < self.data_check_alpha < 1:
-            raise ValueError("data_check_alpha must lie in (0, 1)")
+            raise InputError("data_check_alpha must lie in (0, 1)")
 
     @property
     def s_main(self) -> int:
@@ -155,7 +135,7 @@ class ProtocolSettings:
 def _reverse_starts(target: StanTarget, kernel, params, x_star: np.ndarray, n: int,
                     sweep: tuple[int, ...], seed: int) -> tuple[dict[int, np.ndarray], dict]:
     """Snapshots after S transitions at beta = 1 of n chains started at ``x_star``."""
-    rng = ChainRandom.from_seed(seed, n, stream=_REV_START_STREAM)
+    rng = ChainRandom.from_seed(seed, n, stream=Stream.REVERSE_START)
     state = initial_state(target, np.repeat(x_star[None, :], n, axis=0), gradient=True)
     beta = np.ones(n)
     snaps = {0: state.position.copy()} if 0 in sweep else {}
@@ -182,29 +162,23 @@ def _prior_unconstrained(target: StanTarget, simulator: Simulator, n: int, seed:
 
 def _tuned(path: Path | None, target, kernel, base, pilot, seed, sampler,
            progress: bool = False) -> TunedKernel:
-    tuned = load_if_sound(path, TunedKernel.load) if path is not None else None
-    if tuned is not None:
-        return tuned
-    tuned = tune(target, kernel, base, pilot, seed=seed, config=sampler.tuning_config(),
-                 progress=progress)
-    if path is not None:
-        tuned.save(path)
-    return tuned
+    return load_or_tune(path, target, kernel, base, sampler.tuning_config(), seed,
+                        lambda _: pilot, progress=progress)[0]
 
 
 def _replicate_problem(name: str, model, fixed_sim: Simulator, data: Mapping, seed: int,
                        threads, k: int):
     """The k-th replicate: a fresh (theta, data) drawn with the fitted hyperparameters."""
-    truth_k = draw_at(fixed_sim.simulate(1, derived_seed(seed, _REP_TRUTH, k)), 0)
-    return _simulate_problem(f"{name} (replicate {k})", model, fixed_sim, data, seed,
+    truth_k = draw_at(fixed_sim.simulate(1, derived_seed(seed, Purpose.REPLICATE_TRUTH, k)), 0)
+    return simulate_problem(f"{name} (replicate {k})", model, fixed_sim, data, seed,
                              threads, truth_k)
 
 
 def _forward(target, kernel, tuned: TunedKernel, betas, prior, seed: int, every,
              steps_per_temperature: int, progress: bool) -> engine.AISRun:
     """Forward AIS of the protocol's forward-only runs (real data, replicates)."""
-    return engine._anneal(target, kernel, tuned.schedule(betas, steps_per_temperature),
-                          [engine._Group("forward", prior, seed, 0)],
+    return engine.anneal(target, kernel, tuned.schedule(betas, steps_per_temperature),
+                          [engine.Group("forward", prior, seed, 0)],
                           increments_every=every, progress=progress)[0]
 
 
@@ -233,10 +207,10 @@ def _run_replicate(job: _ReplicateJob) -> tuple[dict, dict[int, DirectionResult]
                                    job.k)
     kernel, base = job.sampler.make()
     tuned = job.tuned or _tuned(None, problem_k.target, kernel, base, job.pilot,
-                                derived_seed(job.seed, _REP_PILOT, job.k), job.sampler)
+                                derived_seed(job.seed, Purpose.REPLICATE_PILOT, job.k), job.sampler)
     return tuned.to_dict(), {
         T: _forward(problem_k.target, kernel, tuned, betas, prior,
-                    derived_seed(job.seed, _REP_CHAINS, job.k, T), every,
+                    derived_seed(job.seed, Purpose.REPLICATE_CHAINS, job.k, T), every,
                     job.sampler.steps_per_temperature, False).to_direction_result()
         for T, (betas, every, prior) in job.steps.items()}
 
@@ -268,7 +242,7 @@ def _replicates_on_dask(executor: Executor, result: ProtocolResult, out: Path | 
             (out / "replicates").mkdir(parents=True, exist_ok=True)
             TunedKernel.from_dict(tuned).save(out / "replicates" / f"tuning_r{k}.json")
             for T, done in forward.items():
-                _save_direction(_replicate_path(out, k, T), done)
+                save_direction(replicate_path(out, k, T), done)
         log.info("%s: replicate %d of %d done on Dask", name, k, settings.replicates)
 
     executor.run(_run_replicate, tasks, arrived, progress=run.progress,
@@ -287,15 +261,14 @@ def _hyper_rhat(fitted: FitResult, hyper: Mapping) -> dict[str, float]:
 
 
 def _header(name, model, simulator, data, sampler, run, settings) -> dict:
-    scored = {k: v for k, v in asdict(run).items()
-              if k not in ("steps", "progress", "threads", "check_simulator")}
+    scored = run.scored()
     pset = asdict(settings)
     pset["s_sweep"] = list(settings.s_sweep)
     # Only what changes numbers already computed: the sweep, the step counts and the
     # replicates may grow on resume, and the agreement / sweep-test thresholds act at
     # analysis time.
     fingerprint, parts = fingerprints(
-        kind="protocol", model=_program_text(model), simulator=_program_text(simulator),
+        kind="protocol", model=program_text(model), simulator=program_text(simulator),
         data={k: np.asarray(v).tolist() for k, v in data.items()}, sampler=asdict(sampler),
         tuning=asdict(sampler.tuning_config()), run=scored, fit=pset["fit"])
     return {"model": name, "fingerprint": fingerprint, "fingerprints": parts,
@@ -339,11 +312,11 @@ def _protocol(model, simulator, real_data, sampler: SamplerSettings, run: RunSet
               settings: ProtocolSettings, out: Path | None, name: str | None,
               executor: Executor | None = None) -> ProtocolResult:
     data = load_data(real_data)
-    name = name or _default_name(model)
+    name = name or default_name(model)
     header = _header(name, model, simulator, data, sampler, run, settings)
     previous = None
     if out is not None:
-        saved = load_if_sound(out / _HEADER, load_json)
+        saved = load_if_sound(out / HEADER, load_json)
         if saved is not None:
             check_resumable(out, saved.get("settings", {}), header)
             previous = ProtocolResult.load(out)
@@ -356,7 +329,7 @@ def _protocol(model, simulator, real_data, sampler: SamplerSettings, run: RunSet
     if run.check_simulator:
         simulator_check = check_simulator(
             compiled, prior_sim, data, sampler=sampler, threads=run.threads,
-            settings=CheckSettings(seed=derived_seed(run.seed, _CHECK))).to_dict()
+            settings=CheckSettings(seed=derived_seed(run.seed, Purpose.PROTOCOL_CHECK))).to_dict()
     else:
         simulator_check = SimulatorCheck.skipped().to_dict()
 
@@ -369,9 +342,9 @@ def _protocol(model, simulator, real_data, sampler: SamplerSettings, run: RunSet
         log.info("%s: fit loaded from %s", name, fit_dir)
     else:
         inits = _prior_unconstrained(real_target, prior_sim, settings.fit.chains,
-                                     derived_seed(run.seed, _FIT_INIT))
+                                     derived_seed(run.seed, Purpose.FIT_INIT))
         fitted = fit(real_target, inits, settings=settings.fit,
-                     seed=derived_seed(run.seed, _FIT))
+                     seed=derived_seed(run.seed, Purpose.FIT))
         if fit_dir is not None:
             fitted.save(fit_dir)
     hyper = fitted.hyperparameters(prior_sim.hyperparameters, settings.fit.hyper_summary)
@@ -387,14 +360,14 @@ def _protocol(model, simulator, real_data, sampler: SamplerSettings, run: RunSet
 
     # 2. Simulate with the fitted hyperparameters.
     fixed_sim = Simulator(sim_compiled, data, hyper=hyper, threads=run.threads)
-    truth = draw_at(fixed_sim.simulate(1, derived_seed(run.seed, _TRUTH)), 0)
+    truth = draw_at(fixed_sim.simulate(1, derived_seed(run.seed, Purpose.TRUTH)), 0)
     _, overrides = split_draw(truth, compiled)
-    problem = _simulate_problem(name + " (simulated)", model, fixed_sim, data, run.seed,
+    problem = simulate_problem(name + " (simulated)", model, fixed_sim, data, run.seed,
                                 run.threads, truth)
 
     # Do data simulated at eta_hat look like the real data at all?
     simulated = fixed_sim.simulate(settings.data_check_draws,
-                                   derived_seed(run.seed, _DATA_CHECK))
+                                   derived_seed(run.seed, Purpose.DATA_CHECK))
     checked = data_check(data, {k: simulated[k] for k in overrides},
                          alpha=settings.data_check_alpha)
     (log.info if checked.passed else log.warning)("%s: %s", name, checked.message)
@@ -419,16 +392,16 @@ def _protocol(model, simulator, real_data, sampler: SamplerSettings, run: RunSet
         result.extra.update({k: v for k, v in previous.extra.items() if k not in extra})
     result.extra["executor"] = (executor or Executor()).describe()
     if out is not None:
-        _write_header(out, result)
+        write_header(out, result)
 
     # 3. Kernels tuned along beta on each data set (pilot chains from the full prior).
     t0 = time.perf_counter()
-    pilot = _prior_draws(problem, prior_sim, sampler.pilot_chains,
-                         derived_seed(run.seed, _PILOT))
+    pilot = prior_draws(problem, prior_sim, sampler.pilot_chains,
+                         derived_seed(run.seed, Purpose.PILOT))
     tuned_sim = _tuned(out / "tuning_sim.json" if out else None, problem.target, kernel, base,
-                       pilot, derived_seed(run.seed, _PILOT), sampler, run.progress)
+                       pilot, derived_seed(run.seed, Purpose.PILOT), sampler, run.progress)
     tuned_real = _tuned(out / "tuning_real.json" if out else None, real_target, kernel, base,
-                        pilot, derived_seed(run.seed, _REAL_PILOT), sampler, run.progress)
+                        pilot, derived_seed(run.seed, Purpose.REAL_PILOT), sampler, run.progress)
     result.extra.setdefault("tuning_seconds", time.perf_counter() - t0)
     result.sim.extra["tuning"] = tuned_sim.to_dict()
     setup_warnings(result.sim.extra, tuned_sim, name + " (simulated)")
@@ -447,7 +420,8 @@ def _protocol(model, simulator, real_data, sampler: SamplerSettings, run: RunSet
             (out / "replicates").mkdir(parents=True, exist_ok=True)
             path = out / "replicates" / f"tuning_r{k}.json"
         return problem_k, _tuned(path, problem_k.target, kernel, base, pilot,
-                                 derived_seed(run.seed, _REP_PILOT, k), sampler, run.progress)
+                                 derived_seed(run.seed, Purpose.REPLICATE_PILOT, k), sampler,
+                                 run.progress)
 
     # 4. Reverse starts: S frozen beta = 1 transitions from (eta_hat, theta) on D_sim.
     starts_path = out / "reverse_starts.npz" if out is not None else None
@@ -461,7 +435,7 @@ def _protocol(model, simulator, real_data, sampler: SamplerSettings, run: RunSet
         at_one = tuned_sim.schedule(np.array([0.0, 1.0])).params_at(1)
         starts, info = _reverse_starts(problem.target, kernel, at_one, problem.x_star,
                                        run.chains, settings.s_sweep,
-                                       derived_seed(run.seed, _REV_START))
+                                       derived_seed(run.seed, Purpose.REVERSE_START))
         result.extra["reverse_start"] = info
         log.info("%s: reverse starts after S = %s transitions at beta = 1 (%.1f s, "
                  "acceptance %.2f)", name, list(settings.s_sweep), info["seconds"],
@@ -469,7 +443,7 @@ def _protocol(model, simulator, real_data, sampler: SamplerSettings, run: RunSet
         if starts_path is not None:
             save_unit(starts_path, {f"S{S}": v for S, v in starts.items()}, {})
     if out is not None:
-        _write_header(out, result)
+        write_header(out, result)
         result.sim.save_header(out / "sim")
 
     def step_inputs(T: int):
@@ -477,7 +451,8 @@ def _protocol(model, simulator, real_data, sampler: SamplerSettings, run: RunSet
         every = (None if run.increment_blocks is None
                  else max(1, math.ceil((T - 1) / run.increment_blocks)))
         return (run.schedule.lazy(T, tuned_sim), every,
-                _prior_draws(problem, prior_sim, run.chains, derived_seed(run.seed, _PRIOR, T)))
+                prior_draws(problem, prior_sim, run.chains,
+                             derived_seed(run.seed, Purpose.PRIOR, T)))
 
     if executor is not None and executor.kind == "dask":
         _replicates_on_dask(executor, result, out, name, compiled, sim_compiled, data, hyper,
@@ -488,22 +463,22 @@ def _protocol(model, simulator, real_data, sampler: SamplerSettings, run: RunSet
         betas, every, prior = step_inputs(T)
         fwd_done = {st.n_steps: st for st in result.sim.steps}.get(T)
         missing = [S for S in settings.s_sweep if (S, T) not in result.reverse_sweep]
-        chain_seed = derived_seed(run.seed, _CHAINS, T)
-        groups = [] if fwd_done is not None else [engine._Group("forward", prior, chain_seed, 0)]
+        chain_seed = derived_seed(run.seed, Purpose.CHAINS, T)
+        groups = [] if fwd_done is not None else [engine.Group("forward", prior, chain_seed, 0)]
         # Stream 1 + S: a reverse chain's randomness depends on its S, not on the sweep.
-        groups += [engine._Group("reverse", starts[S], chain_seed, 1 + S) for S in missing]
+        groups += [engine.Group("reverse", starts[S], chain_seed, 1 + S) for S in missing]
         if groups:
-            runs = engine._anneal(problem.target, kernel,
+            runs = engine.anneal(problem.target, kernel,
                                tuned_sim.schedule(betas, sampler.steps_per_temperature), groups,
                                increments_every=every, progress=run.progress)
             if fwd_done is None:
                 fwd = runs.pop(0)
                 fwd_done = StepResult(T, fwd.to_direction_result(), None, betas,
-                                      _constrained(problem, fwd.final_positions))
+                                      constrained(problem, fwd.final_positions))
             for S, r in zip(missing, runs):
                 result.reverse_sweep[(S, T)] = r.to_direction_result()
                 if out is not None:
-                    _save_direction(out / "sweep" / f"reverse_S{S}_T{T}.npz",
+                    save_direction(out / "sweep" / f"reverse_S{S}_T{T}.npz",
                                     result.reverse_sweep[(S, T)])
         step = StepResult(T, fwd_done.forward, result.reverse_sweep[(settings.s_main, T)],
                           betas, fwd_done.draws)
@@ -522,14 +497,14 @@ def _protocol(model, simulator, real_data, sampler: SamplerSettings, run: RunSet
                            sampler.steps_per_temperature, run.progress)
             done = fwd.to_direction_result()
             if path is not None:
-                _save_direction(path, done)
+                save_direction(path, done)
             log.info("%s: %s, T=%d: median forward estimate %.4g, %.1f s", name, label, T,
                      float(np.median(fwd.log_estimates)), fwd.wall_time)
             return done
 
         if T not in result.real_forward:
             result.real_forward[T] = forward_only(
-                real_target, tuned_real, derived_seed(run.seed, _REAL_CHAINS, T),
+                real_target, tuned_real, derived_seed(run.seed, Purpose.REAL_CHAINS, T),
                 out / "real" / f"forward_{T}.npz" if out is not None else None, "real data")
         if settings.replicate_max_steps is not None and T > settings.replicate_max_steps:
             continue
@@ -538,8 +513,9 @@ def _protocol(model, simulator, real_data, sampler: SamplerSettings, run: RunSet
             if T not in done:
                 rep_problem, rep_tuned = replicate(k)
                 done[T] = forward_only(
-                    rep_problem.target, rep_tuned, derived_seed(run.seed, _REP_CHAINS, k, T),
-                    _replicate_path(out, k, T) if out is not None else None,
+                    rep_problem.target, rep_tuned,
+                    derived_seed(run.seed, Purpose.REPLICATE_CHAINS, k, T),
+                    replicate_path(out, k, T) if out is not None else None,
                     f"replicate {k} of {settings.replicates}")
     result.sim.steps.sort(key=lambda s: s.n_steps)
     if out is not None:

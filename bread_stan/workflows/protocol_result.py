@@ -11,16 +11,16 @@ import numpy as np
 import pandas as pd
 
 from ..ais.results import BreadResult, DirectionResult
-from ..store import (CorruptFileError, _jsonable, load_json, load_unit, save_json, save_unit,
+from ..store import (CorruptFileError, jsonable, load_json, load_unit, save_json, save_unit,
                      set_aside, write_atomic)
 from .agreement import Agreement, agreement_score, shifted_quartiles
 from .data_check import DataCheck
 from .fit import FitResult
 from .sweep import SweepTest, s_sweep_test
 
-__all__ = ["ProtocolResult"]
+__all__ = ["ProtocolResult", "HEADER", "replicate_path", "save_direction", "write_header"]
 
-_HEADER = "protocol.json"
+HEADER = "protocol.json"
 
 
 @dataclass
@@ -206,7 +206,7 @@ class ProtocolResult:
 
     def summary_json(self) -> dict[str, Any]:
         out = {"model": self.model, "settings": self.settings, "hyper": self.hyper,
-               "ok": self.ok, "problems": self.problems(), "extra": _jsonable(self.extra),
+               "ok": self.ok, "problems": self.problems(), "extra": jsonable(self.extra),
                "summary": json.loads(self.summary().to_json(orient="records")),
                "curves": json.loads(self.curves().to_json(orient="records"))}
         if self.fit is not None:
@@ -224,17 +224,17 @@ class ProtocolResult:
     def save(self, out_dir: Path) -> None:
         """Write everything (header, fit, all runs, summary.json/csv) into ``out_dir``."""
         out_dir = Path(out_dir)
-        _write_header(out_dir, self)
+        write_header(out_dir, self)
         if self.fit is not None:
             self.fit.save(out_dir / "fit")
         self.sim.save(out_dir / "sim")
         for T, d in self.real_forward.items():
-            _save_direction(out_dir / "real" / f"forward_{T}.npz", d)
+            save_direction(out_dir / "real" / f"forward_{T}.npz", d)
         for (S, T), d in self.reverse_sweep.items():
-            _save_direction(out_dir / "sweep" / f"reverse_S{S}_T{T}.npz", d)
+            save_direction(out_dir / "sweep" / f"reverse_S{S}_T{T}.npz", d)
         for k, by_steps in self.replicate_forward.items():
             for T, d in by_steps.items():
-                _save_direction(_replicate_path(out_dir, k, T), d)
+                save_direction(replicate_path(out_dir, k, T), d)
         save_json(out_dir / "summary.json", self.summary_json())
         write_atomic(out_dir / "summary.csv", self.summary().to_csv(index=False))
 
@@ -246,9 +246,9 @@ class ProtocolResult:
         aside with a warning (a rerun recomputes it).
         """
         out_dir = Path(out_dir)
-        path = out_dir / _HEADER
+        path = out_dir / HEADER
         if not path.exists():
-            raise FileNotFoundError(f"{out_dir} holds no protocol results (no {_HEADER})")
+            raise FileNotFoundError(f"{out_dir} holds no protocol results (no {HEADER})")
         header = load_json(path)
         fit_res = None
         if FitResult.exists(out_dir / "fit"):
@@ -276,16 +276,16 @@ class ProtocolResult:
                 f"s_sweep={self.s_sweep}, hyper={self.hyper})")
 
 
-def _write_header(out_dir: Path, result: ProtocolResult) -> None:
-    save_json(out_dir / _HEADER, {"model": result.model, "settings": result.settings,
+def write_header(out_dir: Path, result: ProtocolResult) -> None:
+    save_json(out_dir / HEADER, {"model": result.model, "settings": result.settings,
                                   "hyper": result.hyper, "extra": result.extra})
 
 
-def _replicate_path(out_dir: Path, k: int, T: int) -> Path:
+def replicate_path(out_dir: Path, k: int, T: int) -> Path:
     return out_dir / "replicates" / f"r{k}" / f"forward_{T}.npz"
 
 
-def _save_direction(path: Path, d: DirectionResult) -> None:
+def save_direction(path: Path, d: DirectionResult) -> None:
     """One direction's run as one ``.npz`` unit at ``path``."""
     save_unit(path, d._arrays("x"), d._meta())
 

@@ -62,22 +62,19 @@ from typing import Mapping
 import numpy as np
 from scipy import stats
 
-from ..errors import BreadStanError
+from ..errors import BreadStanError, InputError
 from ..kernels.base import initial_state
-from ..rng import ChainRandom, chain_seed_sequences
+from ..rng import ChainRandom, Purpose, Stream, chain_seed_sequences, derived_seed
 from ..stan.data import load_data
 from ..stan.simulator import Simulator, compile_with_simulator, split_draw
 from ..stan.tempered import StanTarget
 from ..ais.tuning import TunedKernel, tune
-from .bread import SamplerSettings, _prior_draws, _simulate_problem, derived_seed
+from .problem import prior_draws, simulate_problem
+from .settings import SamplerSettings
 
 __all__ = ["CheckSettings", "SimulatorCheck", "check_simulator"]
 
 log = logging.getLogger(__name__)
-
-# Purposes of derived seeds (pure functions of the seed; see bread.derived_seed).
-_PRIOR_DRAWS, _CENTRE, _PRIOR_CHAINS, _DATASETS, _JOINT_CHAINS, _TUNE = range(6)
-_CHECK_STREAM = 2_000_000  # random stream of the check's chains (AIS uses small streams)
 
 
 @dataclass(frozen=True)
@@ -93,12 +90,12 @@ class CheckSettings:
 
     def __post_init__(self):
         if self.prior_draws < 20 or self.datasets < 20:
-            raise ValueError("the simulator check needs at least 20 prior draws and 20 "
+            raise InputError("the simulator check needs at least 20 prior draws and 20 "
                              "data sets (the signed-rank test has no power below that)")
         if self.transitions < 1:
-            raise ValueError("transitions must be at least 1")
+            raise InputError("transitions must be at least 1")
         if not 0.0 < self.alpha < 1.0:
-            raise ValueError(f"alpha must be in (0, 1), got {self.alpha}")
+            raise InputError(f"alpha must be in (0, 1), got {self.alpha}")
 
 
 @dataclass
@@ -267,6 +264,8 @@ def _flag_support(what: str, started: float, settings: CheckSettings) -> Simulat
 def _unconstrained(target: StanTarget, params: Mapping[str, np.ndarray]) -> np.ndarray:
     try:
         return target.param_unconstrain_batch(params)
+    except InputError:
+        raise  # a shape or name problem, not a draw outside the support
     except BreadStanError as error:
         raise _OutsideSupport("the simulator draws parameters outside the model's "
                               f"constraints: {_first_line(error)}") from None
@@ -292,7 +291,7 @@ def _run_chains(kernel, params, target: StanTarget, start: np.ndarray, beta: flo
                               f"{target.last_errors.get(first, 'log prior -inf')})")
     n = start.shape[0]
     index = np.arange(n) if chains is None else chains
-    rng = ChainRandom(chain_seed_sequences(seed, _CHECK_STREAM, index))
+    rng = ChainRandom(chain_seed_sequences(seed, Stream.SIMULATOR_CHECK, index))
     state, n_grad = state0, 0
     for _ in range(transitions):
         state, info = kernel.step(rng, state, target, np.full(n, beta), params)
@@ -335,35 +334,39 @@ def check_simulator(model, simulator, data=None, *, sampler: SamplerSettings = S
     kernel, base = sampler.make()
     k = settings.transitions
     try:
-        problem = _simulate_problem("check", compiled, sim, data,
-                                    derived_seed(seed, _TUNE), threads)
+        problem = simulate_problem("check", compiled, sim, data,
+                                    derived_seed(seed, Purpose.CHECK_TUNE), threads)
         if tuned is None:
-            pilot = _prior_draws(problem, sim, sampler.pilot_chains, derived_seed(seed, _TUNE))
-            tuned = tune(problem.target, kernel, base, pilot, seed=derived_seed(seed, _TUNE),
+            pilot = prior_draws(problem, sim, sampler.pilot_chains,
+                                 derived_seed(seed, Purpose.CHECK_TUNE))
+            tuned = tune(problem.target, kernel, base, pilot,
+                         seed=derived_seed(seed, Purpose.CHECK_TUNE),
                          config=sampler.tuning_config())
         schedule = tuned.schedule(np.array([0.0, 1.0]))
         target = problem.target
         names = target.param_names()
 
         # Centre of each parameter: median of an independent batch of simulator draws.
-        centre_params, _ = split_draw(sim.simulate(200, derived_seed(seed, _CENTRE)), compiled)
+        centre_params, _ = split_draw(
+            sim.simulate(200, derived_seed(seed, Purpose.CHECK_CENTRE)), compiled)
         centre = np.median(np.atleast_2d(target.param_constrain(
             _unconstrained(target, centre_params))), axis=0)
 
         # (a) prior: frozen beta = 0 transitions from simulator draws.
-        params, _ = split_draw(sim.simulate(settings.prior_draws,
-                                            derived_seed(seed, _PRIOR_DRAWS)), compiled)
+        params, _ = split_draw(
+            sim.simulate(settings.prior_draws, derived_seed(seed, Purpose.CHECK_PRIOR_DRAWS)),
+            compiled)
         start = _unconstrained(target, params)
         s0, s1, n_grad = _run_chains(kernel, schedule.params_at(0), target, start, 0.0, k,
-                                     derived_seed(seed, _PRIOR_CHAINS))
+                                     derived_seed(seed, Purpose.CHECK_PRIOR_CHAINS))
         rows = _stage_tests("prior", names, _snapshot(target, s0.position, s0.evaluation),
                             _snapshot(target, s1.position, s1.evaluation), centre)
 
         # (b) joint: one data set, one target and one chain per simulated (x_j, y_j).
-        draws = sim.simulate(settings.datasets, derived_seed(seed, _DATASETS))
+        draws = sim.simulate(settings.datasets, derived_seed(seed, Purpose.CHECK_DATASETS))
         before, after = [], []
         at_one = schedule.params_at(1)
-        joint_seed = derived_seed(seed, _JOINT_CHAINS)
+        joint_seed = derived_seed(seed, Purpose.CHECK_JOINT_CHAINS)
         shared_prior = None  # data set 0's prior instance, reused if the prior ignores y
         for j in range(settings.datasets):
             draw = {key: value[j] for key, value in draws.items()}

@@ -16,11 +16,12 @@ reference sampler's draws instead.  :func:`subjective` runs, on any Stan program
 4. for each number of distributions T, forward AIS from fresh base draws and reverse AIS
    from the thinned reference draws (one per reverse chain), saved as it finishes.
 
-The result is a :class:`~bread_stan.ais.results.BreadResult` (same summary, verdict,
+The result is a :class:`~bread_stan.ais.results.SubjectiveResult` (same summary, verdict,
 report and exit codes as ``bread``); D_SBJ = mean U - mean L is its ``bound``, the log Z
 sandwich its ``log_ml_*`` columns.  ``extra["subjective"]`` records the reference's
 quality, how many draws were used, the base, and a check of the reference against the
-AIS output, and says in words what the number means given the reference.
+AIS output, and says in words what the number means given the reference (typed views:
+:attr:`~bread_stan.ais.results.SubjectiveResult.reference`, ``suspect``, ``meaning``).
 """
 
 from __future__ import annotations
@@ -40,11 +41,9 @@ from scipy import stats
 
 from ..ais import engine
 from ..ais.gaussian_base import DEFAULT_WIDEN, GaussianBase, GaussianBaseTarget
-from ..ais.results import BreadResult, StepResult
-from ..ais.tuning import TunedKernel, tune
+from ..ais.results import BreadResult, StepResult, SubjectiveResult
 from ..ais.verdict import VerdictSettings
-from ..errors import BreadStanError
-from ..store import load_if_sound
+from ..errors import BreadStanError, InputError
 from ..stan.compile import CompiledModel, compile_model
 from ..stan.data import load_data
 from ..stan.draws import arviz_generation, read_draws, summarise, unconstrain_draws
@@ -53,22 +52,24 @@ from ..stan.simulator import Simulator, split_draw
 from ..stan.tempered import PRIOR_ONLY, StanTarget
 from ..parallel.executor import Executor
 from ..parallel.shards import ShardContext
-from .bread import (RunSettings, SamplerSettings, _default_name, _program_text, _resume,
-                    derived_seed, fingerprints, output_directory, run_steps_in_shards,
-                    setup_warnings)
+from ..parallel.steps import run_steps_in_shards
+from ..rng import Purpose, derived_seed
+from .common import (default_name, fingerprints, load_or_tune, output_directory, program_text,
+                     resume_steps, setup_warnings)
+from .settings import RunSettings, SamplerSettings
 from .fit import FitResult, FitSettings, fit
 
-__all__ = ["BaseSettings", "Reference", "ReferenceError", "load_reference", "reference_check",
-           "subjective", "RHAT_MAX", "ESS_MIN"]
+__all__ = ["BaseSettings", "Reference", "ReferenceDrawsError", "load_reference", "reference_check",
+           "subjective", "RHAT_MAX", "ESS_MIN", "full_data", "own_fit", "prior_base",
+           "stan_model"]
 
 log = logging.getLogger(__name__)
 
 RHAT_MAX = 1.01  # Vehtari et al. (2021): R-hat above this says the chains disagree
 ESS_MIN = 400    # ... and a bulk ESS below this is too few for reliable summaries
-_FIT, _PILOT, _BASE, _CHAINS, _PICK = 10, 11, 12, 13, 14  # purposes of derived seeds
 
 
-class ReferenceError(BreadStanError):
+class ReferenceDrawsError(BreadStanError):
     """Reference draws that cannot serve: wrong names or shapes, outside the support."""
 
 
@@ -89,12 +90,12 @@ class BaseSettings:
 
     def __post_init__(self):
         if self.kind not in ("gaussian", "prior"):
-            raise ValueError(f"unknown base {self.kind!r}; use 'gaussian' or 'prior' (the "
+            raise InputError(f"unknown base {self.kind!r}; use 'gaussian' or 'prior' (the "
                              "prior needs the prior_only split and a simulator)")
         if self.fit not in ("reference", "laplace"):
-            raise ValueError(f"unknown base fit {self.fit!r}; use 'reference' or 'laplace'")
+            raise InputError(f"unknown base fit {self.fit!r}; use 'reference' or 'laplace'")
         if not np.isfinite(self.widen) or self.widen <= 0:
-            raise ValueError(f"widen must be a positive factor, got {self.widen}")
+            raise InputError(f"widen must be a positive factor, got {self.widen}")
 
 
 @dataclass
@@ -193,26 +194,26 @@ def load_reference(reference: Any, model: StanModel) -> Reference:
                 reference = _read_netcdf(path)
         try:
             unc = unconstrain_draws(read_draws(reference, model), model)
+        except (ValueError, TypeError) as error:  # InputError too: names, shapes
+            raise ReferenceDrawsError(f"reference ({source}): {error}") from None
         except BreadStanError as error:
-            raise ReferenceError(f"a reference draw lies outside the model's support: "
-                                 f"{error}") from None
-        except (ValueError, TypeError) as error:
-            raise ReferenceError(f"reference ({source}): {error}") from None
+            raise ReferenceDrawsError(f"a reference draw lies outside the model's support: "
+                                      f"{error}") from None
     if unc.ndim != 3 or unc.shape[2] != model.dim or unc.shape[1] < 4:
-        raise ReferenceError(f"reference draws must have shape (chains, draws >= 4, "
+        raise ReferenceDrawsError(f"reference draws must have shape (chains, draws >= 4, "
                              f"{model.dim}), got {unc.shape}")
     lp = model.log_density_batch(unc.reshape(-1, model.dim), jacobian=True)
     bad = np.flatnonzero(~np.isfinite(lp))
     if bad.size:
         c, i = divmod(int(bad[0]), unc.shape[1])
         message = next(iter(model.last_errors.values()), "zero density")
-        raise ReferenceError(f"{bad.size} reference draw(s) have zero density under the model; "
+        raise ReferenceDrawsError(f"{bad.size} reference draw(s) have zero density under the model; "
                              f"the first is chain {c + 1}, draw {i + 1} ({message}); the "
                              "reference must sample this model on this data")
     flat = unc.reshape(-1, model.dim)
     constant = np.flatnonzero(np.ptp(flat, axis=0) == 0)
     if constant.size:
-        raise ReferenceError(f"the reference draws do not vary in "
+        raise ReferenceDrawsError(f"the reference draws do not vary in "
                              f"{model.param_unc_names()[constant[0]]}; a reference must sample "
                              "the posterior, not repeat one point")
     return Reference.rate(unc, source)
@@ -236,27 +237,27 @@ def reference_check(ais_draws: np.ndarray, reference_draws: np.ndarray, *,
             "z_mean": float(z_mean[k]), "sd_ratio": float(sd_ratio[k]), "alpha": alpha}
 
 
-def _full_data(compiled: CompiledModel, data: Mapping) -> dict:
+def full_data(compiled: CompiledModel, data: Mapping) -> dict:
     values = dict(data)
     if PRIOR_ONLY in compiled.data_variables:
         values[PRIOR_ONLY] = 0  # the full joint density: the path needs nothing else
     return values
 
 
-def _stan_model(model, data: Mapping, threads) -> StanModel:
+def stan_model(model, data: Mapping, threads) -> StanModel:
     compiled = model if isinstance(model, CompiledModel) else compile_model(model)
-    return StanModel(compiled, _full_data(compiled, data), threads=threads)
+    return StanModel(compiled, full_data(compiled, data), threads=threads)
 
 
-def _own_fit(stan: StanModel, settings: FitSettings, seed: int, out: Path | None) -> FitResult:
+def own_fit(stan: StanModel, settings: FitSettings, seed: int, out: Path | None) -> FitResult:
     """The toolkit's NUTS on the data (saved in ``out/reference_fit`` and reused)."""
     where = out / "reference_fit" if out is not None else None
     if where is not None and FitResult.exists(where):
         return FitResult.load(where)
     target = GaussianBaseTarget(stan, GaussianBase.standard(stan.dim))
-    rng = np.random.default_rng(derived_seed(seed, _FIT))
+    rng = np.random.default_rng(derived_seed(seed, Purpose.SUBJECTIVE_FIT))
     inits = rng.uniform(-2, 2, size=(settings.chains, stan.dim))  # Stan's default inits
-    result = fit(target, inits, settings=settings, seed=derived_seed(seed, _FIT))
+    result = fit(target, inits, settings=settings, seed=derived_seed(seed, Purpose.SUBJECTIVE_FIT))
     if where is not None:
         result.save(where)
     return result
@@ -330,7 +331,7 @@ def _check_steps(result: BreadResult, stan: StanModel, reference: np.ndarray) ->
     return problems
 
 
-def _prior_base(target: StanTarget, simulator, data: Mapping, threads):
+def prior_base(target: StanTarget, simulator, data: Mapping, threads):
     """The prior as AIS's initial distribution: the model's split target, exact prior
     draws from the simulator (its data outputs are ignored), and what to record."""
     sim = Simulator(simulator, data, threads=threads)
@@ -346,7 +347,7 @@ def subjective(model, data=None, *, reference: Any = None, simulator=None,
                base: BaseSettings = BaseSettings(), sampler: SamplerSettings = SamplerSettings(),
                run: RunSettings = RunSettings(), fit_settings: FitSettings = FitSettings(),
                verdict: VerdictSettings | None = None, out_dir: str | Path | None = None,
-               name: str | None = None, executor: Executor | None = None) -> BreadResult:
+               name: str | None = None, executor: Executor | None = None) -> SubjectiveResult:
     """Subjective divergence of AIS from the posterior of ``model`` on the real ``data``.
 
     ``reference``: None (the toolkit's NUTS fit with ``fit_settings``), or draws as
@@ -360,22 +361,22 @@ def subjective(model, data=None, *, reference: Any = None, simulator=None,
     shard saved in ``out_dir/shards``.
     """
     data = load_data(data)
-    program = model.program.code if isinstance(model, CompiledModel) else _program_text(model)
+    program = model.program.code if isinstance(model, CompiledModel) else program_text(model)
     name = name or (model.program.name if isinstance(model, CompiledModel)
-                    else _default_name(model))
+                    else default_name(model))
     out = Path(out_dir) if out_dir is not None else None
     if base.kind == "prior":
         if simulator is None:
-            raise ValueError("the prior base needs a simulator program (exact prior draws); "
+            raise InputError("the prior base needs a simulator program (exact prior draws); "
                              "give one, or use the Gaussian base")
         prior_target = StanTarget(model, data, threads=run.threads)  # needs prior_only
         stan = prior_target.full_model
     else:
-        stan = _stan_model(model, data, run.threads)
+        stan = stan_model(model, data, run.threads)
 
     t0 = time.perf_counter()
     if reference is None:
-        ref = load_reference(_own_fit(stan, fit_settings, run.seed, out), stan)
+        ref = load_reference(own_fit(stan, fit_settings, run.seed, out), stan)
         ref_key: Any = {"own_fit": asdict(fit_settings)}
     else:
         ref = load_reference(reference, stan)
@@ -384,10 +385,10 @@ def subjective(model, data=None, *, reference: Any = None, simulator=None,
     thinned, stride = ref.thinned()
     n_reverse = min(run.chains, thinned.shape[0])
     if n_reverse < 2:
-        raise ReferenceError(f"only {thinned.shape[0]} roughly independent reference draw(s) "
+        raise ReferenceDrawsError(f"only {thinned.shape[0]} roughly independent reference draw(s) "
                              "after thinning; the reverse direction needs at least 2: give a "
                              "longer reference")
-    pick = np.random.default_rng(derived_seed(run.seed, _PICK))
+    pick = np.random.default_rng(derived_seed(run.seed, Purpose.SUBJECTIVE_PICK))
     reverse_starts = thinned[np.sort(pick.choice(thinned.shape[0], n_reverse, replace=False))]
     if n_reverse < run.chains:
         log.warning("%s: only %d roughly independent reference draws, so %d reverse chains "
@@ -396,7 +397,7 @@ def subjective(model, data=None, *, reference: Any = None, simulator=None,
         log.warning("%s: %s", name, problem)
 
     if base.kind == "prior":
-        target, draw_base, base_info = _prior_base(prior_target, simulator, data, run.threads)
+        target, draw_base, base_info = prior_base(prior_target, simulator, data, run.threads)
         shard_source = (prior_target.compiled, dict(data), None)
     else:
         all_draws = ref.unconstrained.reshape(-1, stan.dim)
@@ -404,15 +405,14 @@ def subjective(model, data=None, *, reference: Any = None, simulator=None,
               else GaussianBase.laplace(stan, all_draws.mean(axis=0), base.widen))
         target = GaussianBaseTarget(stan, q0)
         base_info = {"kind": "gaussian", **q0.to_dict()}
-        shard_source = (stan.compiled, _full_data(stan.compiled, data), q0)
+        shard_source = (stan.compiled, full_data(stan.compiled, data), q0)
 
         def draw_base(n, seed):
             return q0.sample(np.random.default_rng(seed), n)
 
-    scored = {k: v for k, v in asdict(run).items()
-              if k not in ("steps", "progress", "threads", "check_simulator")}
+    scored = run.scored()
     fingerprint, parts = fingerprints(
-        model=program, simulator=None if simulator is None else _program_text(simulator),
+        model=program, simulator=None if simulator is None else program_text(simulator),
         data={k: np.asarray(v).tolist() for k, v in data.items()}, sampler=asdict(sampler),
         tuning=asdict(sampler.tuning_config()), run=scored, base=asdict(base), reference=ref_key)
     header = {"model": name, "method": "subjective", "fingerprint": fingerprint,
@@ -426,9 +426,9 @@ def subjective(model, data=None, *, reference: Any = None, simulator=None,
             "reference_seconds": reference_seconds, "rhat_max": RHAT_MAX, "ess_min": ESS_MIN,
             "base": base_info, "warnings": ref.warnings()}
     executor = executor or Executor()
-    result = BreadResult(name, header, [], {"verdict_settings": asdict(verdict),
-                                           "subjective": info,
-                                           "executor": executor.describe()})
+    result = SubjectiveResult(name, header, [], {"verdict_settings": asdict(verdict),
+                                                 "subjective": info,
+                                                 "executor": executor.describe()})
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
     with output_directory(out):
@@ -451,16 +451,13 @@ def _run_steps(result: BreadResult, out: Path | None, target, draw_base, reverse
     ``shard_source``: compiled model, data, Gaussian base or None), saving each as it
     finishes; draws are stored constrained."""
     name, stan = result.model, target.full_model
-    done = _resume(result, out, result.settings) if out is not None else set()
+    done = resume_steps(result, out, result.settings) if out is not None else set()
     kernel, base_params = sampler.make()
-    tuned_path = out / "tuning.json" if out is not None else None
-    tuned = load_if_sound(tuned_path, TunedKernel.load) if tuned_path is not None else None
-    if tuned is None:
-        pilot = draw_base(sampler.pilot_chains, derived_seed(run.seed, _PILOT))
-        tuned = tune(target, kernel, base_params, pilot, seed=derived_seed(run.seed, _PILOT),
-                     config=sampler.tuning_config(), progress=run.progress)
-        if tuned_path is not None:
-            tuned.save(tuned_path)
+    tuned, _ = load_or_tune(out / "tuning.json" if out is not None else None, target, kernel,
+                            base_params, sampler.tuning_config(),
+                            derived_seed(run.seed, Purpose.SUBJECTIVE_PILOT),
+                            lambda seed: draw_base(sampler.pilot_chains, seed),
+                            progress=run.progress)
     result.extra["tuning"] = tuned.to_dict()
     setup_warnings(result.extra, tuned, name)
     if out is not None:
@@ -480,20 +477,21 @@ def _run_steps(result: BreadResult, out: Path | None, target, draw_base, reverse
                               increment_blocks=run.increment_blocks, progress=run.progress)
 
     def base_starts(T: int) -> np.ndarray:
-        return draw_base(run.chains, derived_seed(run.seed, _BASE, T))
+        return draw_base(run.chains, derived_seed(run.seed, Purpose.SUBJECTIVE_BASE, T))
 
     if executor.kind == "dask":
         model, data, base = shard_source
         context = ShardContext(model, data, kernel, tuned, replace(config, progress=False),
                                base=base)
         run_steps_in_shards([context], lambda T: [(base_starts(T), reverse_starts)],
-                            lambda T, k: derived_seed(run.seed, _CHAINS, T), todo,
+                            lambda T, k: derived_seed(run.seed, Purpose.SUBJECTIVE_CHAINS, T), todo,
                             sampler.steps_per_temperature, out, result.settings["fingerprint"],
                             executor, lambda parts: finish(parts[0]), run.progress)
     else:
         for T in todo:
             finish(engine.run(target, kernel, base_starts(T), reverse_starts,
-                              seed=derived_seed(run.seed, _CHAINS, T), tuned=tuned, model=name,
+                              seed=derived_seed(run.seed, Purpose.SUBJECTIVE_CHAINS, T),
+                              tuned=tuned, model=name,
                               config=replace(config, steps=(T,))).steps[0])
     result.steps.sort(key=lambda s: s.n_steps)
 

@@ -30,7 +30,8 @@ from ..approx import GaussianApproximation, approximate
 from ..store import save_json
 from ..stan.data import load_data
 from .fit import FitSettings
-from .subjective import Reference, ReferenceError, _own_fit, _stan_model, load_reference
+from .subjective import Reference, ReferenceDrawsError, own_fit, stan_model, load_reference
+from ..errors import InputError
 
 __all__ = ["TractableDivergence", "subjective_tractable", "subjective_approximation"]
 
@@ -96,12 +97,12 @@ def subjective_tractable(model: Any, approximation: GaussianApproximation, refer
     reference puts mass where the model has none).
     """
     if int(n) != n or n < 2:
-        raise ValueError(f"n must be a whole number of draws >= 2, got {n}")
+        raise InputError(f"n must be a whole number of draws >= 2, got {n}")
     if not 0 < level < 1:
-        raise ValueError(f"level must be in (0, 1), got {level}")
+        raise InputError(f"level must be in (0, 1), got {level}")
     d = int(model.dim)
     if approximation.dim != d:
-        raise ValueError(f"the approximation has {approximation.dim} coordinates, the model {d}")
+        raise InputError(f"the approximation has {approximation.dim} coordinates, the model {d}")
     if isinstance(reference, np.ndarray) and reference.ndim == 2:
         ref_draws = np.asarray(reference, dtype=float)
     elif isinstance(reference, np.ndarray):
@@ -111,7 +112,7 @@ def subjective_tractable(model: Any, approximation: GaussianApproximation, refer
     else:
         ref_draws = load_reference(reference, model).thinned()[0]
     if ref_draws.ndim != 2 or ref_draws.shape[1] != d or ref_draws.shape[0] < 2:
-        raise ReferenceError(f"reference draws must have shape (m >= 2, {d}) after thinning, "
+        raise ReferenceDrawsError(f"reference draws must have shape (m >= 2, {d}) after thinning, "
                              f"got {ref_draws.shape}")
     density = joint_density(model)
 
@@ -143,11 +144,11 @@ def subjective_approximation(model, data=None, *, approximation: str = "laplace"
     With ``out_dir`` the result, the approximation and the timings are written to
     ``out_dir/subjective_tractable.json`` (key ``"subjective_divergence"`` holds D_SBJ).
     """
-    stan = _stan_model(model, load_data(data), threads)
+    stan = stan_model(model, load_data(data), threads)
     out = Path(out_dir) if out_dir is not None else None
     t0 = time.perf_counter()
     if reference is None:
-        reference = _own_fit(stan, fit_settings, seed, out)
+        reference = own_fit(stan, fit_settings, seed, out)
     t1 = time.perf_counter()
     fitted = approximate(stan, approximation, seed=seed, **dict(options or {}))
     t2 = time.perf_counter()

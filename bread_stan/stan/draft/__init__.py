@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ...errors import DraftError, StanCompileError
-from ..compile import Program, _stanc, _toolchain, read_program
+from ..compile import Program, run_stanc, resolve_toolchain, read_program
 from .emit import emit
 from .parse import parse_program
 from .translate import tilde_types, translate
@@ -36,15 +36,15 @@ def draft_simulator(model_program: str | os.PathLike | Program,
     statement) for a model outside the translated subset.
     """
     program = read_program(model_program)
-    toolchain = _toolchain(toolchain)
+    toolchain = resolve_toolchain(toolchain)
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         source = program.code
         if "#include" in source:   # parse stanc's printout, with the includes inlined
-            source = _stanc(program, toolchain, ["--print-canonical"], work, None)
+            source = run_stanc(program, toolchain, ["--print-canonical"], work, None)
         text = Program(source, program.name)
-        info = json.loads(_stanc(text, toolchain, ["--info"], work, None))
-        types = tilde_types(_stanc(text, toolchain, ["--debug-decorated-ast"], work, None))
+        info = json.loads(run_stanc(text, toolchain, ["--info"], work, None))
+        types = tilde_types(run_stanc(text, toolchain, ["--debug-decorated-ast"], work, None))
         label = program.path.name if program.path else program.name
         lines = (" (line numbers of stanc's printout, with the includes inlined)"
                  if source is not program.code else "")
@@ -54,7 +54,7 @@ def draft_simulator(model_program: str | os.PathLike | Program,
             raise DraftError(f"cannot draft a simulator for {label}{lines}: {error}") from None
         simulator = emit(draft, label)
         try:
-            _stanc(Program(simulator, f"{program.name}_sim"), toolchain, ["--info"], work,
+            run_stanc(Program(simulator, f"{program.name}_sim"), toolchain, ["--info"], work,
                    None)
         except StanCompileError as error:
             raise DraftError(f"the simulator drafted for {label} does not type-check "

@@ -1,0 +1,39 @@
+"""The one registry of Markov kernels that AIS can run: name -> kernel, params, defaults.
+
+A new kernel (an SMC move, say) is registered here once; the settings, the tuning and
+the frozen schedules all read this table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .hmc import HMC, HMCParams
+from .nuts import NUTS, NUTSParams
+
+__all__ = ["KernelEntry", "KERNELS", "kernel_entry"]
+
+
+@dataclass(frozen=True)
+class KernelEntry:
+    """One registered kernel: its class, its params class and the acceptance rate its
+    step size is tuned to by default."""
+
+    kernel: type
+    params: type
+    target_accept: float
+
+
+KERNELS: dict[str, KernelEntry] = {
+    "hmc": KernelEntry(HMC, HMCParams, 0.65),
+    "nuts": KernelEntry(NUTS, NUTSParams, 0.8),
+}
+
+
+def kernel_entry(name: str) -> KernelEntry:
+    """The registry entry of ``name``; a one-line error names the known kernels."""
+    try:
+        return KERNELS[name]
+    except KeyError:
+        raise ValueError(f"unknown kernel {name!r}; use "
+                         + " or ".join(repr(k) for k in KERNELS)) from None

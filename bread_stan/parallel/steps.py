@@ -1,0 +1,98 @@
+"""Step counts run in shards through an executor, each shard saved as it arrives.
+
+:func:`run_steps_in_shards` splits every step count's chains into shards
+(:func:`~bread_stan.parallel.shards.plan_shards`), sends those not saved by an
+interrupted run to the executor, saves each under ``out_dir/shards`` as it arrives and
+joins a step count's shards into the :class:`~bread_stan.ais.results.StepResult` the
+engine would have returned for the whole batch.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from ..ais import engine
+from ..store import CorruptFileError, load_unit, save_unit, set_aside
+from .executor import Executor
+from .shards import Shard, ShardContext, join_problem, plan_shards, run_shard
+
+__all__ = ["run_steps_in_shards"]
+
+
+def run_steps_in_shards(contexts: list[ShardContext], starts_at, seed_at, steps: Sequence[int],
+                        steps_per_temperature: int, out_dir: Path | None, fingerprint: str,
+                        executor: Executor, finish, progress: bool) -> None:
+    """Run ``steps`` in shards on ``executor``'s cluster, one :class:`ShardContext` per
+    problem.  ``starts_at(T)`` gives each problem's (forward starts (n, d), reverse
+    starts (m, d), or one exact draw (d,) repeated for n chains); ``seed_at(T, k)``
+    problem k's seed.  Each shard is saved under ``out_dir/shards`` as it arrives (and
+    reused by a rerun); ``finish`` gets each step count's per-problem
+    :class:`StepResult`, joined exactly as :func:`engine.run <bread_stan.ais.engine.run>`
+    returns it (final forward positions unconstrained)."""
+    shard_dir = out_dir / "shards" if out_dir is not None else None
+    saved = _saved_shards(shard_dir, fingerprint)
+    shared = [executor.share(c) for c in contexts] if steps else []
+    plans: dict[int, list[Shard]] = {}
+    parts: dict[int, dict[Shard, tuple]] = {}
+    tasks = {}
+    for T in steps:
+        starts = starts_at(T)
+        forward = [f.shape[0] for f, _ in starts]
+        reverse = [r.shape[0] if np.ndim(r) == 2 else n for (_, r), n in zip(starts, forward)]
+        plans[T] = plan_shards(T, forward, executor.block_size(max(forward + reverse)), reverse)
+        parts[T] = {}
+        for shard in plans[T]:
+            if shard.key in saved:
+                parts[T][shard] = saved[shard.key]
+                continue
+            k, first = shard.problem, shard.first_chain
+            start = starts[k][0 if shard.direction == "forward" else 1]
+            if np.ndim(start) == 2:
+                start = start[first:first + shard.n_chains]
+            tasks[shard.key] = (shared[k], shard, seed_at(T, k), start)
+    by_key = {shard.key: shard for plan in plans.values() for shard in plan}
+
+    def join(T: int) -> None:
+        config = contexts[0].config
+        betas, _, _ = engine.step_schedule(config, contexts[0].tuned, T)
+        n_trans = (T - 1) * steps_per_temperature
+        finish([join_problem(T, betas, {s: v for s, v in parts[T].items() if s.problem == k},
+                             n_trans, shared_batch=config.combined)
+                for k in range(len(contexts))])
+        if shard_dir is not None:
+            for shard in plans[T]:
+                (shard_dir / f"{shard.key}.npz").unlink(missing_ok=True)
+
+    def arrived(key: str, value: tuple) -> None:
+        shard = by_key[key]
+        if shard_dir is not None:
+            save_unit(shard_dir / f"{key}.npz", value[0], {**value[1], "fingerprint": fingerprint})
+        parts[shard.n_steps][shard] = value
+        if len(parts[shard.n_steps]) == len(plans[shard.n_steps]):
+            join(shard.n_steps)
+
+    for T in steps:
+        if len(parts[T]) == len(plans[T]):  # every shard was saved by an interrupted run
+            join(T)
+    executor.run(run_shard, tasks, arrived, progress=progress,
+                 saved_in=str(shard_dir) if shard_dir is not None else None)
+
+
+def _saved_shards(shard_dir: Path | None, fingerprint: str) -> dict[str, tuple]:
+    """Shards saved by an interrupted run with these settings, by key."""
+    if shard_dir is None:
+        return {}
+    shard_dir.mkdir(exist_ok=True)
+    saved = {}
+    for path in sorted(shard_dir.glob("*.npz")):
+        try:
+            arrays, meta = load_unit(path)
+        except CorruptFileError as error:
+            set_aside(error)
+            continue
+        if meta.get("fingerprint") == fingerprint:
+            saved[meta["shard"]] = (arrays, meta)
+    return saved

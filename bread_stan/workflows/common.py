@@ -1,0 +1,200 @@
+"""The shared workflow layer: what every workflow does around its AIS runs.
+
+A program's text and default name (:func:`program_text`, :func:`default_name`,
+:func:`check_program`); the run's header and its fingerprints (:func:`fingerprints`);
+resuming a saved run (:func:`check_resumable`, :func:`resume_steps`); entering the
+output directory (:func:`output_directory`); warnings about cost and set-up
+(:func:`warn_if_costly`, :func:`setup_warnings`).  ``bread``, ``compare``,
+``protocol``, ``subjective`` and ``aide`` all use these, so each is written once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from ..ais.results import BreadResult, load_steps
+from ..ais.tuning import TunedKernel, TuningConfig, tune
+from ..errors import BreadStanError, InputError
+from ..stan.compile import CompiledModel
+from ..store import check_writable, clean_temporaries, load_if_sound, load_json, lock
+
+__all__ = ["ResumeMismatchError", "check_program", "check_resumable", "cost_estimate",
+           "default_name", "fingerprint", "fingerprints", "output_directory", "program_text",
+           "load_or_tune", "resume_steps", "setup_warnings", "warn_if_costly"]
+
+log = logging.getLogger(__name__)
+
+class ResumeMismatchError(BreadStanError):
+    """The output directory holds results of a run with different settings."""
+
+
+def fingerprint(*parts: Any) -> str:
+    text = json.dumps(parts, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def program_text(program) -> str:
+    program = getattr(program, "stan_file", None) or program  # a cmdstanpy.CmdStanModel
+    path = Path(str(program))
+    if str(program).endswith(".stan") and path.exists():
+        return path.read_text()
+    return str(program)
+
+
+def default_name(program) -> str:
+    text = str(getattr(program, "stan_file", None) or program)  # a cmdstanpy.CmdStanModel
+    if text.endswith(".stan"):
+        return Path(text).stem
+    return "model_" + hashlib.sha256(text.encode()).hexdigest()[:8]
+
+
+def check_program(role: str, program) -> None:
+    """Refuse a ``program`` that is neither a path, program text nor a compiled model."""
+    if isinstance(program, (CompiledModel, os.PathLike)) or (
+            isinstance(program, str) and program.strip()):
+        return
+    raise InputError(f"{role} must be a Stan program: the path of a .stan file, the program "
+                     f"text, or a compiled model; got {program!r}")
+
+
+def resume_steps(result: BreadResult, out_dir: Path, header: dict) -> set[int]:
+    """Load finished steps from ``out_dir`` if it holds a run with the same settings."""
+    saved = load_if_sound(out_dir / "run.json", load_json)
+    if saved is not None:
+        check_resumable(out_dir, saved.get("settings", {}), header)
+        check = saved.get("extra", {}).get("simulator_check")
+        if check and check.get("ran"):  # the same simulator and model: no need to rerun it
+            result.extra["simulator_check"] = check
+    previous = load_steps(out_dir, header["fingerprint"])
+    result.steps.extend(s for s in previous if s.n_steps in set(header["steps"]))
+    return {s.n_steps for s in result.steps}
+
+
+def check_resumable(out_dir: Path, saved: Mapping, header: Mapping) -> None:
+    """Refuse to resume into ``out_dir`` when its saved settings differ from
+    ``header``'s, naming what differs."""
+    if saved.get("fingerprint") == header["fingerprint"]:
+        return
+    old, new = saved.get("fingerprints") or {}, header["fingerprints"]
+    differences = []
+    for part, digest in new.items():
+        if old.get(part) == digest or (part == "tuning" and old.get("sampler") != new["sampler"]):
+            continue
+        before, after = saved.get(part), header.get(part)
+        if isinstance(before, Mapping) and isinstance(after, Mapping):
+            differences += [f"{part}.{k}: {before.get(k)!r} then, {after.get(k)!r} now"
+                            for k in sorted(set(before) | set(after))
+                            if before.get(k) != after.get(k)]
+        else:
+            differences.append(_PART_NAMES.get(part, part))
+    what = "; ".join(differences) if differences else "settings saved by an older version"
+    raise ResumeMismatchError(
+        f"{out_dir} holds results of a run with different settings ({what}); use a new "
+        "output directory, delete this one, or rerun with the settings it was made with")
+
+
+_PART_NAMES = {"model": "the model program", "simulator": "the simulator program",
+               "data": "the data", "tuning": "the tuning settings"}
+
+
+def fingerprints(**parts: Any) -> tuple[str, dict[str, str]]:
+    """The fingerprint of all ``parts`` together and of each part (to say which differs)."""
+    return fingerprint(*parts.values()), {k: fingerprint(v) for k, v in parts.items()}
+
+
+@contextlib.contextmanager
+def output_directory(out: Path | None):
+    """Check ``out`` is a writable directory, hold its lock and clear temporaries
+    left by an interrupted run; nothing when ``out`` is None."""
+    if out is None:
+        yield None
+        return
+    check_writable(out)
+    with lock(out):
+        clean_temporaries(out)
+        yield out
+
+
+_LONG_SECONDS = 600.0        # warn before a run estimated to take longer than this
+
+
+_LARGE_BYTES = 1 << 30       # or to need more memory than this
+
+
+_BLOCK_BYTES = 4 << 20       # cached blocks of betas and kernel params, whatever T
+
+
+def cost_estimate(tuned: TunedKernel, steps: Sequence[int], chains: int, dim: int
+                  ) -> tuple[float, float]:
+    """Seconds (from the pilot's time per chain and transition) and peak bytes of
+    running ``chains`` chains in each direction (all transitions) at each T.
+
+    Memory does not grow with T: betas and kernel params are computed in cached
+    blocks of a few MB (:class:`~bread_stan.ais.betas.Betas`,
+    :class:`~bread_stan.ais.frozen_kernels.InterpolatedSchedule`); what grows is
+    per chain: its state, recorded increments and per-chain metric, about
+    ``8 (20 d + 100)`` bytes, ``8 d^2`` more with a dense metric."""
+    seconds = sum(T - 1 for T in steps) * chains * tuned.seconds_per_transition
+    per_chain = 8.0 * (20 * dim + 100 + (dim * dim if getattr(tuned, "dense", False) else 0))
+    peak = _BLOCK_BYTES + 2 * chains * per_chain if steps else 0.0
+    return seconds, peak
+
+
+def warn_if_costly(name: str, tuned: TunedKernel, steps: Sequence[int], chains: int,
+                   dim: int) -> None:
+    """Log the estimated cost of the coming runs; warn before a long or large one."""
+    if not steps:
+        return
+    seconds, peak = cost_estimate(tuned, steps, chains, dim)
+    text = (f"{name}: {', '.join(map(str, steps))} distributions will take about "
+            f"{_duration(seconds)} and {peak / 2**30:.2g} GB of memory (estimated from the "
+            "pilot)")
+    if seconds > _LONG_SECONDS or peak > _LARGE_BYTES:
+        log.warning("%s; interrupt now (Ctrl-C) and choose fewer --steps if that is too "
+                    "much", text)
+    else:
+        log.info("%s", text)
+
+
+def _duration(seconds: float) -> str:
+    if not np.isfinite(seconds):
+        return "an unknown time"
+    for unit, size in (("days", 86400), ("hours", 3600), ("minutes", 60)):
+        if seconds >= 2 * size:
+            return f"{seconds / size:.3g} {unit}"
+    return f"{seconds:.2g} s"
+
+
+def setup_warnings(extra: dict, tuned: TunedKernel, name: str) -> None:
+    """Log the tuned kernel's problems loudly and record them in ``extra``
+    (``setup_warnings``)."""
+    extra["setup_warnings"] = tuned.problems()
+    for text in extra["setup_warnings"]:
+        log.warning("%s: SET-UP PROBLEM: %s", name, text)
+
+
+def load_or_tune(path: Path | None, target, kernel, base_params, config: TuningConfig,
+                 seed: int, draw_pilot: Callable[[int], np.ndarray], *,
+                 progress: bool = False) -> tuple[TunedKernel, float | None]:
+    """The kernel tuned along beta: loaded from ``path`` (a ``tuning.json``) when a sound
+    one is saved there, else tuned with ``seed`` on the pilot draws ``draw_pilot(seed)``
+    (drawn only when tuning) and saved to ``path``.  Returns the tuned kernel and the seconds tuning took (None if loaded)."""
+    tuned = load_if_sound(path, TunedKernel.load) if path is not None else None
+    if tuned is not None:
+        return tuned, None
+    start = time.perf_counter()
+    tuned = tune(target, kernel, base_params, draw_pilot(seed), seed=seed, config=config,
+                 progress=progress)
+    seconds = time.perf_counter() - start
+    if path is not None:
+        tuned.save(path)
+    return tuned, seconds

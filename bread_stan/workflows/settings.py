@@ -1,0 +1,168 @@
+"""Settings of a run: the kernel and its tuning (:class:`SamplerSettings`) and the
+run itself (:class:`RunSettings`), one type per concept with one set of defaults.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ..ais.betas import ScheduleSpec
+from ..ais.tuning import TuningConfig
+from ..kernels.hmc import HMC, HMCParams
+from ..kernels.nuts import NUTS, NUTSParams
+from ..kernels.registry import kernel_entry
+from ..errors import InputError
+
+__all__ = ["RunSettings", "SamplerSettings"]
+
+def _is_whole(value) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def _iterable(value) -> tuple:
+    try:
+        return tuple(value)
+    except TypeError:
+        return (value,)
+
+
+def _check_whole(name: str, value, least: int, why: str = "") -> None:
+    """Refuse anything but a whole number >= ``least`` (2.5, "3", True, -3)."""
+    if not _is_whole(value) or value < least:
+        hint = f" ({why})" if why else ""
+        raise InputError(f"{name} must be a whole number >= {least}{hint}; got {value!r}")
+
+
+@dataclass(frozen=True)
+class SamplerSettings:
+    """The Markov kernel used at every temperature, and how it is tuned.
+
+    ``kernel`` is ``"nuts"`` (``max_depth``; the default) or ``"hmc"``
+    (``n_leapfrog`` steps).  The step size (and, with ``adapt_metric``, an inverse
+    metric: ``metric`` "diag", "dense" as Stan's ``dense_e``, or "auto", dense
+    where the pilot draws are strongly correlated; see
+    :class:`~bread_stan.ais.tuning.TuningConfig`) is tuned along beta on
+    ``pilot_chains`` never-scored chains, then frozen for forward and reverse
+    runs alike.  ``pilot_floor`` None lets the pilot reach down to the beta where
+    the likelihood starts to matter (see ``beta_floor`` of
+    :class:`~bread_stan.ais.tuning.TuningConfig`).  ``step_size_jitter`` and
+    ``rescue_prob`` randomise the step size of each transition (see
+    :class:`~bread_stan.kernels.hmc.HMCParams`); the default 10% of "rescue"
+    transitions with much smaller steps frees chains that start deep in the
+    prior's tails, which a fixed step size can leave stranded for the whole run
+    (NUTS builds a rescue transition's tree to depth at most 4).
+
+    NUTS is the default because it reached a given bound in less time than HMC
+    with 10 leapfrog steps on every model measured (``scripts/bench_defaults.py``
+    and ``scripts/bench_schedules.py``): its trajectory length follows the
+    posterior's scale at each temperature, which one fixed L cannot.  The metric
+    is "auto" with a 20-transition pilot for the same reason: on the models
+    measured (NHEFS, Pima and the vague-prior regression, with six, six and three
+    simulated problems) it reached a given bound in no more time than "diag" with 40
+    pilot transitions, and in far less where the posterior is strongly
+    correlated at some temperature (where "diag" forces small steps and deep
+    trees); 20 pilot transitions gave the same bounds as 30 there (six seeds
+    each on NHEFS and Pima; ``scripts/figures/bench_settings/results.md``).
+    """
+
+    kernel: str = "nuts"
+    n_leapfrog: int = 10
+    step_size_jitter: float = 0.0
+    rescue_prob: float = 0.1
+    max_depth: int = 8
+    steps_per_temperature: int = 1
+    target_accept: float | None = None
+    adapt_metric: bool = True
+    metric: str = "auto"
+    pilot_chains: int = 32
+    pilot_grid: int = 16
+    pilot_steps: int = 20
+    pilot_floor: float | None = None
+
+    def __post_init__(self):
+        kernel_entry(self.kernel)  # one-line error for an unknown kernel
+        if self.metric not in ("diag", "dense", "auto"):
+            raise InputError(f"unknown metric {self.metric!r}; use 'diag', 'dense' or 'auto'")
+        for name in ("n_leapfrog", "max_depth", "steps_per_temperature", "pilot_steps"):
+            _check_whole(name, getattr(self, name), 1)
+        _check_whole("pilot_chains", self.pilot_chains, 2)
+        _check_whole("pilot_grid", self.pilot_grid, 2)
+
+    def make(self):
+        """The kernel object and its base params."""
+        if self.kernel == "hmc":
+            return HMC(), HMCParams(step_size=0.1, n_leapfrog=self.n_leapfrog,
+                                    step_size_jitter=self.step_size_jitter,
+                                    rescue_prob=self.rescue_prob)
+        return NUTS(), NUTSParams(step_size=0.1, max_depth=self.max_depth,
+                                  step_size_jitter=self.step_size_jitter,
+                                  rescue_prob=self.rescue_prob)
+
+    def tuning_config(self) -> TuningConfig:
+        return TuningConfig(n_grid=self.pilot_grid, adapt_steps=self.pilot_steps,
+                            target_accept=self.target_accept, adapt_metric=self.adapt_metric,
+                            metric=self.metric, beta_floor=self.pilot_floor)
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """What to run: step counts, chains per direction, schedule, seed, threads.
+
+    The default schedule is the adaptive one (equal thermodynamic length, from
+    the pilot; :func:`~bread_stan.ais.betas.thermodynamic`): in
+    ``scripts/bench_schedules.py`` it gave NHEFS linear regression a bound 5
+    times smaller than the sigmoid schedule at the same T, and took the
+    vague-prior regression of issue 15 from 1e10 nats to a few.
+
+    ``exact_draws`` = K > 1 simulates K independent problems (x*_k, y*_k) and
+    splits the chains of each direction among them: the bound is then averaged
+    over data sets of the model (it bounds the expected Jeffreys divergence) and
+    its interval comes from the spread between problems, which covers the
+    variation from one exact draw to the next.  With K = 1 (the default, cheapest)
+    the interval is conditional on the single exact draw.  The kernel is tuned
+    once, on problem 1, and frozen for all.
+
+    ``check_simulator`` runs the simulator check before the AIS runs (its result
+    never changes the bounds, so it is not part of the resume fingerprint).
+    """
+
+    steps: tuple[int, ...] = (10, 100, 1000)
+    chains: int = 100
+    schedule: ScheduleSpec = field(default_factory=lambda: ScheduleSpec("adaptive"))
+    seed: int = 0
+    threads: int | None = None
+    increment_blocks: int | None = 50
+    progress: bool = True
+    exact_draws: int = 1
+    check_simulator: bool = True
+
+    def __post_init__(self):
+        steps = (self.steps,) if _is_whole(self.steps) else self.steps
+        if isinstance(steps, (str, bytes)) or not all(_is_whole(s) for s in _iterable(steps)):
+            raise InputError(f"steps must be whole numbers of distributions (each at least 2), "
+                             f"for example (10, 100, 1000); got {self.steps!r}")
+        steps = tuple(int(s) for s in steps)
+        if not steps or min(steps) < 2:
+            raise InputError("steps must be numbers of distributions, each at least 2")
+        _check_whole("chains", self.chains, 2, "intervals need spread")
+        _check_whole("seed", self.seed, 0)
+        if self.threads is not None:
+            _check_whole("threads", self.threads, 1, "None uses all cores")
+        if self.increment_blocks is not None:
+            _check_whole("increment_blocks", self.increment_blocks, 1)
+        _check_whole("exact_draws", self.exact_draws, 1)
+        if self.exact_draws != 1 and not 2 <= self.exact_draws <= self.chains:
+            raise InputError(f"exact_draws must be 1, or between 2 and chains ({self.chains}) "
+                             "so that every simulated problem gets a chain in each direction")
+        object.__setattr__(self, "steps", tuple(sorted(set(steps))))
+
+    # Settings that never change a step's numbers: left out of the resume fingerprint.
+    UNSCORED: ClassVar[tuple[str, ...]] = ("steps", "progress", "threads", "check_simulator")
+
+    def scored(self) -> dict[str, Any]:
+        """The settings that change the numbers (those a resumed run must share), as a
+        dict: all but the step counts, progress, threads and the simulator check."""
+        return {k: v for k, v in asdict(self).items() if k not in self.UNSCORED}

@@ -1,0 +1,65 @@
+"""The command line's exit policy, decided in one place: the toolkit's own errors and OS
+errors are bad input (exit 2, one line); any other exception is a bug (exit 1, one
+line saying so; the traceback only under --verbose).  Exact: no Stan program runs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bread_stan.errors import InputError, StanDataError
+from bread_stan.reporting import cli
+
+
+def _fails_with(monkeypatch, error):
+    def command(args):
+        raise error
+    monkeypatch.setattr(cli, "_cmd_info", command)
+
+
+@pytest.mark.parametrize("error", [InputError("steps must be whole numbers"),
+                                   StanDataError("missing variable N"),
+                                   FileNotFoundError(2, "No such file or directory", "d.json")])
+def test_the_toolkits_errors_and_os_errors_are_bad_input(monkeypatch, capsys, error):
+    _fails_with(monkeypatch, error)
+    assert cli.main(["info"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("bread-stan info: error: ") and err.count("\n") == 1
+    assert "internal error" not in err
+
+
+def test_any_other_exception_is_a_bug_in_one_line(monkeypatch, capsys):
+    """A ValueError from deep in numpy is not the user's bad input."""
+    def broken(args):
+        np.linalg.cholesky(-np.eye(2))  # LinAlgError, a ValueError: once reported as exit 2
+    monkeypatch.setattr(cli, "_cmd_info", broken)
+    assert cli.main(["info"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "internal error (a bug in bread-stan" in err
+    assert "LinAlgError" in err and "--verbose" in err and "Traceback" not in err
+
+
+def test_verbose_adds_the_traceback(monkeypatch, capsys):
+    _fails_with(monkeypatch, ValueError("operands could not be broadcast together"))
+    assert cli.main(["--verbose", "info"]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" in err and "ValueError: operands could not be broadcast" in err
+
+
+def test_interrupt_exits_130(monkeypatch, capsys):
+    _fails_with(monkeypatch, KeyboardInterrupt())
+    assert cli.main(["info"]) == 130
+
+
+def test_a_finished_commands_status_comes_from_one_policy():
+    """run/subjective: the result's own code; compare: 3 if any program failed a check,
+    else the worst; protocol: ok or 3; check: passed or 3; AIDE: 0."""
+    from types import SimpleNamespace as Outcome
+    code = cli._exit_code
+    assert code(Outcome(exit_code=4)) == 4
+    assert code({"a": Outcome(exit_code=0), "b": Outcome(exit_code=4)}) == 4
+    assert code({"a": Outcome(exit_code=4), "b": Outcome(exit_code=3),
+                 "c": Outcome(exit_code=0)}) == 3
+    assert code(Outcome(ok=False)) == 3 and code(Outcome(ok=True)) == 0
+    assert code(Outcome(passed=False)) == 3 and code(Outcome(passed=True)) == 0
+    assert code([Outcome(estimate=0.1)]) == 0
