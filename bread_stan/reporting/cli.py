@@ -57,10 +57,6 @@ from .arguments import build_parser
 
 log = logging.getLogger("bread_stan")
 
-# The docs site's CLI page reads the parser as cli._parser (sphinx-argparse); the parser
-# itself is built in .arguments.
-_parser = build_parser
-
 
 def _sampler(args, **extra):
     """The SamplerSettings of the kernel options, with ``extra`` settings."""
