@@ -213,6 +213,8 @@ def test_report_explains_its_columns_and_shows_the_truth(tmp_path):
     for column in ("**bound**", "**interval**", "**raw interval**", "**log p(y) >=**",
                    "**sign p**", "**tail p**"):
         assert column in md
+    # Each end of the sandwich is printed with its one-sided confidence limit, not +- se.
+    assert "(95%: >= " in md and "(95%: <= " in md and "+- " not in md.split("|", 1)[1]
     assert "Simulated truth and data" in md and "| y | 30 |" in md
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["status"] == "not converged" and summary["exit_code"] == 4

@@ -9,7 +9,8 @@ log space; nothing runs a sampler.
   divergence between the forward chain's output and the posterior in
   expectation, with a normal or bootstrap confidence interval.
 - :func:`log_ml_sandwich`: log-mean-exp(L) and -log-mean-exp(-U), the tighter
-  stochastic bounds on log p(y), with delta-method standard errors.
+  stochastic bounds on log p(y), each with a one-sided confidence limit on log p(y)
+  that holds however heavy-tailed the weights are (:mod:`.intervals`).
 - :func:`consistency_check`: a test, exact under the AIS tail bounds, of whether
   the reverse estimates sit further below the forward ones than chance allows:
   the signature of a simulator that disagrees with the model, or a wrong kernel.
@@ -35,6 +36,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 from scipy import stats
+
+from .intervals import lower_limit, upper_limit
 
 __all__ = [
     "log_mean_exp", "JeffreysBound", "jeffreys_bound", "Sandwich", "log_ml_sandwich",
@@ -140,13 +143,24 @@ def jeffreys_bound(lower, upper, *, level: float = 0.95, method: str = "normal",
 
 @dataclass(frozen=True)
 class Sandwich:
-    """Stochastic bounds on log p(y): ``lower`` <= log p(y) <= ``upper`` (in expectation
-    and with high probability), each with a delta-method standard error."""
+    """Stochastic bounds on log p(y): ``lower`` <= log p(y) <= ``upper`` in expectation.
+
+    ``lower_limit`` and ``upper_limit`` are one-sided confidence limits at ``level``:
+    P(log p(y) >= lower_limit) >= level and P(log p(y) <= upper_limit) >= level, each
+    on its own, for any distribution of the chains' weights (a test-martingale bound,
+    :mod:`.intervals`; assumes only exact starting draws, correct kernels and
+    independent chains).  ``lower_se`` and ``upper_se`` are delta-method standard
+    errors of the log-mean-exps, a measure of spread only: ``lower - k * lower_se``
+    is not a confidence limit when the weights are heavy-tailed.
+    """
 
     lower: float
     lower_se: float
     upper: float
     upper_se: float
+    lower_limit: float = float("nan")
+    upper_limit: float = float("nan")
+    level: float = 0.95
 
     @property
     def width(self) -> float:
@@ -156,16 +170,23 @@ class Sandwich:
         """Whether ``value`` lies inside, widened by ``n_se`` standard errors on each side."""
         return (self.lower - n_se * self.lower_se <= value <= self.upper + n_se * self.upper_se)
 
+    def covers(self, value: float) -> bool:
+        """Whether ``value`` lies between the two confidence limits (probability at least
+        ``2 * level - 1`` for the true log p(y))."""
+        return bool(self.lower_limit <= value <= self.upper_limit)
+
     def as_dict(self) -> dict:
         return asdict(self)
 
 
-def log_ml_sandwich(lower, upper) -> Sandwich:
-    """log-mean-exp of forward estimates and minus log-mean-exp of minus reverse ones."""
+def log_ml_sandwich(lower, upper, *, level: float = 0.95) -> Sandwich:
+    """log-mean-exp of forward estimates and minus log-mean-exp of minus reverse ones,
+    with one-sided confidence limits on log p(y) at ``level`` (see :class:`Sandwich`)."""
     L = _lower(lower)
     U = _upper(upper)
     return Sandwich(log_mean_exp(L), _log_mean_exp_se(L),
-                    -log_mean_exp(-U), _log_mean_exp_se(-U))
+                    -log_mean_exp(-U), _log_mean_exp_se(-U),
+                    lower_limit(L, level=level), upper_limit(U, level=level), level)
 
 
 @dataclass(frozen=True)
