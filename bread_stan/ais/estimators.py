@@ -147,9 +147,11 @@ class Sandwich:
 
     ``lower_limit`` and ``upper_limit`` are one-sided confidence limits at ``level``:
     P(log p(y) >= lower_limit) >= level and P(log p(y) <= upper_limit) >= level, each
-    on its own, for any distribution of the chains' weights (a test-martingale bound,
-    :mod:`.intervals`; assumes only exact starting draws, correct kernels and
-    independent chains).  ``lower_se`` and ``upper_se`` are delta-method standard
+    on its own, for any distribution of the chains' weights (:mod:`.intervals`; they
+    assume only exact starting draws and correct kernels).  The lower limit is a
+    test-martingale bound over independent forward chains; the upper limit, with
+    reverse chains that share one exact draw (``reverse_independent=False``), is
+    Markov's inequality on their mean weight: ``upper + log(1 / (1 - level))``.  ``lower_se`` and ``upper_se`` are delta-method standard
     errors of the log-mean-exps, a measure of spread only: ``lower - k * lower_se``
     is not a confidence limit when the weights are heavy-tailed.
     """
@@ -179,14 +181,20 @@ class Sandwich:
         return asdict(self)
 
 
-def log_ml_sandwich(lower, upper, *, level: float = 0.95) -> Sandwich:
+def log_ml_sandwich(lower, upper, *, level: float = 0.95,
+                    reverse_independent: bool = False) -> Sandwich:
     """log-mean-exp of forward estimates and minus log-mean-exp of minus reverse ones,
-    with one-sided confidence limits on log p(y) at ``level`` (see :class:`Sandwich`)."""
+    with one-sided confidence limits on log p(y) at ``level`` (see :class:`Sandwich`).
+
+    ``reverse_independent``: each reverse chain started from its own independent exact
+    draw (a tighter upper limit); the default assumes they share one, as in BREAD.
+    """
     L = _lower(lower)
     U = _upper(upper)
     return Sandwich(log_mean_exp(L), _log_mean_exp_se(L),
                     -log_mean_exp(-U), _log_mean_exp_se(-U),
-                    lower_limit(L, level=level), upper_limit(U, level=level), level)
+                    lower_limit(L, level=level),
+                    upper_limit(U, level=level, independent=reverse_independent), level)
 
 
 @dataclass(frozen=True)

@@ -18,10 +18,18 @@ average K(m) of K_lam(m) over a fixed grid of lam.  The limit is the largest m t
 this test rejects; every m above it is kept.  lam = 1 alone gives mean(log_z_hat) -
 log(1/alpha)/n (the per-chain tail bound P(L > log Z + c) < e^-c, multiplied over n
 independent chains); small lam behaves like the arithmetic mean of the weights.  The
-grid lets the data pick, at the cost of log(grid size)/n nats.  Nothing is assumed
+grid lets the data pick, at the cost of log(grid size)/n nats; with a single run
+the grid is lam = 1 alone, which is Markov's inequality.  Nothing is assumed
 about the weights beyond unbiasedness and independence, which the sandwich itself
 needs, so the limit is exact at any number of runs; the delta-method standard error
 of log-mean-exp is not, and under-states the error when few runs carry the weight.
+
+Runs that are not independent -- BREAD's reverse chains all start from one exact
+draw x*, and remember it -- are passed with ``independent=False``: their mean
+weight is still unbiased (linearity needs no independence), so they count as one
+run whose estimate is their log-mean-exp, and the limit is Markov's inequality on
+it: log-mean-exp -/+ log(1 / (1 - level)).  No data-based interval can do better
+from one x*, since the spread from one x* to the next is not in the data.
 """
 
 from __future__ import annotations
@@ -48,20 +56,24 @@ def _check(log_z_hat, level: float, name: str) -> np.ndarray:
 
 
 def _log_wealth(x: np.ndarray, m: float) -> float:
-    """log of the average over LAMBDAS of prod_i (1 - lam + lam exp(x_i - m))."""
-    lam = LAMBDAS[:, None]
+    """log of the average over LAMBDAS (lam = 1 alone for one run) of
+    prod_i (1 - lam + lam exp(x_i - m))."""
+    lam = (LAMBDAS if x.size > 1 else LAMBDAS[:1])[:, None]
     with np.errstate(divide="ignore"):
         terms = np.logaddexp(np.log1p(-lam), np.log(lam) + (x[None, :] - m))
-    return float(logsumexp(terms.sum(axis=1)) - np.log(LAMBDAS.size))
+    return float(logsumexp(terms.sum(axis=1)) - np.log(lam.shape[0]))
 
 
-def lower_limit(log_z_hat, *, level: float = 0.95) -> float:
+def lower_limit(log_z_hat, *, level: float = 0.95, independent: bool = True) -> float:
     """A lower confidence limit on log Z at ``level`` from runs with E[exp(log_z_hat)] <= Z
-    (see the module docstring); -inf when every run has weight 0."""
+    (see the module docstring); -inf when every run has weight 0.  ``independent=False``:
+    the runs may depend on each other (only their mean weight is used)."""
     x = _check(log_z_hat, level, "lower_limit")
     finite = x[np.isfinite(x)]
     if finite.size == 0:
         return -np.inf
+    if not independent:
+        return float(logsumexp(x) - np.log(x.size) - np.log(1 / (1 - level)))
     target = np.log(1 / (1 - level))
     # The log wealth falls from +inf to log(mean(1-lam)^n) < target as m rises.
     lo, hi = float(finite.min()) - 1.0, float(finite.max()) + 1.0
@@ -72,10 +84,10 @@ def lower_limit(log_z_hat, *, level: float = 0.95) -> float:
     return float(optimize.brentq(lambda m: _log_wealth(x, m) - target, lo, hi, xtol=1e-10))
 
 
-def upper_limit(log_inv_z_hat_neg, *, level: float = 0.95) -> float:
+def upper_limit(upper_estimates, *, level: float = 0.95, independent: bool = True) -> float:
     """An upper confidence limit on log Z at ``level`` from runs U with E[exp(-U)] <= 1/Z
     (reverse AIS from exact posterior draws): minus the lower limit on log(1/Z)."""
-    x = np.asarray(log_inv_z_hat_neg, dtype=float).ravel()
+    x = np.asarray(upper_estimates, dtype=float).ravel()
     if np.any(x == -np.inf):
         raise ValueError("upper_limit: a -inf reverse estimate; the runs are broken")
-    return -lower_limit(-x, level=level)
+    return -lower_limit(-x, level=level, independent=independent)
