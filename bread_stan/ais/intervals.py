@@ -61,7 +61,11 @@ def _log_wealth(x: np.ndarray, m: float) -> float:
     lam = (LAMBDAS if x.size > 1 else LAMBDAS[:1])[:, None]
     with np.errstate(divide="ignore"):
         terms = np.logaddexp(np.log1p(-lam), np.log(lam) + (x[None, :] - m))
-    return float(logsumexp(terms.sum(axis=1)) - np.log(lam.shape[0]))
+    logs = terms.sum(axis=1)
+    top = logs.max()
+    if not np.isfinite(top):
+        return float(top)
+    return float(top + np.log(np.mean(np.exp(logs - top))))
 
 
 def lower_limit(log_z_hat, *, level: float = 0.95, independent: bool = True) -> float:

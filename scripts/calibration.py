@@ -1,0 +1,105 @@
+"""Coverage of every interval the toolkit prints, on targets with exact answers (issue 29).
+
+Runs :mod:`bread_stan.exact.calibration` over ``--seeds`` replications (default 200) at
+20 and 50 chains and T = 10, 30, 100, and writes to ``scripts/figures/calibration/``:
+
+- ``calibration.csv``: every row (miss share on each side, nominal, mean reach of each
+  end from the estimate);
+- ``calibration.md``: the table, with a verdict per row: ``ok`` when each side's miss
+  share is at most the 97.5% quantile of Binomial(seeds, nominal) / seeds;
+- ``calibration.png``: miss shares against T, one panel per interval.
+
+The delta-method rows are the "estimate -/+ z se" the sandwich used to print, kept for
+comparison; they are not printed any more.  Run it niced (about 3 minutes on one core):
+
+    nice python scripts/calibration.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from bread_stan.exact.calibration import (aide_misses, binomial_limit,  # noqa: E402
+                                          grid_bound_misses, sandwich_misses)
+
+OUT = Path(__file__).parent / "figures" / "calibration"
+
+
+def measure(seeds: int) -> pd.DataFrame:
+    """All rows, with the binomial limit and a verdict per row."""
+    parts = [sandwich_misses(seeds), grid_bound_misses(seeds), aide_misses(seeds)]
+    table = pd.concat(parts, ignore_index=True)
+    table["limit"] = [binomial_limit(p, seeds) for p in table["nominal_miss"]]
+    ok = (table["miss_low"] <= table["limit"]) & (table["miss_high"] <= table["limit"])
+    table["verdict"] = ["ok" if v else "MISSES TOO OFTEN" for v in ok]
+    return table
+
+
+def markdown(table: pd.DataFrame) -> str:
+    """The table a user reads: interval, chains, T, nominal and measured misses per side."""
+    lines = ["| interval | chains (runs) | T | level | nominal miss per side | miss low | "
+             "miss high | mean reach below / above the estimate | verdict |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in table.itertuples():
+        reach = " / ".join("-" if v == float("inf") else f"{v:.2f}"
+                           for v in (r.reach_low, r.reach_high))
+        lines.append(f"| {r.interval} | {r.chains} | {r.T or '-'} | {r.level:g} | "
+                     f"{r.nominal_miss:.3f} | {r.miss_low:.3f} | {r.miss_high:.3f} | {reach} | "
+                     f"{r.verdict} |")
+    seeds = int(table["seeds"].iloc[0])
+    lines.append("")
+    lines.append(f"{seeds} seeds per row; a side is within binomial error when its miss share "
+                 f"is at most the 97.5% quantile of Binomial({seeds}, nominal) / {seeds} "
+                 f"({binomial_limit(0.05, seeds):.3f} for a nominal 0.05).  'miss low': the "
+                 "truth lies below the interval (for a lower limit: the limit is above "
+                 "log p(y)); 'miss high': above it.")
+    return "\n".join(lines) + "\n"
+
+
+def figure(table: pd.DataFrame, path: Path) -> None:
+    """Miss share per side against T, one panel per interval, the binomial limit dashed."""
+    names = list(dict.fromkeys(table["interval"]))
+    fig, axes = plt.subplots(1, len(names), figsize=(3.2 * len(names), 3.2), sharey=True)
+    for ax, name in zip(axes, names):
+        sub = table[table["interval"] == name]
+        for n, g in sub.groupby("chains"):
+            x = g["T"].where(g["T"] > 0, 1)
+            ax.plot(x, g["miss_low"], "v-", label=f"{n}: low")
+            ax.plot(x, g["miss_high"], "^--", label=f"{n}: high")
+        ax.axhline(sub["nominal_miss"].iloc[0], color="k", lw=0.8)
+        ax.axhline(sub["limit"].iloc[0], color="r", lw=0.8, ls=":")
+        ax.set_xscale("log")
+        ax.set_title(name, fontsize=8)
+        ax.set_xlabel("T")
+    axes[0].set_ylabel("miss share")
+    axes[-1].legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=200)
+    parser.add_argument("--out", type=Path, default=OUT)
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    table = measure(args.seeds)
+    table.to_csv(args.out / "calibration.csv", index=False)
+    (args.out / "calibration.md").write_text(markdown(table))
+    figure(table, args.out / "calibration.png")
+    print(markdown(table))
+    print(f"{time.perf_counter() - t0:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
