@@ -35,7 +35,8 @@ OUT = Path(__file__).parent / "figures" / "calibration"
 
 def measure(seeds: int) -> pd.DataFrame:
     """All rows, with the binomial limit and a verdict per row."""
-    parts = [sandwich_misses(seeds), grid_bound_misses(seeds), aide_misses(seeds)]
+    parts = [sandwich_misses(seeds), grid_bound_misses(seeds),
+             aide_misses(seeds, runs=(20, 50, 100))]
     table = pd.concat(parts, ignore_index=True)
     table["limit"] = [binomial_limit(p, seeds) for p in table["nominal_miss"]]
     ok = (table["miss_low"] <= table["limit"]) & (table["miss_high"] <= table["limit"])

@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from scipy import stats
 
-from .intervals import lower_limit, upper_limit
+from .intervals import lower_limit, studentized_interval, upper_limit
 
 __all__ = [
     "log_mean_exp", "JeffreysBound", "jeffreys_bound", "Sandwich", "log_ml_sandwich",
@@ -111,14 +111,16 @@ class JeffreysBound:
         return asdict(self)
 
 
-def jeffreys_bound(lower, upper, *, level: float = 0.95, method: str = "normal",
+def jeffreys_bound(lower, upper, *, level: float = 0.95, method: str = "studentized",
                    n_boot: int = 2000, seed: int = 0) -> JeffreysBound:
     """Estimate of the Jeffreys-divergence bound B = mean(U) - mean(L).
 
     Per-chain log estimates are averaged as they are (not log-mean-exp): the
     inequality E[U] - E[L] >= J is about expectations of per-chain estimates.
-    ``method`` is ``"normal"`` (two independent sample means) or ``"bootstrap"``
-    (percentile interval, resampling both directions independently).
+    ``method`` is ``"studentized"`` (bootstrap-t over both directions' chains, each
+    resampled on its own: corrects the skew of the chains' estimates; the default),
+    ``"normal"`` (estimate +- z se) or ``"bootstrap"`` (percentile interval).  With one
+    exact draw the interval covers E[U | x*] - E[L], the bound given that draw.
     """
     L = _lower(lower)
     U = _upper(upper)
@@ -128,7 +130,10 @@ def jeffreys_bound(lower, upper, *, level: float = 0.95, method: str = "normal",
     var_u = np.var(U, ddof=1) / U.size if U.size > 1 else np.nan
     var_l = np.var(L, ddof=1) / L.size if L.size > 1 else np.nan
     se = float(np.sqrt(var_u + var_l))
-    if method == "normal":
+    if method == "studentized":
+        _, _, lo, hi = studentized_interval([(U, 1), (L, -1)], level=level, n_boot=n_boot,
+                                            seed=seed)
+    elif method == "normal":
         z = stats.norm.ppf(0.5 + level / 2)
         lo, hi = estimate - z * se, estimate + z * se
     elif method == "bootstrap":
@@ -137,7 +142,8 @@ def jeffreys_bound(lower, upper, *, level: float = 0.95, method: str = "normal",
         bl = L[rng.integers(0, L.size, size=(n_boot, L.size))].mean(axis=1)
         lo, hi = np.quantile(bu - bl, [0.5 - level / 2, 0.5 + level / 2])
     else:
-        raise ValueError(f"unknown interval method {method!r}; use 'normal' or 'bootstrap'")
+        raise ValueError(f"unknown interval method {method!r}; use 'studentized', 'normal' "
+                         "or 'bootstrap'")
     return JeffreysBound(estimate, se, float(lo), float(hi), level, method, L.size, U.size)
 
 
