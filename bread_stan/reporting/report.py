@@ -33,7 +33,10 @@ _COLUMNS = {
     "bound": ("bound", "B = mean(U) - mean(L): an upper bound, in expectation, on the Jeffreys "
               "divergence between the forward AIS output and the exact posterior (nats)"),
     "interval": ("interval", "the bound's confidence interval, its low end truncated at 0 "
-                 "(a divergence is never negative)"),
+                 "(a divergence is never negative): a studentised bootstrap over the chains "
+                 "(corrects the skew of the chains' estimates), covering the expected bound "
+                 "given the run's exact draw; with several exact draws, a Student-t interval "
+                 "over the simulated problems, covering the expected bound over data sets"),
     "raw_interval": ("raw interval", "the interval as computed, before truncation"),
     "lower": ("log p(y) >=", "log-mean-exp of the forward estimates: a stochastic lower bound "
               "on log p(y*) of the simulated data; in brackets a one-sided confidence limit: "
