@@ -106,11 +106,12 @@ def test_sandwich_limits_cover_on_the_conjugate_regression():
 
 def test_bound_intervals_cover_on_the_grid_oracle():
     # Single draw: truth E[U | x*] - E[L], exact; multi-draw (5 exact draws): E[B], exact.
-    # 1000 replications of 50 + 50 chains at T = 10 (the most skewed setting; grid chains
-    # are cheap): tolerance 0.072 per side at a nominal 0.05.
-    _assert_calibrated(grid_bound_misses(1000, chains=(50,), steps=(10,)))
+    # 600 replications of 50 + 50 chains at T = 10 (the most skewed setting; grid chains
+    # are cheap): tolerance 0.080 per side at a nominal 0.05.  A normal quantile in place
+    # of Student's t(K - 1) for the multi-draw interval misses low in 11% (measured).
+    _assert_calibrated(grid_bound_misses(600, chains=(50,), steps=(10,)))
 
 
 def test_aide_interval_covers_between_two_gaussians():
-    # The default 100 runs per side; 400 replications (tolerance 0.083 per side).
+    # The default 100 runs per side; 400 replications (tolerance 0.0875 per side).
     _assert_calibrated(aide_misses(400, runs=(100,)))
