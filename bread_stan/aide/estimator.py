@@ -93,9 +93,9 @@ class AIDEResult:
     ``gold_term`` (x ~ gold: LME log xi_g - LME log xi_t) and ``target_term`` (x ~ target:
     LME log xi_t - LME log xi_g) sum to ``estimate``; ``per_run_gold`` (N_g,) and
     ``per_run_target`` (N_t,) hold the per-run values; ``lower``/``upper`` a studentised
-    bootstrap interval at ``level``.  ``cost`` maps "gold" and "target" to :class:`Cost` (all work done for each,
-    meta-inference included) and "target_runs" to the target's N_t own runs alone (what
-    running the target algorithm costs).  With an unnormalised gold (reference draws)
+    bootstrap interval at ``level``.  ``cost`` maps "gold" and "target" to :class:`Cost`
+    (all work done for each, meta-inference included) and "target_runs" to the target's
+    N_t own runs alone (what running the target algorithm costs).  With an unnormalised gold (reference draws)
     the two terms are shifted by -log Z and +log Z; only the estimate is meaningful.
     """
 

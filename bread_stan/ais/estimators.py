@@ -157,9 +157,10 @@ class Sandwich:
     assume only exact starting draws and correct kernels).  The lower limit is a
     test-martingale bound over independent forward chains; the upper limit, with
     reverse chains that share one exact draw (``reverse_independent=False``), is
-    Markov's inequality on their mean weight: ``upper + log(1 / (1 - level))``.  ``lower_se`` and ``upper_se`` are delta-method standard
-    errors of the log-mean-exps, a measure of spread only: ``lower - k * lower_se``
-    is not a confidence limit when the weights are heavy-tailed.
+    Markov's inequality on their mean weight: ``upper + log(1 / (1 - level))``.
+    ``lower_se`` and ``upper_se`` are delta-method standard errors of the
+    log-mean-exps, a measure of spread only: ``lower - k * lower_se`` is not a
+    confidence limit when the weights are heavy-tailed.
     """
 
     lower: float
