@@ -55,6 +55,14 @@ def test_limits_are_the_tail_bounds_in_the_simple_cases():
     y = np.random.default_rng(1).normal(size=30)
     assert lower_limit(y) < y.max()
     assert lower_limit(y + 7.0) == pytest.approx(lower_limit(y) + 7.0)
+    # The sandwich's limits are these functions: reverse chains sharing one start by
+    # default, independent ones on request; `covers` reads the two limits.
+    sw = log_ml_sandwich(y - 1.0, y + 1.0)
+    assert sw.lower_limit == lower_limit(y - 1.0)
+    assert sw.upper_limit == pytest.approx(-log_mean_exp(-(y + 1.0)) + np.log(20))
+    assert log_ml_sandwich(y - 1.0, y + 1.0, reverse_independent=True).upper_limit == (
+        upper_limit(y + 1.0))
+    assert sw.covers(sw.lower_limit) and not sw.covers(sw.upper_limit + 1e-9)
     # Zero-weight runs count as weight 0; all of them: no information.
     assert lower_limit([-np.inf, -np.inf]) == -np.inf
     assert upper_limit([np.inf, np.inf]) == np.inf
