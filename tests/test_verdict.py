@@ -110,7 +110,10 @@ def test_multi_draw_interval_covers_where_the_single_draw_interval_does_not():
     model, _ = simulate_regression(100, 5, noise_sd=0.5, seed=1)
     single = single_draw_coverage(model, HMC(), PARAMS, steps=100, chains=50,
                                   replications=200, level=0.9, seed=0)
-    assert single.coverage <= 0.80, single  # measured 0.735
+    # Measured 0.735 with the normal interval, 0.73 with the studentised bootstrap that
+    # replaced it (issue 29): what the interval claims is the bound given x*, which it
+    # covers (tests/test_intervals.py on the grid oracle), not this average over x*.
+    assert single.coverage <= 0.80, single
     # K = 5 problems of 40 + 40 chains, Student-t interval; 100 replications
     # (standard error 0.03 at 0.9): at least 0.85 asks for no worse than 1.7 se below
     # 0.9, and at most 0.97 (2.3 se above) catches an interval made needlessly wide.
