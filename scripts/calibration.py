@@ -28,7 +28,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from bread_stan.exact.calibration import (aide_misses, binomial_limit,  # noqa: E402
-                                          grid_bound_misses, sandwich_misses)
+                                          grid_bound_misses, sandwich_misses,
+                                          tractable_subjective_misses)
 
 OUT = Path(__file__).parent / "figures" / "calibration"
 
@@ -37,7 +38,8 @@ def measure(seeds: int, first_seed: int = 0) -> pd.DataFrame:
     """All rows, with the binomial limit and a verdict per row."""
     kw = {"first_seed": first_seed}
     parts = [sandwich_misses(seeds, **kw), grid_bound_misses(seeds, **kw),
-             aide_misses(seeds, runs=(20, 50, 100), **kw)]
+             aide_misses(seeds, runs=(20, 50, 100), **kw),
+             tractable_subjective_misses(seeds, draws=(20, 50, 100), **kw)]
     table = pd.concat(parts, ignore_index=True)
     table["limit"] = [binomial_limit(p, seeds) for p in table["nominal_miss"]]
     ok = (table["miss_low"] <= table["limit"]) & (table["miss_high"] <= table["limit"])
@@ -84,7 +86,7 @@ def figure(table: pd.DataFrame, path: Path) -> None:
                 ax.plot(g["T"], g["miss_low"], "v-", label=f"{n} chains: low")
                 ax.plot(g["T"], g["miss_high"], "^--", label=f"{n} chains: high")
             ax.set_xlabel("T")
-        else:  # AIDE: no T; its runs per side on the x axis
+        else:  # AIDE, subjective: no T; runs (draws) per side on the x axis
             ax.plot(sub["chains"], sub["miss_low"], "v-", label="low")
             ax.plot(sub["chains"], sub["miss_high"], "^--", label="high")
             ax.set_xlabel("runs per side")

@@ -106,12 +106,12 @@ def upper_limit(upper_estimates, *, level: float = 0.95, independent: bool = Tru
 
 
 def studentized_interval(parts, *, level: float = 0.95, n_boot: int = 4000,
-                         seed: int = 0) -> tuple[float, float, float, float]:
+                         seed=0) -> tuple[float, float, float, float]:
     """Estimate, standard error and bootstrap-t interval at ``level`` of
     sum_k sign_k * mean(values_k) over independent samples ``parts = [(values, sign)]``.
 
-    Each sample is resampled on its own (``n_boot`` times, a fixed ``seed``: the same
-    data give the same interval).  With fewer than 2 values in a sample the standard
+    Each sample is resampled on its own (``n_boot`` times, a fixed ``seed``, anything
+    ``numpy.random.default_rng`` takes: the same data give the same interval).  With fewer than 2 values in a sample the standard
     error is NaN and so is the interval.
     """
     if not 0 < level < 1:

@@ -14,6 +14,9 @@ side, and the mean distance from the estimate to each end (the price of the inte
   multi-draw interval (K exact draws), whose truth is the exact E[B].
 - :func:`aide_misses`: AIDE's interval between two Gaussians, truth the closed-form
   symmetric KL.
+- :func:`tractable_subjective_misses`: the subjective divergence of a tractable
+  approximation (the mean-field optimum of a conjugate regression's Gaussian posterior)
+  against exact posterior draws, truth the closed-form Jeffreys divergence.
 
 Each side of a two-sided interval at level c has nominal miss (1 - c) / 2; a one-sided
 limit at level c has 1 - c.  :func:`binomial_limit` is the largest miss share that is
@@ -33,14 +36,16 @@ from ..ais.estimators import grouped_bound, jeffreys_bound, log_ml_sandwich
 from ..ais.frozen_kernels import KernelSchedule
 from ..aide.algorithms import TractableAlgorithm
 from ..aide.estimator import estimate_aide
+from ..approx.gaussian import GaussianApproximation
 from ..kernels.grid_mh import GridMetropolis
 from ..kernels.hmc import HMC, HMCParams
 from .conjugate import simulate_regression
 from .grid import GridTarget, grid_log_f, positions_to_cells
 from .oracle import conditional_reverse_means, grid_bounds, linear_schedule
+from ..workflows.subjective_tractable import subjective_tractable
 
 __all__ = ["binomial_limit", "sandwich_misses", "grid_bound_misses", "aide_misses",
-           "Gaussian", "REGRESSION"]
+           "tractable_subjective_misses", "Gaussian", "REGRESSION"]
 
 #: The conjugate regression of :func:`sandwich_misses`: 20 observations, 3 coefficients,
 #: unit noise, HMC with step 0.3 and 10 leapfrog steps (heavy-tailed weights at T <= 100).
@@ -197,4 +202,39 @@ def aide_misses(seeds: int, *, runs=(20, 50), level: float = 0.9,
         a = np.array(a, dtype=float)
         rows.append(_rows("AIDE, two Gaussians", n, 0, level, (1 - level) / 2, *a.T,
                           exact=truth))
+    return pd.DataFrame(rows)
+
+
+def _gaussian_kl(m0, s0, m1, s1) -> float:
+    """KL(N(m0, s0) || N(m1, s1)), full covariances."""
+    inv1 = np.linalg.inv(s1)
+    d = m1 - m0
+    return float(0.5 * (np.trace(inv1 @ s0) + d @ inv1 @ d - m0.size
+                        + np.linalg.slogdet(s1)[1] - np.linalg.slogdet(s0)[1]))
+
+
+def tractable_subjective_misses(seeds: int, *, draws=(20, 50, 100), level: float = 0.9,
+                                first_seed: int = 0) -> pd.DataFrame:
+    """Misses of the interval of the subjective divergence of a tractable approximation:
+    the regression of :data:`REGRESSION` (correlated predictors, 0.8), the mean-field
+    optimum N(m, diag(1 / diag(S^-1))) of its posterior N(m, S) as the approximation,
+    ``n`` exact posterior draws as the reference and ``n`` draws of the approximation;
+    truth J = KL(p || q) + KL(q || p), closed form."""
+    model, _ = simulate_regression(REGRESSION["n_obs"], REGRESSION["dim"],
+                                   noise_sd=REGRESSION["noise_sd"], correlation=0.8, seed=0)
+    mean, cov = model.tempered_posterior(1.0)
+    q_cov = np.diag(1 / np.diag(np.linalg.inv(cov)))
+    approx = GaussianApproximation(mean, q_cov, method="mean-field optimum")
+    truth = _gaussian_kl(mean, cov, mean, q_cov) + _gaussian_kl(mean, q_cov, mean, cov)
+    rows = []
+    for n in draws:
+        a = []
+        for s in range(first_seed, first_seed + seeds):
+            ref = model.sample_posterior(np.random.default_rng([s, 2]), n)
+            res = subjective_tractable(model, approx, ref, n=n, seed=s, level=level)
+            lo, hi = res.interval
+            a.append((truth < lo, truth > hi, res.estimate - lo, hi - res.estimate))
+        a = np.array(a, dtype=float)
+        rows.append(_rows("subjective, tractable approximation", n, 0, level,
+                          (1 - level) / 2, *a.T, exact=truth))
     return pd.DataFrame(rows)
