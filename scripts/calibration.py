@@ -107,7 +107,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=200)
     parser.add_argument("--first-seed", type=int, default=0,
                         help="first replication's seed (a fresh set of seeds re-checks a row "
-                             "flagged by chance: about 1.5 of the 66 sides are at 200 seeds)")
+                             "flagged by chance: about 1.8 of the 72 sides are at 200 seeds)")
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
