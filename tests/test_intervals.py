@@ -137,7 +137,7 @@ def test_conditional_reverse_means_match_the_oracle_and_the_sampler():
     from bread_stan.ais import engine
     from bread_stan.ais.frozen_kernels import KernelSchedule
     from bread_stan.exact.grid import GridTarget, grid_log_f
-    from bread_stan.exact.oracle import conditional_reverse_means, grid_bounds, linear_schedule
+    from bread_stan.exact.oracle import conditional_reverse_means, grid_bounds
     from bread_stan.kernels.grid_mh import GridMetropolis
     log_f = grid_log_f("hard")
     exact = grid_bounds(log_f, 30)
