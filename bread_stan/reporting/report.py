@@ -45,10 +45,13 @@ _COLUMNS = {
               "correct kernels and independent chains)"),
     "upper": ("log p(y) <=", "minus log-mean-exp of minus the reverse estimates: a stochastic "
               "upper bound on log p(y*); in brackets a one-sided confidence limit: log p(y*) "
-              "lies below it with the stated probability, however heavy-tailed the weights "
-              "(the same construction on the reverse weights exp(-U), which average to "
-              "1/p(y*) from exact posterior draws). The two estimates may cross by chance "
-              "once they are close; the limits rarely do"),
+              "lies below it with the stated probability, however heavy-tailed the weights: "
+              "Markov's inequality on the mean reverse weight exp(-U), which averages to "
+              "1/p(y*) over exact posterior draws, so the limit is the upper end plus "
+              "log(1 / (1 - level)) (3.0 nats at 95%): reverse chains that share one exact "
+              "draw are not independent, and no tighter limit holds without assuming how "
+              "they depend on it. The two estimates may cross by chance once they are "
+              "close; the limits rarely do"),
     "sign_p": ("sign p", "p-value of the one-sided sign test of E[U] - E[L] >= 0 (small: "
                "the bound is negative beyond chance)"),
     "tail_p": ("tail p", "p-value of the assumption-free tail-bound test that reverse "
