@@ -110,6 +110,7 @@ class Purpose(enum.Enum):
     TARGET_META_AT_GOLD = ("aide", 4)
     TARGET_META = ("aide", 5)
     GOLD_META_AT_TARGET = ("aide", 6)
+    AIDE_INTERVAL = ("aide", 7)  # the interval's bootstrap
     # algorithm: one run of an AIDE algorithm
     ALGORITHM_BASE = ("algorithm", 0)
     ALGORITHM_CHAINS = ("algorithm", 1)

@@ -112,7 +112,10 @@ def test_multi_draw_interval_covers_where_the_single_draw_interval_does_not():
     model, _ = simulate_regression(100, 5, noise_sd=0.5, seed=1)
     single = single_draw_coverage(model, HMC(), PARAMS, steps=100, chains=50,
                                   replications=200, level=0.9, seed=0)
-    assert single.coverage <= 0.80, single  # measured 0.735
+    # Measured 0.735 with the normal interval, 0.73 with the studentised bootstrap that
+    # replaced it (issue 29): what the interval claims is the bound given x*, which it
+    # covers (tests/test_intervals.py on the grid oracle), not this average over x*.
+    assert single.coverage <= 0.80, single
     # K = 5 problems of 40 + 40 chains, Student-t interval; 100 replications
     # (standard error 0.03 at 0.9): at least 0.85 asks for no worse than 1.7 se below
     # 0.9, and at most 0.97 (2.3 se above) catches an interval made needlessly wide.
@@ -215,6 +218,8 @@ def test_report_explains_its_columns_and_shows_the_truth(tmp_path):
     for column in ("**bound**", "**interval**", "**raw interval**", "**log p(y) >=**",
                    "**sign p**", "**tail p**"):
         assert column in md
+    # Each end of the sandwich is printed with its one-sided confidence limit, not +- se.
+    assert "(95%: >= " in md and "(95%: <= " in md and "+- " not in md.split("|", 1)[1]
     assert "Simulated truth and data" in md and "| y | 30 |" in md
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["status"] == "not converged" and summary["exit_code"] == 4

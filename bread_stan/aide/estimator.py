@@ -12,7 +12,10 @@ increase with M_g or M_t.  A tractable algorithm needs one "trace" (log xi = log
 
 :func:`gold_side` does the gold runs and gold meta-inference once (the expensive part with a
 long AIS gold), so several targets share them; :func:`estimate_aide` finishes the estimate
-for one target.  The interval is a CLT interval over the runs of both terms (independent).
+for one target.  The interval is a studentised bootstrap (bootstrap-t) over the runs of
+both terms, resampled independently: the per-run terms are skewed (a log density ratio),
+and the normal interval "estimate +- z se" missed high in 11.5% of 200 replications at
+level 0.9 between two Gaussians (scripts/calibration.py).
 """
 
 from __future__ import annotations
@@ -22,9 +25,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy import stats
 from scipy.special import logsumexp
 
+from ..ais.intervals import studentized_interval
 from ..rng import Purpose, derived_seed
 from .algorithms import Cost, InferenceAlgorithm
 from ..errors import InputError
@@ -87,10 +90,10 @@ class AIDEResult:
 
     ``gold_term`` (x ~ gold: LME log xi_g - LME log xi_t) and ``target_term`` (x ~ target:
     LME log xi_t - LME log xi_g) sum to ``estimate``; ``per_run_gold`` (N_g,) and
-    ``per_run_target`` (N_t,) hold the per-run values; ``lower``/``upper`` a CLT interval at
-    ``level``.  ``cost`` maps "gold" and "target" to :class:`Cost` (all work done for each,
-    meta-inference included) and "target_runs" to the target's N_t own runs alone (what
-    running the target algorithm costs).  With an unnormalised gold (reference draws)
+    ``per_run_target`` (N_t,) hold the per-run values; ``lower``/``upper`` a studentised
+    bootstrap interval at ``level``.  ``cost`` maps "gold" and "target" to :class:`Cost`
+    (all work done for each, meta-inference included) and "target_runs" to the target's
+    N_t own runs alone (what running the target algorithm costs).  With an unnormalised gold (reference draws)
     the two terms are shifted by -log Z and +log Z; only the estimate is meaningful.
     """
 
@@ -184,11 +187,11 @@ def estimate_aide(gold: InferenceAlgorithm | GoldSide, target: InferenceAlgorith
         per_gold = _lme(side.log_xi) - _lme(at_gold.log_xi)
         per_target = _lme(target_xi) - _lme(at_target.log_xi)
         estimate = float(per_gold.mean() + per_target.mean())
-        se = float(np.sqrt(per_gold.var(ddof=1) / per_gold.size
-                           + per_target.var(ddof=1) / per_target.size))
-    z = float(stats.norm.ppf(0.5 + level / 2))
-    lower, upper = estimate - z * se, estimate + z * se
-    if not np.isfinite(estimate):  # an output where the other algorithm has no density
+        finite = np.isfinite(estimate)
+        if finite:
+            estimate, se, lower, upper = studentized_interval(
+                [(per_gold, 1), (per_target, 1)], level=level, seed=derived_seed(seed, Purpose.AIDE_INTERVAL))
+    if not finite:  # an output where the other algorithm has no density
         se, lower, upper = np.inf, estimate, estimate
     return AIDEResult(
         gold=side.name, target=target.name, estimate=estimate, se=se, lower=lower,

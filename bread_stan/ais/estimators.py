@@ -9,7 +9,8 @@ log space; nothing runs a sampler.
   divergence between the forward chain's output and the posterior in
   expectation, with a normal or bootstrap confidence interval.
 - :func:`log_ml_sandwich`: log-mean-exp(L) and -log-mean-exp(-U), the tighter
-  stochastic bounds on log p(y), with delta-method standard errors.
+  stochastic bounds on log p(y), each with a one-sided confidence limit on log p(y)
+  that holds however heavy-tailed the weights are (:mod:`.intervals`).
 - :func:`consistency_check`: a test, exact under the AIS tail bounds, of whether
   the reverse estimates sit further below the forward ones than chance allows:
   the signature of a simulator that disagrees with the model, or a wrong kernel.
@@ -36,6 +37,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from scipy import stats
 from ..errors import InputError
+
+from .intervals import lower_limit, studentized_interval, upper_limit
 
 __all__ = [
     "log_mean_exp", "JeffreysBound", "jeffreys_bound", "Sandwich", "log_ml_sandwich",
@@ -109,14 +112,16 @@ class JeffreysBound:
         return asdict(self)
 
 
-def jeffreys_bound(lower, upper, *, level: float = 0.95, method: str = "normal",
+def jeffreys_bound(lower, upper, *, level: float = 0.95, method: str = "studentized",
                    n_boot: int = 2000, seed: int = 0) -> JeffreysBound:
     """Estimate of the Jeffreys-divergence bound B = mean(U) - mean(L).
 
     Per-chain log estimates are averaged as they are (not log-mean-exp): the
     inequality E[U] - E[L] >= J is about expectations of per-chain estimates.
-    ``method`` is ``"normal"`` (two independent sample means) or ``"bootstrap"``
-    (percentile interval, resampling both directions independently).
+    ``method`` is ``"studentized"`` (bootstrap-t over both directions' chains, each
+    resampled on its own: corrects the skew of the chains' estimates; the default),
+    ``"normal"`` (estimate +- z se) or ``"bootstrap"`` (percentile interval).  With one
+    exact draw the interval covers E[U | x*] - E[L], the bound given that draw.
     """
     L = _lower(lower)
     U = _upper(upper)
@@ -126,7 +131,10 @@ def jeffreys_bound(lower, upper, *, level: float = 0.95, method: str = "normal",
     var_u = np.var(U, ddof=1) / U.size if U.size > 1 else np.nan
     var_l = np.var(L, ddof=1) / L.size if L.size > 1 else np.nan
     se = float(np.sqrt(var_u + var_l))
-    if method == "normal":
+    if method == "studentized":
+        _, _, lo, hi = studentized_interval([(U, 1), (L, -1)], level=level, n_boot=n_boot,
+                                            seed=seed)
+    elif method == "normal":
         z = stats.norm.ppf(0.5 + level / 2)
         lo, hi = estimate - z * se, estimate + z * se
     elif method == "bootstrap":
@@ -135,19 +143,34 @@ def jeffreys_bound(lower, upper, *, level: float = 0.95, method: str = "normal",
         bl = L[rng.integers(0, L.size, size=(n_boot, L.size))].mean(axis=1)
         lo, hi = np.quantile(bu - bl, [0.5 - level / 2, 0.5 + level / 2])
     else:
-        raise InputError(f"unknown interval method {method!r}; use 'normal' or 'bootstrap'")
+        raise InputError(f"unknown interval method {method!r}; use 'studentized', 'normal' "
+                         "or 'bootstrap'")
     return JeffreysBound(estimate, se, float(lo), float(hi), level, method, L.size, U.size)
 
 
 @dataclass(frozen=True)
 class Sandwich:
-    """Stochastic bounds on log p(y): ``lower`` <= log p(y) <= ``upper`` (in expectation
-    and with high probability), each with a delta-method standard error."""
+    """Stochastic bounds on log p(y): ``lower`` <= log p(y) <= ``upper`` in expectation.
+
+    ``lower_limit`` and ``upper_limit`` are one-sided confidence limits at ``level``:
+    P(log p(y) >= lower_limit) >= level and P(log p(y) <= upper_limit) >= level, each
+    on its own, for any distribution of the chains' weights (:mod:`.intervals`; they
+    assume only exact starting draws and correct kernels).  The lower limit is a
+    test-martingale bound over independent forward chains; the upper limit, with
+    reverse chains that share one exact draw (``reverse_independent=False``), is
+    Markov's inequality on their mean weight: ``upper + log(1 / (1 - level))``.
+    ``lower_se`` and ``upper_se`` are delta-method standard errors of the
+    log-mean-exps, a measure of spread only: ``lower - k * lower_se`` is not a
+    confidence limit when the weights are heavy-tailed.
+    """
 
     lower: float
     lower_se: float
     upper: float
     upper_se: float
+    lower_limit: float = float("nan")
+    upper_limit: float = float("nan")
+    level: float = 0.95
 
     @property
     def width(self) -> float:
@@ -157,16 +180,29 @@ class Sandwich:
         """Whether ``value`` lies inside, widened by ``n_se`` standard errors on each side."""
         return (self.lower - n_se * self.lower_se <= value <= self.upper + n_se * self.upper_se)
 
+    def covers(self, value: float) -> bool:
+        """Whether ``value`` lies between the two confidence limits (probability at least
+        ``2 * level - 1`` for the true log p(y))."""
+        return bool(self.lower_limit <= value <= self.upper_limit)
+
     def as_dict(self) -> dict:
         return asdict(self)
 
 
-def log_ml_sandwich(lower, upper) -> Sandwich:
-    """log-mean-exp of forward estimates and minus log-mean-exp of minus reverse ones."""
+def log_ml_sandwich(lower, upper, *, level: float = 0.95,
+                    reverse_independent: bool = False) -> Sandwich:
+    """log-mean-exp of forward estimates and minus log-mean-exp of minus reverse ones,
+    with one-sided confidence limits on log p(y) at ``level`` (see :class:`Sandwich`).
+
+    ``reverse_independent``: each reverse chain started from its own independent exact
+    draw (a tighter upper limit); the default assumes they share one, as in BREAD.
+    """
     L = _lower(lower)
     U = _upper(upper)
     return Sandwich(log_mean_exp(L), _log_mean_exp_se(L),
-                    -log_mean_exp(-U), _log_mean_exp_se(-U))
+                    -log_mean_exp(-U), _log_mean_exp_se(-U),
+                    lower_limit(L, level=level),
+                    upper_limit(U, level=level, independent=reverse_independent), level)
 
 
 @dataclass(frozen=True)

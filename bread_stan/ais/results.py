@@ -326,7 +326,9 @@ class BreadResult:
 
         ``bound``, ``bound_ci_low`` and ``bound_ci_high`` are the reportable bound
         (NaN when the step is inconsistent; the low end truncated at 0);
-        ``raw_*`` are the estimate and interval as computed.
+        ``raw_*`` are the estimate and interval as computed.  ``log_ml_lower_limit``
+        and ``log_ml_upper_limit`` are one-sided confidence limits on log p(y) at
+        ``log_ml_level`` each, valid for any weight distribution (``*_se`` are spreads).
         """
         known = self.extra.get("known_log_ml_bounds") or {}
         settings = settings or self.verdict_settings()
@@ -350,6 +352,8 @@ class BreadResult:
                 "mean_upper": float(np.mean(s.reverse.log_estimates)),
                 "log_ml_lower": sw.lower, "log_ml_lower_se": sw.lower_se,
                 "log_ml_upper": sw.upper, "log_ml_upper_se": sw.upper_se,
+                "log_ml_lower_limit": sw.lower_limit, "log_ml_upper_limit": sw.upper_limit,
+                "log_ml_level": sw.level,
                 "seconds": s.wall_time,
                 "gradients": s.forward.n_grad + s.reverse.n_grad,
             }

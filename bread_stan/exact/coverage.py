@@ -3,9 +3,11 @@ Gaussian target (exact posterior draws, closed-form log p(y)).
 
 - :func:`single_draw_coverage`: one data set y; each replication draws one exact x*
   from p(x | y), starts all its reverse chains there and forms the single-draw interval
-  (chain-to-chain spread).  What the interval claims to cover is E[U] - E[L] on y,
-  averaged over x* ~ p(x | y), estimated here from many chains that each start
-  from their own exact draw.
+  (chain-to-chain spread).  It measures how often that interval contains the expected
+  bound E[U] - E[L] on y, averaged over x* ~ p(x | y) (estimated here from many chains
+  that each start from their own exact draw) -- which the interval does not claim: it
+  covers E[U | x*] - E[L], the bound given its draw (measured against exact values in
+  :mod:`.calibration`), and falls short of the average when reverse chains remember x*.
 - :func:`multi_draw_coverage`: each replication simulates K problems (x*_k, y*_k) from
   the model, splits its chains among them and forms the multi-draw interval
   (spread between problems).  What it claims to cover is E[U - L] averaged over data

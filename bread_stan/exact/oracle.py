@@ -54,6 +54,7 @@ from scipy.special import logsumexp
 from .grid import grid_log_f
 
 __all__ = ["GridBounds", "GridKernel", "NeighbourMetropolis", "grid_bounds",
+           "conditional_reverse_means",
            "linear_schedule"]
 
 _BLOCK_ENTRIES = 2**20  # kernel probabilities per block of temperatures (memory bound)
@@ -270,6 +271,34 @@ def grid_bounds(target: str | np.ndarray = "easy", n_distributions: int | None =
         kl_final_to_target=float(_kl(q_final, p_final)),
         target=p_final.reshape(grid_shape), final_marginal=q_final.reshape(grid_shape),
         reverse_final_marginal=rev_end.reshape(grid_shape), gap_by_step=gap)
+
+
+def conditional_reverse_means(log_f: np.ndarray, betas: np.ndarray, *,
+                              log_prior: np.ndarray | None = None,
+                              kernel: GridKernel | None = None) -> np.ndarray:
+    """E[U | x* = s] for every start cell s of the reverse chain, (rows, cols): what the
+    single-draw interval of the bound (all reverse chains from one x*) is centred on.
+
+    Backward recursion on V_i(x) = E[sum_{k <= i} (b_k - b_{k-1}) log f(x_{k-1}) | x_i = x]
+    with V_0 = 0 and x_{i-1} ~ R_i(. | x_i); averaged over x* ~ p it is E[U].
+    """
+    log_f = np.asarray(log_f, dtype=float)
+    betas = np.asarray(betas, dtype=float)
+    grid_shape = log_f.shape
+    lp0 = np.zeros(grid_shape) if log_prior is None else np.asarray(log_prior, dtype=float)
+    lp0 = (lp0 - logsumexp(lp0)).ravel()
+    kernel = NeighbourMetropolis(grid_shape) if kernel is None else kernel
+    g = log_f.ravel()
+    path = _Path(lp0, g, betas, kernel)
+    mats = {}
+    for lo, log_p, probs in path.blocks(1, betas.size, reverse=True):
+        for i, R in _matrices(path, lo, log_p, probs, reverse=True):
+            mats[i] = R
+    cg = np.diff(betas)[:, None] * g
+    value = np.zeros(g.size)
+    for i in range(1, betas.size):
+        value = mats[i] @ (cg[i - 1] + value)
+    return value.reshape(grid_shape)
 
 
 class _Path:

@@ -33,13 +33,25 @@ _COLUMNS = {
     "bound": ("bound", "B = mean(U) - mean(L): an upper bound, in expectation, on the Jeffreys "
               "divergence between the forward AIS output and the exact posterior (nats)"),
     "interval": ("interval", "the bound's confidence interval, its low end truncated at 0 "
-                 "(a divergence is never negative)"),
+                 "(a divergence is never negative): a studentised bootstrap over the chains "
+                 "(corrects the skew of the chains' estimates), covering the expected bound "
+                 "given the run's exact draw; with several exact draws, a Student-t interval "
+                 "over the simulated problems, covering the expected bound over data sets"),
     "raw_interval": ("raw interval", "the interval as computed, before truncation"),
-    "lower": ("log p(y) >=", "log-mean-exp of the forward estimates, +- its standard error: "
-              "a stochastic lower bound on log p(y*) of the simulated data"),
-    "upper": ("log p(y) <=", "minus log-mean-exp of minus the reverse estimates, +- its "
-              "standard error: a stochastic upper bound on log p(y*). The two may cross by a "
-              "few standard errors by chance once they are close"),
+    "lower": ("log p(y) >=", "log-mean-exp of the forward estimates: a stochastic lower bound "
+              "on log p(y*) of the simulated data; in brackets a one-sided confidence limit: "
+              "log p(y*) lies above it with the stated probability, however heavy-tailed the "
+              "chains' weights (a test-martingale bound that assumes only exact prior draws, "
+              "correct kernels and independent chains)"),
+    "upper": ("log p(y) <=", "minus log-mean-exp of minus the reverse estimates: a stochastic "
+              "upper bound on log p(y*); in brackets a one-sided confidence limit: log p(y*) "
+              "lies below it with the stated probability, however heavy-tailed the weights: "
+              "Markov's inequality on the mean reverse weight exp(-U), which averages to "
+              "1/p(y*) over exact posterior draws, so the limit is the upper end plus "
+              "log(1 / (1 - level)) (3.0 nats at 95%): reverse chains that share one exact "
+              "draw are not independent, and no tighter limit holds without assuming how "
+              "they depend on it. The two estimates may cross by chance once they are "
+              "close; the limits rarely do"),
     "sign_p": ("sign p", "p-value of the one-sided sign test of E[U] - E[L] >= 0 (small: "
                "the bound is negative beyond chance)"),
     "tail_p": ("tail p", "p-value of the assumption-free tail-bound test that reverse "
@@ -57,6 +69,22 @@ def _pm(value: float, se: float) -> str:
     return f"{value:.6g} +- {se:.2g}" if np.isfinite(se) else f"{value:.6g}"
 
 
+def _limit(value: float, limit: float, level: float, sign: str) -> str:
+    if not np.isfinite(value):
+        return "n/a"
+    if not np.isfinite(limit):
+        return f"{value:.6g}"
+    return f"{value:.6g} ({level:.0%}: {sign} {limit:.6g})"
+
+
+def _with_limits(table: pd.DataFrame, side: str, sign: str) -> list[str]:
+    values = table[f"log_ml_{side}"]
+    if f"log_ml_{side}_limit" not in table.columns:  # a summary saved before the limits
+        return [_pm(v, s) for v, s in zip(values, table[f"log_ml_{side}_se"])]
+    return [_limit(v, lim, lev, sign) for v, lim, lev in
+            zip(values, table[f"log_ml_{side}_limit"], table["log_ml_level"])]
+
+
 def _interval(low: float, high: float) -> str:
     return "n/a" if not (np.isfinite(low) or np.isfinite(high)) else f"{low:.3g} to {high:.3g}"
 
@@ -69,8 +97,8 @@ def display_table(table: pd.DataFrame, *, log_z: bool = False) -> pd.DataFrame:
         "steps": table["steps"], "verdict": table["verdict"], "bound": table["bound"],
         "interval": [_interval(a, b) for a, b in zip(table["bound_ci_low"], table["bound_ci_high"])],
         "raw_interval": [_interval(a, b) for a, b in zip(table["raw_ci_low"], table["raw_ci_high"])],
-        "lower": [_pm(v, s) for v, s in zip(table["log_ml_lower"], table["log_ml_lower_se"])],
-        "upper": [_pm(v, s) for v, s in zip(table["log_ml_upper"], table["log_ml_upper_se"])],
+        "lower": _with_limits(table, "lower", ">="),
+        "upper": _with_limits(table, "upper", "<="),
         "sign_p": table["sign_p"], "tail_p": table["tail_p"],
         "seconds": table["seconds"], "gradients": table["gradients"],
     })
@@ -95,17 +123,21 @@ _SUBJECTIVE = {
     "bound": "D_SBJ = mean(U) - mean(L), reverse chains from the reference's draws: if the "
              "reference is exact, an upper bound, in expectation, on the Jeffreys divergence "
              "between the forward AIS output and the posterior (nats)",
-    "log p(y) >=": "log-mean-exp of the forward estimates, +- its standard error: a "
-                   "stochastic lower bound on log p(y) of the real data",
-    "log p(y) <=": "minus log-mean-exp of minus the reverse estimates, +- its standard error: "
-                   "an upper bound on log p(y) of the real data if the reference is exact "
-                   "(Proposition 3: or at least closer to the posterior than AIS)",
-    "log Z >=": "log-mean-exp of the forward estimates, +- its standard error: a stochastic "
-                "lower bound on log Z, the normaliser of the program's density on the real "
-                "data (log p(y) only if its prior density integrates to 1)",
-    "log Z <=": "minus log-mean-exp of minus the reverse estimates, +- its standard error: an "
-                "upper bound on log Z if the reference is exact (Proposition 3: or at least "
-                "closer to the posterior than AIS)",
+    "log p(y) >=": "log-mean-exp of the forward estimates, with (in brackets) a one-sided "
+                   "confidence limit valid for any weight distribution: a stochastic lower "
+                   "bound on log p(y) of the real data",
+    "log p(y) <=": "minus log-mean-exp of minus the reverse estimates, with (in brackets) a "
+                   "one-sided confidence limit: an upper bound on log p(y) of the real data "
+                   "if the reference is exact (the limit assumes it is; Proposition 3: or at "
+                   "least closer to the posterior than AIS)",
+    "log Z >=": "log-mean-exp of the forward estimates, with (in brackets) a one-sided "
+                "confidence limit valid for any weight distribution: a stochastic lower bound "
+                "on log Z, the normaliser of the program's density on the real data (log p(y) "
+                "only if its prior density integrates to 1)",
+    "log Z <=": "minus log-mean-exp of minus the reverse estimates, with (in brackets) a "
+                "one-sided confidence limit that assumes the reference is exact: an upper "
+                "bound on log Z if it is (Proposition 3: or at least closer to the posterior "
+                "than AIS)",
 }
 
 

@@ -9,8 +9,11 @@ Pathfinder: :mod:`bread_stan.approx`),
 r the reference draws.  Each term estimates log Z up to a KL divergence (the first from
 above by KL(p||q), the second from below by KL(q||p)), so when r is exact E[D_SBJ] is the
 symmetrised KL J(p, q) = KL(p||q) + KL(q||p), without any bias from the number of draws.
-The two means are independent, so the CLT interval is
-D +- z sqrt(var_r / n_r + var_q / n_q).  Reference draws from MCMC are thinned to about one
+The two means are independent; the interval is a studentised bootstrap over both sets
+of draws (:func:`~bread_stan.ais.intervals.studentized_interval`), whose se is
+sqrt(var_r / n_r + var_q / n_q): the terms are log density ratios, skewed, and the
+normal interval D +- z se missed high in 13% of 200 replications at level 0.9 with 20
+draws each (scripts/calibration.py).  Reference draws from MCMC are thinned to about one
 per effective sample first (:meth:`~bread_stan.workflows.subjective.Reference.thinned`).
 """
 
@@ -26,6 +29,7 @@ import numpy as np
 from scipy import stats
 
 from ..ais.gaussian_base import joint_density
+from ..ais.intervals import studentized_interval
 from ..approx import GaussianApproximation, approximate
 from ..store import save_json
 from ..stan.data import load_data
@@ -43,7 +47,7 @@ class TractableDivergence:
     """The exact-weights subjective divergence of one approximation and its two terms.
 
     ``estimate`` = ``reference_term`` - ``approximation_term`` (nats); ``interval`` is
-    the two-sided CLT interval at ``level``; ``*_se`` are standard errors.
+    the two-sided studentised bootstrap interval at ``level``; ``*_se`` are standard errors.
     """
 
     method: str
@@ -121,13 +125,19 @@ def subjective_tractable(model: Any, approximation: GaussianApproximation, refer
             return density(np.ascontiguousarray(points), False)[0] - approximation.log_q(points)
 
     q_draws = approximation.sample(np.random.default_rng(seed), int(n))
-    r_mean, r_se = _mean_se(log_weights(ref_draws))
-    q_mean, q_se = _mean_se(log_weights(q_draws))
+    r_w, q_w = log_weights(ref_draws), log_weights(q_draws)
+    r_mean, r_se = _mean_se(r_w)
+    q_mean, q_se = _mean_se(q_w)
     estimate = r_mean - q_mean
     se = float(np.hypot(r_se, q_se))
-    half = float(stats.norm.ppf(0.5 + level / 2)) * se
+    if np.isfinite(estimate) and np.isfinite(se):
+        _, _, low, high = studentized_interval([(r_w, 1), (q_w, -1)], level=level,
+                                               seed=np.random.SeedSequence([seed, 1]))
+    else:
+        half = float(stats.norm.ppf(0.5 + level / 2)) * se
+        low, high = estimate - half, estimate + half
     return TractableDivergence(approximation.method, float(estimate), se,
-                               (estimate - half, estimate + half), level, r_mean, r_se,
+                               (low, high), level, r_mean, r_se,
                                int(ref_draws.shape[0]), q_mean, q_se, int(n))
 
 
