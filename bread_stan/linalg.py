@@ -259,8 +259,10 @@ def symmetric_exp(a) -> np.ndarray:
     power = block(3) + c[16] * x4
     for i in (2, 1, 0):
         power = block(i) + matmul(x4, power)
+    power = power.reshape(-1, d, d)  # square only the matrices that need it
+    s = s.reshape(-1)
     for step in range(int(np.max(s, initial=0))):
-        squared = matmul(power, power)
-        power = np.where((s > step)[..., None, None], squared, power)
-    power[..., rows, cols] = power[..., cols, rows]
-    return power
+        more = np.flatnonzero(s > step)
+        power[more] = matmul(power[more], power[more])
+    power[:, rows, cols] = power[:, cols, rows]
+    return power.reshape(a.shape)
