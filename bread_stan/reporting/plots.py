@@ -41,6 +41,20 @@ def _plain_symlog(ax, linthresh: float) -> None:
         lambda v, _: f"{v:,.0f}" if abs(v) >= 1 or v == 0 else f"{v:g}"))
 
 
+def _plain_log_x(ax, values: np.ndarray) -> None:
+    """A log x axis labelled with plain numbers (10, 100; 0.2, 0.5, 1), at 1, 2 and 5
+    times powers of ten when the data span less than about 1.5 decades, else at powers
+    of ten only: no overlapping minor labels."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    v = values[np.isfinite(values) & (values > 0)]
+    narrow = v.size == 0 or np.log10(v.max() / v.min()) <= 1.5
+    ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0) if narrow else (1.0,)))
+    ax.xaxis.set_major_formatter(FuncFormatter(
+        lambda x, _: f"{x:,.0f}" if x >= 1 else f"{x:.2g}"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+
+
 def plot_estimates(result: BreadResult, *, truth: float | None = None, ax=None):
     """Forward (lower) and reverse (upper) log estimates vs steps, with quartile bands.
 
@@ -103,6 +117,7 @@ def plot_bound(result: BreadResult):
         ax.axhline(scale, color="#060", linestyle="--", linewidth=1,
                    label=f"converged below {scale:g} nat")
         ax.set_xscale("log")
+        _plain_log_x(ax, x)
         _plain_symlog(ax, 0.1)
         ax.set_ylim(bottom=0)
         ax.set_xlabel(xlabel)
@@ -147,6 +162,7 @@ def plot_comparison(results: dict[str, BreadResult]):
     for ax, xlabel in ((ax_steps, "number of AIS distributions"),
                        (ax_time, "wall time (s), forward + reverse")):
         ax.set_xscale("log")
+        _plain_log_x(ax, x)
         _plain_symlog(ax, 0.1)
         ax.set_ylim(bottom=0)
         ax.set_xlabel(xlabel)
