@@ -43,8 +43,8 @@ figcaption{font-size:.85rem;color:#4a525c;margin-top:2px}
 .figures{display:flex;flex-wrap:wrap;gap:16px}
 .figures figure{flex:1 1 480px;min-width:0}
 .scroll{overflow-x:auto;max-width:100%;margin:6px 0 14px}
-table{border-collapse:collapse;font-size:.88rem}
-th,td{border:1px solid #c9d0d8;padding:4px 9px;text-align:left;vertical-align:top}
+table{border-collapse:collapse;font-size:.86rem}
+th,td{border:1px solid #c9d0d8;padding:4px 7px;text-align:left;vertical-align:top}
 th{background:#e9eef4;font-weight:600}
 tr:nth-child(even) td{background:#f5f7fa}
 th.num,td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
