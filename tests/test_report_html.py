@@ -15,7 +15,7 @@ import pytest
 from bread_stan.ais.results import BreadResult, DirectionResult, StepResult
 from bread_stan.reporting import plots
 from bread_stan.reporting.html_page import markdown_to_html
-from bread_stan.reporting.report import write_report
+from bread_stan.reporting.report import write_comparison, write_report
 
 
 class _Outline(HTMLParser):
@@ -105,3 +105,11 @@ def test_tables_scroll_in_their_box_and_align_numbers_right():
     assert header == ["num", None, "num", "num", None]
     cells = [attrs.get("class") for tag, attrs in tags if tag == "td"]
     assert cells[:5] == cells[5:] == ["num", None, "num", "num", None]
+
+
+def test_comparison_figure_is_drawn(tmp_path):
+    """The comparison of two programs draws its figure (a failure would only be noted
+    in comparison.md, so check that it is not)."""
+    md = write_comparison({"a": _result(0.2), "b": _result(3.0)}, tmp_path).read_text()
+    assert "![comparison](comparison.png)" in md and "could not be drawn" not in md
+    assert (tmp_path / "comparison.png").stat().st_size > 0

@@ -159,10 +159,11 @@ def plot_comparison(results: dict[str, BreadResult]):
         table = result.summary()
         for ax, xcol in ((ax_steps, "steps"), (ax_time, "seconds")):
             ax.plot(table[xcol], np.maximum(table["bound"], 0.0), "o-", label=label)
-    for ax, xlabel in ((ax_steps, "number of AIS distributions"),
-                       (ax_time, "wall time (s), forward + reverse")):
+    for ax, xcol, xlabel in ((ax_steps, "steps", "number of AIS distributions"),
+                             (ax_time, "seconds", "wall time (s), forward + reverse")):
         ax.set_xscale("log")
-        _plain_log_x(ax, x)
+        _plain_log_x(ax, np.concatenate([r.summary()[xcol].to_numpy(float)
+                                         for r in results.values()]))
         _plain_symlog(ax, 0.1)
         ax.set_ylim(bottom=0)
         ax.set_xlabel(xlabel)
