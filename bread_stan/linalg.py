@@ -11,7 +11,8 @@ is elementwise.  They are for the small matrices of kernel tuning (d up to a
 few hundred), where their cost is negligible next to gradients:
 
 - :func:`covariance`: the sample covariance of draws, as ``np.cov(x, rowvar=False)``.
-- :func:`cholesky`: the lower Cholesky factor (Cholesky-Crout, one column at a time).
+- :func:`cholesky`: the lower Cholesky factor (Cholesky-Crout, one column at a time),
+  and :func:`triangular_inverse`, its inverse.
 - :func:`symmetric_eigen`: eigenvalues and eigenvectors of symmetric matrices by
   Jacobi rotations (cyclic, the rotations of one round on disjoint pairs of
   coordinates, round-robin).
@@ -28,8 +29,8 @@ import math
 
 import numpy as np
 
-__all__ = ["row_dot", "covariance", "cholesky", "is_positive_definite", "symmetric_eigen",
-           "symmetric_function", "spd_log", "matmul", "symmetric_exp"]
+__all__ = ["row_dot", "covariance", "cholesky", "triangular_inverse", "is_positive_definite",
+           "symmetric_eigen", "symmetric_function", "spd_log", "matmul", "symmetric_exp"]
 
 _MAX_SWEEPS = 60  # Jacobi converges quadratically: about 6-12 sweeps in practice
 
@@ -101,6 +102,21 @@ def cholesky(a) -> np.ndarray:
     if not np.all(ok):
         raise np.linalg.LinAlgError("Matrix is not positive definite")
     return chol.reshape(a.shape)
+
+
+def triangular_inverse(chol) -> np.ndarray:
+    """The inverse of lower triangular matrices (..., d, d) (as from :func:`cholesky`),
+    row by row by forward substitution, each entry's sum in pairwise order; exactly
+    lower triangular."""
+    chol = _square(chol, "chol")
+    d = chol.shape[-1]
+    inv_t = np.zeros(chol.shape)  # transposed: inv_t[..., j, i] = inverse[..., i, j]
+    for i in range(d):
+        rhs = np.zeros(chol.shape[:-1])
+        rhs[..., i] = 1.0
+        inv_t[..., :, i] = (rhs - row_dot(chol[..., i, None, :i], inv_t[..., :, :i])) \
+            / chol[..., i, i, None]
+    return np.array(np.swapaxes(inv_t, -1, -2), order="C")
 
 
 def is_positive_definite(a) -> np.ndarray:

@@ -60,6 +60,19 @@ def test_cholesky_is_numpys_and_layout_free(d):
     assert linalg.is_positive_definite(batch).all()
 
 
+@pytest.mark.parametrize("d", DIMS)
+def test_triangular_inverse_is_scipys_and_layout_free(d):
+    from scipy.linalg import solve_triangular
+
+    chol = np.linalg.cholesky(_spd(d, d))
+    inv = linalg.triangular_inverse(chol)
+    ref = solve_triangular(chol, np.eye(d), lower=True)
+    assert np.max(np.abs(inv - ref)) <= TOL * np.max(np.abs(ref))
+    assert np.array_equal(inv, np.tril(inv))
+    batch = np.stack([chol, 3.0 * chol])
+    assert _same_bits([linalg.triangular_inverse(v)[0] for v in _layouts(batch)] + [inv])
+
+
 def test_cholesky_refuses_what_is_not_positive_definite():
     a = np.array([[1.0, 2.0], [2.0, 1.0]])  # eigenvalues 3 and -1
     with pytest.raises(np.linalg.LinAlgError, match="not positive definite"):
