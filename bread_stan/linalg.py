@@ -5,19 +5,22 @@ which picks its kernels by processor (``OPENBLAS_CORETYPE``); different kernels
 round differently, so the same seed gave different chains on one machine
 depending on that choice.  The functions here give the same bits whatever
 OpenBLAS picks, and whatever the memory layout of their inputs: every sum is
-``np.add.reduce`` along the last axis of a C-contiguous product (numpy's
-pairwise summation, in a fixed order; :func:`row_dot`), every other operation
-is elementwise.  They are for the small matrices of kernel tuning (d up to a
-few hundred), where their cost is negligible next to gradients:
+either ``np.add.reduce`` along the last axis of a C-contiguous product (numpy's
+pairwise summation, in a fixed order; :func:`row_dot`) or a loop of elementwise
+additions in index order (:func:`matmul`), and every other operation is
+elementwise (IEEE arithmetic and ``sqrt``, correctly rounded on any processor).
+They are for the small matrices of kernel tuning (d up to a few hundred), where
+their cost is small next to gradients:
 
 - :func:`covariance`: the sample covariance of draws, as ``np.cov(x, rowvar=False)``.
 - :func:`cholesky`: the lower Cholesky factor (Cholesky-Crout, one column at a time),
   and :func:`triangular_inverse`, its inverse.
 - :func:`symmetric_eigen`: eigenvalues and eigenvectors of symmetric matrices by
   Jacobi rotations (cyclic, the rotations of one round on disjoint pairs of
-  coordinates, round-robin).
-- :func:`symmetric_function`: ``V f(diag) V'``, e.g. the matrix logarithm or
-  exponential (:func:`spd_log`, :func:`symmetric_exp`).
+  coordinates, round-robin); :func:`symmetric_function` puts ``V f(w) V'`` back
+  together, as :func:`spd_log` does for the matrix logarithm.
+- :func:`symmetric_exp`: the matrix exponential by scaling and squaring, with
+  :func:`matmul`'s products.
 
 All of them take a batch of matrices (``(..., d, d)``), and each matrix's
 result depends on that matrix alone, never on the rest of its batch.
