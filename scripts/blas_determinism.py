@@ -279,7 +279,7 @@ def markdown(results: dict) -> str:
                   "|---" * len(results["cost"][0]) + "|"]
         for row in results["cost"]:
             lines.append(f"| {row['d']} | " + " | ".join(
-                f"{new:.2f} vs {old:.2f}" for k, (new, old) in row.items() if k != "d") + " |")
+                f"{v[0]:.2f} vs {v[1]:.2f}" for k, v in row.items() if k != "d") + " |")
     return "\n".join(lines) + "\n"
 
 
