@@ -24,7 +24,7 @@ import os
 
 import numpy as np
 
-from ..linalg import cholesky, is_positive_definite, row_dot
+from ..linalg import cholesky, row_dot
 from ..target import Evaluation, Target
 
 __all__ = ["per_chain", "randomised_step_size", "per_chain_metric", "is_dense", "is_shared",
@@ -102,7 +102,7 @@ def per_chain_metric(inv_metric, n: int, d: int) -> np.ndarray:
         if not np.all(np.isfinite(distinct)) or not np.allclose(distinct,
                                                                np.swapaxes(distinct, 1, 2)):
             raise ValueError("a dense inv_metric must be finite and symmetric")
-        if not np.all(is_positive_definite(distinct)):
+        if _factorise(distinct) is None:
             raise ValueError("a dense inv_metric must be positive definite")
         return np.broadcast_to(m, (n, d, d))
     if m.shape == (d,):
@@ -113,6 +113,27 @@ def per_chain_metric(inv_metric, n: int, d: int) -> np.ndarray:
     if not np.all(np.isfinite(m)) or np.any(m <= 0):
         raise ValueError("inv_metric must be finite and positive")
     return m
+
+
+_LAST_FACTORS: dict = {}  # the last distinct dense metrics factorised -> their factors
+
+
+def _factorise(distinct: np.ndarray) -> np.ndarray | None:
+    """Cholesky factors (k, d, d) of distinct dense metrics, None if one is not positive
+    definite.  The factors of the last metrics seen are kept (read-only): a transition
+    checks its metric (:func:`per_chain_metric`) and then draws momenta with it
+    (:func:`draw_momentum`), one factorisation for both."""
+    key = (distinct.shape, np.ascontiguousarray(distinct).tobytes())
+    if key in _LAST_FACTORS:
+        return _LAST_FACTORS[key]
+    try:
+        chol = cholesky(distinct)
+        chol.flags.writeable = False
+    except np.linalg.LinAlgError:
+        chol = None
+    _LAST_FACTORS.clear()
+    _LAST_FACTORS[key] = chol
+    return chol
 
 
 def is_dense(minv: np.ndarray) -> bool:
@@ -164,7 +185,9 @@ def draw_momentum(z: np.ndarray, minv: np.ndarray) -> np.ndarray:
     if not is_dense(minv):
         return z / np.sqrt(minv)
     distinct, which = distinct_metrics(minv)
-    chol = cholesky(distinct)
+    chol = _factorise(distinct)
+    if chol is None:
+        raise np.linalg.LinAlgError("a dense inv_metric is not positive definite")
     chol = np.broadcast_to(chol, minv.shape) if len(distinct) == 1 else chol[which]
     p = np.array(z, dtype=float)
     for j in range(p.shape[1] - 1, -1, -1):  # column j of L' is row j of L
