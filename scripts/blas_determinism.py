@@ -185,9 +185,11 @@ def _eigh_log(m: np.ndarray) -> np.ndarray:
 
 def cost() -> list[dict]:
     """Milliseconds of the new linear algebra and of numpy's (BLAS/LAPACK) for the same
-    work: one covariance of pilot draws, one Cholesky factor (per transition), the
-    matrix logarithm of 25 tuned metrics (once per run), and the interpolated metrics
-    of 10,000 temperatures (one direction; in blocks, as the runs compute them)."""
+    work: a transition's metric check and momenta (one factorisation, cached, against
+    LAPACK's eigenvalues and Cholesky factor), one covariance of pilot draws, one
+    Cholesky factor, the matrix logarithm of 25 tuned metrics (once per run), and the
+    interpolated metrics of 10,000 temperatures (one direction; in blocks, as the runs
+    compute them)."""
     from bread_stan import linalg
     from bread_stan.ais.frozen_kernels import InterpolatedSchedule
     from bread_stan.ais.tuning import TunedKernel
@@ -215,7 +217,19 @@ def cost() -> list[dict]:
                 frac = (pos - lo)[:, None, None]
                 exp((1.0 - frac) * logs[lo] + frac * logs[lo + 1])
 
+        def transition(check, factor):  # per_chain_metric's check, draw_momentum's factor
+            check(a[None])
+            chol = factor(a[None])
+            z = rng.standard_normal((100, d))
+            for j in range(d - 1, -1, -1):  # the back substitution of draw_momentum
+                z[:, j] /= chol[0, j, j]
+                z[:, :j] -= z[:, j, None] * chol[0, j, :j]
+
         rows.append({"d": d,
+                     "metric check + momenta of 100 chains (per transition)": (
+                         _best_ms(transition, lambda m: None, linalg.cholesky, repeats=20),
+                         _best_ms(transition, np.linalg.eigvalsh, np.linalg.cholesky,
+                                  repeats=20)),
                      "covariance (20d draws)": (_best_ms(linalg.covariance, x),
                                                 _best_ms(np.cov, x.T)),
                      "Cholesky (1 matrix)": (_best_ms(linalg.cholesky, a[None], repeats=20),
@@ -274,7 +288,7 @@ def markdown(results: dict) -> str:
               f"installations: the same bits there): `{results.get('linalg_fingerprint')}`"]
     if results.get("cost"):
         lines += ["", "## Cost of the fixed-order linear algebra (CPU ms, new vs numpy's "
-                  "BLAS/LAPACK; best of 3, the 10,000 metrics once)",
+                  "BLAS/LAPACK; best of 3 or 20 calls, the 10,000 metrics once)",
                   "", "| d | " + " | ".join(k for k in results["cost"][0] if k != "d") + " |",
                   "|---" * len(results["cost"][0]) + "|"]
         for row in results["cost"]:
