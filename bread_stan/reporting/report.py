@@ -308,7 +308,7 @@ _CAPTIONS = {
     "bound": "The bound on the Jeffreys divergence with its confidence interval, against the "
              "number of distributions (left) and the wall time (right); the dashed line is "
              "the convergence scale.",
-    "estimates": "Forward (lower) and reverse (upper) estimates of log p(y) per number of "
+    "estimates": "Forward (lower) and reverse (upper) log estimates per number of "
                  "distributions: medians with quartile bands.",
     "gap_by_temperature": "Where along the schedule the bound comes from: mean reverse minus "
                           "mean forward contribution of each block of temperatures.",
