@@ -30,10 +30,10 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
-from scipy import linalg, optimize
+from scipy import optimize
 
 from ..errors import BreadStanError, InputError
-from ..kernels.integrator import row_dot
+from ..linalg import cholesky, covariance, row_dot, triangular_inverse
 from ..stan.model import StanModel
 from ..stan.native import NativeKernels
 from ..stan.tempered import JointTarget
@@ -161,8 +161,8 @@ class GaussianBase:
             raise BaseFitError(f"the base covariance must be a finite ({mean.size}, "
                                f"{mean.size}) matrix, got shape {cov.shape}")
         cov = 0.5 * (cov + cov.T)
-        try:
-            chol = np.linalg.cholesky(cov)
+        try:  # bread_stan.linalg: the same bits whatever kernels OpenBLAS picks
+            chol = cholesky(cov)
         except np.linalg.LinAlgError:
             raise BaseFitError("the base covariance is not positive definite; widen it or "
                                "fit the base to more reference draws") from None
@@ -172,8 +172,7 @@ class GaussianBase:
         diagonal = not np.any(cov - np.diag(np.diag(cov)))
         object.__setattr__(self, "_sd", np.diag(chol).copy() if diagonal else None)
         # C order: row_dot's products must be contiguous along the summed axis
-        linv = None if diagonal else np.ascontiguousarray(
-            linalg.solve_triangular(chol, np.eye(mean.size), lower=True))
+        linv = None if diagonal else triangular_inverse(chol)
         object.__setattr__(self, "_linv", linv)
         object.__setattr__(self, "_linv_t", None if diagonal else np.ascontiguousarray(linv.T))
         object.__setattr__(self, "_log_norm",
@@ -200,7 +199,7 @@ class GaussianBase:
             raise BaseFitError(f"fitting a Gaussian base needs at least 2 draws of shape (n, d), "
                                f"got {x.shape}")
         _check_widen(widen)
-        cov = np.atleast_2d(np.cov(x, rowvar=False))
+        cov = covariance(x)
         if x.shape[0] <= x.shape[1]:
             cov = np.diag(np.diag(cov))
         cov = cov + 1e-8 * max(float(np.max(np.diag(cov))), 1e-300) * np.eye(x.shape[1])
@@ -256,8 +255,15 @@ class GaussianBase:
         return np.concatenate(parts)
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
-        """Exact draws (n, d)."""
-        return self.mean + rng.standard_normal((n, self.dim)) @ self._chol.T
+        """Exact draws (n, d): ``mean + L z`` with the products summed in a fixed order."""
+        z = rng.standard_normal((n, self.dim))
+        if self._sd is not None:
+            return self.mean + z * self._sd
+        out = np.empty_like(z)
+        rows = max(1, _CHUNK // max(self.dim ** 2, 1))
+        for lo in range(0, n, rows):
+            out[lo:lo + rows] = row_dot(self._chol, z[lo:lo + rows, None, :])
+        return self.mean + out
 
     def to_dict(self) -> dict[str, Any]:
         return {"mean": self.mean.tolist(), "cov": self.cov.tolist(), "widen": self.widen}

@@ -33,12 +33,14 @@ import logging
 import sys
 import time
 from dataclasses import asdict, dataclass, replace
+from functools import cached_property
 
 import numpy as np
 
 from .frozen_kernels import InterpolatedSchedule, kind_of
 from ..kernels.base import Kernel, initial_state
 from ..kernels.registry import KERNELS
+from ..linalg import covariance, spd_log, symmetric_exp
 from ..rng import ChainRandom, Stream
 from ..store import CorruptFileError, load_json, save_json
 from ..target import Target
@@ -147,12 +149,17 @@ class TunedKernel:
         step = np.exp(np.interp(x, grid, np.log(self.step_size)))
         metric = None
         if self.dense:
-            metric = _interp_spd(x, grid, self.inv_metric)
+            metric = _interp_spd(x, grid, self._log_metrics)
         elif self.inv_metric is not None:
             log_m = np.log(self.inv_metric)
             metric = np.exp(np.stack([np.interp(x, grid, log_m[:, j])
                                       for j in range(log_m.shape[1])], axis=1))
         return step, metric
+
+    @cached_property
+    def _log_metrics(self) -> np.ndarray:
+        """The matrix logarithms of the dense inverse metrics (G, d, d), computed once."""
+        return spd_log(self.inv_metric)
 
     def to_dict(self) -> dict:
         lst = lambda a: None if a is None else np.asarray(a).tolist()  # noqa: E731
@@ -197,25 +204,18 @@ class TunedKernel:
             raise CorruptFileError(path, f"not a tuned kernel: {error!r}") from None
 
 
-def _spd_log(m: np.ndarray) -> np.ndarray:
-    vals, vecs = np.linalg.eigh(m)
-    return np.einsum("...ij,...j,...kj->...ik", vecs, np.log(vals), vecs)
-
-
-def _interp_spd(x: np.ndarray, grid: np.ndarray, matrices: np.ndarray) -> np.ndarray:
+def _interp_spd(x: np.ndarray, grid: np.ndarray, logs: np.ndarray) -> np.ndarray:
     """Symmetric positive definite matrices at ``x``, interpolated linearly in their
-    matrix logarithm between the ``grid`` points (the dense analogue of
-    interpolating a diagonal in log); constant beyond the ends."""
-    logs = _spd_log(matrices)
+    matrix logarithm ``logs`` between the ``grid`` points (the dense analogue of
+    interpolating a diagonal in log); constant beyond the ends.  The linear algebra
+    is :mod:`bread_stan.linalg`'s, so the result does not depend on BLAS."""
     g = logs.shape[0]
     pos = np.interp(x, grid, np.arange(g, dtype=float))
     lo = np.minimum(np.floor(pos).astype(int), g - 2) if g > 1 else np.zeros(x.size, int)
     frac = (pos - lo)[:, None, None]
     hi = np.minimum(lo + 1, g - 1)
     mixed = (1.0 - frac) * logs[lo] + frac * logs[hi]
-    vals, vecs = np.linalg.eigh(mixed)
-    out = np.einsum("...ij,...j,...kj->...ik", vecs, np.exp(vals), vecs)
-    return 0.5 * (out + np.swapaxes(out, 1, 2))
+    return symmetric_exp(mixed)
 
 
 _DEFAULT_FLOOR = 1e-3
@@ -250,9 +250,10 @@ def regularised_variance(draws: np.ndarray) -> np.ndarray:
 
 def regularised_covariance(draws: np.ndarray) -> np.ndarray:
     """Stan's shrunk covariance estimate for the dense inverse metric (``dense_e``):
-    ``n / (n + 5) S + 1e-3 * 5 / (n + 5) I`` over draws (n, d)."""
+    ``n / (n + 5) S + 1e-3 * 5 / (n + 5) I`` over draws (n, d); the covariance in a
+    fixed order of operations (:func:`bread_stan.linalg.covariance`), not by BLAS."""
     n, d = draws.shape
-    cov = np.atleast_2d(np.cov(draws, rowvar=False))
+    cov = covariance(draws)
     return (n / (n + 5.0)) * cov + 1e-3 * (5.0 / (n + 5.0)) * np.eye(d)
 
 

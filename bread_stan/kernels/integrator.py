@@ -9,7 +9,9 @@ chains.
 
 Sums over coordinates (kinetic energy, dense metric products, the no-U-turn
 criterion) are :func:`row_dot`: ``np.add.reduce`` along the last, contiguous
-axis, which numpy computes by pairwise summation in a fixed order.  The native
+axis, which numpy computes by pairwise summation in a fixed order.  Dense metrics
+are factorised by :func:`bread_stan.linalg.cholesky` (no LAPACK), so a momentum
+has the same bits whichever kernels OpenBLAS picks.  The native
 kernels of the model library (``csrc/bridge.cpp``) repeat that order exactly,
 so that they reproduce these kernels bit for bit.  Non-finite values
 are expected (a proposal outside the support) and must not raise or warn:
@@ -22,6 +24,7 @@ import os
 
 import numpy as np
 
+from ..linalg import cholesky, row_dot
 from ..target import Evaluation, Target
 
 __all__ = ["per_chain", "randomised_step_size", "per_chain_metric", "is_dense", "is_shared",
@@ -99,7 +102,7 @@ def per_chain_metric(inv_metric, n: int, d: int) -> np.ndarray:
         if not np.all(np.isfinite(distinct)) or not np.allclose(distinct,
                                                                np.swapaxes(distinct, 1, 2)):
             raise ValueError("a dense inv_metric must be finite and symmetric")
-        if np.any(np.linalg.eigvalsh(distinct)[..., 0] <= 0):
+        if _factorise(distinct) is None:
             raise ValueError("a dense inv_metric must be positive definite")
         return np.broadcast_to(m, (n, d, d))
     if m.shape == (d,):
@@ -110,6 +113,27 @@ def per_chain_metric(inv_metric, n: int, d: int) -> np.ndarray:
     if not np.all(np.isfinite(m)) or np.any(m <= 0):
         raise ValueError("inv_metric must be finite and positive")
     return m
+
+
+_LAST_FACTORS: dict = {}  # the last distinct dense metrics factorised -> their factors
+
+
+def _factorise(distinct: np.ndarray) -> np.ndarray | None:
+    """Cholesky factors (k, d, d) of distinct dense metrics, None if one is not positive
+    definite.  The factors of the last metrics seen are kept (read-only): a transition
+    checks its metric (:func:`per_chain_metric`) and then draws momenta with it
+    (:func:`draw_momentum`), one factorisation for both."""
+    key = (distinct.shape, np.ascontiguousarray(distinct).tobytes())
+    if key in _LAST_FACTORS:
+        return _LAST_FACTORS[key]
+    try:
+        chol = cholesky(distinct)
+        chol.flags.writeable = False
+    except np.linalg.LinAlgError:
+        chol = None
+    _LAST_FACTORS.clear()
+    _LAST_FACTORS[key] = chol
+    return chol
 
 
 def is_dense(minv: np.ndarray) -> bool:
@@ -140,11 +164,6 @@ def take_chains(minv: np.ndarray, rows: np.ndarray) -> np.ndarray:
     return minv[rows]
 
 
-def row_dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """``sum(a * b)`` over the last axis, by numpy's pairwise summation (see above)."""
-    return np.add.reduce(a * b, axis=-1)
-
-
 def velocity(p: np.ndarray, minv: np.ndarray) -> np.ndarray:
     """``M^-1 p`` per chain for momenta ``p`` (n, d), or (n, k, d) for k momenta each."""
     if not is_dense(minv):
@@ -166,7 +185,9 @@ def draw_momentum(z: np.ndarray, minv: np.ndarray) -> np.ndarray:
     if not is_dense(minv):
         return z / np.sqrt(minv)
     distinct, which = distinct_metrics(minv)
-    chol = np.linalg.cholesky(distinct)
+    chol = _factorise(distinct)
+    if chol is None:
+        raise np.linalg.LinAlgError("a dense inv_metric is not positive definite")
     chol = np.broadcast_to(chol, minv.shape) if len(distinct) == 1 else chol[which]
     p = np.array(z, dtype=float)
     for j in range(p.shape[1] - 1, -1, -1):  # column j of L' is row j of L

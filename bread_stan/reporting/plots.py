@@ -43,6 +43,20 @@ def _plain_symlog(ax, linthresh: float) -> None:
         lambda v, _: f"{v:,.0f}" if abs(v) >= 1 or v == 0 else f"{v:g}"))
 
 
+def _plain_log_x(ax, values: np.ndarray) -> None:
+    """A log x axis labelled with plain numbers (10, 100; 0.2, 0.5, 1), at 1, 2 and 5
+    times powers of ten when the data span less than about 1.5 decades, else at powers
+    of ten only: no overlapping minor labels."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    v = values[np.isfinite(values) & (values > 0)]
+    narrow = v.size == 0 or np.log10(v.max() / v.min()) <= 1.5
+    ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0) if narrow else (1.0,)))
+    ax.xaxis.set_major_formatter(FuncFormatter(
+        lambda x, _: f"{x:,.0f}" if x >= 1 else f"{x:.2g}"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+
+
 def plot_estimates(result: BreadResult, *, truth: float | None = None, ax=None):
     """Forward (lower) and reverse (upper) log estimates vs steps, with quartile bands.
 
@@ -105,6 +119,7 @@ def plot_bound(result: BreadResult):
         ax.axhline(scale, color="#060", linestyle="--", linewidth=1,
                    label=f"converged below {scale:g} nat")
         ax.set_xscale("log")
+        _plain_log_x(ax, x)
         _plain_symlog(ax, 0.1)
         ax.set_ylim(bottom=0)
         ax.set_xlabel(xlabel)
@@ -146,9 +161,11 @@ def plot_comparison(results: dict[str, BreadResult]):
         table = result.summary()
         for ax, xcol in ((ax_steps, "steps"), (ax_time, "seconds")):
             ax.plot(table[xcol], np.maximum(table["bound"], 0.0), "o-", label=label)
-    for ax, xlabel in ((ax_steps, "number of AIS distributions"),
-                       (ax_time, "wall time (s), forward + reverse")):
+    for ax, xcol, xlabel in ((ax_steps, "steps", "number of AIS distributions"),
+                             (ax_time, "seconds", "wall time (s), forward + reverse")):
         ax.set_xscale("log")
+        _plain_log_x(ax, np.concatenate([r.summary()[xcol].to_numpy(float)
+                                         for r in results.values()]))
         _plain_symlog(ax, 0.1)
         ax.set_ylim(bottom=0)
         ax.set_xlabel(xlabel)

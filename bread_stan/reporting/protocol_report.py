@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import base64
 import html
 import json
 from pathlib import Path
@@ -22,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from ..workflows.protocol_result import ProtocolResult
+from .html_page import embedded_figure, html_document, markdown_to_html
 from .report import markdown_table, save_figures
 from ..store import save_json, write_atomic
 
@@ -232,21 +232,17 @@ def write_protocol_report(result: ProtocolResult, out_dir: Path) -> Path:
         md += [f"## Fit on the real data ({result.fit.sampler} NUTS; ArviZ summary)", "",
                markdown_table(result.fit.summary.reset_index().rename(
                    columns={"index": "parameter"}).head(40)), ""]
+    text = "\n".join(md)
     md += [f"![{stem}]({path.name})" for stem, path in figures.items()]
     settings = json.dumps(result.settings, indent=1, default=str)
     md += ["", "## Settings", "", "```json", settings, "```", ""]
     write_atomic(out_dir / "report.md", "\n".join(md))
 
-    imgs = "".join(
-        f"<img alt='{stem}' style='max-width:100%' src='data:image/png;base64,"
-        f"{base64.b64encode(path.read_bytes()).decode()}'/>" for stem, path in figures.items())
-    items = "".join(f"<li>{html.escape(v)}</li>" for v in verdict)
-    page = (f"<!doctype html><meta charset='utf-8'><title>protocol: "
-            f"{html.escape(result.model)}</title>"
-            f"<body style='font-family:sans-serif;max-width:1100px;margin:auto'>"
-            f"<h1>Real-data protocol: {html.escape(result.model)}</h1><ul>{items}</ul>"
-            f"{table.to_html(index=False, float_format=lambda v: f'{v:.4g}')}{imgs}"
-            f"<h2>Settings</h2><pre>{html.escape(settings)}</pre></body>")
+    imgs = "".join(embedded_figure(path, stem) for stem, path in figures.items())
+    page = html_document(f"protocol: {result.model}",
+                         markdown_to_html(text)
+                         + (f"<h2>Figures</h2><div class=figures>{imgs}</div>" if imgs else "")
+                         + f"<h2>Settings</h2><pre>{html.escape(settings)}</pre>")
     path = out_dir / "report.html"
     write_atomic(path, page)
     return path

@@ -7,7 +7,6 @@ embedded, so the one file can be mailed or opened anywhere).
 
 from __future__ import annotations
 
-import base64
 import html
 import json
 import logging
@@ -19,6 +18,7 @@ import pandas as pd
 
 from ..ais.results import BreadResult, SubjectiveResult
 from ..store import write_atomic
+from .html_page import embedded_figure, html_document, markdown_to_html, verdict_banner
 
 __all__ = ["write_report", "write_comparison", "markdown_table", "display_table", "result_table",
            "glossary", "save_figures"]
@@ -319,66 +319,55 @@ def write_report(result: BreadResult, out_dir: Path, *, truth: float | None = No
     sections = _sections(result)
     settings = json.dumps(result.settings, indent=1, default=str)
     headline = f"**{result.status.upper()}.** {result.headline()}"
+    others = {stem: path for stem, path in figures.items() if stem != "bound"}
 
     md = [f"# {_title(result)}", "", headline, ""]
     md += [f"> {f}" for f in failures]
+    if "bound" in figures:
+        md += [f"![bound]({figures['bound'].name})", ""]
     for title, body in sections:
         md += [f"## {title}", "", body, ""]
-    md += [f"![{stem}]({path.name})" for stem, path in figures.items()]
+    md += [f"![{stem}]({path.name})" for stem, path in others.items()]
     md += ["", "## Settings", "", "```json", settings, "```", ""]
     write_atomic(out_dir / "report.md", "\n".join(md))
 
-    imgs = "".join(
-        f"<img alt='{stem}' style='max-width:100%' src='data:image/png;base64,"
-        f"{base64.b64encode(path.read_bytes()).decode()}'/>" for stem, path in figures.items())
-    body = "".join(f"<h2>{html.escape(title)}</h2>{_md_to_html(text)}" for title, text in sections)
-    colour = {"converged": "#060", "not converged": "#a60"}.get(result.status, "#b00")
-    page = (f"<!doctype html><meta charset='utf-8'><title>BREAD: {html.escape(result.model)}"
-            f"</title><body style='font-family:sans-serif;max-width:1100px;margin:auto'>"
-            f"<style>table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;"
-            f"padding:2px 6px;font-size:90%}}</style>"
-            f"<h1>{html.escape(_title(result))}</h1>"
-            f"<p style='font-size:110%'><b style='color:{colour}'>{html.escape(result.status.upper())}."
-            f"</b> {html.escape(result.headline())}</p>"
-            + "".join(f"<p style='color:#b00'>{html.escape(f)}</p>" for f in failures)
-            + f"{body}{imgs}<h2>Settings</h2><pre>{html.escape(settings)}</pre></body>")
     html_path = out_dir / "report.html"
-    write_atomic(html_path, page)
+    write_atomic(html_path, _html(result, sections, figures, failures, settings))
     return html_path
 
 
-def _md_to_html(text: str) -> str:
-    """The little Markdown the sections use (pipe tables, bullets, paragraphs) as HTML."""
-    out, rows, items = [], [], []
+_CAPTIONS = {
+    "bound": "The bound on the Jeffreys divergence with its confidence interval, against the "
+             "number of distributions (left) and the wall time (right); the dashed line is "
+             "the convergence scale.",
+    "estimates": "Forward (lower) and reverse (upper) log estimates per number of "
+                 "distributions: medians with quartile bands.",
+    "gap_by_temperature": "Where along the schedule the bound comes from: mean reverse minus "
+                          "mean forward contribution of each block of temperatures.",
+}
 
-    def inline(s: str) -> str:
-        parts = html.escape(s).split("**")
-        return "".join(f"<b>{p}</b>" if i % 2 else p for i, p in enumerate(parts))
 
-    def flush():
-        if rows:
-            head, *body = rows
-            out.append("<table><tr>" + "".join(f"<th>{inline(c)}</th>" for c in head) + "</tr>"
-                       + "".join("<tr>" + "".join(f"<td>{inline(c)}</td>" for c in r) + "</tr>"
-                                 for r in body) + "</table>")
-            rows.clear()
-        if items:
-            out.append("<ul>" + "".join(f"<li>{inline(i)}</li>" for i in items) + "</ul>")
-            items.clear()
-
-    for line in text.splitlines():
-        if line.startswith("|"):
-            cells = [c.strip() for c in line.strip().strip("|").split("|")]
-            if not all(set(c) <= {"-"} for c in cells):
-                rows.append(cells)
-        elif line.startswith("- "):
-            items.append(line[2:])
-        else:
-            flush()
-            if line.strip():
-                out.append(f"<p>{inline(line)}</p>")
-    flush()
-    return "".join(out)
+def _html(result: BreadResult, sections, figures: dict, failures: list[str],
+          settings: str) -> str:
+    """The report page: a first section with the verdict in words and the bound figure
+    (one screen at 1280 x 800), then the results table, the other figures and the
+    remaining sections, and the settings."""
+    first = (f"<section id=verdict><h1>{html.escape(_title(result))}</h1>"
+             + verdict_banner(result.status, result.headline())
+             + "".join(f"<p class=failure>{html.escape(f)}</p>" for f in failures)
+             + (embedded_figure(figures["bound"], "bound", _CAPTIONS["bound"], main=True,
+                                element_id="bound-figure") if "bound" in figures else "")
+             + "</section>")
+    parts = [first]
+    others = [(stem, path) for stem, path in figures.items() if stem != "bound"]
+    for i, (title, text) in enumerate(sections):
+        parts.append(f"<section><h2>{html.escape(title)}</h2>{markdown_to_html(text)}</section>")
+        if i == 0 and others:  # the figures right after the results table
+            parts.append("<section><h2>Figures</h2><div class=figures>" + "".join(
+                embedded_figure(path, stem, _CAPTIONS.get(stem, "")) for stem, path in others)
+                + "</div></section>")
+    parts.append(f"<section><h2>Settings</h2><pre>{html.escape(settings)}</pre></section>")
+    return html_document(f"BREAD: {result.model}", "".join(parts))
 
 
 def write_comparison(results: dict[str, BreadResult], out_dir: Path) -> Path:
