@@ -257,10 +257,8 @@ def _passes(model: Path, pool: list[Path]):
     """The check of a right draft at seed 0, and at seed 1 if seed 0 flagged it.
 
     A right simulator is flagged with probability at most alpha = 0.01 at one seed,
-    and the numbers at a fixed seed depend on the BLAS library's kernels where the
-    metric is dense (OpenBLAS picks them by CPU: ``OPENBLAS_CORETYPE``), so one seed
-    is a 1% lottery across machines (multi_normal was flagged at p = 0.0049 with
-    OpenBLAS's own choice of kernel, and passed at p = 0.45 with Haswell's).  Two
+    and a fixed seed's numbers can still differ between numpy builds (its SIMD
+    ``exp``), so one seed is a 1% lottery across machines.  Two
     independent seeds both flag a right draft with probability at most 1e-4; a wrong
     draft is flagged at both (the check's power on planted bugs is 10 of 10 seeds,
     ``scripts/figures/simulator_check/power.md``)."""
