@@ -27,7 +27,16 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["ChainRandom", "chain_seed_sequences", "derived_seed"]
+__all__ = ["ChainRandom", "chain_seed_sequences", "derived_seed", "SMC_FREE_STREAM",
+           "SMC_RESAMPLE_STREAM"]
+
+# Stream purposes of sequential Monte Carlo (bread_stan.ais.smc), numbered apart from
+# the engine's small per-step streams, the pilot's (1_000_000) and the log-uniform
+# key: a conditional run's free particles use SMC_FREE_STREAM + s and each run's
+# ancestor draws SMC_RESAMPLE_STREAM + 2 s (forward) or + 2 s + 1 (conditional), s the
+# run's AIS stream.
+SMC_FREE_STREAM = 20_000_000
+SMC_RESAMPLE_STREAM = 30_000_000
 
 _BLOCK = 4096
 _LOG_UNIFORM_KEY = 7_919  # spawn-key suffix of each chain's log-uniform stream
