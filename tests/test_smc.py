@@ -149,10 +149,12 @@ def _exact_two_particles(log_prior, log_f, betas):
     return EL, EU, q_out, post, log_z
 
 
-@pytest.fixture(scope="module")
-def grid_case():
+@pytest.fixture(scope="module", params=[2, 10])
+def grid_case(request):
+    # T = 2: one increment (the whole likelihood), so the output is picked by very
+    # unequal weights; T = 10: eight resampling steps.
     target = GridTarget(grid_log_f("barrier"))
-    betas = linear_schedule(10)
+    betas = linear_schedule(request.param)
     EL, EU, q_out, post, log_z = _exact_two_particles(target.log_prior, target.log_f, betas)
     rng = np.random.default_rng(1)
     n, at = 6000, range(1, betas.size - 1)

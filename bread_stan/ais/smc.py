@@ -144,7 +144,7 @@ def log_mean_exp(w: np.ndarray, axis: int = -1) -> np.ndarray:
     w = np.asarray(w, dtype=float)
     m = np.max(w, axis=axis, keepdims=True)
     safe = np.where(np.isfinite(m), m, 0.0)
-    with np.errstate(invalid="ignore", over="ignore"):
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         s = np.sum(np.exp(w - safe), axis=axis, keepdims=True)
         out = safe + np.log(s) - math.log(w.shape[axis])
     out = np.where(np.isneginf(m), -np.inf, out)
