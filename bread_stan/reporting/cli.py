@@ -159,6 +159,12 @@ def _parser() -> argparse.ArgumentParser:
                    help="a trusted upper bound on log p(y): adds a KL(q||p) bound")
     p.add_argument("--known-lower", type=float, default=None,
                    help="a trusted lower bound on log p(y): adds a KL(p||q) bound")
+    p.add_argument("--algorithm", choices=("ais", "smc"), default="ais",
+                   help="ais, or smc: sequential Monte Carlo with --particles per run, "
+                   "resampled where the pilot expects the effective sample size to halve "
+                   "(default ais)")
+    p.add_argument("--particles", type=_whole(1), default=None,
+                   help="particles per SMC run (with --algorithm smc; default 16)")
 
     p = sub.add_parser("compare", help="BREAD for several programs of one model, shared data")
     p.add_argument("models", type=Path, nargs="+", help="model programs to compare")
@@ -338,7 +344,9 @@ def _settings(args):
                       exact_draws=getattr(args, "exact_draws", 1),
                       threads=args.threads, schedule=ScheduleSpec(kind=args.schedule),
                       progress=not args.quiet and sys.stderr.isatty(),
-                      check_simulator=not getattr(args, "no_check", False))
+                      check_simulator=not getattr(args, "no_check", False),
+                      algorithm=getattr(args, "algorithm", "ais"),
+                      particles=getattr(args, "particles", None))
     return sampler, run
 
 

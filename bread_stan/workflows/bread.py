@@ -35,7 +35,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..ais import engine
+from ..ais import engine, smc
 from ..stan.data import load_data
 from ..rng import derived_seed
 from ..errors import BreadStanError
@@ -61,6 +61,7 @@ __all__ = ["SamplerSettings", "RunSettings", "VerdictSettings", "bread", "compar
 log = logging.getLogger(__name__)
 
 _TRUTH, _PILOT, _PRIOR, _CHAINS, _CHECK = 0, 1, 2, 3, 4  # purposes of derived seeds
+_SMC_PARTICLES = 16  # particles per SMC run unless RunSettings.particles says
 _CHECK_DRAWS = 8  # prior draws at which the model's prior/likelihood split is checked
 
 
@@ -160,6 +161,11 @@ class RunSettings:
 
     ``check_simulator`` runs the simulator check before the AIS runs (its result
     never changes the bounds, so it is not part of the resume fingerprint).
+
+    ``algorithm`` "smc" runs sequential Monte Carlo (:mod:`bread_stan.ais.smc`)
+    instead of AIS: ``chains`` runs per direction of ``particles`` particles each
+    (default 16), resampled where the pilot says the effective sample size would
+    fall below half; the bound is on the Jeffreys divergence of SMC's output.
     """
 
     steps: tuple[int, ...] = (10, 100, 1000)
@@ -171,8 +177,16 @@ class RunSettings:
     progress: bool = True
     exact_draws: int = 1
     check_simulator: bool = True
+    algorithm: str = "ais"
+    particles: int | None = None
 
     def __post_init__(self):
+        if self.algorithm not in ("ais", "smc"):
+            raise ValueError(f"unknown algorithm {self.algorithm!r}; use 'ais' or 'smc'")
+        if self.particles is not None:
+            if self.algorithm != "smc":
+                raise ValueError("particles are for algorithm='smc'")
+            _check_whole("particles", self.particles, 1)
         steps = (self.steps,) if _is_whole(self.steps) else self.steps
         if isinstance(steps, (str, bytes)) or not all(_is_whole(s) for s in _iterable(steps)):
             raise ValueError(f"steps must be whole numbers of distributions (each at least 2), "
@@ -191,6 +205,11 @@ class RunSettings:
             raise ValueError(f"exact_draws must be 1, or between 2 and chains ({self.chains}) "
                              "so that every simulated problem gets a chain in each direction")
         object.__setattr__(self, "steps", tuple(sorted(set(steps))))
+
+    @property
+    def particles_per_run(self) -> int:
+        """Particles per run: 1 for AIS (one chain), ``particles`` (default 16) for SMC."""
+        return 1 if self.algorithm == "ais" else (self.particles or _SMC_PARTICLES)
 
 
 def _is_whole(value) -> bool:
@@ -328,7 +347,8 @@ def _run_problem(problems: list[_Problem], simulator: Simulator, sampler: Sample
         result.save_header(out_dir)
 
     todo = [T for T in run.steps if T not in done]
-    warn_if_costly(first.name, tuned, todo, 2 * run.chains * sampler.steps_per_temperature,
+    warn_if_costly(first.name, tuned, todo,
+                   2 * run.chains * run.particles_per_run * sampler.steps_per_temperature,
                    first.target.dim)
     for T in sorted(done):
         log.info("%s: %d distributions already done, loaded from %s", first.name, T, out_dir)
@@ -342,6 +362,9 @@ def _run_problem(problems: list[_Problem], simulator: Simulator, sampler: Sample
             log.warning("%s, %d distributions: %s", first.name, step.n_steps, verdict.message)
 
     if executor is not None and executor.kind == "dask":
+        if run.algorithm != "ais":
+            raise ValueError("SMC does not run on a Dask cluster yet; drop --workers/"
+                             "--scheduler or use --algorithm ais")
         _run_steps_on_dask(problems, simulator, kernel, tuned, sampler, run, todo, out_dir,
                            header["fingerprint"], executor, finish)
     else:
@@ -358,12 +381,22 @@ def _run_step(problems: list[_Problem], simulator: Simulator, kernel, tuned,
     """Forward and reverse AIS with T distributions; with several problems, the chains
     are split among them and the step records which chain ran on which problem."""
     config = _ais_config(sampler, run, T, run.progress)
-    parts = [engine.run(problem.target, kernel, prior, problem.x_star,
-                        seed=_problem_seed(run.seed, _CHAINS, T, k), tuned=tuned,
-                        config=config, model=problem.name).steps[0]
+    parts = [_engine_run(problem, kernel, prior, run, _problem_seed(run.seed, _CHAINS, T, k),
+                         tuned, config)
              for k, (problem, prior) in enumerate(zip(problems,
                                                       _prior_starts(problems, simulator, run, T)))]
     return _join_problems(problems, parts)
+
+
+def _engine_run(problem: _Problem, kernel, prior: np.ndarray, run: RunSettings, seed: int,
+                tuned, config: engine.RunConfig) -> StepResult:
+    """One step count on one problem: AIS, or SMC when ``run.algorithm`` says so."""
+    if run.algorithm == "smc":
+        return smc.run(problem.target, kernel, prior, problem.x_star, seed=seed, tuned=tuned,
+                       config=config, model=problem.name,
+                       smc=smc.SMCConfig(particles=run.particles_per_run)).steps[0]
+    return engine.run(problem.target, kernel, prior, problem.x_star, seed=seed, tuned=tuned,
+                      config=config, model=problem.name).steps[0]
 
 
 def _ais_config(sampler: SamplerSettings, run: RunSettings, T: int,
@@ -375,13 +408,18 @@ def _ais_config(sampler: SamplerSettings, run: RunSettings, T: int,
 
 def _prior_starts(problems: list[_Problem], simulator: Simulator, run: RunSettings,
                   T: int) -> list[np.ndarray]:
-    """The forward chains' exact prior draws at ``T`` (unconstrained), per problem."""
-    draws = simulator.simulate(run.chains, derived_seed(run.seed, _PRIOR, T))
+    """The forward chains' exact prior draws at ``T`` (unconstrained), per problem; for
+    SMC, (runs, 2P - 1, d): each run's forward particles and its conditional run's
+    free ones."""
+    per = 1 if run.algorithm == "ais" else 2 * run.particles_per_run - 1
+    draws = simulator.simulate(run.chains * per, derived_seed(run.seed, _PRIOR, T))
     starts = []
     for problem, rows in zip(problems, np.array_split(np.arange(run.chains), len(problems))):
+        rows = (rows[:, None] * per + np.arange(per)).ravel()
         params, _ = split_draw({name: v[rows] for name, v in draws.items()},
                                problem.target.compiled)
-        starts.append(problem.target.param_unconstrain_batch(params))
+        u = problem.target.param_unconstrain_batch(params)
+        starts.append(u if run.algorithm == "ais" else u.reshape(-1, per, u.shape[1]))
     return starts
 
 
@@ -637,6 +675,8 @@ def output_directory(out: Path | None):
 def _header(name: str, model, simulator, data: Mapping, sampler: SamplerSettings,
             run: RunSettings, hyper) -> dict:
     scored = {k: v for k, v in asdict(run).items() if k not in ("steps", "progress", "threads", "check_simulator")}
+    if run.algorithm == "ais":  # AIS results saved before SMC existed keep their fingerprint
+        scored = {k: v for k, v in scored.items() if k not in ("algorithm", "particles")}
     fingerprint, parts = fingerprints(
         model=_program_text(model), simulator=_program_text(simulator),
         data={k: np.asarray(v).tolist() for k, v in data.items()}, sampler=asdict(sampler),
