@@ -253,3 +253,30 @@ def test_log_mean_exp():
     assert smc.log_mean_exp(np.array([3.25]))[()] == 3.25
     assert np.isneginf(smc.log_mean_exp(np.array([-np.inf, -np.inf])))
     assert np.isclose(smc.log_mean_exp(np.array([0.0, np.log(3.0)])), np.log(2.0))
+
+
+# ------------------------------------------------------------- AIDE's SMC algorithm
+
+
+def test_aide_smc_algorithm_is_ais_with_one_particle_and_meta_inference_is_exact(regression):
+    from bread_stan.aide import AISAlgorithm, SMCAlgorithm
+    from bread_stan.ais.gaussian_base import GaussianBase
+
+    model, _ = regression
+    ks = KernelSchedule.constant(sigmoidal(6), HMCParams(0.15, 5))
+    draw = lambda n, seed: model.sample_prior(np.random.default_rng(seed), n)  # noqa: E731
+    ais, one = AISAlgorithm(model, HMC(), ks, draw), SMCAlgorithm(model, HMC(), ks, draw, 1)
+    a, s = ais.run(7, 3), one.run(7, 3)
+    assert np.array_equal(a.outputs, s.outputs) and np.array_equal(a.log_xi, s.log_xi)
+    assert np.array_equal(ais.meta_log_xi(a.outputs, 2, 4).log_xi,
+                          one.meta_log_xi(a.outputs, 2, 4).log_xi)
+    # From exact posterior draws x, meta-inference xi = p~(x) / Z-hat of conditional SMC
+    # has E[xi / p(x | y)] = E[p(y) / Z-hat] = 1 (the conditional run's law is the
+    # extended target).  4 standard errors.
+    posterior = GaussianBase(*model.tempered_posterior(1.0))
+    x = posterior.sample(np.random.default_rng(5), 1000)
+    longer = KernelSchedule.constant(sigmoidal(12), HMCParams(0.15, 5))
+    eight = SMCAlgorithm(model, HMC(), longer, draw, 8, resample_at=range(2, 11, 2))
+    ratio = np.exp(eight.meta_log_xi(x, 1, 6).log_xi[:, 0] - posterior.log_density(x)[0])
+    assert abs(ratio.mean() - 1.0) < N_SE * _se(ratio), (ratio.mean(), _se(ratio))
+    assert _se(ratio) < 0.05  # the check has power
