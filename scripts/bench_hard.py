@@ -120,14 +120,16 @@ def main() -> None:
             verdict = s.verdict(res.verdict_settings())
             row = (f"| {name} | {s.n_steps} | {args.chains * P * s.n_steps:.3g} | "
                    f"{B:.4g} | [{lower:.2f}, {upper:.2f}] | {exact:.2f} | "
-                   f"{s.forward.wall_time + s.reverse.wall_time:.0f} | {verdict.status} |")
+                   f"{s.forward.wall_time + s.reverse.wall_time:.0f} | {verdict.status} | "
+                   f"{int(s.forward.diagnostics.get('resampling_steps', 0))} |")
             print(row, flush=True)
             rows.append(row)
         print(f"  ({name}: {total:.0f} s in all, pilot included)", flush=True)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         head = ("| setting | T | transitions per direction | bound B (nats) | sandwich | "
-                "exact log p(y) | seconds | verdict |\n|---|---|---|---|---|---|---|---|\n")
+                "exact log p(y) | seconds | verdict | resamplings |\n"
+                "|---|---|---|---|---|---|---|---|---|\n")
         args.out.write_text(f"seed {seed}, simulated sigma {sigma:.4g}, {args.chains} runs "
                             "per direction\n\n" + head + "\n".join(rows) + "\n")
 

@@ -235,7 +235,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="gold standard: ais:T or reference (default ais:10000)")
     p.add_argument("--target", nargs="+", default=["advi-meanfield"],
                    help="one or more of advi-meanfield, advi-fullrank, laplace, pathfinder, "
-                   "ais:T, sir:P (default advi-meanfield)")
+                   "ais:T, smc:P:T (P particles, T distributions), sir:P "
+                   "(default advi-meanfield)")
     p.add_argument("--n-gold", type=_whole(2), default=100, help="gold runs (default 100)")
     p.add_argument("--n-target", type=_whole(2), default=100, help="target runs (default 100)")
     p.add_argument("--m-gold", type=_whole(1), default=1,
