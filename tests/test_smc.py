@@ -226,8 +226,12 @@ def test_resampling_steps_from_the_pilot_curve():
     betas = np.linspace(0.0, 1.0, 101)
     # A constant sd of 10: each interval adds (0.01 * 10)^2 = 0.01 of variance;
     # log 2 = 0.693 is first exceeded after 70 intervals.
-    steps = smc.resampling_steps(betas, [0.0, 0.5, 1.0], [10.0, 10.0, 10.0], 1e-3, 0.5)
+    steps = smc.resampling_steps(betas, [0.0, 0.5, 1.0], [10.0, 10.0, 10.0], 1e-3, 0.5,
+                                 rule="mixed")
     assert steps.tolist() == [70]
+    # Frozen particles: (b_k - b_s)^2 * 100 > log 2 once b_k - b_s > 0.0833: every 9 steps.
+    frozen = smc.resampling_steps(betas, [0.0, 0.5, 1.0], [10.0, 10.0, 10.0], 1e-3, 0.5)
+    assert frozen.tolist() == list(range(9, 100, 9))
     assert smc.resampling_steps(betas, [0.0, 1.0], [0.0, 0.0], 1e-3).size == 0
     assert smc.SMCConfig(particles=1, resample_every=1).steps_for(betas).size == 0
     assert smc.SMCConfig(particles=3, resample_every=40).steps_for(betas).tolist() == [40, 80]

@@ -36,12 +36,15 @@ draws have streams of their own (:data:`~bread_stan.rng.SMC_FREE_STREAM`,
 :data:`~bread_stan.rng.SMC_RESAMPLE_STREAM`), keyed by (seed, purpose, run index), so a
 run gives the same numbers in any batch or shard.
 
-Resampling steps come from the pilot (:func:`resampling_steps`): the variance of a
-particle's log weight accumulated since the last resampling is estimated as the sum of
-``(b_j - b_{j-1})^2 sd(b_{j-1})^2`` with sd the pilot's standard deviation of the log
-likelihood at that beta; for log-normal weights the effective sample size is about
-``P exp(-var)``, so an epoch ends where the variance first exceeds ``-log(ess_fraction)``
-(0.5: ESS below P/2).
+Resampling steps come from the pilot (:func:`resampling_steps`), with sd(b) the pilot's
+standard deviation of the log likelihood at inverse temperature b.  The variance of a
+particle's log weight gathered since the last resampling at step s is estimated as if the
+particles had not moved since (rule "frozen", the default: ``(b_k - b_s)^2 sd(b_s)^2``,
+the weight of a particle equilibrated at b_s and reweighted to b_k, as adaptive
+tempering does) or as if each transition mixed completely (rule "mixed": the sum of
+``(b_j - b_{j-1})^2 sd(b_{j-1})^2``, smaller).  For log-normal weights the effective
+sample size is about ``P exp(-var)``, so an epoch ends where the variance first exceeds
+``-log(ess_fraction)`` (0.5: ESS below P/2).
 """
 
 from __future__ import annotations
@@ -75,7 +78,7 @@ class SMCConfig:
 
     ``resample_at``: explicit resampling steps (interval indices in 1..T-2, for every
     T), or None to choose them from the pilot by :func:`resampling_steps` with
-    ``ess_fraction``.  ``resample_every``: resample every that many steps instead
+    ``ess_fraction`` and ``rule`` ("frozen" or "mixed").  ``resample_every``: resample every that many steps instead
     (when the pilot has no log-likelihood curve, or for tests).
     """
 
@@ -83,8 +86,11 @@ class SMCConfig:
     ess_fraction: float = 0.5
     resample_at: tuple[int, ...] | None = None
     resample_every: int | None = None
+    rule: str = "frozen"
 
     def __post_init__(self):
+        if self.rule not in ("frozen", "mixed"):
+            raise ValueError(f"unknown resampling rule {self.rule!r}; use 'frozen' or 'mixed'")
         if isinstance(self.particles, bool) or int(self.particles) != self.particles \
                 or self.particles < 1:
             raise ValueError(f"particles must be a whole number >= 1; got {self.particles!r}")
@@ -110,31 +116,36 @@ class SMCConfig:
             raise ValueError("choosing resampling steps needs the pilot's log-likelihood curve "
                              "(a pilot-tuned kernel); give resample_at or resample_every instead")
         return resampling_steps(betas, tuned.grid_betas, curve, tuned.beta_floor,
-                                self.ess_fraction)
+                                self.ess_fraction, rule=self.rule)
 
 
 def resampling_steps(betas, grid_betas, loglik_sd, beta_floor: float,
-                     ess_fraction: float = 0.5) -> np.ndarray:
+                     ess_fraction: float = 0.5, *, rule: str = "frozen") -> np.ndarray:
     """Steps k (in 1..T-2) after whose increment the particles are resampled.
 
     The pilot's sd of the log likelihood, ``loglik_sd`` at ``grid_betas``, is
-    interpolated linearly in ``log(beta + beta_floor)``; the increment of interval j
-    has variance about ``(b_j - b_{j-1})^2 sd(b_{j-1})^2``; summed since the last
-    resampling, a step resamples where the sum first exceeds ``-log(ess_fraction)``
-    (the expected ESS of log-normal weights, ``P exp(-var)``, falls below
-    ``ess_fraction * P``).  A pure function of the schedule and the pilot.
+    interpolated linearly in ``log(beta + beta_floor)``.  Since the last resampling
+    at step s (0 at the start), the log weights' variance is estimated as
+    ``(b_k - b_s)^2 sd(b_s)^2`` (``rule="frozen"``: particles equilibrated at b_s that
+    have not moved since) or as the sum of ``(b_j - b_{j-1})^2 sd(b_{j-1})^2`` over the
+    intervals j since s (``rule="mixed"``: each transition mixes completely); step k
+    resamples where it first exceeds ``-log(ess_fraction)`` (the expected ESS of
+    log-normal weights, ``P exp(-var)``, falls below ``ess_fraction * P``).  A pure
+    function of the schedule and the pilot.
     """
+    if rule not in ("frozen", "mixed"):
+        raise ValueError(f"unknown resampling rule {rule!r}; use 'frozen' or 'mixed'")
     b = np.asarray(betas, dtype=float)
     grid = np.log(np.asarray(grid_betas, dtype=float) + beta_floor)
     sd = np.interp(np.log(b[:-1] + beta_floor), grid, np.asarray(loglik_sd, dtype=float))
     var = (np.diff(b) * sd) ** 2  # var[j - 1]: interval j
     limit = -math.log(ess_fraction)
-    steps, acc = [], 0.0
+    steps, acc, s = [], 0.0, 0
     for j in range(1, b.size - 1):  # never after the last interval
-        acc += var[j - 1]
+        acc = acc + var[j - 1] if rule == "mixed" else ((b[j] - b[s]) * sd[s]) ** 2
         if acc > limit:
             steps.append(j)
-            acc = 0.0
+            acc, s = 0.0, j
     return np.asarray(steps, dtype=np.int64)
 
 
