@@ -362,9 +362,6 @@ def _run_problem(problems: list[_Problem], simulator: Simulator, sampler: Sample
             log.warning("%s, %d distributions: %s", first.name, step.n_steps, verdict.message)
 
     if executor is not None and executor.kind == "dask":
-        if run.algorithm != "ais":
-            raise ValueError("SMC does not run on a Dask cluster yet; drop --workers/"
-                             "--scheduler or use --algorithm ais")
         _run_steps_on_dask(problems, simulator, kernel, tuned, sampler, run, todo, out_dir,
                            header["fingerprint"], executor, finish)
     else:
@@ -442,10 +439,14 @@ def _run_steps_on_dask(problems: list[_Problem], simulator: Simulator, kernel, t
     """Run ``steps`` in shards on ``executor``'s cluster (see :func:`run_steps_in_shards`);
     each step is joined exactly as :func:`_run_step` returns it."""
     config = _ais_config(sampler, run, steps[0] if steps else 2, False)
-    contexts = [ShardContext(p.target.compiled, p.data, kernel, tuned, config)
+    smc_config = (smc.SMCConfig(particles=run.particles_per_run) if run.algorithm == "smc"
+                  else None)
+    contexts = [ShardContext(p.target.compiled, p.data, kernel, tuned, config, smc=smc_config)
                 for p in problems]
+    # SMC: a reverse shard needs the exact draw and its runs' free prior particles.
     run_steps_in_shards(
-        contexts, lambda T: [(prior, p.x_star) for p, prior in
+        contexts, lambda T: [(prior, p.x_star if smc_config is None else (p.x_star, prior))
+                             for p, prior in
                              zip(problems, _prior_starts(problems, simulator, run, T))],
         lambda T, k: _problem_seed(run.seed, _CHAINS, T, k), steps,
         sampler.steps_per_temperature, out_dir, fingerprint, executor,
@@ -471,7 +472,8 @@ def run_steps_in_shards(contexts: list[ShardContext], starts_at, seed_at, steps:
     for T in steps:
         starts = starts_at(T)
         forward = [f.shape[0] for f, _ in starts]
-        reverse = [r.shape[0] if np.ndim(r) == 2 else n for (_, r), n in zip(starts, forward)]
+        reverse = [r.shape[0] if not isinstance(r, tuple) and np.ndim(r) == 2 else n
+                   for (_, r), n in zip(starts, forward)]
         plans[T] = plan_shards(T, forward, executor.block_size(max(forward + reverse)), reverse)
         parts[T] = {}
         for shard in plans[T]:
@@ -479,9 +481,8 @@ def run_steps_in_shards(contexts: list[ShardContext], starts_at, seed_at, steps:
                 parts[T][shard] = saved[shard.key]
                 continue
             k, first = shard.problem, shard.first_chain
-            start = starts[k][0 if shard.direction == "forward" else 1]
-            if np.ndim(start) == 2:
-                start = start[first:first + shard.n_chains]
+            start = _shard_start(starts[k][0 if shard.direction == "forward" else 1], first,
+                                 shard.n_chains)
             tasks[shard.key] = (shared[k], shard, seed_at(T, k), start)
     by_key = {shard.key: shard for plan in plans.values() for shard in plan}
 
@@ -509,6 +510,14 @@ def run_steps_in_shards(contexts: list[ShardContext], starts_at, seed_at, steps:
             join(T)
     executor.run(run_shard, tasks, arrived, progress=progress,
                  saved_in=str(shard_dir) if shard_dir is not None else None)
+
+
+def _shard_start(start, first: int, n: int):
+    """A shard's rows of its starts: one exact draw (d,) is shared; (runs, ...) arrays
+    are sliced; a tuple (SMC's exact draw and prior particles) slice each part."""
+    if isinstance(start, tuple):
+        return tuple(_shard_start(part, first, n) for part in start)
+    return start[first:first + n] if np.ndim(start) >= 2 else start
 
 
 def _saved_shards(shard_dir: Path | None, fingerprint: str) -> dict[str, tuple]:
