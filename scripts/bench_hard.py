@@ -56,7 +56,8 @@ def log_lik_given_sigma(y: np.ndarray, x: np.ndarray, sigma: float) -> float:
     w = np.linalg.lstsq(A, b, rcond=None)[0]
     quad = (np.sum((y - X @ w) ** 2) + sigma ** 2 * np.sum(w ** 2) / s2) / sigma ** 2
     R = np.linalg.qr(A, mode="r")  # A'A = X'X + sigma^2/s^2 I
-    logdet_small = 2 * np.sum(np.log(np.abs(np.diag(R)))) - 2 * X.shape[1] * np.log(sigma / PRIOR_SD)
+    logdet_small = (2 * np.sum(np.log(np.abs(np.diag(R))))
+                    - 2 * X.shape[1] * np.log(sigma / PRIOR_SD))
     logdet = y.size * np.log(sigma ** 2) + logdet_small  # det(I + s^2 X'X / sigma^2) lemma
     return float(-0.5 * (quad + logdet + y.size * np.log(2 * np.pi)))
 
@@ -93,7 +94,8 @@ def pick_seed(lo=0.05, hi=0.15) -> tuple[int, float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--chains", type=int, default=50)
-    ap.add_argument("--settings", nargs="+", default=["ais:1000,10000", "smc16:300,1000"])
+    ap.add_argument("--settings", nargs="+", default=["ais:1000,10000", "smc16:300,1000"],
+                    help="ais:T1,T2 or smcP:T1,T2 (P particles per run)")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
@@ -104,9 +106,9 @@ def main() -> None:
         name, steps = spec.split(":")
         steps = tuple(int(s) for s in steps.split(","))
         P = int(name[3:]) if name.startswith("smc") else 1
+        smc = {"algorithm": "smc", "particles": P} if name.startswith("smc") else {}
         run = RunSettings(steps=steps, chains=args.chains, seed=seed, progress=False,
-                          check_simulator=False,
-                          **({"algorithm": "smc", "particles": P} if name.startswith("smc") else {}))
+                          check_simulator=False, **smc)
         t0 = time.perf_counter()
         res = bread(MODEL, SIMULATOR, data(), run=run)
         total = time.perf_counter() - t0

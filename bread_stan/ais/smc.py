@@ -78,7 +78,8 @@ class SMCConfig:
 
     ``resample_at``: explicit resampling steps (interval indices in 1..T-2, for every
     T), or None to choose them from the pilot by :func:`resampling_steps` with
-    ``ess_fraction`` and ``rule`` ("frozen" or "mixed").  ``resample_every``: resample every that many steps instead
+    ``ess_fraction`` and ``rule`` ("frozen" or "mixed").  ``resample_every``: resample
+    every that many steps instead
     (when the pilot has no log-likelihood curve, or for tests).
     """
 
@@ -99,7 +100,8 @@ class SMCConfig:
         if self.resample_every is not None and self.resample_every < 1:
             raise ValueError(f"resample_every must be >= 1; got {self.resample_every}")
         if self.resample_at is not None:
-            object.__setattr__(self, "resample_at", tuple(sorted({int(k) for k in self.resample_at})))
+            object.__setattr__(self, "resample_at",
+                               tuple(sorted({int(k) for k in self.resample_at})))
 
     def steps_for(self, betas, tuned=None) -> np.ndarray:
         """The resampling steps for this schedule of betas (see the class docstring)."""
@@ -364,7 +366,8 @@ def _resample(state: ChainState, lanes: list[_Lanes], bounds, weights, finished,
     cat = lambda a, b: None if a is None else np.concatenate([a, b])  # noqa: E731
     joined = ChainState(np.concatenate([state.position, extra.position]),
                         Evaluation(cat(ev.log_prior, ex.log_prior), cat(ev.log_lik, ex.log_lik),
-                                   cat(ev.grad_prior, ex.grad_prior), cat(ev.grad_lik, ex.grad_lik)))
+                                   cat(ev.grad_prior, ex.grad_prior),
+                                   cat(ev.grad_lik, ex.grad_lik)))
     return joined.take(src)
 
 
@@ -394,7 +397,8 @@ def _generators(seed, stream: int, runs: range) -> list[np.random.Generator]:
 def _smc_lanes(start, seed, stream, first_run, P) -> _Lanes:
     n_runs = start.shape[0]
     return _Lanes("smc", start.reshape(n_runs * P, -1),
-                  chain_seed_sequences(seed, stream, range(first_run * P, (first_run + n_runs) * P)),
+                  chain_seed_sequences(seed, stream,
+                                       range(first_run * P, (first_run + n_runs) * P)),
                   n_runs, P, _generators(seed, SMC_RESAMPLE_STREAM + 2 * stream,
                                          range(first_run, first_run + n_runs)))
 
