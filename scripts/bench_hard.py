@@ -15,8 +15,15 @@ log scale, trapezoid rule in log space).
 Each setting is one ``bread()`` call (its own pilot) at the given numbers of
 distributions; the cost column counts transitions per direction (runs x particles x T).
 
+Results (``scripts/figures/bench_hard/results.md``, seed 8, simulated sigma 0.133, exact
+log p(y) 8.94, 50 runs): no setting reaches 1 nat.  Adaptive schedule: AIS 2.4e5 nats
+at T = 10,000; SMC with 16 particles 1.4e4 at T = 1,000 (more transitions, 8e5).
+Geometric schedule from 1e-10: SMC 16 particles 2.2e3 at T = 300 against 6.1e4 with the
+adaptive schedule, which leaves few betas in the decades where the posterior forms.
+
 Usage: ``PYTHONPATH=$PWD nice python scripts/bench_hard.py [--chains 50]
-[--settings ais:1000,10000 smc16:300,1000 ...] [--out scripts/figures/bench_hard/results.md]``.
+[--settings ais:1000,10000 smc16:300,1000 ...] [--schedule adaptive|geometric] [--start 1e-10]
+[--out FILE]``.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from pathlib import Path
 import numpy as np
 from scipy.special import logsumexp
 
+from bread_stan.ais.betas import ScheduleSpec
 from bread_stan.rng import derived_seed
 from bread_stan.stan.simulator import Simulator, compile_with_simulator, draw_at
 from bread_stan.stan.tempered import compile_tempered
@@ -96,6 +104,9 @@ def main() -> None:
     ap.add_argument("--chains", type=int, default=50)
     ap.add_argument("--settings", nargs="+", default=["ais:1000,10000", "smc16:300,1000"],
                     help="ais:T1,T2 or smcP:T1,T2 (P particles per run)")
+    ap.add_argument("--schedule", choices=("adaptive", "geometric"), default="adaptive",
+                    help="the schedule of betas (geometric: from --start to 1)")
+    ap.add_argument("--start", type=float, default=1e-10, help="first nonzero beta, geometric")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
@@ -108,7 +119,8 @@ def main() -> None:
         P = int(name[3:]) if name.startswith("smc") else 1
         smc = {"algorithm": "smc", "particles": P} if name.startswith("smc") else {}
         run = RunSettings(steps=steps, chains=args.chains, seed=seed, progress=False,
-                          check_simulator=False, **smc)
+                          check_simulator=False, schedule=ScheduleSpec(args.schedule,
+                                                                       start=args.start), **smc)
         t0 = time.perf_counter()
         res = bread(MODEL, SIMULATOR, data(), run=run)
         total = time.perf_counter() - t0
@@ -133,7 +145,8 @@ def main() -> None:
                 "exact log p(y) | seconds | verdict | resamplings |\n"
                 "|---|---|---|---|---|---|---|---|---|\n")
         args.out.write_text(f"seed {seed}, simulated sigma {sigma:.4g}, {args.chains} runs "
-                            "per direction\n\n" + head + "\n".join(rows) + "\n")
+                            f"per direction, schedule {args.schedule}\n\n" + head
+                            + "\n".join(rows) + "\n")
 
 
 if __name__ == "__main__":
