@@ -138,3 +138,15 @@ def test_smc_on_dask_gives_the_local_numbers(tmp_path):
             assert np.array_equal(dx.cumulative, dy.cumulative)
             assert dx.n_grad == dy.n_grad and dx.diagnostics == dy.diagnostics
         assert all(np.array_equal(x.draws[k], y.draws[k]) for k in x.draws)
+
+
+def test_default_particles_and_the_report_names_smc(tmp_path):
+    assert RunSettings(algorithm="smc").particles == 16
+    run = RunSettings(steps=(3,), chains=6, seed=5, progress=False, check_simulator=False,
+                      algorithm="smc", particles=2)
+    result = bread(MODEL, SIMULATOR, DATA, sampler=SAMPLER, run=run, out_dir=tmp_path)
+    assert result.steps[0].forward.diagnostics["particles"] == 2.0
+    assert cli.main(["report", str(tmp_path)]) in (0, 4)  # converged or not
+    text = " ".join(p.read_text() for p in tmp_path.glob("report.*")
+                    if p.suffix in (".md", ".html"))
+    assert "SMC with 2 particles" in text

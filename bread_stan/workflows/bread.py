@@ -187,6 +187,8 @@ class RunSettings:
             if self.algorithm != "smc":
                 raise ValueError("particles are for algorithm='smc'")
             _check_whole("particles", self.particles, 1)
+        elif self.algorithm == "smc":
+            object.__setattr__(self, "particles", _SMC_PARTICLES)
         steps = (self.steps,) if _is_whole(self.steps) else self.steps
         if isinstance(steps, (str, bytes)) or not all(_is_whole(s) for s in _iterable(steps)):
             raise ValueError(f"steps must be whole numbers of distributions (each at least 2), "
@@ -209,7 +211,7 @@ class RunSettings:
     @property
     def particles_per_run(self) -> int:
         """Particles per run: 1 for AIS (one chain), ``particles`` (default 16) for SMC."""
-        return 1 if self.algorithm == "ais" else (self.particles or _SMC_PARTICLES)
+        return 1 if self.algorithm == "ais" else self.particles
 
 
 def _is_whole(value) -> bool:
