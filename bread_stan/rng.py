@@ -52,6 +52,11 @@ class Stream(enum.IntEnum):
     FIT = 2_000_000              # the NUTS fit's chains
     REVERSE_START = 3_000_000    # the protocol's chain to the reverse starts
     SIMULATOR_CHECK = 4_000_000  # the simulator check's chains
+    # Sequential Monte Carlo (bread_stan.ais.smc), s the run's AIS stream: a conditional
+    # run's free particles use SMC_FREE + s, each run's ancestor draws SMC_RESAMPLE + 2 s
+    # (forward) or + 2 s + 1 (conditional).
+    SMC_FREE = 20_000_000
+    SMC_RESAMPLE = 30_000_000
 
 
 @enum.unique
@@ -116,6 +121,7 @@ class Purpose(enum.Enum):
     ALGORITHM_CHAINS = ("algorithm", 1)
     ALGORITHM_REVERSE_START = ("algorithm", 2)
     ALGORITHM_REVERSE = ("algorithm", 3)
+    ALGORITHM_FREE_PARTICLES = ("algorithm", 4)  # conditional SMC's free particles
 
     @property
     def scope(self) -> str:

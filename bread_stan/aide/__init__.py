@@ -11,11 +11,11 @@ import sys
 import types
 
 from .algorithms import (AISAlgorithm, AlgorithmRuns, Cost, InferenceAlgorithm, MetaInference,
-                         ReferenceAlgorithm, SIRAlgorithm, TractableAlgorithm)
+                         ReferenceAlgorithm, SIRAlgorithm, SMCAlgorithm, TractableAlgorithm)
 from .estimator import AIDEResult, GoldSide, estimate_aide, gold_side
 
 __all__ = ["AISAlgorithm", "AlgorithmRuns", "Cost", "InferenceAlgorithm", "MetaInference",
-           "ReferenceAlgorithm", "SIRAlgorithm", "TractableAlgorithm", "AIDEResult", "GoldSide",
+           "ReferenceAlgorithm", "SIRAlgorithm", "SMCAlgorithm", "TractableAlgorithm", "AIDEResult", "GoldSide",
            "estimate_aide", "gold_side"]
 
 

@@ -15,7 +15,8 @@ is described by three things:
 Implementations: :class:`TractableAlgorithm` (any object with ``sample(rng, n)`` and
 ``log_density(points)``: a Gaussian approximation, an exact posterior), :class:`AISAlgorithm`
 (forward AIS; meta-inference is reverse AIS from the output), :class:`SIRAlgorithm`
-(importance sampling with resampling; meta-inference is conditional SIR), and
+(importance sampling with resampling; meta-inference is conditional SIR),
+:class:`SMCAlgorithm` (SMC with resampling; meta-inference is conditional SMC), and
 :class:`ReferenceAlgorithm` (draws taken as exact posterior draws; gold standard only).
 """
 
@@ -28,7 +29,7 @@ from typing import Any, Callable, Protocol, runtime_checkable
 import numpy as np
 from scipy.special import logsumexp
 
-from ..ais import engine
+from ..ais import engine, smc
 from ..ais.frozen_kernels import KernelSchedule
 from ..ais.gaussian_base import joint_density
 from ..kernels.base import Kernel, initial_state
@@ -37,7 +38,8 @@ from ..target import Target
 from ..errors import InputError
 
 __all__ = ["Cost", "AlgorithmRuns", "MetaInference", "InferenceAlgorithm", "TractableAlgorithm",
-           "AISAlgorithm", "SIRAlgorithm", "ReferenceAlgorithm", "log_density_of"]
+           "AISAlgorithm", "SIRAlgorithm", "SMCAlgorithm", "ReferenceAlgorithm",
+           "log_density_of"]
 
 
 @dataclass(frozen=True)
@@ -382,3 +384,79 @@ def _reversal_block(target: Target, starts: np.ndarray, kernel: Kernel,
     rev = engine.reverse(target, kernel, schedule, state.position, seed=reverse_seed,
                          first_chain=first_chain)
     return rev.log_estimates, grads + int(rev.n_grad)
+
+
+class SMCAlgorithm:
+    """Forward SMC with ``particles`` particles over a frozen kernel schedule, resampled at
+    the fixed steps ``resample_at``; meta-inference by conditional SMC (SPEC 8).
+
+    ``run``: base draws (n, P, d) from ``draw_base(n * P, derived_seed(seed, 0))``, then
+    :func:`~bread_stan.ais.smc.forward_smc` (``seed=derived_seed(seed, 1)``); log xi =
+    log p~(x) - L.  ``meta_log_xi``: the output's reversal, as
+    :class:`AISAlgorithm`'s: K_T on the output (stream 0 of ``derived_seed(seed, 2)``),
+    then :func:`~bread_stan.ais.smc.conditional_smc` from there with P - 1 free
+    particles from ``draw_base`` (``derived_seed(seed, 4)``; ``seed=derived_seed(seed,
+    3)``), whose U is log Z_hat: log xi = log p~(x) - U.  With P = 1 this is
+    :class:`AISAlgorithm`, number for number.
+    """
+
+    tractable = False
+
+    def __init__(self, target: Target, kernel: Kernel, schedule: KernelSchedule,
+                 draw_base: Callable[[int, int], np.ndarray], particles: int,
+                 resample_at=(), name: str | None = None):
+        self.target = target
+        self.kernel = kernel
+        self.schedule = schedule
+        self.draw_base = draw_base
+        self.particles = _check_count("particles", particles)
+        self.resample_at = np.asarray(resample_at, dtype=np.int64)
+        self.name = name or f"smc:{self.particles}"
+
+    @property
+    def dim(self) -> int:
+        return int(self.target.dim)
+
+    def _log_joint(self, x: np.ndarray) -> np.ndarray:
+        ev = self.target.evaluate(x, gradient=False)
+        return ev.log_prior + ev.log_lik
+
+    def run(self, n: int, seed: int) -> AlgorithmRuns:
+        n, P = _check_count("n", n), self.particles
+        t0 = time.perf_counter()
+        starts = self.draw_base(n * P, derived_seed(seed, Purpose.ALGORITHM_BASE)).reshape(n, P, self.dim)
+        fwd = smc.forward_smc(self.target, self.kernel, self.schedule, starts,
+                              seed=derived_seed(seed, Purpose.ALGORITHM_CHAINS), resample_at=self.resample_at)
+        x = fwd.final_positions
+        log_xi = self._log_joint(x) - fwd.log_estimates
+        return AlgorithmRuns(x, log_xi, Cost(gradients=int(fwd.n_grad), densities=n,
+                                             seconds=time.perf_counter() - t0))
+
+    def meta_log_xi(self, outputs: np.ndarray, m: int, seed: int) -> MetaInference:
+        x = _check_outputs(outputs, self.dim)
+        n, m, P = x.shape[0], _check_count("m", m), self.particles
+        t0 = time.perf_counter()
+        starts = np.repeat(x, m, axis=0)  # row i * m + j: trace j of output i
+        log_joint = self._log_joint(starts)
+        ok = np.isfinite(log_joint)
+        log_xi = np.full(n * m, -np.inf)
+        grads = 0
+        k = int(ok.sum())
+        if k:
+            state = initial_state(self.target, starts[ok], gradient=self.kernel.needs_gradient)
+            rng = ChainRandom.from_seed(derived_seed(seed, Purpose.ALGORITHM_REVERSE_START), k)
+            last = self.schedule.n_temperatures - 1
+            beta = np.full(k, float(self.schedule.betas[last]))
+            for _ in range(self.schedule.steps_per_temperature):
+                state, info = self.kernel.step(rng, state, self.target, beta,
+                                               self.schedule.params_at(last))
+                grads += int(np.sum(info.n_grad))
+            free = self.draw_base(k * (P - 1), derived_seed(seed, Purpose.ALGORITHM_FREE_PARTICLES)) if P > 1 else \
+                np.zeros((0, self.dim))
+            cond = smc.conditional_smc(self.target, self.kernel, self.schedule, state.position,
+                                       free.reshape(k, P - 1, self.dim),
+                                       seed=derived_seed(seed, Purpose.ALGORITHM_REVERSE), resample_at=self.resample_at)
+            log_xi[ok] = log_joint[ok] - cond.log_estimates
+            grads += int(cond.n_grad)
+        return MetaInference(log_xi.reshape(n, m), Cost(gradients=grads, densities=n * m,
+                                                        seconds=time.perf_counter() - t0))

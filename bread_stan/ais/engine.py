@@ -56,7 +56,7 @@ from ..target import Target
 from ..errors import InputError
 
 __all__ = ["AISRun", "forward", "reverse", "RunConfig", "run", "step_schedule",
-           "chain_diagnostics", "Group", "anneal"]
+           "chain_diagnostics", "Group", "anneal", "as_schedule", "jsonable_config"]
 
 log = logging.getLogger(__name__)
 
@@ -386,3 +386,14 @@ def _jsonable_config(config: RunConfig) -> dict:
     out = asdict(config)
     out["steps"] = list(config.steps)
     return out
+
+
+def as_schedule(schedule) -> KernelSchedule:
+    """A frozen kernel schedule as the engine reads it (a bare array of betas becomes
+    a schedule without kernel params, one step per temperature)."""
+    return _as_schedule(schedule)
+
+
+def jsonable_config(config: RunConfig) -> dict:
+    """``config`` as saved in a result's settings."""
+    return _jsonable_config(config)

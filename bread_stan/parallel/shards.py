@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from ..ais import engine
+from ..ais import engine, smc
 from ..ais.results import DirectionResult, StepResult
 from ..errors import BreadStanError, InputError
 from ..rng import Stream
@@ -97,6 +97,7 @@ class ShardContext:
     config: engine.RunConfig | None = None
     threads: int = 1
     base: GaussianBase | None = None
+    smc: Any = None  # an SMCConfig: the shards run SMC (bread_stan.ais.smc) instead of AIS
 
 
 _TARGETS: dict[str, Target] = {}  # per worker process
@@ -131,6 +132,8 @@ def run_shard(context: ShardContext, shard: Shard, seed: int, start: np.ndarray
     exact posterior draw, or the block's reference draws, for reverse); its per-chain arrays and metadata, in the form
     :func:`~bread_stan.store.save_unit` writes."""
     target = _target(context)
+    if context.smc is not None:
+        return _run_smc_shard(target, context, shard, seed, start)
     _, schedule, every = engine.step_schedule(context.config, context.tuned, shard.n_steps)
     run = engine.forward if shard.direction == "forward" else engine.reverse
     extra = {} if shard.direction == "forward" else {"n_chains": shard.n_chains}
@@ -147,6 +150,38 @@ def run_shard(context: ShardContext, shard: Shard, seed: int, start: np.ndarray
     return arrays, {"shard": shard.key, "wall_time": out.wall_time}
 
 
+def _run_smc_shard(target: Target, context: ShardContext, shard: Shard, seed: int,
+                   start) -> tuple[dict[str, np.ndarray], dict]:
+    """An SMC shard: forward runs from ``start`` (runs, 2P - 1, d), or conditional runs
+    from ``start`` = (exact draw(s), the same (runs, 2P - 1, d) prior draws); the runs'
+    streams are those of :func:`smc.run <bread_stan.ais.smc.run>`'s first step count."""
+    betas, schedule, every = engine.step_schedule(context.config, context.tuned, shard.n_steps)
+    P = context.smc.particles
+    at = context.smc.steps_for(betas, context.tuned)
+    if shard.direction == "forward":
+        out = smc.forward_smc(target, context.kernel, schedule, start[:, :P], seed=seed,
+                              resample_at=at, stream=_STREAMS["forward"],
+                              increments_every=every, first_run=shard.first_chain)
+        weights = out.log_estimates
+    else:
+        x_star, prior = start
+        x_star = np.repeat(np.reshape(x_star, (1, -1)), shard.n_chains, axis=0) \
+            if np.ndim(x_star) == 1 else x_star
+        out = smc.conditional_smc(target, context.kernel, schedule, x_star, prior[:, P:],
+                                  seed=seed, resample_at=at, stream=_STREAMS["reverse"],
+                                  increments_every=every, first_run=shard.first_chain)
+        weights = -out.log_estimates
+    arrays = {"log_estimates": out.log_estimates, "log_weights": weights,
+              **{f"stat__{k}": np.asarray(out.chain_stats[k]) for k in _STATS}}
+    if out.cumulative is not None:
+        arrays["cumulative"] = out.cumulative
+        arrays["cumulative_at"] = out.cumulative_at
+    if shard.direction == "forward":
+        arrays["positions"] = out.final_positions
+    return arrays, {"shard": shard.key, "wall_time": out.wall_time, "particles": P,
+                    "resampling_steps": int(at.size)}
+
+
 def run_on_target(context: ShardContext, function, *args):
     """``function(target, *args)`` on a worker, with ``context``'s model target
     (AIDE's blocks of AIS runs; ``context.tuned`` and ``config`` are not used)."""
@@ -160,11 +195,15 @@ def join_direction(parts: list[tuple[dict, dict]], n_trans: int,
               for k in parts[0][0] if k not in ("cumulative_at", "positions")}
     stats = {k: arrays[f"stat__{k}"] for k in _STATS}
     cumulative = arrays.get("cumulative")
+    particles = int(parts[0][1].get("particles", 1))  # SMC: transitions per run are P times
+    diagnostics = engine.chain_diagnostics(arrays["log_weights"], stats, n_trans * particles,
+                                           shared_batch=shared_batch)
+    if "resampling_steps" in parts[0][1]:
+        diagnostics["particles"] = float(particles)
+        diagnostics["resampling_steps"] = float(parts[0][1]["resampling_steps"])
     return DirectionResult(
         arrays["log_estimates"], float(sum(m["wall_time"] for _, m in parts)),
-        int(stats["n_grad"].sum()),
-        engine.chain_diagnostics(arrays["log_weights"], stats, n_trans,
-                                 shared_batch=shared_batch),
+        int(stats["n_grad"].sum()), diagnostics,
         cumulative, parts[0][0]["cumulative_at"] if cumulative is not None else None)
 
 

@@ -19,7 +19,7 @@ from ..store import CorruptFileError, load_unit, save_unit, set_aside
 from .executor import Executor
 from .shards import Shard, ShardContext, join_problem, plan_shards, run_shard
 
-__all__ = ["run_steps_in_shards"]
+__all__ = ["run_steps_in_shards", "shard_start"]
 
 
 def run_steps_in_shards(contexts: list[ShardContext], starts_at, seed_at, steps: Sequence[int],
@@ -41,7 +41,8 @@ def run_steps_in_shards(contexts: list[ShardContext], starts_at, seed_at, steps:
     for T in steps:
         starts = starts_at(T)
         forward = [f.shape[0] for f, _ in starts]
-        reverse = [r.shape[0] if np.ndim(r) == 2 else n for (_, r), n in zip(starts, forward)]
+        reverse = [r.shape[0] if not isinstance(r, tuple) and np.ndim(r) == 2 else n
+                   for (_, r), n in zip(starts, forward)]
         plans[T] = plan_shards(T, forward, executor.block_size(max(forward + reverse)), reverse)
         parts[T] = {}
         for shard in plans[T]:
@@ -49,9 +50,8 @@ def run_steps_in_shards(contexts: list[ShardContext], starts_at, seed_at, steps:
                 parts[T][shard] = saved[shard.key]
                 continue
             k, first = shard.problem, shard.first_chain
-            start = starts[k][0 if shard.direction == "forward" else 1]
-            if np.ndim(start) == 2:
-                start = start[first:first + shard.n_chains]
+            start = shard_start(starts[k][0 if shard.direction == "forward" else 1], first,
+                                shard.n_chains)
             tasks[shard.key] = (shared[k], shard, seed_at(T, k), start)
     by_key = {shard.key: shard for plan in plans.values() for shard in plan}
 
@@ -96,3 +96,11 @@ def _saved_shards(shard_dir: Path | None, fingerprint: str) -> dict[str, tuple]:
         if meta.get("fingerprint") == fingerprint:
             saved[meta["shard"]] = (arrays, meta)
     return saved
+
+
+def shard_start(start, first: int, n: int):
+    """A shard's rows of its starts: one exact draw (d,) is shared; (runs, ...) arrays
+    are sliced; a tuple (SMC's exact draw and prior particles) slices each part."""
+    if isinstance(start, tuple):
+        return tuple(shard_start(part, first, n) for part in start)
+    return start[first:first + n] if np.ndim(start) >= 2 else start

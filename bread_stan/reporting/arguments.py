@@ -111,6 +111,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a trusted upper bound on log p(y): adds a KL(q||p) bound")
     p.add_argument("--known-lower", type=float, default=None,
                    help="a trusted lower bound on log p(y): adds a KL(p||q) bound")
+    p.add_argument("--algorithm", choices=("ais", "smc"), default="ais",
+                   help="ais, or smc: sequential Monte Carlo with --particles per run, "
+                   "resampled where the pilot expects the effective sample size to halve "
+                   "(default ais)")
+    p.add_argument("--particles", type=_whole(1), default=None,
+                   help="particles per SMC run (with --algorithm smc; default 16)")
 
     p = sub.add_parser("compare", help="BREAD for several programs of one model, shared data")
     p.add_argument("models", type=Path, nargs="+", help="model programs to compare")
@@ -181,7 +187,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="gold standard: ais:T or reference (default ais:10000)")
     p.add_argument("--target", nargs="+", default=["advi-meanfield"],
                    help="one or more of advi-meanfield, advi-fullrank, laplace, pathfinder, "
-                   "ais:T, sir:P (default advi-meanfield)")
+                   "ais:T, smc:P:T (P particles, T distributions), sir:P "
+                   "(default advi-meanfield)")
     p.add_argument("--n-gold", type=_whole(2), default=100, help="gold runs (default 100)")
     p.add_argument("--n-target", type=_whole(2), default=100, help="target runs (default 100)")
     p.add_argument("--m-gold", type=_whole(1), default=1,

@@ -101,7 +101,9 @@ def _settings(args):
                       exact_draws=getattr(args, "exact_draws", 1),
                       threads=args.threads, schedule=ScheduleSpec(kind=args.schedule),
                       progress=not args.quiet and sys.stderr.isatty(),
-                      check_simulator=not getattr(args, "no_check", False))
+                      check_simulator=not getattr(args, "no_check", False),
+                      algorithm=getattr(args, "algorithm", "ais"),
+                      particles=getattr(args, "particles", None))
     return sampler, run
 
 

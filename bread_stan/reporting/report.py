@@ -231,8 +231,9 @@ def _sections(result: BreadResult) -> list[tuple[str, str]]:
         ("The simulator check " + ("passed." if check.get("passed") else "FAILED: " +
                                    str(check.get("message", "")))) if check else
         "The simulator check did not run for this result.",
-        "The bound is on AIS with this kernel and these numbers of distributions, on data "
-        "simulated from the model, not on another sampler or on the real data."])))
+        f"The bound is on {_algorithm_name(result)} with this kernel and these numbers of "
+        "distributions, on data simulated from the model, not on another sampler or on the "
+        "real data."])))
     if verdicts and verdicts[-1].exact_draws > 1:
         best = max(result.steps, key=lambda s: s.n_steps)
         sections.append((f"Simulated problems at {best.n_steps} distributions",
@@ -256,13 +257,30 @@ def _sections(result: BreadResult) -> list[tuple[str, str]]:
     return sections
 
 
+def _algorithm_name(result: BreadResult) -> str:
+    run = result.settings.get("run") or {}
+    if run.get("algorithm") != "smc":
+        return "AIS"
+    return f"SMC with {run.get('particles')} particles"
+
+
 def _schedule_section(result: BreadResult) -> str:
     """How the betas were placed and which metric the frozen kernel uses."""
     kind = (result.settings.get("run") or {}).get("schedule", {}).get("kind")
     tuning = result.extra.get("tuning") or {}
     if not kind or not result.steps:
         return ""
-    lines = [f"- Schedule: **{kind}**" + (
+    lines = []
+    run = result.settings.get("run") or {}
+    if run.get("algorithm") == "smc":
+        resampled = ", ".join(
+            f"{int(s.forward.diagnostics.get('resampling_steps', 0))} at T = {s.n_steps}"
+            for s in result.steps)
+        lines.append(f"- Algorithm: **{_algorithm_name(result)}**: each chain in the tables "
+                     "is one run of that many particles (the reverse ones conditional SMC "
+                     "from the exact draw); the bound is on the output particle's "
+                     f"distribution.  Resampling steps: {resampled}.")
+    lines += [f"- Schedule: **{kind}**" + (
         " (betas at equal shares of the path's thermodynamic length, from the pilot's "
         "sd of the log likelihood along beta)" if kind == "adaptive" else "") + "."]
     metric = tuning.get("inv_metric")

@@ -8,6 +8,9 @@
   the unconstrained space, fitted by Laplace or to reference draws and widened: any
   program), kernel tuned once on never-scored pilot chains and frozen (as in
   :func:`~bread_stan.workflows.subjective.subjective`); meta-inference by reverse AIS;
+- ``"smc:P:T"``: sequential Monte Carlo (:mod:`bread_stan.ais.smc`) with P particles and T
+  distributions along the same path and kernels as ``"ais:T"``, resampled at the steps the
+  pilot chooses; meta-inference by conditional SMC;
 - ``"sir:P"``: importance sampling with resampling over P particles, the proposal being
   the Gaussian q0 above; meta-inference by conditional SIR;
 - ``"laplace"``, ``"advi-meanfield"``, ``"advi-fullrank"``, ``"pathfinder"``: the
@@ -37,7 +40,8 @@ from typing import Any
 import numpy as np
 
 from ..aide import (AIDEResult, AISAlgorithm, Cost, GoldSide, ReferenceAlgorithm, SIRAlgorithm,
-                    TractableAlgorithm, estimate_aide, gold_side)
+                    SMCAlgorithm, TractableAlgorithm, estimate_aide, gold_side)
+from ..ais import smc
 from ..ais.betas import ScheduleSpec
 from ..ais.gaussian_base import GaussianBase, GaussianBaseTarget
 from ..approx import METHODS, approximate
@@ -61,16 +65,24 @@ __all__ = ["aide", "parse_algorithm", "AIDESpecError"]
 log = logging.getLogger(__name__)
 
 _SPEC = re.compile(r"(ais|sir):(\d+)")
+_SMC_SPEC = re.compile(r"smc:(\d+):(\d+)")
 
 
 class AIDESpecError(BreadStanError, ValueError):
     """An algorithm spec that is not understood or not allowed in its role."""
 
 
-def parse_algorithm(spec: str) -> tuple[str, int | None]:
-    """``"ais:100"`` -> ("ais", 100), ``"sir:1000"`` -> ("sir", 1000), ``"laplace"`` ->
-    ("laplace", None); an unknown spec raises :class:`AIDESpecError` listing the known."""
+def parse_algorithm(spec: str) -> tuple[str, int | tuple[int, int] | None]:
+    """``"ais:100"`` -> ("ais", 100), ``"sir:1000"`` -> ("sir", 1000), ``"smc:16:100"``
+    -> ("smc", (16, 100)), ``"laplace"`` -> ("laplace", None); an unknown spec raises
+    :class:`AIDESpecError` listing the known."""
     text = str(spec).strip().lower()
+    smc_match = _SMC_SPEC.fullmatch(text)
+    if smc_match:
+        particles, steps = int(smc_match.group(1)), int(smc_match.group(2))
+        if particles < 1 or steps < 2:
+            raise AIDESpecError(f"{spec}: SMC needs at least 1 particle and 2 distributions")
+        return "smc", (particles, steps)
     match = _SPEC.fullmatch(text)
     if match:
         size = int(match.group(2))
@@ -79,7 +91,7 @@ def parse_algorithm(spec: str) -> tuple[str, int | None]:
         return match.group(1), size
     if text in METHODS or text == "reference":
         return text, None
-    raise AIDESpecError(f"unknown algorithm {spec!r}; use ais:T, sir:P, "
+    raise AIDESpecError(f"unknown algorithm {spec!r}; use ais:T, smc:P:T, sir:P, "
                         f"{', '.join(METHODS)} or (gold only) reference")
 
 
@@ -193,6 +205,14 @@ class _Setup:
             return AISAlgorithm(target, kernel, schedule, draw_base, name=f"ais:{size}",
                                 run_blocks=self.block_runner(),
                                 block_size=self.executor.chains_per_shard)
+        if kind == "smc":
+            particles, steps = size
+            target, draw_base, kernel, tuned = self.ais_parts()
+            betas = self.schedule.lazy(steps, tuned)
+            schedule = tuned.schedule(betas, self.sampler.steps_per_temperature)
+            at = smc.SMCConfig(particles=particles).steps_for(betas, tuned)
+            return SMCAlgorithm(target, kernel, schedule, draw_base, particles, at,
+                                name=f"smc:{particles}:{steps}")
         if kind == "sir":
             return SIRAlgorithm(self.stan, self.q0(), size, name=f"sir:{size}")
         if kind == "reference":

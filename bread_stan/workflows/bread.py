@@ -30,7 +30,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..ais import engine
+from ..ais import engine, smc
 from ..ais.results import BreadResult, DirectionResult, StepResult
 from ..ais.tuning import TunedKernel
 from ..ais.verdict import VerdictSettings
@@ -94,7 +94,8 @@ def _run_problem(problems: list[Problem], simulator: Simulator, sampler: Sampler
         result.save_header(out_dir)
 
     todo = [T for T in run.steps if T not in done]
-    warn_if_costly(first.name, tuned, todo, 2 * run.chains * sampler.steps_per_temperature,
+    warn_if_costly(first.name, tuned, todo,
+                   2 * run.chains * run.particles_per_run * sampler.steps_per_temperature,
                    first.target.dim)
     for T in sorted(done):
         log.info("%s: %d distributions already done, loaded from %s", first.name, T, out_dir)
@@ -124,12 +125,22 @@ def _run_step(problems: list[Problem], simulator: Simulator, kernel, tuned,
     """Forward and reverse AIS with T distributions; with several problems, the chains
     are split among them and the step records which chain ran on which problem."""
     config = _ais_config(sampler, run, T, run.progress)
-    parts = [engine.run(problem.target, kernel, prior, problem.x_star,
-                        seed=problem_seed(run.seed, Purpose.CHAINS, T, k), tuned=tuned,
-                        config=config, model=problem.name).steps[0]
+    parts = [_engine_run(problem, kernel, prior, run,
+                         problem_seed(run.seed, Purpose.CHAINS, T, k), tuned, config)
              for k, (problem, prior) in enumerate(zip(problems,
                                                       _prior_starts(problems, simulator, run, T)))]
     return _join_problems(problems, parts)
+
+
+def _engine_run(problem: Problem, kernel, prior: np.ndarray, run: RunSettings, seed: int,
+                tuned, config: engine.RunConfig) -> StepResult:
+    """One step count on one problem: AIS, or SMC when ``run.algorithm`` says so."""
+    if run.algorithm == "smc":
+        return smc.run(problem.target, kernel, prior, problem.x_star, seed=seed, tuned=tuned,
+                       config=config, model=problem.name,
+                       smc=smc.SMCConfig(particles=run.particles_per_run)).steps[0]
+    return engine.run(problem.target, kernel, prior, problem.x_star, seed=seed, tuned=tuned,
+                      config=config, model=problem.name).steps[0]
 
 
 def _ais_config(sampler: SamplerSettings, run: RunSettings, T: int,
@@ -141,13 +152,18 @@ def _ais_config(sampler: SamplerSettings, run: RunSettings, T: int,
 
 def _prior_starts(problems: list[Problem], simulator: Simulator, run: RunSettings,
                   T: int) -> list[np.ndarray]:
-    """The forward chains' exact prior draws at ``T`` (unconstrained), per problem."""
-    draws = simulator.simulate(run.chains, derived_seed(run.seed, Purpose.PRIOR, T))
+    """The forward chains' exact prior draws at ``T`` (unconstrained), per problem; for
+    SMC, (runs, 2P - 1, d): each run's forward particles and its conditional run's
+    free ones."""
+    per = 1 if run.algorithm == "ais" else 2 * run.particles_per_run - 1
+    draws = simulator.simulate(run.chains * per, derived_seed(run.seed, Purpose.PRIOR, T))
     starts = []
     for problem, rows in zip(problems, np.array_split(np.arange(run.chains), len(problems))):
+        rows = (rows[:, None] * per + np.arange(per)).ravel()
         params, _ = split_draw({name: v[rows] for name, v in draws.items()},
                                problem.target.compiled)
-        starts.append(problem.target.param_unconstrain_batch(params))
+        u = problem.target.param_unconstrain_batch(params)
+        starts.append(u if run.algorithm == "ais" else u.reshape(-1, per, u.shape[1]))
     return starts
 
 
@@ -170,10 +186,14 @@ def _run_steps_on_dask(problems: list[Problem], simulator: Simulator, kernel, tu
     """Run ``steps`` in shards on ``executor``'s cluster (see :func:`run_steps_in_shards`);
     each step is joined exactly as :func:`_run_step` returns it."""
     config = _ais_config(sampler, run, steps[0] if steps else 2, False)
-    contexts = [ShardContext(p.target.compiled, p.data, kernel, tuned, config)
+    smc_config = (smc.SMCConfig(particles=run.particles_per_run) if run.algorithm == "smc"
+                  else None)
+    contexts = [ShardContext(p.target.compiled, p.data, kernel, tuned, config, smc=smc_config)
                 for p in problems]
+    # SMC: a reverse shard needs the exact draw and its runs' free prior particles.
     run_steps_in_shards(
-        contexts, lambda T: [(prior, p.x_star) for p, prior in
+        contexts, lambda T: [(prior, p.x_star if smc_config is None else (p.x_star, prior))
+                             for p, prior in
                              zip(problems, _prior_starts(problems, simulator, run, T))],
         lambda T, k: problem_seed(run.seed, Purpose.CHAINS, T, k), steps,
         sampler.steps_per_temperature, out_dir, fingerprint, executor,

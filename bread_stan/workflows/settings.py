@@ -16,7 +16,10 @@ from ..kernels.nuts import NUTS, NUTSParams
 from ..kernels.registry import kernel_entry
 from ..errors import InputError
 
-__all__ = ["RunSettings", "SamplerSettings"]
+__all__ = ["RunSettings", "SamplerSettings", "SMC_PARTICLES"]
+
+SMC_PARTICLES = 16  # particles per SMC run unless RunSettings.particles says
+
 
 def _is_whole(value) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
@@ -127,6 +130,11 @@ class RunSettings:
 
     ``check_simulator`` runs the simulator check before the AIS runs (its result
     never changes the bounds, so it is not part of the resume fingerprint).
+
+    ``algorithm`` "smc" runs sequential Monte Carlo (:mod:`bread_stan.ais.smc`)
+    instead of AIS: ``chains`` runs per direction of ``particles`` particles each
+    (default 16), resampled where the pilot says the effective sample size would
+    fall below half; the bound is on the Jeffreys divergence of SMC's output.
     """
 
     steps: tuple[int, ...] = (10, 100, 1000)
@@ -138,8 +146,18 @@ class RunSettings:
     progress: bool = True
     exact_draws: int = 1
     check_simulator: bool = True
+    algorithm: str = "ais"
+    particles: int | None = None
 
     def __post_init__(self):
+        if self.algorithm not in ("ais", "smc"):
+            raise InputError(f"unknown algorithm {self.algorithm!r}; use 'ais' or 'smc'")
+        if self.particles is not None:
+            if self.algorithm != "smc":
+                raise InputError("particles are for algorithm='smc'")
+            _check_whole("particles", self.particles, 1)
+        elif self.algorithm == "smc":
+            object.__setattr__(self, "particles", SMC_PARTICLES)
         steps = (self.steps,) if _is_whole(self.steps) else self.steps
         if isinstance(steps, (str, bytes)) or not all(_is_whole(s) for s in _iterable(steps)):
             raise InputError(f"steps must be whole numbers of distributions (each at least 2), "
@@ -165,4 +183,12 @@ class RunSettings:
     def scored(self) -> dict[str, Any]:
         """The settings that change the numbers (those a resumed run must share), as a
         dict: all but the step counts, progress, threads and the simulator check."""
-        return {k: v for k, v in asdict(self).items() if k not in self.UNSCORED}
+        unscored = self.UNSCORED
+        if self.algorithm == "ais":  # AIS results saved before SMC existed keep their fingerprint
+            unscored += ("algorithm", "particles")
+        return {k: v for k, v in asdict(self).items() if k not in unscored}
+
+    @property
+    def particles_per_run(self) -> int:
+        """Particles per run: 1 for AIS (one chain), ``particles`` (default 16) for SMC."""
+        return 1 if self.algorithm == "ais" else self.particles
