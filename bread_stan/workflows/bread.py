@@ -61,7 +61,7 @@ def _run_problem(problems: list[Problem], simulator: Simulator, sampler: Sampler
                  verdict: VerdictSettings, data: Mapping,
                  executor: Executor | None = None) -> BreadResult:
     """Tune on the first problem, check the simulator with the frozen kernel, then run
-    every step count over all problems (here, or in shards on ``executor``'s cluster)."""
+    every step count over all problems on ``executor`` (here by default)."""
     kernel, base_params = sampler.make()
     first = problems[0]
     extra = {"truth": first.truth, "simulated_data": first.simulated_data,
@@ -107,29 +107,12 @@ def _run_problem(problems: list[Problem], simulator: Simulator, sampler: Sampler
         if not verdict.consistent:
             log.warning("%s, %d distributions: %s", first.name, step.n_steps, verdict.message)
 
-    if executor is not None and executor.kind == "dask":
-        _run_steps_on_dask(problems, simulator, kernel, tuned, sampler, run, todo, out_dir,
-                           header["fingerprint"], executor, finish)
-    else:
-        for T in todo:
-            finish(_run_step(problems, simulator, kernel, tuned, sampler, run, T))
+    _run_steps(problems, simulator, kernel, tuned, sampler, run, todo, out_dir,
+               header["fingerprint"], executor or Executor(), finish)
     result.steps.sort(key=lambda s: s.n_steps)
     if out_dir is not None:
         result.save(out_dir)
     return result
-
-
-def _run_step(problems: list[Problem], simulator: Simulator, kernel, tuned,
-              sampler: SamplerSettings, run: RunSettings, T: int) -> StepResult:
-    """Forward and reverse AIS with T distributions; with several problems, the chains
-    are split among them and the step records which chain ran on which problem."""
-    config = _ais_config(sampler, run, T, run.progress)
-    parts = [engine.run(problem.target, kernel, prior, problem.x_star,
-                        seed=problem_seed(run.seed, Purpose.CHAINS, T, k), tuned=tuned,
-                        config=config, model=problem.name).steps[0]
-             for k, (problem, prior) in enumerate(zip(problems,
-                                                      _prior_starts(problems, simulator, run, T)))]
-    return _join_problems(problems, parts)
 
 
 def _ais_config(sampler: SamplerSettings, run: RunSettings, T: int,
@@ -163,14 +146,14 @@ def _join_problems(problems: list[Problem], parts: list[StepResult]) -> StepResu
                                        for name in parts[0].draws})
 
 
-def _run_steps_on_dask(problems: list[Problem], simulator: Simulator, kernel, tuned,
-                       sampler: SamplerSettings, run: RunSettings, steps: Sequence[int],
-                       out_dir: Path | None, fingerprint: str, executor: Executor,
-                       finish) -> None:
-    """Run ``steps`` in shards on ``executor``'s cluster (see :func:`run_steps_in_shards`);
-    each step is joined exactly as :func:`_run_step` returns it."""
+def _run_steps(problems: list[Problem], simulator: Simulator, kernel, tuned,
+               sampler: SamplerSettings, run: RunSettings, steps: Sequence[int],
+               out_dir: Path | None, fingerprint: str, executor: Executor, finish) -> None:
+    """Run ``steps`` in shards on ``executor`` (see :func:`run_steps_in_shards`: locally
+    one batch per problem, as :func:`engine.run <bread_stan.ais.engine.run>`); each
+    step's problems joined into one step, its forward chains' draws constrained."""
     config = _ais_config(sampler, run, steps[0] if steps else 2, False)
-    contexts = [ShardContext(p.target.compiled, p.data, kernel, tuned, config)
+    contexts = [ShardContext(p.target.compiled, p.data, kernel, tuned, config, target=p.target)
                 for p in problems]
     run_steps_in_shards(
         contexts, lambda T: [(prior, p.x_star) for p, prior in
