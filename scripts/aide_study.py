@@ -54,7 +54,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bread_stan.aide import AIDEResult  # noqa: E402
+from bread_stan.meta import AIDEResult  # noqa: E402
 from bread_stan.approx import METHODS  # noqa: E402
 from bread_stan.errors import BreadStanError  # noqa: E402
 from bread_stan.reporting.aide_report import aide_table, write_aide_report  # noqa: E402

@@ -18,7 +18,7 @@ from bread_stan.ais.betas import sigmoidal
 from bread_stan.ais.estimators import jeffreys_bound
 from bread_stan.ais.frozen_kernels import KernelSchedule
 from bread_stan.ais.gaussian_base import GaussianBase
-from bread_stan.aide import (AISAlgorithm, ReferenceAlgorithm, SIRAlgorithm, TractableAlgorithm,
+from bread_stan.meta import (AISAlgorithm, ReferenceAlgorithm, SIRAlgorithm, TractableAlgorithm,
                              estimate_aide, gold_side)
 from bread_stan.approx import advi, laplace
 from bread_stan.exact.conjugate import simulate_regression

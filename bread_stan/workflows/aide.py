@@ -1,7 +1,7 @@
 """AIDE on a Stan model and data: how far is an approximation from a gold standard (SPEC 7.3).
 
 :func:`aide` builds two inference algorithms from short specs and runs the AIDE estimator
-(:mod:`bread_stan.aide`) on them:
+(:mod:`bread_stan.meta`) on them:
 
 - ``"ais:T"``: forward AIS with T distributions from the base (the prior, with the
   ``prior_only`` split and a simulator program for exact prior draws; or a Gaussian q0 in
@@ -14,11 +14,11 @@
   Gaussian approximations of :mod:`bread_stan.approx` (tractable output density);
 - ``"reference"`` (gold only): reference draws (the user's, or the toolkit's NUTS fit),
   thinned, taken as exact posterior draws.  The unknown log Z cancels between the two
-  terms (see :class:`~bread_stan.aide.algorithms.ReferenceAlgorithm`), so the estimate
+  terms (see :class:`~bread_stan.meta.algorithms.ReferenceAlgorithm`), so the estimate
   is AIDE with an exact gold when the reference is exact; otherwise the subjective
   divergence's caveats apply.
 
-Any :class:`~bread_stan.aide.algorithms.InferenceAlgorithm` object may be given instead of a
+Any :class:`~bread_stan.meta.algorithms.InferenceAlgorithm` object may be given instead of a
 spec.  With ``out_dir``, the gold side (the expensive part) is saved once as a unit
 ``gold.npz`` and shared by every target run into the same directory; each target's result
 is a unit ``aide-<target>.npz`` plus ``aide-<target>.json`` (estimate under
@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from ..aide import (AIDEResult, AISAlgorithm, Cost, GoldSide, ReferenceAlgorithm, SIRAlgorithm,
+from ..meta import (AIDEResult, AISAlgorithm, Cost, GoldSide, ReferenceAlgorithm, SIRAlgorithm,
                     TractableAlgorithm, estimate_aide, gold_side)
 from ..ais.betas import ScheduleSpec
 from ..ais.gaussian_base import GaussianBase, GaussianBaseTarget
@@ -257,7 +257,7 @@ def aide(model, data=None, *, gold: Any = "ais:10000", target: Any = "advi-meanf
     Gaussian q0.  ``reference``: draws for a ``"reference"`` gold or a reference-fitted
     base (anything :func:`~bread_stan.workflows.subjective.load_reference` takes; default
     the toolkit's NUTS fit with ``fit_settings``).  Returns an
-    :class:`~bread_stan.aide.estimator.AIDEResult` (in nats); ``cost`` adds the fitting
+    :class:`~bread_stan.meta.estimator.AIDEResult` (in nats); ``cost`` adds the fitting
     cost of an approximation under ``"target_fit"``.  ``executor``
     (:class:`~bread_stan.parallel.executor.Executor`) runs the AIS runs and their
     reverse meta-inference chains in blocks on a Dask cluster, with the numbers of
