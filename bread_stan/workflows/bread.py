@@ -288,31 +288,16 @@ def compare(models: Mapping[str, Any] | Sequence, simulator, data=None, *,
         data = load_data(data)
         sim = Simulator(sim_compiled, data, hyper=hyper, threads=run.threads)
         truths = _truth_draws(sim, run)
-        remote = {}
-        if executor is not None and executor.kind == "dask":
-            remote = _programs_on_dask(executor, models, compiled, sim_compiled, data, hyper,
-                                       truths, sampler, run, out, simulator,
-                                       verdict or VerdictSettings())
-        results = {}
-        for (label, program), built in zip(models.items(), compiled):
-            if label in remote:
-                results[label] = remote[label]
-                continue
-            problems = [simulate_problem(label, built, sim, data, run.seed, run.threads,
-                                          truth) for truth in truths]
-            header = _header(label, program, simulator, data, sampler, run, hyper)
-            sub = out / label if out is not None else None
-            if sub is not None:
-                sub.mkdir(exist_ok=True)
-            results[label] = _run_problem(problems, sim, sampler, run, sub, header, None,
-                                          verdict or VerdictSettings(), data, executor)
-        return results
+        return _run_programs(executor or Executor(), models, compiled, sim_compiled, data,
+                             hyper, truths, sampler, run, out, simulator,
+                             verdict or VerdictSettings())
 
 
 @dataclass(frozen=True)
 class _ProgramJob:
-    """One whole program of a comparison, for a Dask worker: its problems are rebuilt
-    from the shared simulator, data and truths, and the step counts ``run.steps`` run."""
+    """One whole program of a comparison, one task: its problems are rebuilt from the
+    shared simulator, data and truths, and the step counts ``run.steps`` run (saved and
+    resumed in ``out_dir`` when the task runs in this process)."""
 
     label: str
     model: CompiledModel
@@ -324,45 +309,53 @@ class _ProgramJob:
     run: RunSettings
     header: dict
     verdict: VerdictSettings
+    out_dir: Path | None = None
 
 
-def _run_program(job: _ProgramJob) -> BreadResult:
-    """Run one program of a comparison on a worker (threads: 1, no output directory)."""
-    sim = Simulator(job.simulator, job.data, hyper=job.hyper, threads=1)
-    problems = [simulate_problem(job.label, job.model, sim, job.data, job.run.seed, 1, truth)
-                for truth in job.truths]
-    return _run_problem(problems, sim, job.sampler, job.run, None, job.header, None,
-                        job.verdict, job.data)
+def _run_program(job: _ProgramJob, executor: Executor | None = None) -> BreadResult:
+    """Run one program of a comparison (on a worker: threads 1, no output directory);
+    ``executor`` is recorded as what ran it (default: here)."""
+    threads = job.run.threads
+    sim = Simulator(job.simulator, job.data, hyper=job.hyper, threads=threads)
+    problems = [simulate_problem(job.label, job.model, sim, job.data, job.run.seed, threads,
+                                 truth) for truth in job.truths]
+    return _run_problem(problems, sim, job.sampler, job.run, job.out_dir, job.header, None,
+                        job.verdict, job.data, executor)
 
 
-def _programs_on_dask(executor: Executor, models: Mapping, compiled, sim_compiled, data,
-                      hyper, truths, sampler: SamplerSettings, run: RunSettings,
-                      out: Path | None, simulator, verdict: VerdictSettings
-                      ) -> dict[str, BreadResult]:
-    """Run every program's missing step counts as one task each.  With ``out``, each
-    program's tuning, simulator check and steps are saved in ``out/LABEL`` as it
-    arrives, and the local pass of :func:`compare` that follows only loads them (returns
-    nothing); without, returns the programs' results."""
+def _run_programs(executor: Executor, models: Mapping, compiled, sim_compiled, data,
+                  hyper, truths, sampler: SamplerSettings, run: RunSettings,
+                  out: Path | None, simulator, verdict: VerdictSettings
+                  ) -> dict[str, BreadResult]:
+    """Run every program as one task on ``executor``.  Tasks run in this process save
+    and resume each step count in ``out/LABEL`` themselves; tasks sent to a cluster run
+    only the step counts missing there, and each is saved in ``out/LABEL`` as it arrives,
+    then reloaded with the steps saved before.  Returns one result per label."""
+    here = executor.in_process
     tasks, results = {}, {}
     for (label, program), built in zip(models.items(), compiled):
         header = _header(label, program, simulator, data, sampler, run, hyper)
-        done: set[int] = set()
-        if out is not None:
-            (out / label).mkdir(exist_ok=True)
-            done = resume_steps(BreadResult(label, header, [], {}), out / label, header)
-        missing = tuple(T for T in run.steps if T not in done)
-        if missing:
-            tasks[label] = (_ProgramJob(label, built, sim_compiled, dict(data),
-                                        None if hyper is None else dict(hyper), truths,
-                                        sampler, replace(run, steps=missing, progress=False,
-                                                         threads=1), header, verdict),)
+        sub = out / label if out is not None else None
+        if sub is not None:
+            sub.mkdir(exist_ok=True)
+        job_run = run
+        if not here:
+            done = (resume_steps(BreadResult(label, header, [], {}), sub, header)
+                    if sub is not None else set())
+            missing = tuple(T for T in run.steps if T not in done)
+            if not missing:
+                continue
+            job_run = replace(run, steps=missing, progress=False, threads=1)
+        tasks[label] = (_ProgramJob(label, built, sim_compiled, dict(data),
+                                    None if hyper is None else dict(hyper), truths, sampler,
+                                    job_run, header, verdict, sub if here else None),)
 
     def arrived(label: str, result: BreadResult) -> None:
-        log.info("%s: done on Dask", label)
-        if out is None:
+        if here or out is None:
             result.extra["executor"] = executor.describe()
             results[label] = result
             return
+        log.info("%s: done on Dask", label)
         sub = out / label
         TunedKernel.from_dict(result.extra["tuning"]).save(sub / "tuning.json")
         for step in result.steps:
@@ -371,7 +364,21 @@ def _programs_on_dask(executor: Executor, models: Mapping, compiled, sim_compile
 
     executor.run(_run_program, tasks, arrived, progress=run.progress,
                  saved_in=str(out) if out is not None else None)
-    return results
+    for label, job in _reloads(models, compiled, sim_compiled, data, hyper, truths, sampler,
+                               run, out, simulator, verdict, results):
+        results[label] = _run_program(job, executor)  # loads what the cluster saved
+    return {label: results[label] for label in models}
+
+
+def _reloads(models, compiled, sim_compiled, data, hyper, truths, sampler, run, out,
+             simulator, verdict, results):
+    """The programs whose results the cluster saved in ``out`` (jobs that load them)."""
+    for (label, program), built in zip(models.items(), compiled):
+        if label not in results:
+            header = _header(label, program, simulator, data, sampler, run, hyper)
+            yield label, _ProgramJob(label, built, sim_compiled, dict(data),
+                                     None if hyper is None else dict(hyper), truths, sampler,
+                                     run, header, verdict, out / label)
 
 
 def _labels(programs: Sequence) -> list[str]:
