@@ -158,18 +158,17 @@ class _Setup:
         return self._once("ais", make)
 
     def block_runner(self):
-        """None (run AIS locally), or a runner of AIS blocks on the Dask cluster."""
-        if self.executor.kind != "dask":
-            return None
-
+        """A runner of AIS blocks on the executor (here by default: the blocks run on
+        the target already built; on a cluster, on a target each worker rebuilds)."""
         def make():
-            _, _, kernel, _ = self.ais_parts()
+            target, _, kernel, _ = self.ais_parts()
             if self.base.kind == "prior":
-                context = ShardContext(self._prior_target.compiled, dict(self.data), kernel)
+                context = ShardContext(self._prior_target.compiled, dict(self.data), kernel,
+                                       target=target)
             else:
                 compiled = self.stan.compiled
                 context = ShardContext(compiled, full_data(compiled, self.data), kernel,
-                                       base=self.q0())
+                                       base=self.q0(), target=target)
             shared = self.executor.share(context)
 
             def run_blocks(function, blocks):
