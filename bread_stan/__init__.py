@@ -28,6 +28,7 @@ _LAZY = {
     "SamplerSettings": "workflows.bread",
     "protocol": "workflows.protocol",
     "aide": "workflows.aide",
+    "AIDESettings": "workflows.aide",
     "check_simulator": "workflows.simulator_check",
     "CheckSettings": "workflows.simulator_check",
     "SimulatorCheck": "workflows.simulator_check",

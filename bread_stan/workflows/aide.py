@@ -51,12 +51,12 @@ from ..stan.tempered import StanTarget
 from ..store import load_if_sound, load_json, load_unit, save_json, save_unit
 from .common import (check_resumable, default_name, fingerprints, load_or_tune,
                      output_directory, program_text)
-from .settings import SamplerSettings
+from .settings import RunSettings, SamplerSettings
 from .fit import FitSettings
 from .subjective import (BaseSettings, full_data, own_fit, prior_base, stan_model,
                          load_reference)
 
-__all__ = ["aide", "parse_algorithm", "AIDESpecError"]
+__all__ = ["aide", "AIDESettings", "parse_algorithm", "AIDESpecError"]
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +81,19 @@ def parse_algorithm(spec: str) -> tuple[str, int | None]:
         return text, None
     raise AIDESpecError(f"unknown algorithm {spec!r}; use ais:T, sir:P, "
                         f"{', '.join(METHODS)} or (gold only) reference")
+
+
+@dataclass(frozen=True)
+class AIDESettings:
+    """How many runs of each algorithm and how many meta-inference traces per output
+    (``m_*``: only for AIS and SIR; a tractable algorithm needs one), and the level of
+    the interval."""
+
+    n_gold: int = 100
+    n_target: int = 100
+    m_gold: int = 1
+    m_target: int = 1
+    level: float = 0.95
 
 
 @dataclass
@@ -239,18 +252,20 @@ def _load_target(path: Path, fingerprint: str) -> AIDEResult | None:
 
 
 def aide(model, data=None, *, gold: Any = "ais:10000", target: Any = "advi-meanfield",
-         n_gold: int = 100, n_target: int = 100, m_gold: int = 1, m_target: int = 1,
-         seed: int = 0, base: BaseSettings = BaseSettings(fit="laplace"), simulator=None,
-         reference: Any = None, sampler: SamplerSettings = SamplerSettings(),
-         schedule: ScheduleSpec = ScheduleSpec("adaptive"),
-         fit_settings: FitSettings = FitSettings(), threads: int | None = None,
-         level: float = 0.95, out_dir: str | Path | None = None, name: str | None = None,
-         progress: bool = False, executor: Executor | None = None) -> AIDEResult:
+         settings: AIDESettings = AIDESettings(),
+         sampler: SamplerSettings = SamplerSettings(), run: RunSettings = RunSettings(),
+         base: BaseSettings = BaseSettings(fit="laplace"), simulator=None,
+         reference: Any = None, fit_settings: FitSettings = FitSettings(),
+         out_dir: str | Path | None = None, name: str | None = None,
+         executor: Executor | None = None) -> AIDEResult:
     """AIDE of ``target`` against ``gold`` on ``model`` (a path, program text or compiled
     model) and ``data`` (see the module docstring for the specs).
 
-    ``n_gold``/``n_target`` runs of each, ``m_gold``/``m_target`` traces per output (only
-    for AIS and SIR; a tractable algorithm needs one).  ``base``: AIS's initial
+    ``settings``: runs of each algorithm, traces per output and the interval's level
+    (:class:`AIDESettings`).  ``sampler`` and ``run`` are :func:`~bread_stan.bread`'s:
+    the AIS kernel and its tuning, and of ``run`` the seed, the schedule (the size of
+    AIS is the spec's T), threads and progress (its step counts, chains and simulator
+    check are BREAD's and are not read here).  ``base``: AIS's initial
     distribution (default: a Laplace-fitted Gaussian widened 1.5 times, any program; the
     prior needs the ``prior_only`` split and a ``simulator``); SIR's proposal is the same
     Gaussian q0.  ``reference``: draws for a ``"reference"`` gold or a reference-fitted
@@ -262,6 +277,9 @@ def aide(model, data=None, *, gold: Any = "ais:10000", target: Any = "advi-meanf
     reverse meta-inference chains in blocks on a Dask cluster, with the numbers of
     the local default.
     """
+    n_gold, n_target = settings.n_gold, settings.n_target
+    m_gold, m_target, level = settings.m_gold, settings.m_target, settings.level
+    seed, schedule = run.seed, run.schedule
     data = load_data(data)
     program = model.program.code if isinstance(model, CompiledModel) else program_text(model)
     name = name or (model.program.name if isinstance(model, CompiledModel)
@@ -275,7 +293,7 @@ def aide(model, data=None, *, gold: Any = "ais:10000", target: Any = "advi-meanf
                                     "target they would only assert their own exactness")
     executor = executor or Executor()
     setup = _Setup(model, data, base, sampler, schedule, simulator, reference, fit_settings,
-                   seed, threads, out, progress, executor)
+                   seed, run.threads, out, run.progress, executor)
     header_parts = dict(
         model=program, simulator=None if simulator is None else program_text(simulator),
         data={k: np.asarray(v).tolist() for k, v in data.items()}, base=asdict(base),
