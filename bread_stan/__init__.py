@@ -3,9 +3,8 @@
 Subpackages, in the order data flows: ``stan`` (toolchain, compile, bridge, tempered
 target, simulator, data) -> ``kernels`` (HMC, NUTS) -> ``ais`` (schedules, tuning,
 engine, estimators, results, Gaussian base) -> ``approx`` (Laplace, ADVI,
-Pathfinder) -> ``aide`` (inference algorithms and the AIDE estimator; the package is
-callable as the AIDE workflow) -> ``workflows`` (bread, compare, protocol, subjective,
-aide) ->
+Pathfinder) -> ``meta`` (AIDE's inference algorithms and estimator) -> ``workflows``
+(bread, compare, protocol, subjective, aide) ->
 ``reporting`` (plots, reports, CLI); ``exact`` holds known answers for tests.
 
 The names a user calls are importable from the package itself
@@ -28,6 +27,8 @@ _LAZY = {
     "RunSettings": "workflows.bread",
     "SamplerSettings": "workflows.bread",
     "protocol": "workflows.protocol",
+    "aide": "workflows.aide",
+    "AIDESettings": "workflows.aide",
     "check_simulator": "workflows.simulator_check",
     "CheckSettings": "workflows.simulator_check",
     "SimulatorCheck": "workflows.simulator_check",
@@ -46,7 +47,7 @@ _LAZY = {
     "subjective_tractable": "workflows.subjective_tractable",
     "Executor": "parallel.executor",
 }
-_SUBPACKAGES = ("stan", "kernels", "ais", "approx", "aide", "parallel", "workflows", "exact",
+_SUBPACKAGES = ("stan", "kernels", "ais", "approx", "meta", "parallel", "workflows", "exact",
                 "reporting")
 
 __all__ = ["__version__", *_LAZY, *_SUBPACKAGES]

@@ -54,14 +54,14 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bread_stan.aide import AIDEResult  # noqa: E402
+from bread_stan.meta import AIDEResult  # noqa: E402
 from bread_stan.approx import METHODS  # noqa: E402
 from bread_stan.errors import BreadStanError  # noqa: E402
 from bread_stan.reporting.aide_report import aide_table, write_aide_report  # noqa: E402
 from bread_stan.stan import datasets  # noqa: E402
 from bread_stan.store import load_json  # noqa: E402
-from bread_stan.workflows.aide import aide  # noqa: E402
-from bread_stan.workflows.bread import SamplerSettings  # noqa: E402
+from bread_stan.workflows.aide import AIDESettings, aide  # noqa: E402
+from bread_stan.workflows.bread import RunSettings, SamplerSettings  # noqa: E402
 from bread_stan.workflows.subjective import BaseSettings  # noqa: E402
 from study_common import MODELS, cases, names, write_summary  # noqa: E402
 
@@ -95,11 +95,13 @@ def main(argv=None) -> int:
         results, failures = [], {}
         for target in [*METHODS, *args.ais]:
             try:
-                results.append(aide(model, data, gold=args.gold, target=target, n_gold=args.n,
-                                    n_target=args.n, seed=args.seed,
+                results.append(aide(model, data, gold=args.gold, target=target,
+                                    settings=AIDESettings(n_gold=args.n, n_target=args.n),
+                                    run=RunSettings(seed=args.seed, threads=args.threads,
+                                                    progress=False),
                                     base=BaseSettings(kind="prior"),
                                     simulator=MODELS / f"{program}_sim.stan", sampler=sampler,
-                                    threads=args.threads, out_dir=folder, name=case))
+                                    out_dir=folder, name=case))
             except BreadStanError as error:  # an approximation that fails is a finding
                 failures[target] = str(error)
                 logging.warning("%s: %s failed: %s", case, target, error)

@@ -135,10 +135,13 @@ def _subjective():
 
 def _aide():
     import bread_stan
-    from bread_stan.workflows.bread import SamplerSettings
+    from bread_stan.workflows.bread import RunSettings, SamplerSettings
+    from bread_stan.workflows.aide import AIDESettings
     return bread_stan.aide(TEST_STAN / "normal_mean.stan", _data_y(), gold="ais:8",
-                           target="ais:3", n_gold=10, n_target=7, m_gold=2, m_target=2, seed=5,
-                           sampler=SamplerSettings(**_SAMPLER), threads=1)
+                           target="ais:3",
+                           settings=AIDESettings(n_gold=10, n_target=7, m_gold=2, m_target=2),
+                           sampler=SamplerSettings(**_SAMPLER),
+                           run=RunSettings(seed=5, threads=1, progress=False))
 
 
 JOBS = {"bread": _bread, "compare": _compare, "protocol": _protocol,

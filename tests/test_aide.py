@@ -18,7 +18,7 @@ from bread_stan.ais.betas import sigmoidal
 from bread_stan.ais.estimators import jeffreys_bound
 from bread_stan.ais.frozen_kernels import KernelSchedule
 from bread_stan.ais.gaussian_base import GaussianBase
-from bread_stan.aide import (AISAlgorithm, ReferenceAlgorithm, SIRAlgorithm, TractableAlgorithm,
+from bread_stan.meta import (AISAlgorithm, ReferenceAlgorithm, SIRAlgorithm, TractableAlgorithm,
                              estimate_aide, gold_side)
 from bread_stan.approx import advi, laplace
 from bread_stan.exact.conjugate import simulate_regression
@@ -27,7 +27,8 @@ from bread_stan.kernels.hmc import HMC, HMCParams
 from bread_stan.reporting.cli import main
 from bread_stan.rng import derived_seed
 from bread_stan.target import Evaluation
-from bread_stan.workflows.bread import ResumeMismatchError, SamplerSettings
+from bread_stan.workflows.aide import AIDESettings
+from bread_stan.workflows.bread import ResumeMismatchError, RunSettings, SamplerSettings
 
 
 def gaussian_kl(m0, s0, m1, s1) -> float:
@@ -244,8 +245,8 @@ def test_workflow_on_a_stan_program_matches_the_numpy_model_and_resumes(stan_reg
     at T = 200; the saved results reload without recomputing."""
     program, data, exact, _ = stan_regression
     out = tmp_path / "aide"
-    kw = dict(gold=exact, n_gold=100, n_target=100, sampler=SMALL_PILOT, threads=1,
-              out_dir=out)
+    kw = dict(gold=exact, settings=AIDESettings(n_gold=100, n_target=100),
+              sampler=SMALL_PILOT, run=RunSettings(threads=1, progress=False), out_dir=out)
     short = bread_stan.aide(program, data, target="ais:10", **kw)
     long = bread_stan.aide(program, data, target="ais:200", **kw)
     assert short.estimate > long.estimate + 2 * short.se
@@ -262,7 +263,8 @@ def test_workflow_on_a_stan_program_matches_the_numpy_model_and_resumes(stan_reg
     assert abs(laplace_fit.estimate) < 4 * laplace_fit.se + 1e-3
     assert laplace_fit.cost["target_fit"].gradients > 0
     with pytest.raises(ResumeMismatchError, match="gold"):
-        bread_stan.aide(program, data, target="ais:10", **{**kw, "n_gold": 50})
+        bread_stan.aide(program, data, target="ais:10",
+                        **{**kw, "settings": AIDESettings(n_gold=50, n_target=100)})
 
 
 def test_command_line_runs_targets_against_one_gold_and_refuses_bad_input(stan_regression,
@@ -293,7 +295,9 @@ def test_reference_draws_as_gold_through_the_workflow(stan_regression):
     program, data, exact, log_z = stan_regression
     draws = exact.approximation.sample(np.random.default_rng(14), 400).reshape(2, 200, 3)
     result = bread_stan.aide(program, data, gold="reference", target="laplace",
-                             reference={"w": draws}, n_gold=200, n_target=200, threads=1)
+                             reference={"w": draws},
+                             settings=AIDESettings(n_gold=200, n_target=200),
+                             run=RunSettings(threads=1, progress=False))
     assert abs(result.estimate) < 4 * result.se + 1e-3
     assert not result.terms_meaningful and result.gold == "reference"
     assert result.gold_term == pytest.approx(log_z, abs=1e-4)

@@ -29,7 +29,7 @@ from bread_stan.workflows.bread import RunSettings, SamplerSettings, bread, comp
 from bread_stan.stan import datasets
 from bread_stan.workflows.fit import FitSettings
 from bread_stan.workflows.protocol import ProtocolSettings, protocol
-from bread_stan.workflows.aide import aide
+from bread_stan.workflows.aide import AIDESettings, aide
 from bread_stan.workflows.subjective import BaseSettings, subjective
 
 distributed = pytest.importorskip("distributed")
@@ -362,8 +362,10 @@ def test_subjective_on_dask_resumes_from_the_saved_shards(client, reference, tmp
 def test_aide_on_dask_gives_the_local_numbers(client, base):
     """AIS gold and target, each with a meta-inference trace besides its own: the AIS runs
     and the reversals run in blocks of 3 chains (the last block shorter)."""
-    kw = dict(gold="ais:8", target="ais:3", n_gold=10, n_target=7, m_gold=2, m_target=2,
-              seed=5, sampler=SAMPLER, threads=1, base=BaseSettings(base),
+    kw = dict(gold="ais:8", target="ais:3",
+              settings=AIDESettings(n_gold=10, n_target=7, m_gold=2, m_target=2),
+              run=RunSettings(seed=5, threads=1, progress=False), sampler=SAMPLER,
+              base=BaseSettings(base),
               simulator=SIMULATOR if base == "prior" else None)
     here = aide(MODEL, DATA_Y, **kw)
     there = aide(MODEL, DATA_Y, **kw, executor=Executor(client=client, chains_per_shard=3))

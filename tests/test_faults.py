@@ -463,7 +463,8 @@ def test_a_long_run_is_announced_before_it_starts(tmp_path, caplog, monkeypatch)
 
     caplog.set_level("INFO", logger="bread_stan")
     started = []
-    monkeypatch.setattr(workflow.engine, "run", lambda *a, **k: started.append(1) or 1 / 0)
+    monkeypatch.setattr(workflow.engine, "forward_and_reverse",
+                        lambda *a, **k: started.append(1) or 1 / 0)
     sampler = SamplerSettings(pilot_chains=4, pilot_grid=3, pilot_steps=4)
     with pytest.raises(ZeroDivisionError):
         bread(MODEL, SIMULATOR, DATA, sampler=sampler,

@@ -263,7 +263,7 @@ def test_log_mean_exp():
 
 
 def test_aide_smc_algorithm_is_ais_with_one_particle_and_meta_inference_is_exact(regression):
-    from bread_stan.aide import AISAlgorithm, SMCAlgorithm
+    from bread_stan.meta import AISAlgorithm, SMCAlgorithm
     from bread_stan.ais.gaussian_base import GaussianBase
 
     model, _ = regression

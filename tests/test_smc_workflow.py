@@ -95,10 +95,10 @@ def test_aide_takes_an_smc_target(compiled):
     """AIDE of SMC (meta-inference by conditional SMC) against the exact posterior of the
     conjugate regression program: 16 particles at T = 10 are closer than AIS at T = 10."""
     import bread_stan
-    from bread_stan.aide import TractableAlgorithm
+    from bread_stan.meta import TractableAlgorithm
     from bread_stan.ais.gaussian_base import GaussianBase
     from bread_stan.exact.conjugate import simulate_regression
-    from bread_stan.workflows.aide import AIDESpecError, parse_algorithm
+    from bread_stan.workflows.aide import AIDESettings, AIDESpecError, parse_algorithm
 
     assert parse_algorithm("smc:16:100") == ("smc", (16, 100))
     with pytest.raises(AIDESpecError, match="2 distributions"):
@@ -108,7 +108,8 @@ def test_aide_takes_an_smc_target(compiled):
     data = {"N": 20, "K": 3, "X": regression.X, "y": regression.y,
             "prior_sd": regression.prior_sd, "noise_sd": regression.noise_sd, "prior_only": 0}
     exact = TractableAlgorithm(GaussianBase(*regression.tempered_posterior(1.0)), "exact")
-    kw = dict(gold=exact, n_gold=100, n_target=100, threads=1,
+    kw = dict(gold=exact, settings=AIDESettings(n_gold=100, n_target=100),
+              run=RunSettings(threads=1, progress=False),
               sampler=SamplerSettings(pilot_chains=8, pilot_grid=4, pilot_steps=10))
     ais = bread_stan.aide(compiled["conjugate_regression"], data, target="ais:10", **kw)
     smc16 = bread_stan.aide(compiled["conjugate_regression"], data, target="smc:16:10", **kw)

@@ -199,7 +199,8 @@ def test_cli_interrupt_and_resume_give_the_uninterrupted_results(tmp_path, monke
     assert cli.main(_cli_args(whole, "3,30")) == NOT_CONVERGED
     assert (whole / "report.html").exists() and (whole / "summary.csv").exists()
 
-    real_run, calls = workflow.engine.run, []
+    # Each step count runs as one batch of both directions (engine.forward_and_reverse).
+    real_run, calls = workflow.engine.forward_and_reverse, []
 
     def interrupted(*args, **kwargs):
         calls.append(1)
@@ -208,10 +209,10 @@ def test_cli_interrupt_and_resume_give_the_uninterrupted_results(tmp_path, monke
         return real_run(*args, **kwargs)
 
     parts = tmp_path / "parts"
-    monkeypatch.setattr(workflow.engine, "run", interrupted)
+    monkeypatch.setattr(workflow.engine, "forward_and_reverse", interrupted)
     assert cli.main(_cli_args(parts, "3,30")) == 130
     assert [s.n_steps for s in BreadResult.load(parts).steps] == [3]
-    monkeypatch.setattr(workflow.engine, "run", real_run)
+    monkeypatch.setattr(workflow.engine, "forward_and_reverse", real_run)
     assert cli.main(_cli_args(parts, "3,30")) == NOT_CONVERGED
 
     for a, b in zip(BreadResult.load(whole).steps, BreadResult.load(parts).steps, strict=True):

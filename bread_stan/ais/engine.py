@@ -56,7 +56,8 @@ from ..target import Target
 from ..errors import InputError
 
 __all__ = ["AISRun", "forward", "reverse", "RunConfig", "run", "step_schedule",
-           "chain_diagnostics", "Group", "anneal", "as_schedule", "jsonable_config"]
+           "chain_diagnostics", "Group", "anneal", "as_schedule", "jsonable_config",
+           "forward_and_reverse"]
 
 log = logging.getLogger(__name__)
 
@@ -293,6 +294,24 @@ def reverse(target: Target, kernel: Kernel, schedule, start, *, seed,
     return anneal(target, kernel, schedule,
                    [Group("reverse", start, seed, stream, first_chain)],
                    increments_every=increments_every, progress=progress)[0]
+
+
+def forward_and_reverse(target: Target, kernel: Kernel, schedule, prior_draws,
+                        posterior_draws, *, seed, streams: tuple[int, int] = (0, 1),
+                        increments_every: int | None = None, progress: bool = False
+                        ) -> tuple[AISRun, AISRun]:
+    """Forward chains from ``prior_draws`` (n, d) and reverse chains from
+    ``posterior_draws`` in one batch (the batch :func:`run` runs for one step count);
+    a single posterior draw is repeated for n reverse chains."""
+    prior = _check_start(target, prior_draws, None, "prior")
+    single = np.ndim(posterior_draws) == 1 or np.shape(posterior_draws)[0] == 1
+    post = _check_start(target, posterior_draws, prior.shape[0] if single else None,
+                        "posterior")
+    fwd, rev = anneal(target, kernel, schedule,
+                      [Group("forward", prior, seed, streams[0]),
+                       Group("reverse", post, seed, streams[1])],
+                      increments_every=increments_every, progress=progress)
+    return fwd, rev
 
 
 @dataclass(frozen=True)

@@ -34,8 +34,8 @@ from scipy import stats
 from ..ais import engine
 from ..ais.estimators import grouped_bound, jeffreys_bound, log_ml_sandwich
 from ..ais.frozen_kernels import KernelSchedule
-from ..aide.algorithms import TractableAlgorithm
-from ..aide.estimator import estimate_aide
+from ..meta.algorithms import TractableAlgorithm
+from ..meta.estimator import estimate_aide
 from ..approx.gaussian import GaussianApproximation
 from ..kernels.grid_mh import GridMetropolis
 from ..kernels.hmc import HMC, HMCParams

@@ -1,7 +1,8 @@
 """Where a run's independent pieces execute: here (threads), or on a Dask cluster.
 
-``Executor()`` is the local default: today's threads in this process, numbers
-unchanged.  ``Executor(workers=N)`` starts a ``LocalCluster`` of N single-threaded
+``Executor()`` is the local default: the tasks run in this process, one after
+another, through :class:`~bread_stan.parallel.local.LocalExecutor` (same interface,
+so workflows never ask where work runs; numbers unchanged).  ``Executor(workers=N)`` starts a ``LocalCluster`` of N single-threaded
 worker processes on this machine; ``Executor("tcp://HOST:8786")`` connects to a
 running Dask scheduler; ``Executor(client=client)`` uses a
 ``distributed.Client`` the caller made.  Every call goes through that one client
@@ -26,6 +27,7 @@ from typing import Any
 
 from ..ais.tuning import progress_bar
 from ..errors import BreadStanError, InputError
+from .local import LocalExecutor
 
 __all__ = ["Executor", "SchedulerLostError", "DaskClientClosedError", "DaskEnvironmentError",
            "DaskMissingError"]
@@ -106,6 +108,7 @@ class Executor:
                     "check the address and that the scheduler is running") from None
             self._own_client = True
         self.address = getattr(getattr(self.client, "scheduler", None), "address", None)
+        self._local = LocalExecutor() if self.client is None else None
         if self.client is not None:
             self._open_client()
 
@@ -113,6 +116,11 @@ class Executor:
     def kind(self) -> str:
         """``"local"`` or ``"dask"``."""
         return "local" if self.client is None else "dask"
+
+    @property
+    def in_process(self) -> bool:
+        """Whether tasks run in this process (and may show their own progress bars)."""
+        return self.client is None
 
     @property
     def n_workers(self) -> int:
@@ -124,25 +132,35 @@ class Executor:
     def describe(self) -> dict:
         """What ran the work, for the result's record (not part of any resume key)."""
         if self.client is None:
-            return {"kind": "local", "workers": 1}
+            return self._local.describe()
         return {"kind": "dask", "workers": self.n_workers, "scheduler": self.address}
 
-    def block_size(self, chains: int) -> int:
-        """Chains per task when ``chains`` chains of one direction are split."""
+    def block_size(self, chains: int) -> int | None:
+        """Chains per task when ``chains`` chains of one direction are split (None,
+        locally: not split, one shard per problem holding both directions)."""
+        if self.client is None:
+            return self._local.block_size(chains)
         return self.chains_per_shard or max(1, math.ceil(chains / self.n_workers))
 
     def share(self, value: Any):
         """``value`` sent to the cluster once, for many tasks to use.
 
         Broadcast to every worker: data scattered to one worker only is lost with that
-        worker, and Dask cannot recompute it, so a killed worker would fail the run."""
+        worker, and Dask cannot recompute it, so a killed worker would fail the run.
+        Locally, ``value`` itself."""
+        if self.client is None:
+            return self._local.share(value)
         return self._open_client().scatter(value, broadcast=True, hash=False)
 
     def run(self, function: Callable, tasks: Mapping[str, tuple],
             on_result: Callable[[str, Any], None], *, progress: bool = True,
             saved_in: str | None = None) -> None:
         """Run ``function(*args)`` for every ``key: args`` of ``tasks`` on the cluster
-        and call ``on_result(key, value)`` in this process as each finishes."""
+        and call ``on_result(key, value)`` in this process as each finishes (locally:
+        each in turn, here, in the order given)."""
+        if self.client is None:
+            return self._local.run(function, tasks, on_result, progress=progress,
+                                   saved_in=saved_in)
         distributed = _distributed()
         if not tasks:
             return

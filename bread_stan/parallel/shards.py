@@ -1,7 +1,9 @@
 """AIS work cut into shards a worker runs alone, and the step rebuilt from them.
 
 A shard is one block of one direction's chains at one number of distributions
-T of one simulated problem.  Chain i draws from the random stream keyed (seed,
+T of one simulated problem, or (direction ``"both"``, the local executor's shard) all
+forward and reverse chains of one problem in one batch, as
+:func:`bread_stan.ais.engine.run` runs them.  Chain i draws from the random stream keyed (seed,
 stream, i) whatever batch it runs in (:mod:`bread_stan.rng`), so the per-chain
 numbers of a shard equal those of the same chains in the local run's one batch,
 and :func:`join_problem` rebuilds the :class:`~bread_stan.ais.results.StepResult`
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -50,8 +52,9 @@ class WorkerModelError(BreadStanError):
 
 @dataclass(frozen=True)
 class Shard:
-    """Chains ``first_chain`` to ``first_chain + n_chains - 1`` of one direction at
-    ``n_steps`` distributions on simulated problem ``problem``."""
+    """Chains ``first_chain`` to ``first_chain + n_chains - 1`` of one direction
+    (``"forward"``, ``"reverse"``, or ``"both"`` in one batch) at ``n_steps``
+    distributions on simulated problem ``problem``."""
 
     n_steps: int
     problem: int
@@ -66,11 +69,14 @@ class Shard:
                 f"{self.first_chain}-{self.n_chains}")
 
 
-def plan_shards(n_steps: int, chains_per_problem: list[int], block: int,
+def plan_shards(n_steps: int, chains_per_problem: list[int], block: int | None,
                 reverse_chains: list[int] | None = None) -> list[Shard]:
     """The shards of one step count: each problem's chains of each direction in
     blocks of at most ``block`` (``reverse_chains``: the reverse direction's
-    chains per problem where they differ from the forward's)."""
+    chains per problem where they differ from the forward's); ``block`` None: one
+    shard per problem holding both directions (``n_chains`` the forward chains)."""
+    if block is None:
+        return [Shard(n_steps, k, "both", 0, n) for k, n in enumerate(chains_per_problem)]
     if block < 1:
         raise InputError(f"chains per shard must be at least 1; got {block}")
     reverse_chains = chains_per_problem if reverse_chains is None else reverse_chains
@@ -88,7 +94,11 @@ class ShardContext:
     ``base``: None for the path from the prior (the model's ``prior_only`` split),
     or a :class:`~bread_stan.ais.gaussian_base.GaussianBase` for the path from that
     Gaussian to the model's full density (``data`` then holds ``prior_only`` = 0
-    where the program declares it)."""
+    where the program declares it).
+
+    ``target``: the model target already built in this process, used by shards run
+    here (the local executor); it is never sent (a ctypes handle), so a worker
+    rebuilds it from the model and data."""
 
     model: CompiledModel
     data: dict
@@ -98,12 +108,18 @@ class ShardContext:
     threads: int = 1
     base: GaussianBase | None = None
     smc: Any = None  # an SMCConfig: the shards run SMC (bread_stan.ais.smc) instead of AIS
+    target: Target | None = field(default=None, compare=False, repr=False)
+
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k != "target"}
 
 
 _TARGETS: dict[str, Target] = {}  # per worker process
 
 
 def _target(context: ShardContext) -> Target:
+    if context.target is not None:
+        return context.target
     base = context.base
     key = hashlib.sha256(json.dumps(
         [str(context.model.library), context.model.program.digest,
@@ -126,60 +142,96 @@ def _target(context: ShardContext) -> Target:
     return _TARGETS[key]
 
 
-def run_shard(context: ShardContext, shard: Shard, seed: int, start: np.ndarray
+def run_shard(context: ShardContext, shard: Shard, seed: int, start
               ) -> tuple[dict[str, np.ndarray], dict]:
     """Run one shard (on a worker) from ``start`` (the block's base draws; the
-    exact posterior draw, or the block's reference draws, for reverse); its per-chain arrays and metadata, in the form
-    :func:`~bread_stan.store.save_unit` writes."""
+    exact posterior draw, or the block's reference draws, for reverse; the pair
+    (base draws, posterior draws) for ``"both"``); its per-chain arrays and metadata,
+    in the form :func:`~bread_stan.store.save_unit` writes (``"both"``: each
+    direction's arrays prefixed ``forward__`` and ``reverse__``)."""
     target = _target(context)
     if context.smc is not None:
         return _run_smc_shard(target, context, shard, seed, start)
     _, schedule, every = engine.step_schedule(context.config, context.tuned, shard.n_steps)
+    if shard.direction == "both":
+        runs = engine.forward_and_reverse(
+            target, context.kernel, schedule, start[0], start[1], seed=seed,
+            streams=(_STREAMS["forward"], _STREAMS["reverse"]), increments_every=every,
+            progress=context.config.progress)
+        arrays = {f"{r.direction}__{k}": v for r in runs for k, v in _arrays(r).items()}
+        return arrays, {"shard": shard.key,
+                        "wall_time": {r.direction: r.wall_time for r in runs}}
     run = engine.forward if shard.direction == "forward" else engine.reverse
     extra = {} if shard.direction == "forward" else {"n_chains": shard.n_chains}
     out = run(target, context.kernel, schedule, start, seed=seed,
               stream=_STREAMS[shard.direction], increments_every=every,
               first_chain=shard.first_chain, **extra)
+    return _arrays(out), {"shard": shard.key, "wall_time": out.wall_time}
+
+
+def _arrays(out: engine.AISRun) -> dict[str, np.ndarray]:
+    """A direction's per-chain arrays (final positions for forward)."""
     arrays = {"log_estimates": out.log_estimates, "log_weights": out.log_weights,
               **{f"stat__{k}": np.asarray(out.chain_stats[k]) for k in _STATS}}
     if out.cumulative is not None:
         arrays["cumulative"] = out.cumulative
         arrays["cumulative_at"] = out.cumulative_at
-    if shard.direction == "forward":
+    if out.direction == "forward":
         arrays["positions"] = out.final_positions
-    return arrays, {"shard": shard.key, "wall_time": out.wall_time}
+    return arrays
+
+
+def _directions(shard: Shard, part: tuple[dict, dict]) -> list[tuple[str, tuple[dict, dict]]]:
+    """A shard's part as (direction, part) pairs (a ``"both"`` shard gives two)."""
+    if shard.direction != "both":
+        return [(shard.direction, part)]
+    arrays, meta = part
+    return [(d, ({k.split("__", 1)[1]: v for k, v in arrays.items()
+                  if k.startswith(f"{d}__")}, {**meta, "wall_time": meta["wall_time"][d]}))
+            for d in ("forward", "reverse")]
 
 
 def _run_smc_shard(target: Target, context: ShardContext, shard: Shard, seed: int,
                    start) -> tuple[dict[str, np.ndarray], dict]:
-    """An SMC shard: forward runs from ``start`` (runs, 2P - 1, d), or conditional runs
-    from ``start`` = (exact draw(s), the same (runs, 2P - 1, d) prior draws); the runs'
-    streams are those of :func:`smc.run <bread_stan.ais.smc.run>`'s first step count."""
+    """An SMC shard: forward runs from ``start`` (runs, 2P - 1, d), conditional runs
+    from ``start`` = (exact draw(s), the same (runs, 2P - 1, d) prior draws), or, for
+    ``"both"``, the pair (prior draws, (exact draw, prior draws)); the runs' streams
+    are those of :func:`smc.run <bread_stan.ais.smc.run>`'s first step count."""
     betas, schedule, every = engine.step_schedule(context.config, context.tuned, shard.n_steps)
     P = context.smc.particles
     at = context.smc.steps_for(betas, context.tuned)
-    if shard.direction == "forward":
-        out = smc.forward_smc(target, context.kernel, schedule, start[:, :P], seed=seed,
-                              resample_at=at, stream=_STREAMS["forward"],
-                              increments_every=every, first_run=shard.first_chain)
-        weights = out.log_estimates
-    else:
-        x_star, prior = start
-        x_star = np.repeat(np.reshape(x_star, (1, -1)), shard.n_chains, axis=0) \
-            if np.ndim(x_star) == 1 else x_star
-        out = smc.conditional_smc(target, context.kernel, schedule, x_star, prior[:, P:],
-                                  seed=seed, resample_at=at, stream=_STREAMS["reverse"],
+    meta = {"shard": shard.key, "particles": P, "resampling_steps": int(at.size)}
+
+    def one(direction: str, start) -> tuple[dict, float]:
+        if direction == "forward":
+            out = smc.forward_smc(target, context.kernel, schedule, start[:, :P], seed=seed,
+                                  resample_at=at, stream=_STREAMS["forward"],
                                   increments_every=every, first_run=shard.first_chain)
-        weights = -out.log_estimates
-    arrays = {"log_estimates": out.log_estimates, "log_weights": weights,
-              **{f"stat__{k}": np.asarray(out.chain_stats[k]) for k in _STATS}}
-    if out.cumulative is not None:
-        arrays["cumulative"] = out.cumulative
-        arrays["cumulative_at"] = out.cumulative_at
-    if shard.direction == "forward":
-        arrays["positions"] = out.final_positions
-    return arrays, {"shard": shard.key, "wall_time": out.wall_time, "particles": P,
-                    "resampling_steps": int(at.size)}
+            weights = out.log_estimates
+        else:
+            x_star, prior = start
+            n = prior.shape[0]
+            x_star = np.repeat(np.reshape(x_star, (1, -1)), n, axis=0) \
+                if np.ndim(x_star) == 1 else x_star
+            out = smc.conditional_smc(target, context.kernel, schedule, x_star, prior[:, P:],
+                                      seed=seed, resample_at=at, stream=_STREAMS["reverse"],
+                                      increments_every=every, first_run=shard.first_chain)
+            weights = -out.log_estimates
+        arrays = {"log_estimates": out.log_estimates, "log_weights": weights,
+                  **{f"stat__{k}": np.asarray(out.chain_stats[k]) for k in _STATS}}
+        if out.cumulative is not None:
+            arrays["cumulative"] = out.cumulative
+            arrays["cumulative_at"] = out.cumulative_at
+        if direction == "forward":
+            arrays["positions"] = out.final_positions
+        return arrays, out.wall_time
+
+    if shard.direction != "both":
+        arrays, wall = one(shard.direction, start)
+        return arrays, {**meta, "wall_time": wall}
+    parts = {d: one(d, s) for d, s in zip(("forward", "reverse"), start)}
+    arrays = {f"{d}__{k}": v for d, (a, _) in parts.items() for k, v in a.items()}
+    return arrays, {**meta, "wall_time": {d: w for d, (_, w) in parts.items()}}
 
 
 def run_on_target(context: ShardContext, function, *args):
@@ -212,12 +264,12 @@ def join_problem(n_steps: int, betas: np.ndarray, parts: dict[Shard, tuple[dict,
     """One problem's step rebuilt from all its shards, as :func:`engine.run
     <bread_stan.ais.engine.run>` returns it (final forward positions in
     ``draws["unconstrained"]``)."""
-    ordered = sorted(parts, key=lambda s: s.first_chain)
-    directions = {direction: join_direction([parts[s] for s in ordered
-                                             if s.direction == direction],
+    ordered = [pair for s in sorted(parts, key=lambda s: s.first_chain)
+               for pair in _directions(s, parts[s])]
+    directions = {direction: join_direction([part for d, part in ordered if d == direction],
                                             n_trans, shared_batch)
                   for direction in ("forward", "reverse")}
-    positions = np.concatenate([parts[s][0]["positions"] for s in ordered
-                                if s.direction == "forward"])
+    positions = np.concatenate([part[0]["positions"] for d, part in ordered
+                                if d == "forward"])
     return StepResult(n_steps, directions["forward"], directions["reverse"], betas,
                       {"unconstrained": positions})

@@ -4,11 +4,15 @@
 (:func:`~bread_stan.parallel.shards.plan_shards`), sends those not saved by an
 interrupted run to the executor, saves each under ``out_dir/shards`` as it arrives and
 joins a step count's shards into the :class:`~bread_stan.ais.results.StepResult` the
-engine would have returned for the whole batch.
+engine would have returned for the whole batch.  On the local executor, a step
+count's shards are one per problem holding both directions, the batch the engine runs
+(see :mod:`bread_stan.parallel.local`); on Dask, each direction's chains are split over
+the workers.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
@@ -31,10 +35,13 @@ def run_steps_in_shards(contexts: list[ShardContext], starts_at, seed_at, steps:
     problem k's seed.  Each shard is saved under ``out_dir/shards`` as it arrives (and
     reused by a rerun); ``finish`` gets each step count's per-problem
     :class:`StepResult`, joined exactly as :func:`engine.run <bread_stan.ais.engine.run>`
-    returns it (final forward positions unconstrained)."""
+    returns it (final forward positions unconstrained).  ``progress`` shows a bar: the
+    engine's per shard where shards run in this process, else the executor's."""
     shard_dir = out_dir / "shards" if out_dir is not None else None
     saved = _saved_shards(shard_dir, fingerprint)
-    shared = [executor.share(c) for c in contexts] if steps else []
+    inside = progress and executor.in_process
+    shared = [executor.share(replace(c, config=replace(c.config, progress=inside)))
+              for c in contexts] if steps else []
     plans: dict[int, list[Shard]] = {}
     parts: dict[int, dict[Shard, tuple]] = {}
     tasks = {}
@@ -50,6 +57,9 @@ def run_steps_in_shards(contexts: list[ShardContext], starts_at, seed_at, steps:
                 parts[T][shard] = saved[shard.key]
                 continue
             k, first = shard.problem, shard.first_chain
+            if shard.direction == "both":
+                tasks[shard.key] = (shared[k], shard, seed_at(T, k), starts[k])
+                continue
             start = shard_start(starts[k][0 if shard.direction == "forward" else 1], first,
                                 shard.n_chains)
             tasks[shard.key] = (shared[k], shard, seed_at(T, k), start)
@@ -65,10 +75,13 @@ def run_steps_in_shards(contexts: list[ShardContext], starts_at, seed_at, steps:
         if shard_dir is not None:
             for shard in plans[T]:
                 (shard_dir / f"{shard.key}.npz").unlink(missing_ok=True)
+            if shard_dir.is_dir() and not any(shard_dir.iterdir()):
+                shard_dir.rmdir()  # no shard left to resume from
 
     def arrived(key: str, value: tuple) -> None:
         shard = by_key[key]
         if shard_dir is not None:
+            shard_dir.mkdir(exist_ok=True)
             save_unit(shard_dir / f"{key}.npz", value[0], {**value[1], "fingerprint": fingerprint})
         parts[shard.n_steps][shard] = value
         if len(parts[shard.n_steps]) == len(plans[shard.n_steps]):
@@ -77,15 +90,14 @@ def run_steps_in_shards(contexts: list[ShardContext], starts_at, seed_at, steps:
     for T in steps:
         if len(parts[T]) == len(plans[T]):  # every shard was saved by an interrupted run
             join(T)
-    executor.run(run_shard, tasks, arrived, progress=progress,
+    executor.run(run_shard, tasks, arrived, progress=progress and not inside,
                  saved_in=str(shard_dir) if shard_dir is not None else None)
 
 
 def _saved_shards(shard_dir: Path | None, fingerprint: str) -> dict[str, tuple]:
     """Shards saved by an interrupted run with these settings, by key."""
-    if shard_dir is None:
+    if shard_dir is None or not shard_dir.is_dir():
         return {}
-    shard_dir.mkdir(exist_ok=True)
     saved = {}
     for path in sorted(shard_dir.glob("*.npz")):
         try:

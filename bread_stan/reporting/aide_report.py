@@ -1,6 +1,6 @@
 """Report of AIDE runs: a table, a figure (divergence with interval per target), a summary.
 
-:func:`aide_table` turns :class:`~bread_stan.aide.estimator.AIDEResult` objects into one row
+:func:`aide_table` turns :class:`~bread_stan.meta.estimator.AIDEResult` objects into one row
 per target; :func:`plot_aide` draws each estimate with its interval; :func:`write_aide_report`
 saves ``summary.json`` (per target and, under ``"aide_nats"``, target -> estimate),
 ``aide.png`` and ``report.md`` in the output directory.
@@ -14,7 +14,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from ..aide.estimator import AIDEResult
+from ..meta.estimator import AIDEResult
 from ..store import save_json, write_atomic
 from .report import markdown_table, save_figures
 from ..errors import InputError

@@ -278,7 +278,8 @@ def _cmd_subjective(args) -> int:
 
 def _cmd_aide(args) -> int:
     from ..ais.betas import ScheduleSpec
-    from ..workflows.aide import aide
+    from ..workflows.aide import AIDESettings, aide
+    from ..workflows.settings import RunSettings
     from ..workflows.subjective import BaseSettings
     from .aide_report import aide_table, write_aide_report
     from .report import markdown_table
@@ -288,12 +289,13 @@ def _cmd_aide(args) -> int:
     if reference is not None and len(reference) == 1:
         reference = reference[0]
     sampler = _sampler(args)
-    common = dict(gold=args.gold, n_gold=args.n_gold, n_target=args.n_target,
-                  m_gold=args.m_gold, m_target=args.m_target, seed=args.seed,
+    settings = AIDESettings(n_gold=args.n_gold, n_target=args.n_target, m_gold=args.m_gold,
+                            m_target=args.m_target)
+    run = RunSettings(seed=args.seed, schedule=ScheduleSpec(kind=args.schedule),
+                      threads=args.threads, progress=not args.quiet and sys.stderr.isatty())
+    common = dict(gold=args.gold, settings=settings, sampler=sampler, run=run,
                   base=BaseSettings(kind=args.base, fit=args.base_fit, widen=args.widen),
-                  simulator=args.simulator, reference=reference, sampler=sampler,
-                  schedule=ScheduleSpec(kind=args.schedule), threads=args.threads,
-                  out_dir=out, progress=not args.quiet and sys.stderr.isatty())
+                  simulator=args.simulator, reference=reference, out_dir=out)
     with _executor(args) as executor:
         results = [aide(args.model, _data(args.data), target=t, executor=executor, **common)
                    for t in args.target]

@@ -1,7 +1,7 @@
 """AIDE on a Stan model and data: how far is an approximation from a gold standard (SPEC 7.3).
 
 :func:`aide` builds two inference algorithms from short specs and runs the AIDE estimator
-(:mod:`bread_stan.aide`) on them:
+(:mod:`bread_stan.meta`) on them:
 
 - ``"ais:T"``: forward AIS with T distributions from the base (the prior, with the
   ``prior_only`` split and a simulator program for exact prior draws; or a Gaussian q0 in
@@ -17,11 +17,11 @@
   Gaussian approximations of :mod:`bread_stan.approx` (tractable output density);
 - ``"reference"`` (gold only): reference draws (the user's, or the toolkit's NUTS fit),
   thinned, taken as exact posterior draws.  The unknown log Z cancels between the two
-  terms (see :class:`~bread_stan.aide.algorithms.ReferenceAlgorithm`), so the estimate
+  terms (see :class:`~bread_stan.meta.algorithms.ReferenceAlgorithm`), so the estimate
   is AIDE with an exact gold when the reference is exact; otherwise the subjective
   divergence's caveats apply.
 
-Any :class:`~bread_stan.aide.algorithms.InferenceAlgorithm` object may be given instead of a
+Any :class:`~bread_stan.meta.algorithms.InferenceAlgorithm` object may be given instead of a
 spec.  With ``out_dir``, the gold side (the expensive part) is saved once as a unit
 ``gold.npz`` and shared by every target run into the same directory; each target's result
 is a unit ``aide-<target>.npz`` plus ``aide-<target>.json`` (estimate under
@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from ..aide import (AIDEResult, AISAlgorithm, Cost, GoldSide, ReferenceAlgorithm, SIRAlgorithm,
+from ..meta import (AIDEResult, AISAlgorithm, Cost, GoldSide, ReferenceAlgorithm, SIRAlgorithm,
                     SMCAlgorithm, TractableAlgorithm, estimate_aide, gold_side)
 from ..ais import smc
 from ..ais.betas import ScheduleSpec
@@ -55,12 +55,12 @@ from ..stan.tempered import StanTarget
 from ..store import load_if_sound, load_json, load_unit, save_json, save_unit
 from .common import (check_resumable, default_name, fingerprints, load_or_tune,
                      output_directory, program_text)
-from .settings import SamplerSettings
+from .settings import RunSettings, SamplerSettings
 from .fit import FitSettings
 from .subjective import (BaseSettings, full_data, own_fit, prior_base, stan_model,
                          load_reference)
 
-__all__ = ["aide", "parse_algorithm", "AIDESpecError"]
+__all__ = ["aide", "AIDESettings", "parse_algorithm", "AIDESpecError"]
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +93,19 @@ def parse_algorithm(spec: str) -> tuple[str, int | tuple[int, int] | None]:
         return text, None
     raise AIDESpecError(f"unknown algorithm {spec!r}; use ais:T, smc:P:T, sir:P, "
                         f"{', '.join(METHODS)} or (gold only) reference")
+
+
+@dataclass(frozen=True)
+class AIDESettings:
+    """How many runs of each algorithm and how many meta-inference traces per output
+    (``m_*``: only for AIS and SIR; a tractable algorithm needs one), and the level of
+    the interval."""
+
+    n_gold: int = 100
+    n_target: int = 100
+    m_gold: int = 1
+    m_target: int = 1
+    level: float = 0.95
 
 
 @dataclass
@@ -170,18 +183,17 @@ class _Setup:
         return self._once("ais", make)
 
     def block_runner(self):
-        """None (run AIS locally), or a runner of AIS blocks on the Dask cluster."""
-        if self.executor.kind != "dask":
-            return None
-
+        """A runner of AIS blocks on the executor (here by default: the blocks run on
+        the target already built; on a cluster, on a target each worker rebuilds)."""
         def make():
-            _, _, kernel, _ = self.ais_parts()
+            target, _, kernel, _ = self.ais_parts()
             if self.base.kind == "prior":
-                context = ShardContext(self._prior_target.compiled, dict(self.data), kernel)
+                context = ShardContext(self._prior_target.compiled, dict(self.data), kernel,
+                                       target=target)
             else:
                 compiled = self.stan.compiled
                 context = ShardContext(compiled, full_data(compiled, self.data), kernel,
-                                       base=self.q0())
+                                       base=self.q0(), target=target)
             shared = self.executor.share(context)
 
             def run_blocks(function, blocks):
@@ -260,29 +272,34 @@ def _load_target(path: Path, fingerprint: str) -> AIDEResult | None:
 
 
 def aide(model, data=None, *, gold: Any = "ais:10000", target: Any = "advi-meanfield",
-         n_gold: int = 100, n_target: int = 100, m_gold: int = 1, m_target: int = 1,
-         seed: int = 0, base: BaseSettings = BaseSettings(fit="laplace"), simulator=None,
-         reference: Any = None, sampler: SamplerSettings = SamplerSettings(),
-         schedule: ScheduleSpec = ScheduleSpec("adaptive"),
-         fit_settings: FitSettings = FitSettings(), threads: int | None = None,
-         level: float = 0.95, out_dir: str | Path | None = None, name: str | None = None,
-         progress: bool = False, executor: Executor | None = None) -> AIDEResult:
+         settings: AIDESettings = AIDESettings(),
+         sampler: SamplerSettings = SamplerSettings(), run: RunSettings = RunSettings(),
+         base: BaseSettings = BaseSettings(fit="laplace"), simulator=None,
+         reference: Any = None, fit_settings: FitSettings = FitSettings(),
+         out_dir: str | Path | None = None, name: str | None = None,
+         executor: Executor | None = None) -> AIDEResult:
     """AIDE of ``target`` against ``gold`` on ``model`` (a path, program text or compiled
     model) and ``data`` (see the module docstring for the specs).
 
-    ``n_gold``/``n_target`` runs of each, ``m_gold``/``m_target`` traces per output (only
-    for AIS and SIR; a tractable algorithm needs one).  ``base``: AIS's initial
+    ``settings``: runs of each algorithm, traces per output and the interval's level
+    (:class:`AIDESettings`).  ``sampler`` and ``run`` are :func:`~bread_stan.bread`'s:
+    the AIS kernel and its tuning, and of ``run`` the seed, the schedule (the size of
+    AIS is the spec's T), threads and progress (its step counts, chains and simulator
+    check are BREAD's and are not read here).  ``base``: AIS's initial
     distribution (default: a Laplace-fitted Gaussian widened 1.5 times, any program; the
     prior needs the ``prior_only`` split and a ``simulator``); SIR's proposal is the same
     Gaussian q0.  ``reference``: draws for a ``"reference"`` gold or a reference-fitted
     base (anything :func:`~bread_stan.workflows.subjective.load_reference` takes; default
     the toolkit's NUTS fit with ``fit_settings``).  Returns an
-    :class:`~bread_stan.aide.estimator.AIDEResult` (in nats); ``cost`` adds the fitting
+    :class:`~bread_stan.meta.estimator.AIDEResult` (in nats); ``cost`` adds the fitting
     cost of an approximation under ``"target_fit"``.  ``executor``
     (:class:`~bread_stan.parallel.executor.Executor`) runs the AIS runs and their
     reverse meta-inference chains in blocks on a Dask cluster, with the numbers of
     the local default.
     """
+    n_gold, n_target = settings.n_gold, settings.n_target
+    m_gold, m_target, level = settings.m_gold, settings.m_target, settings.level
+    seed, schedule = run.seed, run.schedule
     data = load_data(data)
     program = model.program.code if isinstance(model, CompiledModel) else program_text(model)
     name = name or (model.program.name if isinstance(model, CompiledModel)
@@ -296,7 +313,7 @@ def aide(model, data=None, *, gold: Any = "ais:10000", target: Any = "advi-meanf
                                     "target they would only assert their own exactness")
     executor = executor or Executor()
     setup = _Setup(model, data, base, sampler, schedule, simulator, reference, fit_settings,
-                   seed, threads, out, progress, executor)
+                   seed, run.threads, out, run.progress, executor)
     header_parts = dict(
         model=program, simulator=None if simulator is None else program_text(simulator),
         data={k: np.asarray(v).tolist() for k, v in data.items()}, base=asdict(base),

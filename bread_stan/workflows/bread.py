@@ -61,7 +61,7 @@ def _run_problem(problems: list[Problem], simulator: Simulator, sampler: Sampler
                  verdict: VerdictSettings, data: Mapping,
                  executor: Executor | None = None) -> BreadResult:
     """Tune on the first problem, check the simulator with the frozen kernel, then run
-    every step count over all problems (here, or in shards on ``executor``'s cluster)."""
+    every step count over all problems on ``executor`` (here by default)."""
     kernel, base_params = sampler.make()
     first = problems[0]
     extra = {"truth": first.truth, "simulated_data": first.simulated_data,
@@ -108,39 +108,12 @@ def _run_problem(problems: list[Problem], simulator: Simulator, sampler: Sampler
         if not verdict.consistent:
             log.warning("%s, %d distributions: %s", first.name, step.n_steps, verdict.message)
 
-    if executor is not None and executor.kind == "dask":
-        _run_steps_on_dask(problems, simulator, kernel, tuned, sampler, run, todo, out_dir,
-                           header["fingerprint"], executor, finish)
-    else:
-        for T in todo:
-            finish(_run_step(problems, simulator, kernel, tuned, sampler, run, T))
+    _run_steps(problems, simulator, kernel, tuned, sampler, run, todo, out_dir,
+               header["fingerprint"], executor or Executor(), finish)
     result.steps.sort(key=lambda s: s.n_steps)
     if out_dir is not None:
         result.save(out_dir)
     return result
-
-
-def _run_step(problems: list[Problem], simulator: Simulator, kernel, tuned,
-              sampler: SamplerSettings, run: RunSettings, T: int) -> StepResult:
-    """Forward and reverse AIS with T distributions; with several problems, the chains
-    are split among them and the step records which chain ran on which problem."""
-    config = _ais_config(sampler, run, T, run.progress)
-    parts = [_engine_run(problem, kernel, prior, run,
-                         problem_seed(run.seed, Purpose.CHAINS, T, k), tuned, config)
-             for k, (problem, prior) in enumerate(zip(problems,
-                                                      _prior_starts(problems, simulator, run, T)))]
-    return _join_problems(problems, parts)
-
-
-def _engine_run(problem: Problem, kernel, prior: np.ndarray, run: RunSettings, seed: int,
-                tuned, config: engine.RunConfig) -> StepResult:
-    """One step count on one problem: AIS, or SMC when ``run.algorithm`` says so."""
-    if run.algorithm == "smc":
-        return smc.run(problem.target, kernel, prior, problem.x_star, seed=seed, tuned=tuned,
-                       config=config, model=problem.name,
-                       smc=smc.SMCConfig(particles=run.particles_per_run)).steps[0]
-    return engine.run(problem.target, kernel, prior, problem.x_star, seed=seed, tuned=tuned,
-                      config=config, model=problem.name).steps[0]
 
 
 def _ais_config(sampler: SamplerSettings, run: RunSettings, T: int,
@@ -179,16 +152,17 @@ def _join_problems(problems: list[Problem], parts: list[StepResult]) -> StepResu
                                        for name in parts[0].draws})
 
 
-def _run_steps_on_dask(problems: list[Problem], simulator: Simulator, kernel, tuned,
-                       sampler: SamplerSettings, run: RunSettings, steps: Sequence[int],
-                       out_dir: Path | None, fingerprint: str, executor: Executor,
-                       finish) -> None:
-    """Run ``steps`` in shards on ``executor``'s cluster (see :func:`run_steps_in_shards`);
-    each step is joined exactly as :func:`_run_step` returns it."""
+def _run_steps(problems: list[Problem], simulator: Simulator, kernel, tuned,
+               sampler: SamplerSettings, run: RunSettings, steps: Sequence[int],
+               out_dir: Path | None, fingerprint: str, executor: Executor, finish) -> None:
+    """Run ``steps`` in shards on ``executor`` (see :func:`run_steps_in_shards`: locally
+    one batch per problem, as :func:`engine.run <bread_stan.ais.engine.run>`); each
+    step's problems joined into one step, its forward chains' draws constrained."""
     config = _ais_config(sampler, run, steps[0] if steps else 2, False)
     smc_config = (smc.SMCConfig(particles=run.particles_per_run) if run.algorithm == "smc"
                   else None)
-    contexts = [ShardContext(p.target.compiled, p.data, kernel, tuned, config, smc=smc_config)
+    contexts = [ShardContext(p.target.compiled, p.data, kernel, tuned, config, smc=smc_config,
+                             target=p.target)
                 for p in problems]
     # SMC: a reverse shard needs the exact draw and its runs' free prior particles.
     run_steps_in_shards(
@@ -325,31 +299,16 @@ def compare(models: Mapping[str, Any] | Sequence, simulator, data=None, *,
         data = load_data(data)
         sim = Simulator(sim_compiled, data, hyper=hyper, threads=run.threads)
         truths = _truth_draws(sim, run)
-        remote = {}
-        if executor is not None and executor.kind == "dask":
-            remote = _programs_on_dask(executor, models, compiled, sim_compiled, data, hyper,
-                                       truths, sampler, run, out, simulator,
-                                       verdict or VerdictSettings())
-        results = {}
-        for (label, program), built in zip(models.items(), compiled):
-            if label in remote:
-                results[label] = remote[label]
-                continue
-            problems = [simulate_problem(label, built, sim, data, run.seed, run.threads,
-                                          truth) for truth in truths]
-            header = _header(label, program, simulator, data, sampler, run, hyper)
-            sub = out / label if out is not None else None
-            if sub is not None:
-                sub.mkdir(exist_ok=True)
-            results[label] = _run_problem(problems, sim, sampler, run, sub, header, None,
-                                          verdict or VerdictSettings(), data, executor)
-        return results
+        return _run_programs(executor or Executor(), models, compiled, sim_compiled, data,
+                             hyper, truths, sampler, run, out, simulator,
+                             verdict or VerdictSettings())
 
 
 @dataclass(frozen=True)
 class _ProgramJob:
-    """One whole program of a comparison, for a Dask worker: its problems are rebuilt
-    from the shared simulator, data and truths, and the step counts ``run.steps`` run."""
+    """One whole program of a comparison, one task: its problems are rebuilt from the
+    shared simulator, data and truths, and the step counts ``run.steps`` run (saved and
+    resumed in ``out_dir`` when the task runs in this process)."""
 
     label: str
     model: CompiledModel
@@ -361,45 +320,53 @@ class _ProgramJob:
     run: RunSettings
     header: dict
     verdict: VerdictSettings
+    out_dir: Path | None = None
 
 
-def _run_program(job: _ProgramJob) -> BreadResult:
-    """Run one program of a comparison on a worker (threads: 1, no output directory)."""
-    sim = Simulator(job.simulator, job.data, hyper=job.hyper, threads=1)
-    problems = [simulate_problem(job.label, job.model, sim, job.data, job.run.seed, 1, truth)
-                for truth in job.truths]
-    return _run_problem(problems, sim, job.sampler, job.run, None, job.header, None,
-                        job.verdict, job.data)
+def _run_program(job: _ProgramJob, executor: Executor | None = None) -> BreadResult:
+    """Run one program of a comparison (on a worker: threads 1, no output directory);
+    ``executor`` is recorded as what ran it (default: here)."""
+    threads = job.run.threads
+    sim = Simulator(job.simulator, job.data, hyper=job.hyper, threads=threads)
+    problems = [simulate_problem(job.label, job.model, sim, job.data, job.run.seed, threads,
+                                 truth) for truth in job.truths]
+    return _run_problem(problems, sim, job.sampler, job.run, job.out_dir, job.header, None,
+                        job.verdict, job.data, executor)
 
 
-def _programs_on_dask(executor: Executor, models: Mapping, compiled, sim_compiled, data,
-                      hyper, truths, sampler: SamplerSettings, run: RunSettings,
-                      out: Path | None, simulator, verdict: VerdictSettings
-                      ) -> dict[str, BreadResult]:
-    """Run every program's missing step counts as one task each.  With ``out``, each
-    program's tuning, simulator check and steps are saved in ``out/LABEL`` as it
-    arrives, and the local pass of :func:`compare` that follows only loads them (returns
-    nothing); without, returns the programs' results."""
+def _run_programs(executor: Executor, models: Mapping, compiled, sim_compiled, data,
+                  hyper, truths, sampler: SamplerSettings, run: RunSettings,
+                  out: Path | None, simulator, verdict: VerdictSettings
+                  ) -> dict[str, BreadResult]:
+    """Run every program as one task on ``executor``.  Tasks run in this process save
+    and resume each step count in ``out/LABEL`` themselves; tasks sent to a cluster run
+    only the step counts missing there, and each is saved in ``out/LABEL`` as it arrives,
+    then reloaded with the steps saved before.  Returns one result per label."""
+    here = executor.in_process
     tasks, results = {}, {}
     for (label, program), built in zip(models.items(), compiled):
         header = _header(label, program, simulator, data, sampler, run, hyper)
-        done: set[int] = set()
-        if out is not None:
-            (out / label).mkdir(exist_ok=True)
-            done = resume_steps(BreadResult(label, header, [], {}), out / label, header)
-        missing = tuple(T for T in run.steps if T not in done)
-        if missing:
-            tasks[label] = (_ProgramJob(label, built, sim_compiled, dict(data),
-                                        None if hyper is None else dict(hyper), truths,
-                                        sampler, replace(run, steps=missing, progress=False,
-                                                         threads=1), header, verdict),)
+        sub = out / label if out is not None else None
+        if sub is not None:
+            sub.mkdir(exist_ok=True)
+        job_run = run
+        if not here:
+            done = (resume_steps(BreadResult(label, header, [], {}), sub, header)
+                    if sub is not None else set())
+            missing = tuple(T for T in run.steps if T not in done)
+            if not missing:
+                continue
+            job_run = replace(run, steps=missing, progress=False, threads=1)
+        tasks[label] = (_ProgramJob(label, built, sim_compiled, dict(data),
+                                    None if hyper is None else dict(hyper), truths, sampler,
+                                    job_run, header, verdict, sub if here else None),)
 
     def arrived(label: str, result: BreadResult) -> None:
-        log.info("%s: done on Dask", label)
-        if out is None:
+        if here or out is None:
             result.extra["executor"] = executor.describe()
             results[label] = result
             return
+        log.info("%s: done on Dask", label)
         sub = out / label
         TunedKernel.from_dict(result.extra["tuning"]).save(sub / "tuning.json")
         for step in result.steps:
@@ -408,7 +375,21 @@ def _programs_on_dask(executor: Executor, models: Mapping, compiled, sim_compile
 
     executor.run(_run_program, tasks, arrived, progress=run.progress,
                  saved_in=str(out) if out is not None else None)
-    return results
+    for label, job in _reloads(models, compiled, sim_compiled, data, hyper, truths, sampler,
+                               run, out, simulator, verdict, results):
+        results[label] = _run_program(job, executor)  # loads what the cluster saved
+    return {label: results[label] for label in models}
+
+
+def _reloads(models, compiled, sim_compiled, data, hyper, truths, sampler, run, out,
+             simulator, verdict, results):
+    """The programs whose results the cluster saved in ``out`` (jobs that load them)."""
+    for (label, program), built in zip(models.items(), compiled):
+        if label not in results:
+            header = _header(label, program, simulator, data, sampler, run, hyper)
+            yield label, _ProgramJob(label, built, sim_compiled, dict(data),
+                                     None if hyper is None else dict(hyper), truths, sampler,
+                                     run, header, verdict, out / label)
 
 
 def _labels(programs: Sequence) -> list[str]:

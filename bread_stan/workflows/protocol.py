@@ -38,13 +38,12 @@ the result and its files in :mod:`.protocol_result`.
 
 from __future__ import annotations
 
-import functools
 import logging
 import math
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Mapping
 
 import numpy as np
 
@@ -184,8 +183,10 @@ def _forward(target, kernel, tuned: TunedKernel, betas, prior, seed: int, every,
 
 @dataclass(frozen=True)
 class _ReplicateJob:
-    """One whole replicate, for a Dask worker: its data set, tuning (unless ``tuned``
-    was saved) and forward runs at ``steps`` (T -> betas, thinning, prior draws)."""
+    """One whole replicate, one task: its data set, tuning (unless ``tuned`` was
+    saved) and forward runs at ``steps`` (T -> betas, thinning, prior draws); with
+    ``out`` (a task run in this process) the tuning and each forward run are saved
+    there as they finish."""
 
     name: str
     model: CompiledModel
@@ -198,52 +199,76 @@ class _ReplicateJob:
     pilot: np.ndarray
     tuned: TunedKernel | None
     steps: dict
+    out: Path | None = None
+    threads: int | None = 1
+    progress: bool = False
+    replicates: int = 0
 
 
 def _run_replicate(job: _ReplicateJob) -> tuple[dict, dict[int, DirectionResult]]:
-    """Run one replicate on a worker: its tuned kernel (as a dict) and forward results."""
-    fixed_sim = Simulator(job.simulator, job.data, hyper=job.hyper, threads=1)
-    problem_k = _replicate_problem(job.name, job.model, fixed_sim, job.data, job.seed, 1,
-                                   job.k)
+    """Run one replicate (on a worker: threads 1, nothing saved): its tuned kernel (as
+    a dict) and forward results."""
+    fixed_sim = Simulator(job.simulator, job.data, hyper=job.hyper, threads=job.threads)
+    problem_k = _replicate_problem(job.name, job.model, fixed_sim, job.data, job.seed,
+                                   job.threads, job.k)
     kernel, base = job.sampler.make()
-    tuned = job.tuned or _tuned(None, problem_k.target, kernel, base, job.pilot,
-                                derived_seed(job.seed, Purpose.REPLICATE_PILOT, job.k), job.sampler)
-    return tuned.to_dict(), {
-        T: _forward(problem_k.target, kernel, tuned, betas, prior,
-                    derived_seed(job.seed, Purpose.REPLICATE_CHAINS, job.k, T), every,
-                    job.sampler.steps_per_temperature, False).to_direction_result()
-        for T, (betas, every, prior) in job.steps.items()}
+    path = None
+    if job.out is not None:
+        (job.out / "replicates").mkdir(parents=True, exist_ok=True)
+        path = job.out / "replicates" / f"tuning_r{job.k}.json"
+    tuned = job.tuned or _tuned(path, problem_k.target, kernel, base, job.pilot,
+                                derived_seed(job.seed, Purpose.REPLICATE_PILOT, job.k),
+                                job.sampler, job.progress)
+    forward = {}
+    for T, (betas, every, prior) in job.steps.items():
+        fwd = _forward(problem_k.target, kernel, tuned, betas, prior,
+                       derived_seed(job.seed, Purpose.REPLICATE_CHAINS, job.k, T), every,
+                       job.sampler.steps_per_temperature, job.progress)
+        forward[T] = fwd.to_direction_result()
+        if job.out is not None:
+            save_direction(replicate_path(job.out, job.k, T), forward[T])
+            log.info("%s: replicate %d of %d, T=%d: median forward estimate %.4g, %.1f s",
+                     job.name, job.k, job.replicates, T, float(np.median(fwd.log_estimates)),
+                     fwd.wall_time)
+    return tuned.to_dict(), forward
 
 
-def _replicates_on_dask(executor: Executor, result: ProtocolResult, out: Path | None,
-                        name: str, compiled, sim_compiled, data, hyper, run: RunSettings,
-                        sampler: SamplerSettings, settings: ProtocolSettings, pilot,
-                        step_inputs) -> None:
-    """Run the missing replicates, one task each, saving each as it arrives."""
+def _run_replicates(executor: Executor, result: ProtocolResult, out: Path | None,
+                    name: str, compiled, sim_compiled, data, hyper, run: RunSettings,
+                    sampler: SamplerSettings, settings: ProtocolSettings, pilot,
+                    step_inputs) -> None:
+    """Run the missing replicates on ``executor``, one task each.  A task run in this
+    process saves its tuning and each forward run as it finishes (threads and progress
+    as the run's); one sent to a cluster is saved as it arrives."""
+    here = executor.in_process
     steps = [T for T in run.steps
              if settings.replicate_max_steps is None or T <= settings.replicate_max_steps]
-    inputs = {T: step_inputs(T) for T in steps}
-    tasks = {}
+    tasks, inputs = {}, {}
     for k in range(1, settings.replicates + 1):
         missing = [T for T in steps if T not in result.replicate_forward.get(k, {})]
         if not missing:
             continue
+        for T in missing:
+            if T not in inputs:
+                inputs[T] = step_inputs(T)  # the same for every replicate
         path = out / "replicates" / f"tuning_r{k}.json" if out is not None else None
         tuned = load_if_sound(path, TunedKernel.load) if path is not None else None
         tasks[f"replicate-{k}"] = (_ReplicateJob(
             name, compiled, sim_compiled, dict(data), dict(hyper), run.seed, k, sampler, pilot,
-            tuned, {T: inputs[T] for T in missing}),)
+            tuned, {T: inputs[T] for T in missing}, out if here else None,
+            run.threads if here else 1, run.progress and here, settings.replicates),)
 
     def arrived(key: str, value) -> None:
         k = int(key.rsplit("-", 1)[1])
         tuned, forward = value
         result.replicate_forward.setdefault(k, {}).update(forward)
-        if out is not None:
+        if out is not None and not here:
             (out / "replicates").mkdir(parents=True, exist_ok=True)
             TunedKernel.from_dict(tuned).save(out / "replicates" / f"tuning_r{k}.json")
             for T, done in forward.items():
                 save_direction(replicate_path(out, k, T), done)
-        log.info("%s: replicate %d of %d done on Dask", name, k, settings.replicates)
+        log.info("%s: replicate %d of %d done (%s)", name, k, settings.replicates,
+                 executor.describe()["kind"])
 
     executor.run(_run_replicate, tasks, arrived, progress=run.progress,
                  saved_in=str(out / "replicates") if out is not None else None)
@@ -410,19 +435,6 @@ def _protocol(model, simulator, real_data, sampler: SamplerSettings, run: RunSet
     warn_if_costly(name, tuned_sim, list(run.steps), sampler.steps_per_temperature * run.chains
                    * (2 + len(settings.s_sweep) + settings.replicates), problem.target.dim)
 
-    @functools.cache
-    def replicate(k: int) -> tuple[Any, TunedKernel]:
-        """The k-th replicate data set (eta_hat, fresh theta and data) and a kernel
-        tuned on it; built on first use, so a resumed run that needs none pays nothing."""
-        problem_k = _replicate_problem(name, model, fixed_sim, data, run.seed, run.threads, k)
-        path = None
-        if out is not None:
-            (out / "replicates").mkdir(parents=True, exist_ok=True)
-            path = out / "replicates" / f"tuning_r{k}.json"
-        return problem_k, _tuned(path, problem_k.target, kernel, base, pilot,
-                                 derived_seed(run.seed, Purpose.REPLICATE_PILOT, k), sampler,
-                                 run.progress)
-
     # 4. Reverse starts: S frozen beta = 1 transitions from (eta_hat, theta) on D_sim.
     starts_path = out / "reverse_starts.npz" if out is not None else None
     starts: dict[int, np.ndarray] = {}
@@ -454,9 +466,8 @@ def _protocol(model, simulator, real_data, sampler: SamplerSettings, run: RunSet
                 prior_draws(problem, prior_sim, run.chains,
                              derived_seed(run.seed, Purpose.PRIOR, T)))
 
-    if executor is not None and executor.kind == "dask":
-        _replicates_on_dask(executor, result, out, name, compiled, sim_compiled, data, hyper,
-                            run, sampler, settings, pilot, step_inputs)
+    _run_replicates(executor or Executor(), result, out, name, compiled, sim_compiled, data,
+                    hyper, run, sampler, settings, pilot, step_inputs)
 
     # 5. AIS for each number of distributions.
     for T in run.steps:
@@ -506,17 +517,6 @@ def _protocol(model, simulator, real_data, sampler: SamplerSettings, run: RunSet
             result.real_forward[T] = forward_only(
                 real_target, tuned_real, derived_seed(run.seed, Purpose.REAL_CHAINS, T),
                 out / "real" / f"forward_{T}.npz" if out is not None else None, "real data")
-        if settings.replicate_max_steps is not None and T > settings.replicate_max_steps:
-            continue
-        for k in range(1, settings.replicates + 1):
-            done = result.replicate_forward.setdefault(k, {})
-            if T not in done:
-                rep_problem, rep_tuned = replicate(k)
-                done[T] = forward_only(
-                    rep_problem.target, rep_tuned,
-                    derived_seed(run.seed, Purpose.REPLICATE_CHAINS, k, T),
-                    replicate_path(out, k, T) if out is not None else None,
-                    f"replicate {k} of {settings.replicates}")
     result.sim.steps.sort(key=lambda s: s.n_steps)
     if out is not None:
         result.save(out)

@@ -447,9 +447,10 @@ def _run_steps(result: BreadResult, out: Path | None, target, draw_base, reverse
                sampler: SamplerSettings, run: RunSettings, executor: Executor,
                shard_source: tuple) -> None:
     """Tune on pilot chains from the base (or reload the tuning), then run every step
-    count not already saved (here, or in shards on ``executor``'s Dask cluster from
-    ``shard_source``: compiled model, data, Gaussian base or None), saving each as it
-    finishes; draws are stored constrained."""
+    count not already saved in shards on ``executor`` (here by default, one batch per
+    step count as :func:`engine.run <bread_stan.ais.engine.run>`) from ``shard_source``
+    (compiled model, data, Gaussian base or None), saving each as it finishes; draws
+    are stored constrained."""
     name, stan = result.model, target.full_model
     done = resume_steps(result, out, result.settings) if out is not None else set()
     kernel, base_params = sampler.make()
@@ -479,19 +480,11 @@ def _run_steps(result: BreadResult, out: Path | None, target, draw_base, reverse
     def base_starts(T: int) -> np.ndarray:
         return draw_base(run.chains, derived_seed(run.seed, Purpose.SUBJECTIVE_BASE, T))
 
-    if executor.kind == "dask":
-        model, data, base = shard_source
-        context = ShardContext(model, data, kernel, tuned, replace(config, progress=False),
-                               base=base)
-        run_steps_in_shards([context], lambda T: [(base_starts(T), reverse_starts)],
-                            lambda T, k: derived_seed(run.seed, Purpose.SUBJECTIVE_CHAINS, T), todo,
-                            sampler.steps_per_temperature, out, result.settings["fingerprint"],
-                            executor, lambda parts: finish(parts[0]), run.progress)
-    else:
-        for T in todo:
-            finish(engine.run(target, kernel, base_starts(T), reverse_starts,
-                              seed=derived_seed(run.seed, Purpose.SUBJECTIVE_CHAINS, T),
-                              tuned=tuned, model=name,
-                              config=replace(config, steps=(T,))).steps[0])
+    model, data, base = shard_source
+    context = ShardContext(model, data, kernel, tuned, config, base=base, target=target)
+    run_steps_in_shards([context], lambda T: [(base_starts(T), reverse_starts)],
+                        lambda T, k: derived_seed(run.seed, Purpose.SUBJECTIVE_CHAINS, T), todo,
+                        sampler.steps_per_temperature, out, result.settings["fingerprint"],
+                        executor, lambda parts: finish(parts[0]), run.progress)
     result.steps.sort(key=lambda s: s.n_steps)
 

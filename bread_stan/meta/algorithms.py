@@ -161,7 +161,7 @@ class ReferenceAlgorithm:
     (only their sum means something).  If the reference draws are exact (independent)
     posterior draws, AIDE with this gold is AIDE with gold = the exact posterior; if not,
     the subjective divergence's caveats apply (SPEC 7.2).  As a target it would merely
-    assert its own exactness, so :func:`~bread_stan.aide.estimator.estimate_aide` refuses it
+    assert its own exactness, so :func:`~bread_stan.meta.estimator.estimate_aide` refuses it
     there.  ``run`` takes n of the draws without replacement (give thinned draws).
     """
 
