@@ -10,7 +10,7 @@ Runs :mod:`bread_stan.exact.calibration` over ``--seeds`` replications (default 
 - ``calibration.png``: miss shares against T, one panel per interval.
 
 The delta-method rows are the "estimate -/+ z se" the sandwich used to print, kept for
-comparison; they are not printed any more.  Run it niced (about 3 minutes on one core):
+comparison; they are not printed any more.  Run it niced (about 8 minutes on one busy core):
 
     nice python scripts/calibration.py
 """
@@ -110,7 +110,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=200)
     parser.add_argument("--first-seed", type=int, default=0,
                         help="first replication's seed (a fresh set of seeds re-checks a row "
-                             "flagged by chance: about 1.8 of the 72 sides are at 200 seeds)")
+                             "flagged by chance: at 200 seeds about 2.5% of correct sides are flagged)")
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
