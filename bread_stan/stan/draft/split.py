@@ -19,13 +19,11 @@ from typing import Iterable, Sequence
 
 from ...errors import DraftError
 from .parse import Expr, StanProgram, Stmt, Token, parse_program
+from .terms import CDF, DENSITY, DensityTerm, density_term, split_sum
 
 __all__ = ["SplitError", "SplitRow", "Split", "split_program", "PRIOR_ONLY_DECL"]
 
 PRIOR_ONLY_DECL = "int<lower=0, upper=1> prior_only;"
-_DENSITY = re.compile(r"_(lpdf|lpmf|lupdf|lupmf)$")
-_CDF = re.compile(r"_(lcdf|lccdf)$")
-_OPERAND_END = {")", "]", "'"}
 
 
 class SplitError(DraftError):
@@ -123,74 +121,6 @@ def _closure(names: set[str], deps: dict[str, set[str]]) -> set[str]:
     return seen
 
 
-# --------------------------------------------------------------------------- terms
-
-def _split_sum(tokens: Sequence[Token]) -> list[tuple[int, int]] | None:
-    """Spans (start, end token indices) of the top-level ``+``/``-`` terms, or None when
-    the expression has a lower-precedence operator at the top level."""
-    spans, start, depth = [], 0, 0
-    for k, t in enumerate(tokens):
-        if t.kind != "op":
-            continue
-        if t.text in "([{":
-            depth += 1
-        elif t.text in ")]}":
-            depth -= 1
-        elif depth == 0 and t.text in ("?", ":", "||", "&&", "==", "!=", "<", ">", "<=",
-                                       ">="):
-            return None
-        elif depth == 0 and t.text in "+-" and k > 0 and (
-                tokens[k - 1].kind in ("id", "num") or tokens[k - 1].text in _OPERAND_END):
-            spans.append((start, k))
-            start = k
-    spans.append((start, len(tokens)))
-    return spans
-
-
-@dataclass
-class _Term:
-    tokens: tuple[Token, ...]
-    call: str = ""                       # the density or cdf called, "" for an expression
-    outcome: tuple[Token, ...] = ()
-    rest: tuple[Token, ...] = ()         # the density's other arguments and factors
-
-
-def _density_term(tokens: Sequence[Token], constants: set[str]) -> _Term:
-    """The term as ``[+-] [factor *] foo_lpdf(outcome | ...)``, or as an expression."""
-    toks = tuple(tokens)
-    k = 0
-    while k < len(toks) and toks[k].text in "+-" and toks[k].kind == "op":
-        k += 1
-    factor_end = k
-    while factor_end < len(toks) and (toks[factor_end].kind == "num" or (
-            toks[factor_end].kind == "id" and toks[factor_end].text in constants
-            and not (factor_end + 1 < len(toks) and toks[factor_end + 1].text == "("))
-            or toks[factor_end].text == "*"):
-        factor_end += 1
-    if factor_end > k and toks[factor_end - 1].text != "*":
-        return _Term(toks)
-    k = factor_end
-    if not (k + 1 < len(toks) and toks[k].kind == "id" and toks[k + 1].text == "("
-            and (_DENSITY.search(toks[k].text) or _CDF.search(toks[k].text))):
-        return _Term(toks)
-    depth, stop, bar = 0, None, None
-    for j in range(k + 1, len(toks)):
-        t = toks[j]
-        if t.kind == "op" and t.text in "([{":
-            depth += 1
-        elif t.kind == "op" and t.text in ")]}":
-            depth -= 1
-            if depth == 0:
-                stop = j
-                break
-        elif depth == 1 and t.kind == "op" and t.text in ("|", ",") and bar is None:
-            bar = j
-    if stop != len(toks) - 1:
-        return _Term(toks)
-    bar = stop if bar is None else bar
-    return _Term(toks, toks[k].text, toks[k + 2:bar], toks[:k] + toks[bar:stop])
-
-
 # --------------------------------------------------------------------------- split
 
 class _Classifier:
@@ -217,7 +147,7 @@ class _Classifier:
         names = _value_names(tokens) if values_only else _all_names(tokens)
         return _closure(names, self.deps)
 
-    def outcome_modelled(self, term: _Term) -> tuple[set[str], set[str], set[str]]:
+    def outcome_modelled(self, term: DensityTerm) -> tuple[set[str], set[str], set[str]]:
         """(modelled data, parameters, data-derived transformed data) in the outcome."""
         names = self.reads(term.outcome, True)
         if self.given:
@@ -227,7 +157,7 @@ class _Classifier:
         via = {n for n in names & self.tdata if self.tdata_from.get(n)} - self.modelled
         return modelled, names & self.params, via
 
-    def role(self, term: _Term, line: int) -> tuple[str, str]:
+    def role(self, term: DensityTerm, line: int) -> tuple[str, str]:
         """("prior" | "likelihood" | "refused", reason) of one density term."""
         if not term.call:
             read = self.reads(term.tokens, False)
@@ -245,27 +175,27 @@ class _Classifier:
                     f"the data {', '.join(self.tdata_from[name])}: the modelled data reach "
                     f"the model only through transformed data")
         other = self.reads(term.rest, False) & self.modelled
-        if other and not _CDF.search(term.call):
+        if other and not CDF.search(term.call):
             return ("refused", f"a prior (outcome not data) that reads the modelled data "
                     f"{', '.join(sorted(other))}")
-        return ("likelihood", "") if (other and _CDF.search(term.call)) else ("prior", "")
+        return ("likelihood", "") if (other and CDF.search(term.call)) else ("prior", "")
 
 
-def _statement_terms(s: Stmt, constants: set[str]) -> list[_Term] | None:
+def _statement_terms(s: Stmt, constants: set[str]) -> list[DensityTerm] | None:
     """The density terms of a ``~`` or ``target +=`` statement (None: neither)."""
     if s.kind == "tilde":
         rest = tuple(t for a in s.args for t in a.tokens)
         if s.truncation is not None:
             rest += s.truncation.tokens
-        return [_Term(s.lhs.tokens, s.dist + "_lpdf", s.lhs.tokens, rest)]
+        return [DensityTerm(s.lhs.tokens, s.dist + "_lpdf", s.lhs.tokens, rest)]
     if s.kind == "target":
         toks = s.rhs.tokens
-        spans = _split_sum(toks)
+        spans = split_sum(toks)
         if spans is None:
-            return [_Term(toks)]
-        terms = [_density_term(toks[a:b], constants) for a, b in spans]
+            return [DensityTerm(toks)]
+        terms = [density_term(toks[a:b], constants) for a, b in spans]
         if not all(t.call for t in terms):      # not a sum of densities: one expression
-            return [_Term(toks)]
+            return [DensityTerm(toks)]
         return terms
     return None
 
@@ -297,25 +227,30 @@ def split_program(source: str, info: dict, likelihood: Sequence[str] | None = No
                                  "itself, which cannot be split: declare prior_only by hand")
     c = _Classifier(program, likelihood)
     constants = c.data | c.tdata
-    found: list[tuple[Stmt, list[_Term]]] = []
+    found: list[tuple[Stmt, list[DensityTerm]]] = []
     for s in _walk(model):
         terms = _statement_terms(s, constants)
         if terms is not None:
             found.append((s, terms))
-    if likelihood is None:
+    if likelihood is None:   # data that are the outcome of a density, anywhere in the model
+        for s in _walk(model):
+            init = s.decl.init if s.decl is not None else None
+            for e in (x for x in (s.lhs, s.rhs, init) if x is not None):
+                for outcome in _density_outcomes(e.tokens):
+                    c.modelled |= c.reads(outcome, True) & c.data
         for s, terms in found:
             for t in terms:
-                if t.call and not _CDF.search(t.call):
+                if t.call and not CDF.search(t.call):
                     c.modelled |= c.reads(t.outcome, True) & c.data
     rows: list[SplitRow] = []
-    edits: list[tuple[Stmt, list[tuple[_Term, str]]]] = []
+    edits: list[tuple[Stmt, list[tuple[DensityTerm, str]]]] = []
     for s, terms in found:
         roles = [(t, *c.role(t, s.line)) for t in terms]
         # a cdf term (a truncation's normaliser) goes with the densities of its sum
-        pdf_roles = {r for t, r, _ in roles if t.call and not _CDF.search(t.call)}
+        pdf_roles = {r for t, r, _ in roles if t.call and not CDF.search(t.call)}
         if len(pdf_roles) == 1 and "refused" not in pdf_roles:
             only = next(iter(pdf_roles))
-            roles = [(t, only if (t.call and _CDF.search(t.call) and r != "refused") else r,
+            roles = [(t, only if (t.call and CDF.search(t.call) and r != "refused") else r,
                       why) for t, r, why in roles]
         for t, role, why in roles:
             text = s.text if len(terms) == 1 else Expr(t.tokens, source).text
@@ -336,6 +271,28 @@ def split_program(source: str, info: dict, likelihood: Sequence[str] | None = No
     return Split(_rewrite(program, edits, keep_likelihood=True),
                  _rewrite(program, edits, keep_likelihood=False), rows,
                  sorted(c.modelled))
+
+
+def _density_outcomes(tokens: Sequence[Token]) -> list[tuple[Token, ...]]:
+    """The first argument of every density call in an expression."""
+    out = []
+    for k, t in enumerate(tokens):
+        if t.kind == "id" and DENSITY.search(t.text) and k + 1 < len(tokens) \
+                and tokens[k + 1].text == "(":
+            depth, j = 0, k + 1
+            while j < len(tokens):
+                x = tokens[j]
+                if x.kind == "op" and x.text in "([{":
+                    depth += 1
+                elif x.kind == "op" and x.text in ")]}":
+                    depth -= 1
+                    if depth == 0:
+                        break
+                elif depth == 1 and x.kind == "op" and x.text in ("|", ","):
+                    break
+                j += 1
+            out.append(tuple(tokens[k + 2:j]))
+    return out
 
 
 def _rewrite(program: StanProgram, edits, keep_likelihood: bool) -> str:
@@ -383,6 +340,6 @@ def _padded(old: str, new: str) -> str:
     return new + "\n" * max(0, old.count("\n") - new.count("\n"))
 
 
-def _join(source: str, terms: Sequence[_Term]) -> str:
+def _join(source: str, terms: Sequence[DensityTerm]) -> str:
     text = " ".join(source[t.tokens[0].start:t.tokens[-1].end] for t in terms).strip()
     return text[1:].strip() if text.startswith("+") else text
