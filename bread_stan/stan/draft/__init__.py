@@ -22,6 +22,7 @@ from ..compile import Program, _stanc, _toolchain, read_program
 from .emit import emit
 from .parse import parse_program
 from .split import Split, SplitError, split_program
+from .targets import targets_as_tildes
 from .translate import tilde_types, translate
 
 __all__ = ["draft_simulator", "split_model", "DraftError", "Split", "SplitError"]
@@ -78,12 +79,13 @@ def draft_simulator(model_program: str | os.PathLike | Program,
         source = program.code
         if "#include" in source:   # parse stanc's printout, with the includes inlined
             source = _stanc(program, toolchain, ["--print-canonical"], work, None)
+        source = targets_as_tildes(source)   # target += foo_lpdf(x | ...) read as x ~ foo(...)
         text = Program(source, program.name)
         info = json.loads(_stanc(text, toolchain, ["--info"], work, None))
         types = tilde_types(_stanc(text, toolchain, ["--debug-decorated-ast"], work, None))
         label = program.path.name if program.path else program.name
         lines = (" (line numbers of stanc's printout, with the includes inlined)"
-                 if source is not program.code else "")
+                 if "#include" in program.code else "")
         try:
             draft = translate(parse_program(source), info, types, hyper)
         except DraftError as error:

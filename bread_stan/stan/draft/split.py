@@ -268,8 +268,10 @@ def split_program(source: str, info: dict, likelihood: Sequence[str] | None = No
                          "its outcome, so there is no likelihood to split off: declare "
                          "prior_only by hand, or name the modelled data with "
                          "--likelihood NAME,...")
-    return Split(_rewrite(program, edits, keep_likelihood=True),
-                 _rewrite(program, edits, keep_likelihood=False), rows,
+    bare = {id(b) for p in _walk(model) if p.kind in ("if", "for", "foreach", "while")
+            for b in (*p.body, *p.orelse)}     # an unbraced body: an edit there needs braces
+    return Split(_rewrite(program, edits, bare, keep_likelihood=True),
+                 _rewrite(program, edits, bare, keep_likelihood=False), rows,
                  sorted(c.modelled))
 
 
@@ -295,7 +297,7 @@ def _density_outcomes(tokens: Sequence[Token]) -> list[tuple[Token, ...]]:
     return out
 
 
-def _rewrite(program: StanProgram, edits, keep_likelihood: bool) -> str:
+def _rewrite(program: StanProgram, edits, bare: set[int], keep_likelihood: bool) -> str:
     """The source with prior_only declared and each likelihood term wrapped in
     ``if (!prior_only)`` (or deleted), every edit on its own line."""
     source = program.source
@@ -304,9 +306,10 @@ def _rewrite(program: StanProgram, edits, keep_likelihood: bool) -> str:
         if all(r == "prior" for _, r in roles):
             continue
         first, last = _stmt_span(source, s)
+        braces = "{{ {} }}" if id(s) in bare else "{}"
         if s.kind == "tilde" or all(r == "likelihood" for _, r in roles):
             text = source[first:last]
-            patches.append((first, last, f"{{ if (!prior_only) {{ {text} }} }}"
+            patches.append((first, last, braces.format(f"if (!prior_only) {{ {text} }}")
                             if keep_likelihood else _padded(text, "{ }")))
             continue
         prior = _join(source, [t for t, r in roles if r == "prior"])
@@ -314,7 +317,7 @@ def _rewrite(program: StanProgram, edits, keep_likelihood: bool) -> str:
         text = f"target += {prior};"
         if keep_likelihood:
             text += f" if (!prior_only) {{ target += {lik}; }}"
-        patches.append((first, last, _padded(source[first:last], f"{{ {text} }}")))
+        patches.append((first, last, _padded(source[first:last], braces.format(text))))
     if "data" in program.spans:
         _, end = program.spans["data"]
         patches.append((end, end, f" {PRIOR_ONLY_DECL} "))

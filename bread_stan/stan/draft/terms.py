@@ -40,10 +40,14 @@ def split_sum(tokens: Sequence[Token]) -> list[tuple[int, int]] | None:
 
 @dataclass
 class DensityTerm:
+    """One term of a sum; for a density call, its parts as token spans."""
+
     tokens: tuple[Token, ...]
     call: str = ""                       # the density or cdf called, "" for an expression
     outcome: tuple[Token, ...] = ()
     rest: tuple[Token, ...] = ()         # the density's other arguments and factors
+    prefix: tuple[Token, ...] = ()       # sign and constant factor before the call
+    args: tuple[Token, ...] = ()         # the arguments after the outcome
 
 
 def density_term(tokens: Sequence[Token], constants: set[str]) -> DensityTerm:
@@ -79,4 +83,5 @@ def density_term(tokens: Sequence[Token], constants: set[str]) -> DensityTerm:
     if stop != len(toks) - 1:
         return DensityTerm(toks)
     bar = stop if bar is None else bar
-    return DensityTerm(toks, toks[k].text, toks[k + 2:bar], toks[:k] + toks[bar:stop])
+    return DensityTerm(toks, toks[k].text, toks[k + 2:bar], toks[:k] + toks[bar:stop],
+                       toks[:k], toks[bar + 1:stop])

@@ -42,6 +42,12 @@ _UNIVARIATE = _REAL | _POSITIVE | _UNIT | _DISCRETE | {"uniform"}
 _ZERO = {"0", "0.0", "0.", "0e0"}
 
 
+# The glm likelihoods: the univariate distribution of each outcome, given the linear
+# predictor alpha + x * beta (x a matrix or row_vector, alpha a real or vector).
+_GLM = {"normal_id_glm": "normal", "bernoulli_logit_glm": "bernoulli_logit",
+        "poisson_log_glm": "poisson_log"}
+
+
 @dataclass(frozen=True)
 class Type:
     """A Stan type as stanc reports it: base (real, int, vector, ...) and array dims."""
@@ -96,6 +102,18 @@ def tilde_types(ast_text: str) -> list[tuple[Type, list[Type]]]:
 
     walk(read_sexp(ast_text), False)
     return found
+
+
+def _glm(s: Stmt, dist: str, args: list[str], arg_types: list[Type]
+         ) -> tuple[str, list[str], list[Type]]:
+    """``y ~ foo_glm(x, alpha, beta[, sigma])`` as ``y ~ foo(alpha + x * beta[, sigma])``."""
+    x_type = arg_types[0]
+    if x_type.dims or x_type.base not in ("matrix", "row_vector"):
+        raise _refuse(s, f"the predictors of {dist} are a {x_type.base}; only a matrix or "
+                         "row_vector is translated")
+    eta = f"({args[1]}) + ({args[0]}) * ({args[2]})"
+    eta_type = Type("vector") if x_type.base == "matrix" else Type("real")
+    return _GLM[dist], [eta, *args[3:]], [eta_type, *arg_types[3:]]
 
 
 @dataclass
@@ -218,6 +236,11 @@ class _Translator:
         dist, args = s.dist, [a.text for a in s.args]
         if dist == "std_normal":
             dist, args, arg_types = "normal", ["0", "1"], [Type("int"), Type("int")]
+        if dist in _GLM:
+            if var in self.parameters:
+                raise _refuse(s, f"{dist} is a likelihood, not a prior the drafter "
+                                 "translates")
+            dist, args, arg_types = _glm(s, dist, args, arg_types)
         if var in self.parameters:
             half = self.support(s, self.decls[var], dist, args)
         else:
@@ -481,11 +504,8 @@ def translate(program: StanProgram, info: dict, types: list, hyper=None) -> Draf
             uses |= Expr(s.lhs.tokens[1:], s.lhs.source).names()
         units.append(_Unit(k, s, lines, defined | drawn, uses, drawn, likelihood))
     simulated = set(tr.simulated)
-    missing = [p for p in tr.parameters if p not in tr.tilde_of]
-    if missing:
-        raise DraftError(f"parameter {missing[0]} has no ~ statement (an improper prior, "
-                         "or a prior written with target +=); the drafter needs a proper "
-                         "prior stated with ~ for every parameter")
+    for p in [p for p in tr.parameters if p not in tr.tilde_of]:
+        units.append(_uniform_unit(tr, tr.decls[p], len(units)))
     for u in units:
         if u.uses & simulated and (u.tildes - simulated or not u.likelihood):
             raise _refuse(u.stmt, f"the prior uses the data {sorted(u.uses & simulated)[0]} "
@@ -520,6 +540,39 @@ def translate(program: StanProgram, info: dict, types: list, hyper=None) -> Draf
           if "transformed data" in program.spans else None)
     return Draft(kept, [tr.decls[h] for h in hyper_names], functions, td, outputs, lines,
                  list(tr.simulated))
+
+
+def _uniform_unit(tr: _Translator, decl: Decl, index: int) -> _Unit:
+    """A parameter with no density: uniform on its bounds when it has both (a proper
+    prior); otherwise its prior is improper and the draft is refused."""
+    lower, upper = decl.bounds.get("lower"), decl.bounds.get("upper")
+    scalar_data = {n for n, d in tr.decls.items() if n in tr.inputs and not d.dims
+                   and not d.sizes}
+    flat = lower is None or upper is None
+    if flat or (lower.names() | upper.names()) - scalar_data or decl.base not in (
+            "real", "vector", "row_vector") or len(decl.dims) + bool(decl.sizes) > 1:
+        example = ("normal(0, 10)" if lower is None or lower.text in _ZERO
+                   else f"a distribution on ({lower.text}, infinity)")
+        if upper is not None and lower is not None:
+            why = ("its bounds are not scalar data or numbers, or it is not a real, "
+                   "vector or 1-d array, so the drafter cannot draw it uniformly")
+        else:
+            why = ("its prior is flat (improper), so nothing can be simulated from it")
+        raise DraftError(f"line {decl.line}: parameter {decl.name} has no density "
+                         f"statement: {why}; add a proper prior, e.g. `{decl.name} ~ "
+                         f"{example};`" + (" (a half-normal on <lower=0>)"
+                                            if lower is not None and upper is None else "")
+                         + ", or give it both bounds for a uniform prior")
+    draw = f"uniform_rng({lower.text}, {upper.text})"
+    if decl.dims or decl.sizes:
+        i = f"{decl.name}_i_"
+        line = f"  for ({i} in 1:num_elements({decl.name})) {decl.name}[{i}] = {draw};"
+    else:
+        line = f"  {decl.name} = {draw};"
+    stmt = Stmt("other", decl.line, decl.text)
+    uses = lower.names() | upper.names() | {n for d in (*decl.dims, *decl.sizes)
+                                            for n in d.names()}
+    return _Unit(index, stmt, [line], {decl.name}, uses, {decl.name}, False)
 
 
 def _has_tilde(s: Stmt) -> bool:
