@@ -96,10 +96,19 @@ def _sampler(args, **extra):
                            max_depth=args.max_depth, **extra)
 
 
+def _add_simulator_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--simulator", type=Path, default=None,
+                   help="simulator program: draws all unknowns from the prior, then the "
+                   "data (default: drafted from the model, and saved in the output)")
+    p.add_argument("--likelihood", default=None, metavar="NAME,...",
+                   help="the modelled data, for the automatic prior/likelihood split of a "
+                   "model without prior_only (default: every data variable that is the "
+                   "outcome of a density)")
+
+
 def _add_run_options(p: argparse.ArgumentParser, simulator: bool = True) -> None:
     if simulator:
-        p.add_argument("--simulator", required=True, type=Path,
-                       help="simulator program: draws all unknowns from the prior, then the data")
+        _add_simulator_options(p)
     p.add_argument("--data", help="the model's data: a JSON file, or the name of a bundled "
                    "data set (nhefs, pima, goog, faithful, movielens, ...)"
                    + ("; the simulator reads it too" if simulator else ""))
@@ -261,8 +270,8 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("check", help="test that a simulator draws from the model's joint "
                        "distribution (exit 0 pass, 3 flagged, 2 bad input)")
-    p.add_argument("model", type=Path, help="model program with the prior_only split")
-    p.add_argument("--simulator", required=True, type=Path, help="simulator program")
+    p.add_argument("model", type=Path, help="model program")
+    _add_simulator_options(p)
     p.add_argument("--data", help="the model's data: a JSON file or a bundled data set")
     _add_kernel_options(p)
     p.add_argument("--prior-draws", type=int, default=2000,
@@ -614,6 +623,36 @@ def _os_message(error: OSError) -> str:
     return f"{error.strerror}{where}"
 
 
+def _prepare(args) -> None:
+    """Split the model(s) without prior_only and draft the simulator when none is
+    given, saving the generated programs under the output directory (in place in
+    ``args``)."""
+    from ..stan.prepare import parse_likelihood, prepare_programs
+
+    likelihood = parse_likelihood(args.likelihood)
+    models = args.models if args.command == "compare" else [args.model]
+    default = {"run": f"bread-{models[0].stem}", "compare": "bread-compare",
+               "protocol": f"protocol-{models[0].stem}"}.get(args.command)
+    if default is None:       # check: no output directory of its own
+        import tempfile
+        base = Path(tempfile.mkdtemp(prefix="bread-check-"))
+    else:
+        base = (args.out or Path(default)) / "programs"
+    simulator, prepared = args.simulator, []
+    for model in models:
+        directory = base / model.stem if len(models) > 1 else base
+        p = prepare_programs(model, simulator, directory, likelihood)
+        simulator = p.simulator     # compare: the simulator drafted from the first model
+        prepared.append(p)
+        if p.split is not None or p.drafted:
+            logging.getLogger("bread_stan").info("%s: %s", model, p.describe())
+    if args.command == "compare":
+        args.models = [p.model for p in prepared]
+    else:
+        args.model = prepared[0].model
+    args.simulator = simulator
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``bread-stan`` console script."""
     args = _parser().parse_args(argv)
@@ -624,6 +663,8 @@ def main(argv: list[str] | None = None) -> int:
                 "draft-simulator": _cmd_draft_simulator, "report": _cmd_report,
                 "info": _cmd_info}
     try:
+        if args.command in ("run", "compare", "check", "protocol"):
+            _prepare(args)
         return commands[args.command](args)
     except (BreadStanError, ValueError) as error:
         # Problems with the user's input: the message names the problem and the fix.
