@@ -126,3 +126,26 @@ def test_split_is_exact(compiled, name):
                               rng=np.random.default_rng(26), n=25)
     assert check.points >= 20
     assert check.exact(1e-10), check
+
+
+@pytest.mark.parametrize("model, message", [
+    ("data { int N; vector[N] y; }\nparameters { real mu; }\n"
+     "model { mu ~ normal(mean(y), 1);\n y ~ normal(mu, 1); }\n",
+     "line 3: cannot split `mu ~ normal(mean(y), 1);`"),
+    ("data { int N; vector[N] y; }\nparameters { real mu; real<lower=0> s; }\n"
+     "model { mu ~ normal(0, 1);\n y ~ normal(mu, s); }\n",
+     "line 2: parameter s has no density statement: its prior is flat (improper)"),
+])
+def test_cli_refuses_in_one_line(tmp_path, capsys, model, message):
+    """Without --simulator the command splits and drafts; what it cannot do is one line
+    on stderr, exit 2, before any compile."""
+    from bread_stan.reporting.cli import main
+
+    (tmp_path / "m.stan").write_text(model)
+    (tmp_path / "d.json").write_text('{"N": 2, "y": [0.5, 1.5]}')
+    code = main(["run", str(tmp_path / "m.stan"), "--data", str(tmp_path / "d.json"),
+                 "--out", str(tmp_path / "out"), "--quiet"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert len(err) == 1 and err[0].startswith("bread-stan run: error: ") and message in err[0]
+    assert (tmp_path / "m.stan").read_text() == model          # the user's file untouched
