@@ -149,3 +149,8 @@ def test_cli_refuses_in_one_line(tmp_path, capsys, model, message):
     assert code == 2
     assert len(err) == 1 and err[0].startswith("bread-stan run: error: ") and message in err[0]
     assert (tmp_path / "m.stan").read_text() == model          # the user's file untouched
+
+
+def test_prior_only_in_a_comment_is_not_a_name():
+    split = split_model(Path(__file__).parent / "stan" / "no_prior_only.stan")
+    assert [(r.line, r.role) for r in split.rows] == [(10, "prior"), (11, "likelihood")]

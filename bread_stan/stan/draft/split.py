@@ -13,12 +13,11 @@ user's line numbers stay valid.  Terms that cannot be split exactly are refused 
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 from ...errors import DraftError
-from .parse import Expr, StanProgram, Stmt, Token, parse_program
+from .parse import Expr, StanProgram, Stmt, Token, parse_program, tokenize
 from .terms import CDF, DENSITY, DensityTerm, density_term, split_sum
 
 __all__ = ["SplitError", "SplitRow", "Split", "split_program", "PRIOR_ONLY_DECL"]
@@ -213,10 +212,9 @@ def split_program(source: str, info: dict, likelihood: Sequence[str] | None = No
     program = parse_program(source)
     if "model" not in program.blocks:
         raise SplitError("the program has no model block: nothing to split")
-    for name in ("prior_only",):
-        if name in source and re.search(rf"\b{name}\b", source):
-            raise SplitError("the program uses the name prior_only for something other "
-                             "than a data variable: rename it")
+    if any(t.kind == "id" and t.text == "prior_only" for t in tokenize(source)):
+        raise SplitError("the program uses the name prior_only for something other "
+                         "than a data variable: rename it")
     model = program.blocks["model"]
     for s in _walk(model):
         for e in s.exprs() if s.kind not in ("block", "for", "foreach", "while", "if") \
