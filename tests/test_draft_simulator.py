@@ -370,3 +370,28 @@ def test_bounded_parameter_without_density_is_uniform():
     text = draft_simulator(program)
     assert "mu = uniform_rng(-2, 3);" in text
     assert "for (s_i_ in 1:num_elements(s)) s[s_i_] = uniform_rng(0, N);" in text
+
+
+def test_log_mix_of_two_densities_is_a_mixture_draw():
+    program = ("data { int N; array[N] real y; int<lower=0, upper=1> prior_only; }\n"
+               "parameters { real<lower=0, upper=1> theta; array[2] real mu; }\n"
+               "model { theta ~ beta(2, 2); mu ~ normal(0, 10);\n"
+               "if (!prior_only) { for (n in 1:N) target += log_mix(theta, "
+               "normal_lpdf(y[n] | mu[1], 1), normal_lpdf(y[n] | mu[2], 1)); } }\n")
+    text = draft_simulator(program)
+    assert "y[n] = bernoulli_rng(theta) ? normal_rng(mu[1], 1) : normal_rng(mu[2], 1);" in text
+    with pytest.raises(DraftError, match="log_mix over a part of y that is not one element"):
+        draft_simulator(program.replace("array[N] real y", "array[N, 2] real y").replace(
+            "1:N)", "1:N) for (m in 1:2)"))
+
+
+def test_uniform_prior_inside_wider_bounds():
+    program = ("data { int N; vector[N] y; int<lower=0, upper=1> prior_only; }\n"
+               "parameters { real<lower=-20, upper=20> b; real c; }\n"
+               "model { b ~ uniform(-10, 10); c ~ uniform(0, 1);\n"
+               "if (!prior_only) { y ~ normal(b + c, 1); } }\n")
+    text = draft_simulator(program)
+    assert "b = uniform_rng(-10, 10);" in text and "c = uniform_rng(0, 1);" in text
+    for outside in ("uniform(-30, 10)", "uniform(-10, 30)"):
+        with pytest.raises(DraftError, match=r"needs b declared"):
+            draft_simulator(program.replace("uniform(-10, 10)", outside))

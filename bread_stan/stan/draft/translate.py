@@ -278,10 +278,10 @@ class _Translator:
         return s.dist in _POSITIVE or (s.dist in _LOCATION
                                        and s.args[_LOCATION[s.dist]].text in _ZERO)
 
-    def check_coverage(self, s: Stmt, var: str) -> None:
-        """``v[i, j] ~`` must sit in loops ``for (i in 1:n)`` over v's declared sizes,
-        so that every element is drawn exactly once."""
-        toks = s.lhs.tokens[2:-1]
+    def check_coverage(self, s: Stmt, var: str, lhs: Expr | None = None) -> None:
+        """``v[i, j] ~`` (or the outcome ``lhs``) must sit in loops ``for (i in 1:n)``
+        over v's declared sizes, so that every element is drawn exactly once."""
+        toks = (lhs or s.lhs).tokens[2:-1]
         indices, depth, start = [], 0, 0
         for k, t in enumerate(toks):
             depth += {"[": 1, "(": 1, "]": -1, ")": -1}.get(t.text, 0)
@@ -319,10 +319,11 @@ class _Translator:
         low = lower.text if lower is not None else None
         high = upper.text if upper is not None else None
         if dist == "uniform":
-            if low == args[0] and high == args[1]:
+            # the prior is uniform on (a, b) whenever the declared bounds do not cut into it
+            if _within(low, args[0], below=True) and _within(high, args[1], below=False):
                 return False
             raise _refuse(s, f"uniform({', '.join(args)}) needs {decl.name} declared "
-                             f"with <lower={args[0]}, upper={args[1]}>")
+                             f"with <lower={args[0]}, upper={args[1]}> (or unbounded)")
         if dist in _MULTI_LOCATION:
             support = "real"
         elif dist in _REAL:
@@ -388,6 +389,33 @@ class _Translator:
             return f"{dist}_rng({', '.join(args)})"
         raise _refuse(s, f"the distribution {dist} has no _rng the drafter knows")
 
+    def mixture(self, s: Stmt, likelihood: bool) -> str:
+        """``target += log_mix(theta, f_lpdf(y[i] | a), g_lpdf(y[i] | b));`` on one
+        element of modelled data: y[i] drawn from f with probability theta, else g."""
+        theta, (f, outcome, a), (g, _, b) = _log_mix(s)
+        form = _lhs_form(outcome)
+        if form is None or form[1] != "index" or form[0] not in self.inputs:
+            raise _refuse(s, "log_mix is translated only over one element y[i] of a data "
+                             "variable")
+        var = form[0]
+        decl = self.decls[var]
+        indexed = len([t for t in outcome.tokens if t.text == ","]) + 1
+        if indexed != len(decl.dims) + len(decl.sizes):
+            raise _refuse(s, f"log_mix over a part of {var} that is not one element")
+        if not likelihood:
+            raise _refuse(s, f"data {var} is in a log_mix outside if (!prior_only)")
+        if f not in _UNIVARIATE or g not in _UNIVARIATE:
+            raise _refuse(s, f"log_mix of {f} and {g}: only univariate distributions with "
+                             "an _rng are translated")
+        if var in self.tilde_of:
+            raise _refuse(s, f"{var} is drawn more than once (also on line "
+                             f"{self.tilde_of[var].line})")
+        self.check_coverage(s, var, outcome)
+        self.tilde_of[var] = s
+        self.simulated.append(var)
+        return (f"{outcome.text} = bernoulli_rng({theta.text}) ? {f}_rng({a}) "
+                f": {g}_rng({b});")
+
     @staticmethod
     def convert(draw: str, lhs_type: Type, dist: str) -> str:
         """An _rng result (an array for vectorised calls) as the left side's type."""
@@ -409,6 +437,8 @@ class _Translator:
         if s.kind == "tilde":
             return [indent + self.tilde(s, likelihood)]
         if s.kind == "target":
+            if _log_mix(s) is not None:
+                return [indent + self.mixture(s, likelihood)]
             raise _refuse(s, "target += has no _rng counterpart; write the simulator by "
                              "hand (or state this term as a ~ statement)")
         if s.kind in ("decl", "assign"):
@@ -466,6 +496,9 @@ def _defines(s: Stmt) -> tuple[set[str], set[str], set[str]]:
         return {form[0]}, {form[0]}, set()
     if s.kind == "assign":
         return {s.lhs.tokens[0].text}, set(), set()
+    if s.kind == "target" and _log_mix(s) is not None:
+        form = _lhs_form(_log_mix(s)[1][1])
+        return ({form[0]}, {form[0]}, set()) if form else (set(), set(), set())
     defined, drawn, local = set(), set(), set()
     if s.kind in ("for", "foreach"):
         local.add(s.var)
@@ -579,7 +612,62 @@ def _has_tilde(s: Stmt) -> bool:
     return s.kind == "tilde" or any(_has_tilde(b) for b in (*s.body, *s.orelse))
 
 
+def _within(bound: str | None, value: str, below: bool) -> bool:
+    """Whether a declared bound (None: none) does not cut into ``value``'s side of a
+    uniform: the same text, or numbers with the bound at or beyond the value."""
+    if bound is None or bound == value:
+        return True
+    try:
+        return float(bound) <= float(value) if below else float(bound) >= float(value)
+    except ValueError:
+        return False
+
+
+def _log_mix(s: Stmt):
+    """(theta, (f, outcome, args of f), (g, outcome, args of g)) of
+    ``target += log_mix(theta, f_lpdf(y | ...), g_lpdf(y | ...));`` with the same
+    outcome in both densities, else None."""
+    toks = s.rhs.tokens
+    if len(toks) < 4 or toks[0].text != "log_mix" or toks[1].text != "(" \
+            or toks[-1].text != ")":
+        return None
+    parts = _top_level_split(toks[2:-1], ",")
+    if len(parts) != 3:
+        return None
+    out = []
+    for part in parts[1:]:
+        if len(part) < 4 or part[0].kind != "id" or part[1].text != "(" \
+                or part[-1].text != ")" or not part[0].text.endswith(("_lpdf", "_lpmf")):
+            return None
+        inner = _top_level_split(part[2:-1], "|")
+        if len(inner) != 2:
+            return None
+        out.append((part[0].text[:-5], Expr(tuple(inner[0]), s.rhs.source),
+                    s.rhs.source[inner[1][0].start:inner[1][-1].end] if inner[1] else ""))
+    if out[0][1].text != out[1][1].text:
+        return None
+    return Expr(tuple(parts[0]), s.rhs.source), out[0], out[1]
+
+
+def _top_level_split(tokens, sep: str) -> list[list]:
+    parts, current, depth = [], [], 0
+    for t in tokens:
+        if t.kind == "op" and t.text in "([{":
+            depth += 1
+        elif t.kind == "op" and t.text in ")]}":
+            depth -= 1
+        if depth == 0 and t.kind == "op" and t.text == sep:
+            parts.append(current)
+            current = []
+        else:
+            current.append(t)
+    parts.append(current)
+    return parts
+
+
 def _refuse_target_in(s: Stmt) -> None:
+    if s.kind == "target" and _log_mix(s) is not None:
+        return
     if s.kind == "target":
         raise _refuse(s, "target += has no _rng counterpart; write the simulator by hand "
                          "(or state this term as a ~ statement)")
