@@ -154,3 +154,23 @@ def test_cli_refuses_in_one_line(tmp_path, capsys, model, message):
 def test_prior_only_in_a_comment_is_not_a_name():
     split = split_model(Path(__file__).parent / "stan" / "no_prior_only.stan")
     assert [(r.line, r.role) for r in split.rows] == [(10, "prior"), (11, "likelihood")]
+
+
+def test_prepare_programs_saves_what_it_generates(tmp_path):
+    """No compile: the split program, the prior part, the drafted simulator and the table
+    are written to the directory; a given simulator is used as it is."""
+    from bread_stan.stan.prepare import prepare_programs
+
+    model = HERE / "hierarchical.stan"
+    p = prepare_programs(model, None, tmp_path / "programs")
+    assert p.model == tmp_path / "programs" / "hierarchical.stan" and p.drafted
+    assert p.model.read_text() == split_model(model).program
+    assert "y = normal_rng(theta, sigma);" in p.simulator.read_text()
+    table = p.table.read_text()
+    assert "| 16 | likelihood | `y ~ normal(theta, sigma);` |" in table
+    assert (tmp_path / "programs" / "hierarchical_prior_part.stan").is_file()
+    given = prepare_programs(model, tmp_path / "mine.stan", tmp_path / "other")
+    assert given.simulator == tmp_path / "mine.stan" and not given.drafted
+    own = prepare_programs(Path(__file__).parent / "stan" / "normal_mean.stan", None,
+                           tmp_path / "own")
+    assert own.split is None and own.model.name == "normal_mean.stan" and own.drafted
