@@ -71,6 +71,11 @@ DATA = "int N; vector[N] y;"
              "parameters { real mu; }\nmodel { mu ~ normal(0, 1);\n f_lp(y - mu); }",
              "split_lp"),
      "line 5: the function f_lp adds to the target itself"),
+    (Program("functions { real f_lp(real x) { target += x; return x; } }\n"
+             "data { real y; }\nparameters { real mu; }\n"
+             "transformed parameters { real m = f_lp(mu); }\n"
+             "model { mu ~ normal(0, 1); y ~ normal(m, 1); }", "split_lp_tp"),
+     "line 4: the function f_lp adds to the target itself"),
 ])
 def test_refusals_are_one_line(program, message):
     with pytest.raises(SplitError) as caught:

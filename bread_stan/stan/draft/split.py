@@ -216,7 +216,7 @@ def split_program(source: str, info: dict, likelihood: Sequence[str] | None = No
         raise SplitError("the program uses the name prior_only for something other "
                          "than a data variable: rename it")
     model = program.blocks["model"]
-    for s in _walk(model):
+    for s in _walk([*program.blocks.get("transformed parameters", []), *model]):
         for e in s.exprs() if s.kind not in ("block", "for", "foreach", "while", "if") \
                 else [x for x in (s.lhs, s.rhs) if x is not None]:
             lp = sorted(c for c in e.calls() if c.endswith("_lp"))
