@@ -240,6 +240,10 @@ def test_cli_draft_simulator(tmp_path, capsys):
     assert cli.main(["draft-simulator", str(MODELS / "ar1.stan")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "line 17" in err and "Traceback" not in err
+    # a program without prior_only is split first (issue 26)
+    assert cli.main(["draft-simulator", str(TEST_STAN / "no_prior_only.stan")]) == 0
+    assert "y = to_vector(normal_rng(rep_array(mu, num_elements(y)), 1));" in \
+        capsys.readouterr().out
 
 
 # Drafts against the simulator check (the check's default sizes; cheap pilot tuning).

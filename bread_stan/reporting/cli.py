@@ -20,6 +20,11 @@
     bread-stan report DIR
     bread-stan info
 
+``run``, ``compare``, ``protocol`` and ``check`` take any Stan program: without
+``prior_only`` the model is split into prior and likelihood automatically
+(``--likelihood NAME,...`` names the modelled data), and without ``--simulator`` one is
+drafted; the generated programs and the split table are saved in ``OUT/programs``.
+
 ``run``, ``compare`` and ``protocol`` first check the simulator against the model
 (``--no-check`` skips it).  ``check`` exits 0 when the simulator passes, 3 when it
 is flagged and 2 for bad input; ``run`` and ``compare`` exit 3 when the bounds are
@@ -287,7 +292,8 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("draft-simulator", help="write a simulator program for a model "
                        "program (to stdout, or --out FILE)")
-    p.add_argument("model", type=Path, help="model program with the prior_only split")
+    p.add_argument("model", type=Path, help="model program (split automatically when it "
+                   "has no prior_only)")
     p.add_argument("--out", type=Path, help="write the simulator here instead of stdout")
     p.add_argument("--hyper", help="comma-separated hyperparameters ('' for none; default: "
                    "the scalar parameters whose prior uses no other parameter)")
@@ -572,12 +578,16 @@ def _cmd_check(args) -> int:
 
 
 def _cmd_draft_simulator(args) -> int:
-    from ..stan.draft import draft_simulator
+    from ..stan.compile import Program, stanc_info
+    from ..stan.draft import draft_simulator, split_model
     from ..store import write_atomic
 
     hyper = (None if args.hyper is None
              else [h.strip() for h in args.hyper.split(",") if h.strip()])
-    text = draft_simulator(args.model, hyper=hyper)
+    model = args.model
+    if "prior_only" not in stanc_info(model).get("inputs", {}):   # split it first
+        model = Program(split_model(model).program, model.stem)
+    text = draft_simulator(model, hyper=hyper)
     if args.out is None:
         sys.stdout.write(text)
     else:
