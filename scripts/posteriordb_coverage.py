@@ -25,6 +25,7 @@ coverage_STAGE.json}``: one row per program, and totals by reason.
 from __future__ import annotations
 
 import argparse
+import csv
 import io
 import json
 import re
@@ -172,10 +173,19 @@ def run_stage(row: dict, program: Path, data: Path, work: Path, timeout: float) 
         line = text.strip().splitlines()[-1] if text.strip() else ""
         return {**row, "status": "refused", "reason": _reason(line), "message": line,
                 "seconds": seconds}
-    verdict = next((ln for ln in text.splitlines() if "verdict" in ln.lower()), "")
-    bound = next((ln for ln in text.splitlines() if re.match(r"\s*1000\b", ln)), "")
-    return {**row, "status": "ran", "exit": result.returncode, "verdict": verdict.strip(),
-            "bound_T1000": bound.strip(), "seconds": seconds}
+    summary = out / "summary.csv"
+    if not summary.is_file():
+        line = text.strip().splitlines()[-1] if text.strip() else ""
+        return {**row, "status": f"failed (exit {result.returncode})", "message": line,
+                "seconds": seconds}
+    with open(summary) as handle:
+        steps = {r["steps"]: r for r in csv.DictReader(handle)}
+    last = steps.get("1000", {})
+    bound = (f"{float(last['bound']):.3g} (95% up to {float(last['bound_ci_high']):.3g})"
+             if last else "")
+    return {**row, "status": "ran", "exit": result.returncode,
+            "verdict": last.get("verdict", "no T = 1000"), "bound_T1000": bound,
+            "seconds": seconds}
 
 
 def write(rows: list[dict], stage: str, elapsed: float) -> None:

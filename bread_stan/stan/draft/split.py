@@ -316,12 +316,13 @@ def _rewrite(program: StanProgram, edits, bare: set[int], keep_likelihood: bool)
         if keep_likelihood:
             text += f" if (!prior_only) {{ target += {lik}; }}"
         patches.append((first, last, _padded(source[first:last], braces.format(text))))
-    if "data" in program.spans:
-        _, end = program.spans["data"]
-        patches.append((end, end, f" {PRIOR_ONLY_DECL} "))
-    else:
-        at = program.spans["functions"][1] + 1 if "functions" in program.spans else 0
-        patches.append((at, at, f" data {{ {PRIOR_ONLY_DECL} }} "))
+    if keep_likelihood:          # the prior alone reads no prior_only
+        if "data" in program.spans:
+            _, end = program.spans["data"]
+            patches.append((end, end, f" {PRIOR_ONLY_DECL} "))
+        else:
+            at = program.spans["functions"][1] + 1 if "functions" in program.spans else 0
+            patches.append((at, at, f" data {{ {PRIOR_ONLY_DECL} }} "))
     for start, end, text in sorted(patches, key=lambda p: p[0], reverse=True):
         source = source[:start] + text + source[end:]
     return source
