@@ -182,7 +182,7 @@ def run_stage(row: dict, program: Path, data: Path, work: Path, timeout: float) 
         steps = {r["steps"]: r for r in csv.DictReader(handle)}
     last = steps.get("1000", {})
     bound = (f"{float(last['bound']):.3g} (95% up to {float(last['bound_ci_high']):.3g})"
-             if last else "")
+             if last.get("bound") else "none (the checks failed)" if last else "")
     return {**row, "status": "ran", "exit": result.returncode,
             "verdict": last.get("verdict", "no T = 1000"), "bound_T1000": bound,
             "seconds": seconds}
