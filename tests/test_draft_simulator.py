@@ -147,14 +147,26 @@ model {{
 _PRIOR = "mu ~ normal(0, 1);\n  sigma ~ exponential(1);"
 
 REFUSALS = {
-    "target +=": (dict(likelihood="target += normal_lpdf(y | mu, sigma);"),
-                  r"line 15 `target \+= normal_lpdf\(y \| mu, sigma\);`: target \+= has no "
-                  "_rng counterpart"),
+    "target +=": (dict(likelihood="target += -0.5 * dot_self((y - mu) / sigma) - N * log(sigma);"),
+                  r"line 15 `target \+= -0.5 \* dot_self\(\(y - mu\) / sigma\) - N \* log\(sigma\);`: "
+                  r"target \+= has no _rng counterpart"),
+    "scaled density": (dict(likelihood="target += 2 * normal_lpdf(y | mu, sigma);"),
+                       r"line 15 `target \+= 2 \* normal_lpdf\(y \| mu, sigma\);`: "
+                       r"target \+= has no _rng counterpart"),
+    "cdf of a parameter": (dict(likelihood="target += normal_lpdf(y | mu, sigma) "
+                                           "- normal_lccdf(0 | mu, sigma);"),
+                           "target \\+= has no _rng counterpart"),
     "truncation": (dict(likelihood="for (n in 1:N) y[n] ~ normal(mu, sigma) T[0, ];"),
                    r"`y\[n\] ~ normal\(mu, sigma\) T\[0, \];`: truncation T\[...\] is not "
                    "translated"),
     "improper prior": (dict(prior="mu ~ normal(0, 1);"),
-                       "parameter sigma has no ~ statement"),
+                       r"line 9: parameter sigma has no density statement: its prior is flat "
+                       r"\(improper\), so nothing can be simulated from it; add a proper "
+                       r"prior, e.g. `sigma ~ normal\(0, 10\);` \(a half-normal on "
+                       r"<lower=0>\)"),
+    "improper unbounded prior": (dict(prior="sigma ~ normal(0, 1);"),
+                                 r"parameter mu has no density statement.*`mu ~ "
+                                 r"normal\(0, 10\);`"),
     "no _rng": (dict(likelihood="y ~ von_mises(mu, sigma);"),
                 "the distribution von_mises has no _rng the drafter knows"),
     "data twice": (dict(likelihood="y ~ normal(mu, sigma);\n    y ~ normal(0, 10);"),
@@ -228,6 +240,10 @@ def test_cli_draft_simulator(tmp_path, capsys):
     assert cli.main(["draft-simulator", str(MODELS / "ar1.stan")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "line 17" in err and "Traceback" not in err
+    # a program without prior_only is split first (issue 26)
+    assert cli.main(["draft-simulator", str(TEST_STAN / "no_prior_only.stan")]) == 0
+    assert "y = to_vector(normal_rng(rep_array(mu, num_elements(y)), 1));" in \
+        capsys.readouterr().out
 
 
 # Drafts against the simulator check (the check's default sizes; cheap pilot tuning).
@@ -314,3 +330,70 @@ def test_drafts_match_the_hand_written_simulators_in_distribution():
             p_values[f"{name}: {key}"] = stats.ks_2samp(summary(values),
                                                         summary(drafted[key])).pvalue
     assert min(p_values.values()) > 0.001 / len(p_values), p_values
+
+
+# -- target += densities, glm likelihoods, uniform priors (issue 26)
+
+SPLIT = TEST_STAN / "split"
+
+
+def test_target_densities_are_read_as_tildes():
+    """brms's priors: target += foo_lpdf(x | ...), the constant lccdf normaliser dropped
+    and the <lower=0> scale drawn as a half distribution; the glm likelihood drawn from
+    its linear predictor."""
+    from bread_stan.stan.draft import split_model
+    text = draft_simulator(Program(split_model(SPLIT / "brms_regression.stan").program,
+                                   "brms_regression"))
+    assert "b = to_vector(normal_rng(rep_array(0, num_elements(b)), 1));" in text
+    assert "Intercept = student_t_rng(3, 8, 10);" in text
+    assert "sigma = abs(student_t_rng(3, 0, 10));" in text
+    assert "Y = to_vector(normal_rng((Intercept) + (Xc) * (b), sigma));" in text
+
+
+@pytest.mark.parametrize("likelihood, draw", [
+    ("y ~ bernoulli_logit_glm(x, alpha, beta);",
+     "y = bernoulli_logit_rng((alpha) + (x) * (beta));"),
+    ("target += poisson_log_glm_lpmf(y | x, alpha, beta);",
+     "y = poisson_log_rng((alpha) + (x) * (beta));"),
+])
+def test_glm_likelihoods(likelihood, draw):
+    program = ("data { int N; int K; matrix[N, K] x; array[N] int<lower=0, upper=1> y;\n"
+               "int<lower=0, upper=1> prior_only; }\n"
+               "parameters { real alpha; vector[K] beta; }\n"
+               "model { alpha ~ normal(0, 1); beta ~ normal(0, 1);\n"
+               f"if (!prior_only) {{ {likelihood} }} }}\n")
+    assert draw in draft_simulator(program)
+
+
+def test_bounded_parameter_without_density_is_uniform():
+    program = ("data { int N; vector[N] y; int<lower=0, upper=1> prior_only; }\n"
+               "parameters { real<lower=-2, upper=3> mu; vector<lower=0, upper=N>[2] s; }\n"
+               "model { if (!prior_only) { y ~ normal(mu, s[1] + s[2]); } }\n")
+    text = draft_simulator(program)
+    assert "mu = uniform_rng(-2, 3);" in text
+    assert "for (s_i_ in 1:num_elements(s)) s[s_i_] = uniform_rng(0, N);" in text
+
+
+def test_log_mix_of_two_densities_is_a_mixture_draw():
+    program = ("data { int N; array[N] real y; int<lower=0, upper=1> prior_only; }\n"
+               "parameters { real<lower=0, upper=1> theta; array[2] real mu; }\n"
+               "model { theta ~ beta(2, 2); mu ~ normal(0, 10);\n"
+               "if (!prior_only) { for (n in 1:N) target += log_mix(theta, "
+               "normal_lpdf(y[n] | mu[1], 1), normal_lpdf(y[n] | mu[2], 1)); } }\n")
+    text = draft_simulator(program)
+    assert "y[n] = bernoulli_rng(theta) ? normal_rng(mu[1], 1) : normal_rng(mu[2], 1);" in text
+    with pytest.raises(DraftError, match="log_mix over a part of y that is not one element"):
+        draft_simulator(program.replace("array[N] real y", "array[N, 2] real y").replace(
+            "1:N)", "1:N) for (m in 1:2)"))
+
+
+def test_uniform_prior_inside_wider_bounds():
+    program = ("data { int N; vector[N] y; int<lower=0, upper=1> prior_only; }\n"
+               "parameters { real<lower=-20, upper=20> b; real c; }\n"
+               "model { b ~ uniform(-10, 10); c ~ uniform(0, 1);\n"
+               "if (!prior_only) { y ~ normal(b + c, 1); } }\n")
+    text = draft_simulator(program)
+    assert "b = uniform_rng(-10, 10);" in text and "c = uniform_rng(0, 1);" in text
+    for outside in ("uniform(-30, 10)", "uniform(-10, 30)"):
+        with pytest.raises(DraftError, match=r"needs b declared"):
+            draft_simulator(program.replace("uniform(-10, 10)", outside))

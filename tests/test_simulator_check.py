@@ -186,9 +186,11 @@ def test_cli_check_exit_codes(tmp_path, capsys):
     assert "passed" in capsys.readouterr().out
     assert cli.main(base + ["--data", wrong]) == 3
     assert "flagged: alpha drifts up" in capsys.readouterr().out
+    # A program without prior_only is split automatically (issue 26); a bad --likelihood
+    # is refused before anything is compiled.
     assert cli.main(["check", str(TEST_STAN / "no_prior_only.stan"), "--simulator",
-                     str(simulator), "--data", right]) == 2
-    assert "prior_only" in capsys.readouterr().err
+                     str(simulator), "--data", right, "--likelihood", "z"]) == 2
+    assert "--likelihood names z, not declared" in capsys.readouterr().err
     assert cli.main(base + ["--data", right, "--datasets", "5"]) == 2
     assert "at least 20" in capsys.readouterr().err
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..kernels.registry import KERNELS
 
-__all__ = ["build_parser"]
+__all__ = ["build_parser", "add_simulator_options"]
 
 
 def _steps(text: str) -> tuple[int, ...]:
@@ -47,10 +47,20 @@ def _add_kernel_options(p) -> None:
                    help="NUTS maximum tree depth (default 8)")
 
 
+def add_simulator_options(p: argparse.ArgumentParser) -> None:
+    """``--simulator`` (optional: drafted when missing) and ``--likelihood``."""
+    p.add_argument("--simulator", type=Path, default=None,
+                   help="simulator program: draws all unknowns from the prior, then the "
+                   "data (default: drafted from the model, and saved in the output)")
+    p.add_argument("--likelihood", default=None, metavar="NAME,...",
+                   help="the modelled data, for the automatic prior/likelihood split of a "
+                   "model without prior_only (default: every data variable that is the "
+                   "outcome of a density)")
+
+
 def _add_run_options(p: argparse.ArgumentParser, simulator: bool = True) -> None:
     if simulator:
-        p.add_argument("--simulator", required=True, type=Path,
-                       help="simulator program: draws all unknowns from the prior, then the data")
+        add_simulator_options(p)
     p.add_argument("--data", help="the model's data: a JSON file, or the name of a bundled "
                    "data set (nhefs, pima, goog, faithful, movielens, ...)"
                    + ("; the simulator reads it too" if simulator else ""))
@@ -104,7 +114,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("run", help="BREAD bounds for one model")
-    p.add_argument("model", type=Path, help="model program with the prior_only split")
+    p.add_argument("model", type=Path, help="model program (split into prior and "
+                   "likelihood automatically when it declares no prior_only)")
     _add_run_options(p)
     _add_executor_options(p)
     p.add_argument("--known-upper", type=float, default=None,
@@ -124,7 +135,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_executor_options(p)
 
     p = sub.add_parser("protocol", help="real-data protocol: fit, simulate, validate, bound")
-    p.add_argument("model", type=Path, help="model program with the prior_only split")
+    p.add_argument("model", type=Path, help="model program (split into prior and "
+                   "likelihood automatically when it declares no prior_only)")
     _add_run_options(p)
     _add_executor_options(p)
     p.add_argument("--sweep", type=_sweep, default=(10, 100, 1000, 10000),
@@ -220,8 +232,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("check", help="test that a simulator draws from the model's joint "
                        "distribution (exit 0 pass, 3 flagged, 2 bad input)")
-    p.add_argument("model", type=Path, help="model program with the prior_only split")
-    p.add_argument("--simulator", required=True, type=Path, help="simulator program")
+    p.add_argument("model", type=Path, help="model program (split into prior and "
+                   "likelihood automatically when it declares no prior_only)")
+    add_simulator_options(p)
     p.add_argument("--data", help="the model's data: a JSON file or a bundled data set")
     _add_kernel_options(p)
     p.add_argument("--prior-draws", type=int, default=2000,
@@ -237,7 +250,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("draft-simulator", help="write a simulator program for a model "
                        "program (to stdout, or --out FILE)")
-    p.add_argument("model", type=Path, help="model program with the prior_only split")
+    p.add_argument("model", type=Path, help="model program (split into prior and "
+                   "likelihood automatically when it declares no prior_only)")
     p.add_argument("--out", type=Path, help="write the simulator here instead of stdout")
     p.add_argument("--hyper", help="comma-separated hyperparameters ('' for none; default: "
                    "the scalar parameters whose prior uses no other parameter)")

@@ -22,6 +22,11 @@ Usage::
     bread-stan report DIR
     bread-stan info
 
+``run``, ``compare``, ``protocol`` and ``check`` take any Stan program: without
+``prior_only`` the model is split into prior and likelihood automatically
+(``--likelihood NAME,...`` names the modelled data), and without ``--simulator`` one is
+drafted; the generated programs and the split table are saved in ``OUT/programs``.
+
 ``run``, ``compare`` and ``protocol`` first check the simulator against the model
 (``--no-check`` skips it).  ``check`` exits 0 when the simulator passes, 3 when it
 is flagged and 2 for bad input; ``run`` and ``compare`` exit 3 when the bounds are
@@ -319,12 +324,16 @@ def _cmd_check(args) -> int:
 
 
 def _cmd_draft_simulator(args) -> int:
-    from ..stan.draft import draft_simulator
+    from ..stan.compile import Program, stanc_info
+    from ..stan.draft import draft_simulator, split_model
     from ..store import write_atomic
 
     hyper = (None if args.hyper is None
              else [h.strip() for h in args.hyper.split(",") if h.strip()])
-    text = draft_simulator(args.model, hyper=hyper)
+    model = args.model
+    if "prior_only" not in stanc_info(model).get("inputs", {}):   # split it first
+        model = Program(split_model(model).program, model.stem)
+    text = draft_simulator(model, hyper=hyper)
     if args.out is None:
         sys.stdout.write(text)
     else:
@@ -370,6 +379,36 @@ def _os_message(error: OSError) -> str:
     return f"{error.strerror}{where}"
 
 
+def _prepare(args) -> None:
+    """Split the model(s) without prior_only and draft the simulator when none is
+    given, saving the generated programs under the output directory (in place in
+    ``args``)."""
+    from ..stan.prepare import parse_likelihood, prepare_programs
+
+    likelihood = parse_likelihood(args.likelihood)
+    models = args.models if args.command == "compare" else [args.model]
+    default = {"run": f"bread-{models[0].stem}", "compare": "bread-compare",
+               "protocol": f"protocol-{models[0].stem}"}.get(args.command)
+    if default is None:       # check: no output directory of its own
+        import tempfile
+        base = Path(tempfile.mkdtemp(prefix="bread-check-"))
+    else:
+        base = (args.out or Path(default)) / "programs"
+    simulator, prepared = args.simulator, []
+    for model in models:
+        directory = base / model.stem if len(models) > 1 else base
+        p = prepare_programs(model, simulator, directory, likelihood)
+        simulator = p.simulator     # compare: the simulator drafted from the first model
+        prepared.append(p)
+        if p.split is not None or p.drafted:
+            logging.getLogger("bread_stan").info("%s: %s", model, p.describe())
+    if args.command == "compare":
+        args.models = [p.model for p in prepared]
+    else:
+        args.model = prepared[0].model
+    args.simulator = simulator
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``bread-stan`` console script."""
     args = build_parser().parse_args(argv)
@@ -380,6 +419,8 @@ def main(argv: list[str] | None = None) -> int:
                 "draft-simulator": _cmd_draft_simulator, "report": _cmd_report,
                 "info": _cmd_info}
     try:
+        if args.command in ("run", "compare", "check", "protocol"):
+            _prepare(args)
         return commands[args.command](args)
     except BaseException as error:  # the one exit policy of the command line
         return _exit_status(args, error)

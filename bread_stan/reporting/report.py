@@ -334,7 +334,7 @@ def write_report(result: BreadResult, out_dir: Path, *, truth: float | None = No
         {"estimates": lambda: plots.plot_estimates(result, truth=truth),
          "bound": lambda: plots.plot_bound(result),
          "gap_by_temperature": lambda: plots.plot_gap_by_temperature(result)}, out_dir)
-    sections = _sections(result)
+    sections = _sections(result) + _split_section(out_dir)
     settings = json.dumps(result.settings, indent=1, default=str)
     headline = f"**{result.status.upper()}.** {result.headline()}"
     others = {stem: path for stem, path in figures.items() if stem != "bound"}
@@ -363,6 +363,15 @@ _CAPTIONS = {
     "gap_by_temperature": "Where along the schedule the bound comes from: mean reverse minus "
                           "mean forward contribution of each block of temperatures.",
 }
+
+
+def _split_section(out_dir: Path) -> list[tuple[str, str]]:
+    """The automatic prior/likelihood split's table, when the run made one."""
+    for path in (out_dir / "programs" / "split_table.md",
+                 out_dir.parent / "programs" / out_dir.name / "split_table.md"):
+        if path.is_file():
+            return [("Prior/likelihood split", path.read_text())]
+    return []
 
 
 def _html(result: BreadResult, sections, figures: dict, failures: list[str],

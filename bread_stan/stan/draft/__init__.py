@@ -21,9 +21,47 @@ from ...errors import DraftError, StanCompileError
 from ..compile import Program, run_stanc, resolve_toolchain, read_program
 from .emit import emit
 from .parse import parse_program
-from .translate import tilde_types, translate
+from .split import Split, SplitError, split_program
+from .targets import targets_as_tildes
+from .support import tilde_types
+from .translate import translate
 
-__all__ = ["draft_simulator", "DraftError"]
+__all__ = ["draft_simulator", "split_model", "DraftError", "Split", "SplitError"]
+
+
+def split_model(model_program: str | os.PathLike | Program,
+                likelihood: Sequence[str] | None = None, *, toolchain=None) -> Split:
+    """The automatic prior/likelihood split of ``model_program`` (path or text).
+
+    ``likelihood`` names the modelled data (None: every data variable that is the
+    outcome of a density).  A program declaring ``prior_only`` keeps its own split
+    (``Split.own_split``).  Raises :class:`SplitError` (one line, naming the line) for a
+    program that cannot be split exactly.
+    """
+    program = read_program(model_program)
+    toolchain = resolve_toolchain(toolchain)
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        source = program.code
+        if "#include" in source:
+            source = run_stanc(program, toolchain, ["--print-canonical"], work, None)
+        info = json.loads(run_stanc(Program(source, program.name), toolchain, ["--info"],
+                                 work, None))
+        label = program.path.name if program.path else program.name
+        try:
+            split = split_program(source, info, likelihood)
+        except DraftError as error:
+            raise SplitError(f"cannot split {label} into prior and likelihood: "
+                             f"{error}") from None
+        for text in (split.program, split.prior_program) if not split.own_split else ():
+            try:
+                run_stanc(Program(text, f"{program.name}_split"), toolchain, ["--info"],
+                       work, None)
+            except StanCompileError as error:
+                raise SplitError(f"the split program generated for {label} does not "
+                                 f"type-check (a splitter bug; please report it): "
+                                 f"{' '.join(str(error).split())[:300]}") from None
+    return split
 
 
 def draft_simulator(model_program: str | os.PathLike | Program,
@@ -42,12 +80,13 @@ def draft_simulator(model_program: str | os.PathLike | Program,
         source = program.code
         if "#include" in source:   # parse stanc's printout, with the includes inlined
             source = run_stanc(program, toolchain, ["--print-canonical"], work, None)
+        source = targets_as_tildes(source)   # target += foo_lpdf(x | ...) read as x ~ foo(...)
         text = Program(source, program.name)
         info = json.loads(run_stanc(text, toolchain, ["--info"], work, None))
         types = tilde_types(run_stanc(text, toolchain, ["--debug-decorated-ast"], work, None))
         label = program.path.name if program.path else program.name
         lines = (" (line numbers of stanc's printout, with the includes inlined)"
-                 if source is not program.code else "")
+                 if "#include" in program.code else "")
         try:
             draft = translate(parse_program(source), info, types, hyper)
         except DraftError as error:

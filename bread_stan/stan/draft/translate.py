@@ -13,89 +13,22 @@ import heapq
 from dataclasses import dataclass
 
 from ...errors import DraftError
-from .parse import Decl, Expr, StanProgram, Stmt, read_sexp
+from .parse import Decl, Expr, StanProgram, Stmt
+from .support import (CONSTRAINED, GLM, LOCATION, MULTI_LOCATION, POSITIVE, REAL,
+                      SCALAR_ONLY, SIZE_FIRST, UNIT, UNIVARIATE, ZERO, Type, log_mix, refuse)
 
-__all__ = ["Draft", "translate", "tilde_types"]
+__all__ = ["Draft", "translate"]
 
-# Supports of the univariate distributions with an _rng (Stan 2.35).
-_REAL = {"normal", "student_t", "cauchy", "double_exponential", "logistic", "gumbel",
-         "skew_normal", "exp_mod_normal", "skew_double_exponential"}
-_POSITIVE = {"lognormal", "chi_square", "inv_chi_square", "scaled_inv_chi_square",
-             "exponential", "gamma", "inv_gamma", "weibull", "frechet", "rayleigh",
-             "loglogistic"}
-_UNIT = {"beta", "beta_proportion"}
-_DISCRETE = {"bernoulli", "bernoulli_logit", "binomial", "beta_binomial", "poisson",
-             "poisson_log", "neg_binomial", "neg_binomial_2", "neg_binomial_2_log"}
-# Symmetric about their location: with location 0 and <lower=0>, |draw| is exact.
-_LOCATION = {"normal": 0, "student_t": 1, "cauchy": 0, "double_exponential": 0,
-             "logistic": 0}
-# Multivariate: the argument that may be an array of locations.
-_MULTI_LOCATION = {"multi_normal": 0, "multi_normal_cholesky": 0, "multi_student_t": 1,
-                   "multi_student_t_cholesky": 1}
-# Distributions of one constrained matrix or vector: constraint type -> distributions.
-_CONSTRAINED = {"simplex": {"dirichlet"}, "cholesky_factor_corr": {"lkj_corr_cholesky"},
-                "corr_matrix": {"lkj_corr"}, "cov_matrix": {"wishart", "inv_wishart"},
-                "cholesky_factor_cov": {"wishart_cholesky", "inv_wishart_cholesky"}}
-_SIZE_FIRST = {"lkj_corr_cholesky", "lkj_corr"}      # their _rng takes the size first
-_SCALAR_ONLY = {"categorical", "categorical_logit", "ordered_logistic", "ordered_probit"}
-_UNIVARIATE = _REAL | _POSITIVE | _UNIT | _DISCRETE | {"uniform"}
-_ZERO = {"0", "0.0", "0.", "0e0"}
-
-
-@dataclass(frozen=True)
-class Type:
-    """A Stan type as stanc reports it: base (real, int, vector, ...) and array dims."""
-
-    base: str
-    dims: int = 0
-
-    @property
-    def scalar(self) -> bool:
-        return self.dims == 0 and self.base in ("real", "int")
-
-    @property
-    def one_dimensional(self) -> bool:
-        return (self.dims == 0 and self.base in ("vector", "row_vector")) or (
-            self.dims == 1 and self.base in ("real", "int"))
-
-
-def _type(node) -> Type:
-    if isinstance(node, list):        # (UArray inner)
-        inner = _type(node[1])
-        return Type(inner.base, inner.dims + 1)
-    names = {"UReal": "real", "UInt": "int", "UVector": "vector", "URowVector": "row_vector",
-             "UMatrix": "matrix", "UComplex": "complex"}
-    return Type(names.get(node, node))
-
-
-def _expr_type(node) -> Type:
-    """Type of an expression node ``((expr ...) (emeta (... (type_ T))))``."""
-    for item in node[1][1]:
-        if item[0] == "type_":
-            return _type(item[1])
-    raise DraftError("stanc's typed syntax tree has an unexpected shape")
-
-
-def tilde_types(ast_text: str) -> list[tuple[Type, list[Type]]]:
-    """Types of the left side and the arguments of each ``~`` of the model block, in
-    order, from ``stanc --debug-decorated-ast``."""
-    found: list[tuple[Type, list[Type]]] = []
-
-    def walk(node, inside: bool):
-        if not isinstance(node, list):
-            return
-        if node and node[0] == "modelblock":
-            inside = True
-        if inside and node and node[0] == "Tilde":
-            fields = {f[0]: f[1] for f in node[1:] if isinstance(f, list) and f}
-            found.append((_expr_type(fields["arg"]),
-                          [_expr_type(a) for a in fields["args"]]))
-            return
-        for child in node:
-            walk(child, inside)
-
-    walk(read_sexp(ast_text), False)
-    return found
+def _glm(s: Stmt, dist: str, args: list[str], arg_types: list[Type]
+         ) -> tuple[str, list[str], list[Type]]:
+    """``y ~ foo_glm(x, alpha, beta[, sigma])`` as ``y ~ foo(alpha + x * beta[, sigma])``."""
+    x_type = arg_types[0]
+    if x_type.dims or x_type.base not in ("matrix", "row_vector"):
+        raise refuse(s, f"the predictors of {dist} are a {x_type.base}; only a matrix or "
+                         "row_vector is translated")
+    eta = f"({args[1]}) + ({args[0]}) * ({args[2]})"
+    eta_type = Type("vector") if x_type.base == "matrix" else Type("real")
+    return GLM[dist], [eta, *args[3:]], [eta_type, *arg_types[3:]]
 
 
 @dataclass
@@ -110,13 +43,6 @@ class Draft:
     outputs: list[Decl]
     statements: list[str]
     simulated: list[str]
-
-
-def _refuse(stmt: Stmt | Decl, why: str) -> DraftError:
-    text = " ".join(stmt.text.split())
-    if len(text) > 90:
-        text = text[:87] + "..."
-    return DraftError(f"line {stmt.line} `{text}`: {why}")
 
 
 def _is_prior_only_guard(stmt: Stmt) -> bool:
@@ -177,47 +103,52 @@ class _Translator:
         lhs_type, arg_types = next(self.types)
         form = _lhs_form(s.lhs)
         if s.truncation is not None and not self.truncation_at_zero(s, form):
-            raise _refuse(s, "truncation T[...] is not translated (the simulator would "
+            raise refuse(s, "truncation T[...] is not translated (the simulator would "
                              "need the truncated distribution); only T[0, ] on a "
                              "<lower=0> parameter is (a half distribution); write this "
                              "simulator by hand")
         if form is None:
-            raise _refuse(s, "the left of ~ is an expression, not a variable (a change of "
+            raise refuse(s, "the left of ~ is an expression, not a variable (a change of "
                              "variables needs a Jacobian); only x, x[...] and to_vector(x) "
                              "are translated")
         var, shape = form
         if var in self.tilde_of:
-            raise _refuse(s, f"{var} is on the left of ~ more than once (also on line "
+            raise refuse(s, f"{var} is on the left of ~ more than once (also on line "
                              f"{self.tilde_of[var].line}); the drafter cannot tell whether "
                              "the statements cover each element once")
         if var in self.transformed:
-            raise _refuse(s, f"{var} is a transformed parameter; a ~ on it needs a Jacobian "
+            raise refuse(s, f"{var} is a transformed parameter; a ~ on it needs a Jacobian "
                              "and is not a draw of it")
         if var in self.parameters:
             if likelihood:
-                raise _refuse(s, f"the prior of parameter {var} is inside if (!prior_only); "
+                raise refuse(s, f"the prior of parameter {var} is inside if (!prior_only); "
                                  "move it out (the prior must hold when prior_only = 1)")
         elif var in self.inputs and var != "prior_only":
             if not likelihood:
-                raise _refuse(s, f"data {var} is on the left of ~ outside "
+                raise refuse(s, f"data {var} is on the left of ~ outside "
                                  "if (!prior_only); wrap the likelihood in it")
             self.simulated.append(var)
         else:
             what = ("transformed data" if self.is_transformed_data(var)
                     else "neither a parameter nor a data variable")
-            raise _refuse(s, f"{var} is {what}; the simulator can draw only parameters "
+            raise refuse(s, f"{var} is {what}; the simulator can draw only parameters "
                              "and data variables")
         used = set().union(*(a.names() for a in s.args)) if s.args else set()
         if shape == "index":
             used |= Expr(s.lhs.tokens[1:], s.lhs.source).names()
         if var in used:
-            raise _refuse(s, f"{var} appears on both sides of ~")
+            raise refuse(s, f"{var} appears on both sides of ~")
         if shape == "index":
             self.check_coverage(s, var)
         self.tilde_of[var] = s
         dist, args = s.dist, [a.text for a in s.args]
         if dist == "std_normal":
             dist, args, arg_types = "normal", ["0", "1"], [Type("int"), Type("int")]
+        if dist in GLM:
+            if var in self.parameters:
+                raise refuse(s, f"{dist} is a likelihood, not a prior the drafter "
+                                 "translates")
+            dist, args, arg_types = _glm(s, dist, args, arg_types)
         if var in self.parameters:
             half = self.support(s, self.decls[var], dist, args)
         else:
@@ -229,11 +160,11 @@ class _Translator:
         if shape == "to_vector":
             declared = self.decls[var]
             if declared.dims:
-                raise _refuse(s, f"to_vector of the array {var} is not translated")
+                raise refuse(s, f"to_vector of the array {var} is not translated")
             wrap = {"matrix": f"to_matrix({{}}, rows({var}), cols({var}))",
                     "row_vector": "to_row_vector({})", "vector": "to_vector({})"}
             if declared.base not in wrap:
-                raise _refuse(s, f"to_vector of a {declared.base} is not translated")
+                raise refuse(s, f"to_vector of a {declared.base} is not translated")
             return f"{target} = {wrap[declared.base].format(draw)};"
         return f"{target} = {self.convert(draw, lhs_type, dist)};"
 
@@ -243,22 +174,22 @@ class _Translator:
         without the truncation (the support check then draws it)."""
         bounds = [t.text for t in s.truncation.tokens]
         if form is None or form[0] not in self.parameters or \
-                len(bounds) != 4 or bounds[0] != "[" or bounds[1] not in _ZERO or \
+                len(bounds) != 4 or bounds[0] != "[" or bounds[1] not in ZERO or \
                 bounds[2:] != [",", "]"]:
             return False
         decl = self.decls[form[0]]
         lower = decl.bounds.get("lower")
-        if lower is None or lower.text not in _ZERO or "upper" in decl.bounds:
+        if lower is None or lower.text not in ZERO or "upper" in decl.bounds:
             return False
         if s.dist == "std_normal":
             return True
-        return s.dist in _POSITIVE or (s.dist in _LOCATION
-                                       and s.args[_LOCATION[s.dist]].text in _ZERO)
+        return s.dist in POSITIVE or (s.dist in LOCATION
+                                       and s.args[LOCATION[s.dist]].text in ZERO)
 
-    def check_coverage(self, s: Stmt, var: str) -> None:
-        """``v[i, j] ~`` must sit in loops ``for (i in 1:n)`` over v's declared sizes,
-        so that every element is drawn exactly once."""
-        toks = s.lhs.tokens[2:-1]
+    def check_coverage(self, s: Stmt, var: str, lhs: Expr | None = None) -> None:
+        """``v[i, j] ~`` (or the outcome ``lhs``) must sit in loops ``for (i in 1:n)``
+        over v's declared sizes, so that every element is drawn exactly once."""
+        toks = (lhs or s.lhs).tokens[2:-1]
         indices, depth, start = [], 0, 0
         for k, t in enumerate(toks):
             depth += {"[": 1, "(": 1, "]": -1, ")": -1}.get(t.text, 0)
@@ -273,53 +204,54 @@ class _Translator:
             loop = loops.get(index[0].text) if len(index) == 1 else None
             if (loop is None or loop.kind != "for" or loop.lhs.text != "1"
                     or position >= len(extents) or loop.rhs.text != extents[position]):
-                raise _refuse(s, f"the drafter cannot tell that this draws every element "
+                raise refuse(s, f"the drafter cannot tell that this draws every element "
                                  f"of {var} once; index it only by loop variables running "
                                  f"over its declared sizes (for (i in 1:{extents[0]}) ...)")
 
     def support(self, s: Stmt, decl: Decl, dist: str, args: list[str]) -> bool:
         """Check the prior's support against the declared constraint; True when the
         draw is |draw| (a half distribution on <lower=0>)."""
-        if decl.base in _CONSTRAINED:
-            if dist not in _CONSTRAINED[decl.base]:
-                raise _refuse(s, f"{decl.name} is a {decl.base}, whose support "
+        if decl.base in CONSTRAINED:
+            if dist not in CONSTRAINED[decl.base]:
+                raise refuse(s, f"{decl.name} is a {decl.base}, whose support "
                                  f"{dist} does not match (expected "
-                                 f"{' or '.join(sorted(_CONSTRAINED[decl.base]))})")
+                                 f"{' or '.join(sorted(CONSTRAINED[decl.base]))})")
             return False
         if decl.base not in ("real", "vector", "row_vector", "matrix"):
-            raise _refuse(s, f"parameters of type {decl.base} are not translated")
+            raise refuse(s, f"parameters of type {decl.base} are not translated")
         lower = decl.bounds.get("lower")
         upper = decl.bounds.get("upper")
         for bound in (lower, upper):
             if bound is not None and bound.names() & {*self.parameters, *self.transformed}:
-                raise _refuse(s, f"the bound of {decl.name} depends on a parameter")
+                raise refuse(s, f"the bound of {decl.name} depends on a parameter")
         low = lower.text if lower is not None else None
         high = upper.text if upper is not None else None
         if dist == "uniform":
-            if low == args[0] and high == args[1]:
+            # the prior is uniform on (a, b) whenever the declared bounds do not cut into it
+            if _within(low, args[0], below=True) and _within(high, args[1], below=False):
                 return False
-            raise _refuse(s, f"uniform({', '.join(args)}) needs {decl.name} declared "
-                             f"with <lower={args[0]}, upper={args[1]}>")
-        if dist in _MULTI_LOCATION:
+            raise refuse(s, f"uniform({', '.join(args)}) needs {decl.name} declared "
+                             f"with <lower={args[0]}, upper={args[1]}> (or unbounded)")
+        if dist in MULTI_LOCATION:
             support = "real"
-        elif dist in _REAL:
+        elif dist in REAL:
             support = "real"
-        elif dist in _POSITIVE:
+        elif dist in POSITIVE:
             support = "positive"
-        elif dist in _UNIT:
+        elif dist in UNIT:
             support = "unit"
         else:
-            raise _refuse(s, f"{dist} is not a prior the drafter translates for a "
+            raise refuse(s, f"{dist} is not a prior the drafter translates for a "
                              f"{decl.base} parameter")
         declared = {(None, None): "real", ("0", None): "positive", ("0", "1"): "unit"}.get(
-            (low if low not in _ZERO else "0", high), "other")
+            (low if low not in ZERO else "0", high), "other")
         if declared == support:
             return False
-        if declared == "positive" and dist in _LOCATION and \
-                args[_LOCATION[dist]] in _ZERO:
+        if declared == "positive" and dist in LOCATION and \
+                args[LOCATION[dist]] in ZERO:
             return True
         bounds = f"<{', '.join(f'{k}={v.text}' for k, v in decl.bounds.items())}>"
-        raise _refuse(s, f"{decl.name} is declared {bounds if decl.bounds else 'unbounded'}"
+        raise refuse(s, f"{decl.name} is declared {bounds if decl.bounds else 'unbounded'}"
                          f" but {dist}({', '.join(args)}) has {support} support; the "
                          "model's prior would be truncated, which the drafter does not "
                          "translate")
@@ -329,51 +261,78 @@ class _Translator:
         """The _rng call, with arguments broadcast to the left side's shape."""
         if dist == "binomial_logit":  # Stan 2.35 has no binomial_logit_rng: its equivalent
             dist, args = "binomial", [args[0], f"inv_logit({args[1]})"]
-        if dist in _UNIVARIATE:
+        if dist in UNIVARIATE:
             if lhs_type.scalar:
                 if not all(t.scalar for t in arg_types):
-                    raise _refuse(s, "a scalar on the left of ~ with a container argument "
+                    raise refuse(s, "a scalar on the left of ~ with a container argument "
                                      "(several observations of one value) is not a prior "
                                      "the drafter translates")
             elif lhs_type.one_dimensional:
                 if any(not (t.scalar or t.one_dimensional) for t in arg_types):
-                    raise _refuse(s, "an argument of ~ is a matrix or nested array")
+                    raise refuse(s, "an argument of ~ is a matrix or nested array")
                 if all(t.scalar for t in arg_types):
                     args = [f"rep_array({args[0]}, num_elements({lhs}))", *args[1:]]
             else:
-                raise _refuse(s, f"the left of ~ is a {self.describe(lhs_type)}; write "
+                raise refuse(s, f"the left of ~ is a {self.describe(lhs_type)}; write "
                                  "to_vector(...) ~ or a loop")
             return f"{dist}_rng({', '.join(args)})"
-        if dist in _MULTI_LOCATION:
-            loc = _MULTI_LOCATION[dist]
+        if dist in MULTI_LOCATION:
+            loc = MULTI_LOCATION[dist]
             if lhs_type.dims == 1 and arg_types[loc].dims == 0:
                 args = [*args]
                 args[loc] = f"rep_array({args[loc]}, size({lhs}))"
             elif lhs_type.dims > 1 or arg_types[loc].dims != lhs_type.dims:
-                raise _refuse(s, f"{dist} with a {self.describe(lhs_type)} on the left and "
+                raise refuse(s, f"{dist} with a {self.describe(lhs_type)} on the left and "
                                  f"a {self.describe(arg_types[loc])} location")
             return f"{dist}_rng({', '.join(args)})"
-        if dist in _SIZE_FIRST or dist in {d for ds in _CONSTRAINED.values() for d in ds}:
+        if dist in SIZE_FIRST or dist in {d for ds in CONSTRAINED.values() for d in ds}:
             if lhs_type.dims:
-                raise _refuse(s, f"an array on the left of {dist}; write a loop")
-            if dist in _SIZE_FIRST:
+                raise refuse(s, f"an array on the left of {dist}; write a loop")
+            if dist in SIZE_FIRST:
                 args = [f"rows({lhs})", *args]
             return f"{dist}_rng({', '.join(args)})"
-        if dist in _SCALAR_ONLY:
+        if dist in SCALAR_ONLY:
             if not lhs_type.scalar:
-                raise _refuse(s, f"{dist} on a container: write a loop over its elements")
+                raise refuse(s, f"{dist} on a container: write a loop over its elements")
             return f"{dist}_rng({', '.join(args)})"
-        raise _refuse(s, f"the distribution {dist} has no _rng the drafter knows")
+        raise refuse(s, f"the distribution {dist} has no _rng the drafter knows")
+
+    def mixture(self, s: Stmt, likelihood: bool) -> str:
+        """``target += log_mix(theta, f_lpdf(y[i] | a), g_lpdf(y[i] | b));`` on one
+        element of modelled data: y[i] drawn from f with probability theta, else g."""
+        theta, (f, outcome, a), (g, _, b) = log_mix(s)
+        form = _lhs_form(outcome)
+        if form is None or form[1] != "index" or form[0] not in self.inputs:
+            raise refuse(s, "log_mix is translated only over one element y[i] of a data "
+                             "variable")
+        var = form[0]
+        decl = self.decls[var]
+        indexed = len([t for t in outcome.tokens if t.text == ","]) + 1
+        if indexed != len(decl.dims) + len(decl.sizes):
+            raise refuse(s, f"log_mix over a part of {var} that is not one element")
+        if not likelihood:
+            raise refuse(s, f"data {var} is in a log_mix outside if (!prior_only)")
+        if f not in UNIVARIATE or g not in UNIVARIATE:
+            raise refuse(s, f"log_mix of {f} and {g}: only univariate distributions with "
+                             "an _rng are translated")
+        if var in self.tilde_of:
+            raise refuse(s, f"{var} is drawn more than once (also on line "
+                             f"{self.tilde_of[var].line})")
+        self.check_coverage(s, var, outcome)
+        self.tilde_of[var] = s
+        self.simulated.append(var)
+        return (f"{outcome.text} = bernoulli_rng({theta.text}) ? {f}_rng({a}) "
+                f": {g}_rng({b});")
 
     @staticmethod
     def convert(draw: str, lhs_type: Type, dist: str) -> str:
         """An _rng result (an array for vectorised calls) as the left side's type."""
-        if dist in _UNIVARIATE and lhs_type.dims == 0:
+        if dist in UNIVARIATE and lhs_type.dims == 0:
             if lhs_type.base == "vector":
                 return f"to_vector({draw})"
             if lhs_type.base == "row_vector":
                 return f"to_row_vector({draw})"
-        if dist in _MULTI_LOCATION and lhs_type == Type("row_vector"):
+        if dist in MULTI_LOCATION and lhs_type == Type("row_vector"):
             return f"to_row_vector({draw})"
         return draw
 
@@ -386,11 +345,13 @@ class _Translator:
         if s.kind == "tilde":
             return [indent + self.tilde(s, likelihood)]
         if s.kind == "target":
-            raise _refuse(s, "target += has no _rng counterpart; write the simulator by "
+            if log_mix(s) is not None:
+                return [indent + self.mixture(s, likelihood)]
+            raise refuse(s, "target += has no _rng counterpart; write the simulator by "
                              "hand (or state this term as a ~ statement)")
         if s.kind in ("decl", "assign"):
             if "prior_only" in {n for e in s.exprs() for n in e.names()}:
-                raise _refuse(s, "prior_only is used outside if (!prior_only)")
+                raise refuse(s, "prior_only is used outside if (!prior_only)")
             return [indent + s.text]
         if s.kind == "block":
             inner = [x for b in s.body for x in self.render(b, likelihood, indent + "  ")]
@@ -406,16 +367,16 @@ class _Translator:
             if _is_prior_only_guard(s):
                 return [indent + "{", *self.body(s.body, True, indent), indent + "}"]
             if s.rhs.names() & {*self.parameters, *self.transformed, "prior_only"}:
-                raise _refuse(s, "a conditional on a parameter (or on prior_only other "
+                raise refuse(s, "a conditional on a parameter (or on prior_only other "
                                  "than if (!prior_only) { ... }) is not translated")
             if _has_tilde(s):
-                raise _refuse(s, "a ~ inside a conditional is not translated (the variable "
+                raise refuse(s, "a ~ inside a conditional is not translated (the variable "
                                  "would be left undrawn when the condition is false)")
             lines = [indent + f"if ({s.rhs.text}) {{", *self.body(s.body, likelihood, indent)]
             if s.orelse:
                 lines += [indent + "} else {", *self.body(s.orelse, likelihood, indent)]
             return lines + [indent + "}"]
-        raise _refuse(s, "this statement is not translated (only ~, declarations, "
+        raise refuse(s, "this statement is not translated (only ~, declarations, "
                          "assignments, for loops, blocks and conditionals on data are)")
 
     def body(self, stmts: list[Stmt], likelihood: bool, indent: str) -> list[str]:
@@ -443,6 +404,9 @@ def _defines(s: Stmt) -> tuple[set[str], set[str], set[str]]:
         return {form[0]}, {form[0]}, set()
     if s.kind == "assign":
         return {s.lhs.tokens[0].text}, set(), set()
+    if s.kind == "target" and log_mix(s) is not None:
+        form = _lhs_form(log_mix(s)[1][1])
+        return ({form[0]}, {form[0]}, set()) if form else (set(), set(), set())
     defined, drawn, local = set(), set(), set()
     if s.kind in ("for", "foreach"):
         local.add(s.var)
@@ -481,19 +445,16 @@ def translate(program: StanProgram, info: dict, types: list, hyper=None) -> Draf
             uses |= Expr(s.lhs.tokens[1:], s.lhs.source).names()
         units.append(_Unit(k, s, lines, defined | drawn, uses, drawn, likelihood))
     simulated = set(tr.simulated)
-    missing = [p for p in tr.parameters if p not in tr.tilde_of]
-    if missing:
-        raise DraftError(f"parameter {missing[0]} has no ~ statement (an improper prior, "
-                         "or a prior written with target +=); the drafter needs a proper "
-                         "prior stated with ~ for every parameter")
+    for p in [p for p in tr.parameters if p not in tr.tilde_of]:
+        units.append(_uniform_unit(tr, tr.decls[p], len(units)))
     for u in units:
         if u.uses & simulated and (u.tildes - simulated or not u.likelihood):
-            raise _refuse(u.stmt, f"the prior uses the data {sorted(u.uses & simulated)[0]} "
+            raise refuse(u.stmt, f"the prior uses the data {sorted(u.uses & simulated)[0]} "
                                   "that the simulator draws")
     for s in program.blocks.get("transformed data", []):
         used = {n for e in s.exprs() for n in e.names()} & simulated
         if used:
-            raise _refuse(s, f"transformed data use {sorted(used)[0]}, which the simulator "
+            raise refuse(s, f"transformed data use {sorted(used)[0]}, which the simulator "
                              "draws (a model whose data enter their own distribution, like "
                              "an autoregression, needs a hand-written simulator)")
     order = _order(units)
@@ -504,7 +465,7 @@ def translate(program: StanProgram, info: dict, types: list, hyper=None) -> Draf
         if drawn:
             h = drawn.pop()
             if u.defines - {h}:
-                raise _refuse(u.stmt, f"hyperparameter {h} is drawn together with "
+                raise refuse(u.stmt, f"hyperparameter {h} is drawn together with "
                                       f"{sorted(u.defines - {h})[0]}; give it its own ~")
             lines += ["  if (hyper_given) {", f"    {h} = {h}_given[1];", "  } else {",
                       *["  " + x for x in u.lines], "  }"]
@@ -522,13 +483,59 @@ def translate(program: StanProgram, info: dict, types: list, hyper=None) -> Draf
                  list(tr.simulated))
 
 
+def _uniform_unit(tr: _Translator, decl: Decl, index: int) -> _Unit:
+    """A parameter with no density: uniform on its bounds when it has both (a proper
+    prior); otherwise its prior is improper and the draft is refused."""
+    lower, upper = decl.bounds.get("lower"), decl.bounds.get("upper")
+    scalar_data = {n for n, d in tr.decls.items() if n in tr.inputs and not d.dims
+                   and not d.sizes}
+    flat = lower is None or upper is None
+    if flat or (lower.names() | upper.names()) - scalar_data or decl.base not in (
+            "real", "vector", "row_vector") or len(decl.dims) + bool(decl.sizes) > 1:
+        example = ("normal(0, 10)" if lower is None or lower.text in ZERO
+                   else f"a distribution on ({lower.text}, infinity)")
+        if upper is not None and lower is not None:
+            why = ("its bounds are not scalar data or numbers, or it is not a real, "
+                   "vector or 1-d array, so the drafter cannot draw it uniformly")
+        else:
+            why = ("its prior is flat (improper), so nothing can be simulated from it")
+        raise DraftError(f"line {decl.line}: parameter {decl.name} has no density "
+                         f"statement: {why}; add a proper prior, e.g. `{decl.name} ~ "
+                         f"{example};`" + (" (a half-normal on <lower=0>)"
+                                            if lower is not None and upper is None else "")
+                         + ", or give it both bounds for a uniform prior")
+    draw = f"uniform_rng({lower.text}, {upper.text})"
+    if decl.dims or decl.sizes:
+        i = f"{decl.name}_i_"
+        line = f"  for ({i} in 1:num_elements({decl.name})) {decl.name}[{i}] = {draw};"
+    else:
+        line = f"  {decl.name} = {draw};"
+    stmt = Stmt("other", decl.line, decl.text)
+    uses = lower.names() | upper.names() | {n for d in (*decl.dims, *decl.sizes)
+                                            for n in d.names()}
+    return _Unit(index, stmt, [line], {decl.name}, uses, {decl.name}, False)
+
+
 def _has_tilde(s: Stmt) -> bool:
     return s.kind == "tilde" or any(_has_tilde(b) for b in (*s.body, *s.orelse))
 
 
+def _within(bound: str | None, value: str, below: bool) -> bool:
+    """Whether a declared bound (None: none) does not cut into ``value``'s side of a
+    uniform: the same text, or numbers with the bound at or beyond the value."""
+    if bound is None or bound == value:
+        return True
+    try:
+        return float(bound) <= float(value) if below else float(bound) >= float(value)
+    except ValueError:
+        return False
+
+
 def _refuse_target_in(s: Stmt) -> None:
+    if s.kind == "target" and log_mix(s) is not None:
+        return
     if s.kind == "target":
-        raise _refuse(s, "target += has no _rng counterpart; write the simulator by hand "
+        raise refuse(s, "target += has no _rng counterpart; write the simulator by hand "
                          "(or state this term as a ~ statement)")
     for b in (*s.body, *s.orelse):
         _refuse_target_in(b)
@@ -561,7 +568,7 @@ def _order(units: list[_Unit]) -> list[_Unit]:
                     heapq.heappush(ready, j)
     if len(done) < len(units):
         stuck = min(set(blocked) - set(done))
-        raise _refuse(units[stuck].stmt, "the statements depend on each other in a cycle; "
+        raise refuse(units[stuck].stmt, "the statements depend on each other in a cycle; "
                                          "no order draws each after what it uses")
     return [units[k] for k in done]
 
@@ -582,7 +589,7 @@ def _hyperparameters(tr: _Translator, units: list[_Unit], hyper) -> list[str]:
                              f"(parameters: {', '.join(tr.parameters)})")
         others = unit_of[h].uses & (unknowns - set(hyper))
         if others:
-            raise _refuse(unit_of[h].stmt, f"hyperparameter {h}'s prior uses "
+            raise refuse(unit_of[h].stmt, f"hyperparameter {h}'s prior uses "
                                            f"{sorted(others)[0]}, which is not given with "
                                            "it; make that a hyperparameter too or drop "
                                            f"{h} from the hyperparameters")

@@ -1,0 +1,237 @@
+"""Coverage of posteriordb by the one command ``bread-stan run MODEL.stan --data DATA.json``.
+
+For each of posteriordb's 120 Stan programs (with the data of its first posterior):
+
+* ``--stage stanc`` (no C++): the automatic prior/likelihood split, then the drafted
+  simulator of the split program; each program is "reaches AIS" or "refused" with the
+  line and the reason.
+* ``--stage exact``: also compiles the user's program, the split program and the split
+  program with its likelihood deleted, and checks the split is exact (joint at
+  prior_only = 0 equals the user's, prior at prior_only = 1 equals the prior part, 20
+  random unconstrained points, Jacobian on and off, relative tolerance 1e-10).
+* ``--stage run``: the command itself, ``python -m bread_stan.reporting.cli run MODEL
+  --data DATA --steps 100,1000 --chains 30``, time-boxed per program (``--timeout``):
+  "ran" (exit code, verdict line, bound at T = 1000, seconds) or "refused".
+
+posteriordb (https://github.com/stan-dev/posteriordb) is read from a git directory
+(``--posteriordb``, e.g. a bare clone); its files are extracted to ``--work``, never
+committed.  Output: ``scripts/figures/posteriordb_coverage/{coverage_STAGE.md,
+coverage_STAGE.json}``: one row per program, and totals by reason.
+
+    PYTHONPATH=$PWD nice python scripts/posteriordb_coverage.py \\
+        --posteriordb /path/to/posteriordb/.git --stage stanc
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import re
+import subprocess
+import sys
+import time
+import zipfile
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "scripts" / "figures" / "posteriordb_coverage"
+
+# (pattern of a refusal message, reason shown in the totals), first match wins
+REASONS = [
+    (r"transformed data computed from the data",
+     "split: modelled data only through transformed data"),
+    (r"reads both the modelled data", "split: outcome reads data and parameters"),
+    (r"a prior \(outcome not data\) that reads", "split: prior reads the modelled data"),
+    (r"adds to the target itself", "split: a _lp function"),
+    (r"no density statement of the model block has modelled data", "split: no likelihood found"),
+    (r"does not type-check", "splitter/drafter bug (does not type-check)"),
+    (r"improper|no density statement|has no prior", "draft: parameter without a proper prior"),
+    (r"target \+= has no _rng", "draft: target += not a density the drafter reads"),
+    (r"transformed data use", "draft: data enter their own distribution"),
+    (r"is transformed data", "draft: outcome is transformed data"),
+    (r"no _rng|has no random", "draft: distribution without an _rng"),
+    (r"transformed parameter", "draft: density on a transformed parameter"),
+    (r"cannot tell that this draws every element",
+     "draft: indexed draws not provably covering each element once"),
+    (r"has \w+ support; the model's prior would be truncated|uniform\(.*\) needs",
+     "draft: prior truncated by the declared bounds"),
+    (r"the prior uses the data", "draft: data enter their own distribution"),
+    (r"inside a conditional", "draft: ~ inside a conditional"),
+    (r"line \d+: expected|unexpected", "parser: syntax outside the drafter's parser"),
+]
+
+
+def _reason(message: str) -> str:
+    for pattern, label in REASONS:
+        if re.search(pattern, message):
+            return label
+    return "other: " + " ".join(message.split())[:60]
+
+
+def _git(gitdir: Path, *args: str) -> bytes:
+    return subprocess.run(["git", f"--git-dir={gitdir}", *args], check=True,
+                          capture_output=True).stdout
+
+
+def extract(gitdir: Path, work: Path) -> list[tuple[str, Path, Path | None]]:
+    """(name, program path, data path or None) of every Stan program, extracted to work."""
+    names = _git(gitdir, "ls-tree", "-r", "--name-only", "HEAD").decode().split("\n")
+    base = "posterior_database/"
+    data_of: dict[str, list[str]] = {}
+    for path in sorted(n for n in names if n.startswith(base + "posteriors/")):
+        info = json.loads(_git(gitdir, "show", f"HEAD:{path}"))
+        data_of.setdefault(info["model_name"], []).append(info["data_name"])
+    models = sorted(n for n in names if n.startswith(base + "models/stan/")
+                    and n.endswith(".stan"))
+    out = []
+    (work / "models").mkdir(parents=True, exist_ok=True)
+    (work / "data").mkdir(parents=True, exist_ok=True)
+    for path in models:
+        name = Path(path).stem
+        program = work / "models" / f"{name}.stan"
+        if not program.exists():
+            program.write_bytes(_git(gitdir, "show", f"HEAD:{path}"))
+        data = None
+        for data_name in data_of.get(name, []):   # the first whose file the clone holds
+            path = work / "data" / f"{data_name}.json"
+            if not path.exists():
+                try:
+                    blob = _git(gitdir, "show", f"HEAD:{base}data/data/{data_name}.json.zip")
+                    with zipfile.ZipFile(io.BytesIO(blob)) as archive:
+                        path.write_bytes(archive.read(archive.namelist()[0]))
+                except (subprocess.CalledProcessError, zipfile.BadZipFile):
+                    continue
+            data = path
+            break
+        out.append((name, program, data))
+    return out
+
+
+def stanc_stage(name: str, program: Path, data: Path | None, work: Path) -> dict:
+    from bread_stan.stan.draft import DraftError, draft_simulator, split_model
+
+    row = {"program": name, "data": data.stem if data else None}
+    if data is None:
+        return {**row, "status": "no data", "reason": "",
+                "message": "no posterior of this program has its data file in the clone"}
+    try:
+        split = split_model(program)
+    except DraftError as error:
+        return {**row, "status": "refused", "reason": _reason(str(error)),
+                "message": str(error)}
+    row["split"] = "own prior_only" if split.own_split else (
+        f"{sum(r.role == 'prior' for r in split.rows)} prior, "
+        f"{sum(r.role == 'likelihood' for r in split.rows)} likelihood")
+    generated = work / "split" / f"{name}.stan"
+    generated.parent.mkdir(exist_ok=True)
+    generated.write_text(split.program)
+    (work / "split" / f"{name}_prior.stan").write_text(split.prior_program or "")
+    try:
+        draft_simulator(generated)
+    except DraftError as error:
+        return {**row, "status": "refused", "reason": _reason(str(error)),
+                "message": str(error)}
+    return {**row, "status": "reaches AIS", "reason": "", "message": ""}
+
+
+def exact_stage(row: dict, program: Path, data: Path, work: Path) -> dict:
+    from bread_stan.stan.compile import compile_many
+    from bread_stan.stan.split_check import check_split_exact
+
+    generated = work / "split" / f"{row['program']}.stan"
+    prior = work / "split" / f"{row['program']}_prior.stan"
+    if not prior.read_text():
+        return {**row, "exact": "own prior_only"}
+    try:
+        user, gen, pri = compile_many([program, generated, prior], workers=1)
+        check = check_split_exact(user, gen, pri, data, rng=np.random.default_rng(0), n=20)
+    except Exception as error:   # noqa: BLE001 (a sweep records every failure and goes on)
+        return {**row, "exact": f"error: {' '.join(str(error).split())[:120]}"}
+    verdict = "exact" if check.exact(1e-10) else "NOT EXACT"
+    return {**row, "exact": f"{verdict} (joint {check.joint:.1e}, prior {check.prior:.1e}, "
+                            f"{check.points} points, {check.mismatched} mismatched)"}
+
+
+def run_stage(row: dict, program: Path, data: Path, work: Path, timeout: float) -> dict:
+    out = work / "runs" / row["program"]
+    command = [sys.executable, "-m", "bread_stan.reporting.cli", "run", str(program),
+               "--data", str(data), "--steps", "100,1000", "--chains", "30",
+               "--out", str(out)]
+    start = time.perf_counter()
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {**row, "status": "timed out", "seconds": round(time.perf_counter() - start)}
+    seconds = round(time.perf_counter() - start)
+    text = result.stdout + result.stderr
+    if result.returncode == 2:
+        line = text.strip().splitlines()[-1] if text.strip() else ""
+        return {**row, "status": "refused", "reason": _reason(line), "message": line,
+                "seconds": seconds}
+    summary = out / "summary.csv"
+    if not summary.is_file():
+        line = text.strip().splitlines()[-1] if text.strip() else ""
+        return {**row, "status": f"failed (exit {result.returncode})", "message": line,
+                "seconds": seconds}
+    with open(summary) as handle:
+        steps = {r["steps"]: r for r in csv.DictReader(handle)}
+    last = steps.get("1000", {})
+    bound = (f"{float(last['bound']):.3g} (95% up to {float(last['bound_ci_high']):.3g})"
+             if last.get("bound") else "none (the checks failed)" if last else "")
+    return {**row, "status": "ran", "exit": result.returncode,
+            "verdict": last.get("verdict", "no T = 1000"), "bound_T1000": bound,
+            "seconds": seconds}
+
+
+def write(rows: list[dict], stage: str, elapsed: float) -> None:
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / f"coverage_{stage}.json").write_text(json.dumps(rows, indent=1))
+    status = Counter(r["status"] for r in rows)
+    reasons = Counter(r["reason"] for r in rows if r["status"] == "refused")
+    lines = [f"# posteriordb coverage, stage {stage}", "",
+             f"{len(rows)} programs, {elapsed:.0f} s. " + ", ".join(
+                 f"{k}: {v}" for k, v in status.most_common()), "",
+             "| refusal reason | programs |", "|---|---|"]
+    lines += [f"| {k} | {v} |" for k, v in reasons.most_common()]
+    columns = ["program", "data", "status", "split", "exact", "verdict", "bound_T1000",
+               "seconds", "message"]
+    lines += ["", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for r in rows:
+        cells = [" ".join(str(r.get(c, "")).split()).replace("|", "\\|") for c in columns]
+        lines.append("| " + " | ".join(cells) + " |")
+    (OUT / f"coverage_{stage}.md").write_text("\n".join(lines) + "\n")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--posteriordb", type=Path, required=True,
+                        help="git directory of stan-dev/posteriordb")
+    parser.add_argument("--work", type=Path, default=Path("/tmp/posteriordb_coverage"))
+    parser.add_argument("--stage", choices=["stanc", "exact", "run"], default="stanc")
+    parser.add_argument("--only", nargs="*", help="program names (default: all)")
+    parser.add_argument("--timeout", type=float, default=900, help="seconds per program")
+    args = parser.parse_args()
+    start = time.perf_counter()
+    rows = []
+    for name, program, data in extract(args.posteriordb, args.work):
+        if args.only and name not in args.only:
+            continue
+        row = stanc_stage(name, program, data, args.work)
+        if args.stage == "exact" and "split" in row:
+            row = exact_stage(row, program, data, args.work)
+        if args.stage == "run" and data is not None:
+            row = run_stage(row, program, data, args.work, args.timeout)
+        rows.append(row)
+        print(f"{name}: {row['status']} {row.get('exact', '')} {row.get('message', '')}"[:200],
+              flush=True)
+    write(rows, args.stage, time.perf_counter() - start)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
