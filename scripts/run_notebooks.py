@@ -3,9 +3,11 @@
     PYTHONPATH=$PWD python scripts/run_notebooks.py            # full settings, in place
     PYTHONPATH=$PWD python scripts/run_notebooks.py --quick    # CI's small settings
 
-Each notebook runs in a fresh kernel with ``notebooks/`` as working directory;
-``--quick`` sets ``BREAD_STAN_NOTEBOOK_QUICK=1`` (the notebooks then use small
-settings and save nothing) and writes nothing back.  The test suite runs them
+Each notebook runs in a fresh kernel with ``notebooks/`` as working directory and
+matplotlib's inline backend, whatever ``MPLBACKEND`` says (CI systems and headless
+servers often set ``MPLBACKEND=Agg``, under which a kernel draws figures into no
+output); ``--quick`` sets ``BREAD_STAN_NOTEBOOK_QUICK=1`` (the notebooks then use
+small settings and save nothing) and writes nothing back.  The test suite runs them
 the quick way (tests/test_notebooks.py).
 """
 
@@ -20,6 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 NAMES = ("bread_example.ipynb", "protocol_example.ipynb")
+INLINE_BACKEND = "module://matplotlib_inline.backend_inline"  # figures become outputs
 
 
 def run_notebook(path: Path, quick: bool, timeout: int = 1800):
@@ -28,19 +31,14 @@ def run_notebook(path: Path, quick: bool, timeout: int = 1800):
     from nbclient import NotebookClient
 
     notebook = nbformat.read(path, as_version=4)
-    saved = {k: os.environ.get(k) for k in ("PYTHONPATH", "BREAD_STAN_NOTEBOOK_QUICK")}
-    os.environ["PYTHONPATH"] = os.pathsep.join(
-        [str(ROOT), *([saved["PYTHONPATH"]] if saved["PYTHONPATH"] else [])])
-    os.environ["BREAD_STAN_NOTEBOOK_QUICK"] = "1" if quick else "0"
-    try:
-        NotebookClient(notebook, timeout=timeout, kernel_name="python3",
-                       resources={"metadata": {"path": str(path.parent)}}).execute()
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+    # The kernel's environment: ipykernel picks the inline backend only when MPLBACKEND
+    # is unset, so it is set here rather than inherited.
+    env = {**os.environ,
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+           "BREAD_STAN_NOTEBOOK_QUICK": "1" if quick else "0",
+           "MPLBACKEND": INLINE_BACKEND}
+    NotebookClient(notebook, timeout=timeout, kernel_name="python3",
+                   resources={"metadata": {"path": str(path.parent)}}).execute(env=env)
     return notebook
 
 

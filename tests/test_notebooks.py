@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,27 @@ def test_notebook_runs_with_small_settings(name):
     outputs = [o for c in notebook.cells if c.cell_type == "code" for o in c.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
     assert any("image/png" in o.get("data", {}) for o in outputs)  # figures were drawn
+
+
+@pytest.mark.parametrize("backend", [None, "Agg"])
+def test_notebook_figures_are_outputs_whatever_mplbackend_says(tmp_path, monkeypatch, backend):
+    # MPLBACKEND=Agg (common in CI and on headless servers) once left every figure out of
+    # the outputs; a one-cell notebook shows whether the runner's kernel draws inline.
+    pytest.importorskip("nbclient", reason="nbclient and ipykernel are in the test extra")
+    import nbformat
+
+    if backend is None:
+        monkeypatch.delenv("MPLBACKEND", raising=False)
+    else:
+        monkeypatch.setenv("MPLBACKEND", backend)
+    path = tmp_path / "figure.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "import matplotlib.pyplot as plt\nplt.plot([0, 1], [1, 0]);")]), path)
+    notebook = _runner().run_notebook(path, quick=True, timeout=120)
+    outputs = notebook.cells[0].outputs
+    assert not [o for o in outputs if o.output_type == "error"]
+    assert [o for o in outputs if "image/png" in o.get("data", {})], outputs
+    assert os.environ.get("MPLBACKEND") == backend  # the caller's environment is left alone
 
 
 def test_committed_notebooks_carry_their_outputs_and_figures():

@@ -213,8 +213,10 @@ def to_arviz(groups: Mapping[str, Mapping[str, np.ndarray]], attrs: Mapping[str,
 
 def summarise(draws: Mapping[str, np.ndarray]) -> pd.DataFrame:
     """ArviZ's summary (mean, sd, interval, ``r_hat``, ``ess_bulk``, ``mcse_mean``...) of
-    draws name -> ``(chains, draws, *shape)``, one row per element named as Stan does
-    (``theta[1]``, 1-based), in Stan's order (column-major within a variable)."""
+    draws name -> (chains, draws, *shape), one row per element named as Stan does
+    (``theta[1]``, 1-based), in Stan's order (column-major within a variable).  ``sd``
+    is the sample standard deviation (divisor n - 1) over all chains' draws, as Stan
+    reports it, whichever ArviZ is installed (their releases differ on the divisor)."""
     return _summarise(draws, arviz_generation())
 
 
@@ -228,7 +230,12 @@ def _summarise(draws: Mapping[str, np.ndarray], generation: int) -> pd.DataFrame
         else:
             table = _import_arviz().summary(_inference_data({"posterior": draws}, {}),
                                             kind="all", round_to="none")
-    # ArviZ lists each variable's elements in C order with 0-based labels.
+    # ArviZ lists each variable's elements in C order with 0-based labels; so does
+    # flattening each variable's (chains * draws, *shape) array.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # one draw: sd is NaN
+        sd = [v.reshape(v.shape[0] * v.shape[1], -1).std(axis=0, ddof=1)
+              for v in draws.values()]
     labels, stan_order = [], []
     for name, value in draws.items():
         shape = value.shape[2:]
@@ -240,4 +247,5 @@ def _summarise(draws: Mapping[str, np.ndarray], generation: int) -> pd.DataFrame
     if len(labels) != len(table):
         raise RuntimeError(f"ArviZ's summary has {len(table)} rows for {len(labels)} elements")
     table.index = labels
+    table["sd"] = np.concatenate(sd) if sd else []  # Stan's divisor, n - 1
     return table.iloc[stan_order]
