@@ -213,7 +213,7 @@ def to_arviz(groups: Mapping[str, Mapping[str, np.ndarray]], attrs: Mapping[str,
 
 def summarise(draws: Mapping[str, np.ndarray]) -> pd.DataFrame:
     """ArviZ's summary (mean, sd, interval, ``r_hat``, ``ess_bulk``, ``mcse_mean``...) of
-    draws name -> (chains, draws, *shape), one row per element named as Stan does
+    draws name -> ``(chains, draws, *shape)``, one row per element named as Stan does
     (``theta[1]``, 1-based), in Stan's order (column-major within a variable).  ``sd``
     is the sample standard deviation (divisor n - 1) over all chains' draws, as Stan
     reports it, whichever ArviZ is installed (their releases differ on the divisor)."""

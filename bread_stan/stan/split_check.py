@@ -21,7 +21,7 @@ __all__ = ["SplitCheck", "check_split_exact"]
 
 @dataclass(frozen=True)
 class SplitCheck:
-    """Largest relative differences (|a - b| / max(1, |a|)) over the points checked."""
+    """Largest relative differences (``abs(a - b) / max(1, abs(a))``) over the points checked."""
 
     joint: float          # generated (prior_only = 0) against the user's program
     prior: float          # generated (prior_only = 1) against the prior reference
