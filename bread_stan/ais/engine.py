@@ -39,7 +39,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -56,7 +56,7 @@ from ..target import Target
 from ..errors import InputError
 
 __all__ = ["AISRun", "forward", "reverse", "RunConfig", "run", "step_schedule",
-           "chain_diagnostics", "Group", "anneal", "as_schedule", "jsonable_config",
+           "chain_diagnostics", "Group", "anneal", "as_schedule", "jsonable_config", "batch_params", "TransitionTally",
            "forward_and_reverse"]
 
 log = logging.getLogger(__name__)
@@ -169,10 +169,7 @@ def anneal(target: Target, kernel: Kernel, schedule, groups: list[Group], *,
                          "does the simulator draw values that the model rejects?")
 
     logw = np.zeros(n)
-    n_grad = np.zeros(n, dtype=np.int64)
-    accept_sum = np.zeros(n)
-    divergences = np.zeros(n, dtype=np.int64)
-    depth_sum = np.zeros(n)
+    tally = TransitionTally(n)
     n_blocks = 0
     if increments_every is not None:
         every = int(increments_every)
@@ -196,13 +193,9 @@ def anneal(target: Target, kernel: Kernel, schedule, groups: list[Group], *,
             if n_blocks:
                 interval = np.where(is_rev, T - k, k)
                 blocks[np.arange(n), (interval - 1) // every] += inc
-            params = _batch_params(schedule, groups, bounds, T, k, d)
-            for _ in range(spt):
-                state, info = kernel.step(rng, state, target, beta, params)
-                n_grad += info.n_grad
-                accept_sum += info.accept_stat
-                divergences += info.divergent
-                depth_sum += info.tree_depth
+            params = batch_params(schedule, [g.direction == "reverse" for g in groups], bounds,
+                                  T, k, d)
+            state = tally.transitions(kernel, rng, state, target, beta, params, spt)
             if bar is not None:
                 bar.update()
     finally:
@@ -212,6 +205,7 @@ def anneal(target: Target, kernel: Kernel, schedule, groups: list[Group], *,
 
     n_trans = (T - 1) * spt
     runs = []
+    n_grad = tally.n_grad
     total_grad = max(int(n_grad.sum()), 1)
     for g, lo, hi in zip(groups, bounds[:-1], bounds[1:]):
         sl = slice(lo, hi)
@@ -221,8 +215,7 @@ def anneal(target: Target, kernel: Kernel, schedule, groups: list[Group], *,
         if n_blocks:
             cumulative = np.cumsum(sign * blocks[sl], axis=1)
             cumulative_at = np.minimum(np.arange(1, n_blocks + 1) * every, T - 1)
-        stats = {"accept_stat": accept_sum[sl] / n_trans, "divergences": divergences[sl],
-                 "tree_depth": depth_sum[sl] / n_trans, "n_grad": n_grad[sl]}
+        stats = tally.stats(sl, n_trans)
         g_grad = int(n_grad[sl].sum())
         diagnostics = chain_diagnostics(w, stats, n_trans, shared_batch=len(groups) > 1)
         runs.append(AISRun(
@@ -252,15 +245,43 @@ def chain_diagnostics(log_weights: np.ndarray, stats: dict[str, np.ndarray], n_t
     }
 
 
-def _batch_params(schedule, groups, bounds, T, k, d):
-    """Kernel params for iteration k: one object for all groups' chains."""
-    parts = []
-    for g, lo, hi in zip(groups, bounds[:-1], bounds[1:]):
-        t = T - 1 - k if g.direction == "reverse" else k
-        parts.append((schedule.params_at(t), hi - lo))
+def batch_params(schedule, reverse: Sequence[bool], bounds, T, k, d):
+    """Kernel params for iteration k: one object for all groups' chains (group i
+    holds rows ``bounds[i]:bounds[i + 1]``; a reverse group is at temperature
+    T - 1 - k)."""
+    parts = [(schedule.params_at(T - 1 - k if r else k), hi - lo)
+             for r, lo, hi in zip(reverse, bounds[:-1], bounds[1:])]
     if len(parts) == 1 or all(p is None for p, _ in parts):
         return parts[0][0]
     return concat_params(parts, d)
+
+
+class TransitionTally:
+    """Per-chain totals of a batch's transitions: gradients, acceptance, divergences
+    and tree depth, summed over every kernel step."""
+
+    def __init__(self, n: int):
+        self.n_grad = np.zeros(n, dtype=np.int64)
+        self.accept_sum = np.zeros(n)
+        self.divergences = np.zeros(n, dtype=np.int64)
+        self.depth_sum = np.zeros(n)
+
+    def transitions(self, kernel: Kernel, rng, state, target: Target, beta, params,
+                    steps: int):
+        """``steps`` kernel steps on the batch at ``beta``, tallied; the new state."""
+        for _ in range(steps):
+            state, info = kernel.step(rng, state, target, beta, params)
+            self.n_grad += info.n_grad
+            self.accept_sum += info.accept_stat
+            self.divergences += info.divergent
+            self.depth_sum += info.tree_depth
+        return state
+
+    def stats(self, rows: slice, n_trans: int) -> dict[str, np.ndarray]:
+        """The per-chain statistics of ``rows`` (means over ``n_trans`` transitions)."""
+        return {"accept_stat": self.accept_sum[rows] / n_trans,
+                "divergences": self.divergences[rows],
+                "tree_depth": self.depth_sum[rows] / n_trans, "n_grad": self.n_grad[rows]}
 
 
 def forward(target: Target, kernel: Kernel, schedule, start, *, seed,

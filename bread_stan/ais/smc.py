@@ -62,7 +62,6 @@ from .frozen_kernels import KernelSchedule
 from .results import BreadResult, DirectionResult, StepResult
 from .tuning import progress_bar
 from ..kernels.base import ChainState, Kernel, initial_state
-from ..kernels.params import concat_params
 from ..rng import ChainRandom, Stream, chain_seed_sequences
 from ..target import Evaluation, Target
 
@@ -261,10 +260,7 @@ def _sweep(target: Target, kernel: Kernel, schedule, lanes: list[_Lanes],
     finished = [np.zeros(g.n_runs) for g in lanes]   # sum of finished epochs' LME
     running = [[] for _ in lanes]                    # running log Z-hat at block ends
     epoch = 0
-    n_grad = np.zeros(n, dtype=np.int64)
-    accept_sum = np.zeros(n)
-    divergences = np.zeros(n, dtype=np.int64)
-    depth_sum = np.zeros(n)
+    tally = engine.TransitionTally(n)
 
     def weights(g: _Lanes, lo: int, k: int) -> np.ndarray:
         """(n_runs, P) weights of the current epoch up to interval k (retained first)."""
@@ -302,13 +298,8 @@ def _sweep(target: Target, kernel: Kernel, schedule, lanes: list[_Lanes],
             if k in resample_set:
                 state = _resample(state, lanes, bounds, weights, finished, W, k)
                 epoch += 1
-            params = _params(schedule, lanes, bounds, T, k, d)
-            for _ in range(spt):
-                state, info = kernel.step(rng, state, target, beta, params)
-                n_grad += info.n_grad
-                accept_sum += info.accept_stat
-                divergences += info.divergent
-                depth_sum += info.tree_depth
+            params = engine.batch_params(schedule, [g.reverse for g in lanes], bounds, T, k, d)
+            state = tally.transitions(kernel, rng, state, target, beta, params, spt)
             if bar is not None:
                 bar.update()
     finally:
@@ -316,12 +307,12 @@ def _sweep(target: Target, kernel: Kernel, schedule, lanes: list[_Lanes],
             bar.close()
     wall = time.perf_counter() - t0
     n_trans = (T - 1) * spt
+    n_grad = tally.n_grad
     total_grad = max(int(n_grad.sum()), 1)
     out = []
     for i, (g, lo, hi) in enumerate(zip(lanes, bounds[:-1], bounds[1:])):
         g_grad = int(n_grad[lo:hi].sum())
-        res = {"n_grad": n_grad[lo:hi], "divergences": divergences[lo:hi],
-               "accept_stat": accept_sum[lo:hi] / n_trans, "tree_depth": depth_sum[lo:hi] / n_trans,
+        res = {**tally.stats(slice(lo, hi), n_trans),
                "position": state.position[lo:hi].copy(), "ends": ends, "cuts": cuts,
                "n_trans": n_trans,
                "wall": wall * (g_grad / total_grad if len(lanes) > 1 else 1.0)}
@@ -378,15 +369,6 @@ def _categorical(gen: np.random.Generator, logw: np.ndarray, size: int) -> np.nd
         raise FloatingPointError("every particle of a run has zero or non-finite weight")
     c = np.cumsum(np.exp(logw - m))
     return np.minimum(np.searchsorted(c, gen.random(size) * c[-1], side="right"), c.size - 1)
-
-
-def _params(schedule, lanes, bounds, T, k, d):
-    """Kernel params at step k for the whole batch (reverse lanes at temperature T-1-k)."""
-    parts = [(schedule.params_at(T - 1 - k if g.reverse else k), hi - lo)
-             for g, lo, hi in zip(lanes, bounds[:-1], bounds[1:])]
-    if len(parts) == 1 or all(p is None for p, _ in parts):
-        return parts[0][0]
-    return concat_params(parts, d)
 
 
 def _generators(seed, stream: int, runs: range) -> list[np.random.Generator]:

@@ -267,6 +267,12 @@ class SIRAlgorithm:
                                   seconds=time.perf_counter() - t0))
 
 
+def _log_joint(target: Target, x: np.ndarray) -> np.ndarray:
+    """log p~(x, y) (prior and likelihood, Jacobian included) at points ``x``."""
+    ev = target.evaluate(x, gradient=False)
+    return ev.log_prior + ev.log_lik
+
+
 class AISAlgorithm:
     """Forward AIS over a frozen kernel schedule; meta-inference by reverse AIS.
 
@@ -312,8 +318,7 @@ class AISAlgorithm:
         return int(self.target.dim)
 
     def _log_joint(self, x: np.ndarray) -> np.ndarray:
-        ev = self.target.evaluate(x, gradient=False)
-        return ev.log_prior + ev.log_lik
+        return _log_joint(self.target, x)
 
     def _in_blocks(self, function: Callable, starts: np.ndarray, *args) -> list:
         """``function(target, starts[lo:hi], *args, lo)`` for blocks of chains, in order."""
@@ -418,8 +423,7 @@ class SMCAlgorithm:
         return int(self.target.dim)
 
     def _log_joint(self, x: np.ndarray) -> np.ndarray:
-        ev = self.target.evaluate(x, gradient=False)
-        return ev.log_prior + ev.log_lik
+        return _log_joint(self.target, x)
 
     def run(self, n: int, seed: int) -> AlgorithmRuns:
         n, P = _check_count("n", n), self.particles

@@ -14,14 +14,22 @@ from ..kernels.registry import KERNELS
 __all__ = ["build_parser", "add_simulator_options"]
 
 
-def _steps(text: str) -> tuple[int, ...]:
-    try:
-        steps = tuple(int(s) for s in text.split(",") if s.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--steps takes comma-separated integers, got {text!r}")
-    if not steps or min(steps) < 2:
-        raise argparse.ArgumentTypeError("--steps: every number of distributions must be >= 2")
-    return steps
+def _int_list(option: str, least: int, what: str):
+    """An argparse type: comma-separated integers, each at least ``least``."""
+    def parse(text: str) -> tuple[int, ...]:
+        try:
+            values = tuple(int(s) for s in text.split(",") if s.strip())
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{option} takes comma-separated integers, got {text!r}")
+        if not values or min(values) < least:
+            raise argparse.ArgumentTypeError(f"{option}: {what} must be >= {least}")
+        return values
+    return parse
+
+
+_steps = _int_list("--steps", 2, "every number of distributions")
+_sweep = _int_list("--sweep", 0, "numbers of transitions")
 
 
 def _whole(least: int):
@@ -276,11 +284,3 @@ def _add_executor_options(p: argparse.ArgumentParser) -> None:
                    help="how long to try reaching the Dask scheduler (default 10)")
 
 
-def _sweep(text: str) -> tuple[int, ...]:
-    try:
-        sweep = tuple(int(s) for s in text.split(",") if s.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--sweep takes comma-separated integers, got {text!r}")
-    if not sweep or min(sweep) < 0:
-        raise argparse.ArgumentTypeError("--sweep: numbers of transitions must be >= 0")
-    return sweep
