@@ -15,8 +15,10 @@ from scipy import stats
 
 from bread_stan.ais.results import BreadResult
 from bread_stan.reporting import cli
+from bread_stan.reporting.arguments import build_parser
 from bread_stan.stan.compile import compile_many
 from bread_stan.workflows.bread import RunSettings, SamplerSettings, bread
+from bread_stan.workflows.protocol import protocol
 
 TEST_STAN = Path(__file__).resolve().parent / "stan"
 MODEL = TEST_STAN / "normal_mean.stan"
@@ -73,6 +75,14 @@ def test_settings_refuse_bad_input_and_cli_passes_the_algorithm():
         RunSettings(particles=4)
     with pytest.raises(ValueError, match="particles"):
         RunSettings(algorithm="smc", particles=0)
+    parser = build_parser()
+    for command in (["compare", "a.stan", "b.stan"], ["subjective", "a.stan"]):
+        args = parser.parse_args(command + ["--algorithm", "smc", "--particles", "5"])
+        assert (args.algorithm, args.particles) == ("smc", 5)
+    with pytest.raises(SystemExit):  # the protocol runs AIS only: no such option
+        parser.parse_args(["protocol", "a.stan", "--algorithm", "smc"])
+    with pytest.raises(ValueError, match="runs AIS only"):
+        protocol(MODEL, SIMULATOR, DATA, run=RunSettings(algorithm="smc"))
 
 
 def test_cli_runs_smc_and_reports(tmp_path):

@@ -76,6 +76,31 @@ def test_exact_reference_sandwiches_the_closed_form_log_ml(problem, fit):
     assert "conditional on the one exact draw" not in result.headline()
 
 
+def test_smc_subjective_sandwiches_the_closed_form_log_ml_with_fewer_reverse_runs(problem):
+    """SMC (8 particles) from the fitted Gaussian base, conditional SMC from the
+    thinned exact reference draws (fewer reverse runs than forward runs): the sandwich at T = 30
+    contains the closed-form log p(y) within N_SE standard errors."""
+    run = RunSettings(steps=(30,), chains=60, progress=False, threads=1, algorithm="smc",
+                      particles=8)
+    result = _run(problem, problem["post"][:, :25], run=run)
+    step = result.step(30)
+    n_reverse = result.extra["subjective"]["reverse_chains"]
+    assert step.forward.log_estimates.size == 60 and step.reverse.log_estimates.size == n_reverse
+    assert 10 <= n_reverse < 60
+    assert step.sandwich().contains(problem["log_ml"], n_se=N_SE)
+    assert result.consistent and result.settings["run"]["algorithm"] == "smc"
+
+
+def test_smc_subjective_with_one_particle_is_ais_bit_for_bit(problem):
+    common = dict(steps=(5,), chains=12, seed=4, progress=False, threads=1)
+    ais = _run(problem, problem["post"], run=RunSettings(**common))
+    one = _run(problem, problem["post"], run=RunSettings(**common, algorithm="smc",
+                                                         particles=1))
+    for d in ("forward", "reverse"):
+        np.testing.assert_array_equal(getattr(ais.step(5), d).log_estimates,
+                                      getattr(one.step(5), d).log_estimates)
+
+
 # The poor-reference tests.  A Laplace base (the model's own, whatever the reference), so
 # that the runs from different references are the same AIS; T = 3, where AIS is far from
 # converged and a reverse chain's U still depends on where it starts (at T = 100 it

@@ -31,7 +31,9 @@ def run_steps_in_shards(contexts: list[ShardContext], starts_at, seed_at, steps:
                         executor: Executor, finish, progress: bool) -> None:
     """Run ``steps`` in shards on ``executor``'s cluster, one :class:`ShardContext` per
     problem.  ``starts_at(T)`` gives each problem's (forward starts (n, d), reverse
-    starts (m, d), or one exact draw (d,) repeated for n chains); ``seed_at(T, k)``
+    starts (m, d), or one exact draw (d,) repeated for n chains; for SMC, forward
+    particles (runs, 2P - 1, d) and the pair (exact draw(s), free particles) that
+    :func:`~bread_stan.parallel.shards.run_shard` takes); ``seed_at(T, k)``
     problem k's seed.  Each shard is saved under ``out_dir/shards`` as it arrives (and
     reused by a rerun); ``finish`` gets each step count's per-problem
     :class:`StepResult`, joined exactly as :func:`engine.run <bread_stan.ais.engine.run>`
@@ -48,8 +50,7 @@ def run_steps_in_shards(contexts: list[ShardContext], starts_at, seed_at, steps:
     for T in steps:
         starts = starts_at(T)
         forward = [f.shape[0] for f, _ in starts]
-        reverse = [r.shape[0] if not isinstance(r, tuple) and np.ndim(r) == 2 else n
-                   for (_, r), n in zip(starts, forward)]
+        reverse = [_n_reverse(r, n) for (_, r), n in zip(starts, forward)]
         plans[T] = plan_shards(T, forward, executor.block_size(max(forward + reverse)), reverse)
         parts[T] = {}
         for shard in plans[T]:
@@ -108,6 +109,13 @@ def _saved_shards(shard_dir: Path | None, fingerprint: str) -> dict[str, tuple]:
         if meta.get("fingerprint") == fingerprint:
             saved[meta["shard"]] = (arrays, meta)
     return saved
+
+
+def _n_reverse(start, n_forward: int) -> int:
+    """Reverse chains (runs) of a problem: one per row of its reverse starts (for SMC,
+    of its exact draws), or ``n_forward`` when one exact draw is shared."""
+    x = start[0] if isinstance(start, tuple) else start
+    return x.shape[0] if np.ndim(x) == 2 else n_forward
 
 
 def shard_start(start, first: int, n: int):

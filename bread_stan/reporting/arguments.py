@@ -110,6 +110,15 @@ def _add_run_options(p: argparse.ArgumentParser, simulator: bool = True) -> None
                        help="skip the simulator check that runs before the AIS runs")
 
 
+def _add_algorithm_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--algorithm", choices=("ais", "smc"), default="ais",
+                   help="ais, or smc: sequential Monte Carlo with --particles per run, "
+                   "resampled where the pilot expects the effective sample size to halve "
+                   "(default ais)")
+    p.add_argument("--particles", type=_whole(1), default=None,
+                   help="particles per SMC run (with --algorithm smc; default 16)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The parser of every ``bread-stan`` subcommand and its options."""
     parser = argparse.ArgumentParser(
@@ -130,17 +139,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a trusted upper bound on log p(y): adds a KL(q||p) bound")
     p.add_argument("--known-lower", type=float, default=None,
                    help="a trusted lower bound on log p(y): adds a KL(p||q) bound")
-    p.add_argument("--algorithm", choices=("ais", "smc"), default="ais",
-                   help="ais, or smc: sequential Monte Carlo with --particles per run, "
-                   "resampled where the pilot expects the effective sample size to halve "
-                   "(default ais)")
-    p.add_argument("--particles", type=_whole(1), default=None,
-                   help="particles per SMC run (with --algorithm smc; default 16)")
+    _add_algorithm_options(p)
 
     p = sub.add_parser("compare", help="BREAD for several programs of one model, shared data")
     p.add_argument("models", type=Path, nargs="+", help="model programs to compare")
     _add_run_options(p)
     _add_executor_options(p)
+    _add_algorithm_options(p)
 
     p = sub.add_parser("protocol", help="real-data protocol: fit, simulate, validate, bound")
     p.add_argument("model", type=Path, help="model program (split into prior and "
@@ -172,6 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "declared)")
     _add_run_options(p, simulator=False)
     _add_executor_options(p)
+    _add_algorithm_options(p)
     p.add_argument("--reference", type=Path, nargs="+", default=None,
                    help="reference draws: CmdStan CSV files (one per chain) or an ArviZ "
                    "NetCDF file (posterior group); default: a NUTS fit on the data")

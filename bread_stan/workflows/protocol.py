@@ -327,6 +327,9 @@ def protocol(model, simulator, real_data, *, sampler: SamplerSettings = SamplerS
     """
     check_program("model", model)
     check_program("simulator", simulator)
+    if run.algorithm != "ais":
+        raise InputError("the real-data protocol runs AIS only; use RunSettings(algorithm="
+                         "'ais') here (SMC runs under bread, compare and subjective)")
     out = Path(out_dir) if out_dir is not None else None
     with output_directory(out):
         return _protocol(model, simulator, real_data, sampler, run, settings, out, name,

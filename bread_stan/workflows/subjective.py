@@ -14,7 +14,9 @@ reference sampler's draws instead.  :func:`subjective` runs, on any Stan program
    ``prior_only`` split and a simulator, the prior;
 3. the kernel, tuned on never-scored pilot chains from the base and frozen;
 4. for each number of distributions T, forward AIS from fresh base draws and reverse AIS
-   from the thinned reference draws (one per reverse chain), saved as it finishes.
+   from the thinned reference draws (one per reverse chain), saved as it finishes; or,
+   with ``RunSettings(algorithm="smc")``, SMC runs forward from the base and
+   conditional SMC runs, each kept on one reference draw, in reverse.
 
 The result is a :class:`~bread_stan.ais.results.SubjectiveResult` (same summary, verdict,
 report and exit codes as ``bread``); D_SBJ = mean U - mean L is its ``bound``, the log Z
@@ -39,7 +41,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from ..ais import engine
+from ..ais import engine, smc
 from ..ais.gaussian_base import DEFAULT_WIDEN, GaussianBase, GaussianBaseTarget
 from ..ais.results import BreadResult, StepResult, SubjectiveResult
 from ..ais.verdict import VerdictSettings
@@ -353,7 +355,9 @@ def subjective(model, data=None, *, reference: Any = None, simulator=None,
     ``reference``: None (the toolkit's NUTS fit with ``fit_settings``), or draws as
     :func:`load_reference` takes them (FitResult, CmdStan CSV, cmdstanpy fit, ArviZ data
     or ``.nc`` file, mapping name -> ``(chains, draws, *shape)``).  ``run.chains`` forward chains; one reverse chain per
-    thinned reference draw, at most ``run.chains``.  ``base`` chooses AIS's initial
+    thinned reference draw, at most ``run.chains``; with ``run.algorithm`` "smc", SMC
+    runs of ``run.particles`` particles forward from the base and conditional SMC runs
+    from the reference draws (:mod:`bread_stan.ais.smc`).  ``base`` chooses AIS's initial
     distribution; the prior base needs the ``prior_only`` split and a ``simulator``.  With ``out_dir`` every finished step
     count is saved and a rerun with the same settings continues where it stopped.
     ``executor`` (:class:`~bread_stan.parallel.executor.Executor`) runs the AIS chains
@@ -477,12 +481,24 @@ def _run_steps(result: BreadResult, out: Path | None, target, draw_base, reverse
                               steps_per_temperature=sampler.steps_per_temperature,
                               increment_blocks=run.increment_blocks, progress=run.progress)
 
-    def base_starts(T: int) -> np.ndarray:
-        return draw_base(run.chains, derived_seed(run.seed, Purpose.SUBJECTIVE_BASE, T))
+    smc_config = (smc.SMCConfig(particles=run.particles_per_run) if run.algorithm == "smc"
+                  else None)
+
+    def starts(T: int) -> list[tuple]:
+        # SMC: each run draws P forward particles and P - 1 free particles for its
+        # conditional twin from the base, (runs, 2P - 1, d); a reverse run starts from a
+        # reference draw with the free particles of the first runs.
+        per = 1 if smc_config is None else 2 * smc_config.particles - 1
+        draws = draw_base(run.chains * per, derived_seed(run.seed, Purpose.SUBJECTIVE_BASE, T))
+        if smc_config is None:
+            return [(draws, reverse_starts)]
+        draws = draws.reshape(run.chains, per, -1)
+        return [(draws, (reverse_starts, draws[:reverse_starts.shape[0]]))]
 
     model, data, base = shard_source
-    context = ShardContext(model, data, kernel, tuned, config, base=base, target=target)
-    run_steps_in_shards([context], lambda T: [(base_starts(T), reverse_starts)],
+    context = ShardContext(model, data, kernel, tuned, config, base=base, smc=smc_config,
+                           target=target)
+    run_steps_in_shards([context], starts,
                         lambda T, k: derived_seed(run.seed, Purpose.SUBJECTIVE_CHAINS, T), todo,
                         sampler.steps_per_temperature, out, result.settings["fingerprint"],
                         executor, lambda parts: finish(parts[0]), run.progress)
