@@ -154,6 +154,8 @@ def test_a_block_of_chains_gives_the_numbers_of_the_batch(regression, path):
 def test_settings_refuse_bad_combinations_and_keep_old_fingerprints():
     with pytest.raises(InputError, match="AIS only"):
         RunSettings(path="waypoint", algorithm="smc")
+    with pytest.raises(InputError, match="exact_draws=1"):
+        RunSettings(path="waypoint", exact_draws=2)
     with pytest.raises(InputError, match="unknown path"):
         RunSettings(path="laplace")
     with pytest.raises(InputError, match="metric_ridge"):
