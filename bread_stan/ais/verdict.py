@@ -169,10 +169,18 @@ def judge_step(step, settings: VerdictSettings = VerdictSettings(), *,
                    "(priors, likelihood, names), a kernel that does not leave its temperature's "
                    "distribution invariant, or too few chains for a heavy-tailed estimate. "
                    + evidence + ".")
-        if draws == 1 and tail.passed:
-            message += (" With one exact draw x* this test is conditional on x*; near "
-                        "convergence an unlucky x* can do this too: rerun with "
-                        "--exact-draws 10 to tell the two apart.")
+        if tail.passed:
+            message += (f" The sign test alone fired: a correct run is flagged at some step "
+                        f"count with probability up to {settings.sign_alpha:g}, most often "
+                        "near convergence, where the expected bound is close to 0 (rare "
+                        "forward chains stranded in a heavy-tailed prior's tails make it "
+                        "larger, but a run of a few dozen chains seldom holds one). Rerun "
+                        "with another --seed: a bug fires again, while a correct run is "
+                        f"flagged again with probability at most {settings.sign_alpha:g}.")
+            if draws == 1:
+                message += (" With one exact draw x* the test is also conditional on x*: "
+                            "an unlucky x* can do this too (--exact-draws 10 averages "
+                            "over draws).")
         status = "inconsistent"
     else:
         scale = settings.converged_nats
