@@ -129,9 +129,12 @@ def write_summary(rows: pd.DataFrame) -> str:
     """``summary.md`` from every kernel's rows of ``tables.csv``."""
     times = rows.groupby("kernel", sort=False)["seconds"].first()
     md = ["# Verdict calibration", "",
-          "Conjugate regression (`bread_stan.exact.conjugate`), fixed kernels "
-          f"({', '.join(f'{k}: {v:.0f} s' for k, v in times.items())}), sigmoid schedule. "
-          f"Sign test at alpha = {SIGN_ALPHA} (one step count), tail-bound test at "
+          "Conjugate regression (`bread_stan.exact.conjugate`), fixed kernels (each "
+          "kernel's last run took "
+          f"{', '.join(f'{k}: {v:.0f} s' for k, v in times.items())}; a --tests-only run "
+          "measures the tests' tables alone), sigmoid schedule. "
+          f"Sign test (Welch's t) at alpha = {SIGN_ALPHA} (one step count), and the normal "
+          "quantile it used before issue 26 on the same runs; tail-bound test at "
           f"alpha = {TAIL_ALPHA}. Written by `scripts/verdict_calibration.py`.", ""]
     for name, heading in SECTIONS.items():
         part = rows[rows["table"] == name].dropna(axis=1, how="all")
