@@ -16,18 +16,22 @@ rate on that model without trusting the verdict layer:
    against log p(y*), and the sign test's firing rate for runs of 30 + 30 chains,
    estimated by resampling the pool (``--reps`` resamples; the p-value is
    :func:`bread_stan.ais.estimators.sign_test`'s, vectorised and checked against it);
-   with ``--nested B`` also the rates of a bootstrap-t and of Hall's skew-corrected
-   bootstrap test (B inner resamples), the heavy-tail-robust alternatives considered.
+   also the rate of a test on the weights (the log-mean-exps, in which stranded chains
+   weigh nothing), and with ``--nested B`` the rates of a bootstrap-t and of Hall's
+   skew-corrected bootstrap test (B inner resamples): the alternatives considered.
 
 The per-step-count level is ``sign_alpha`` / (number of step counts) = 0.005, as the
-verdict uses it.  Output: ``scripts/figures/sign_test_eight_schools/{summary.md,
-rows.csv}``.
+verdict uses it.  Output: ``scripts/figures/sign_test_eight_schools/``
+``{summary,rows}_{pdb,repo}_POOL[_nested]`` (``.md``, ``.csv``).
 
     # the repository's copy of the model (same priors and likelihood as posteriordb's)
     PYTHONPATH=$PWD nice python scripts/sign_test_eight_schools.py --seeds 0,2,3
     # posteriordb's program and data, read from its git directory
     PYTHONPATH=$PWD nice python scripts/sign_test_eight_schools.py \\
         --posteriordb /path/to/posteriordb/.git --seeds 0,2,3,5,6,8,10,11,14,15
+    # the robust alternatives (slow), and one large pool (about 25 minutes)
+    ... --posteriordb /path/to/posteriordb/.git --seeds 0,2 --nested 500 --reps 20000
+    ... --posteriordb /path/to/posteriordb/.git --seeds 2 --steps 1000 --pool 3000
 """
 
 from __future__ import annotations
@@ -85,6 +89,18 @@ def sign_p(L: np.ndarray, U: np.ndarray, *, normal: bool = False) -> np.ndarray:
         df = (vl + vu) ** 2 / (vl ** 2 / (L.shape[1] - 1) + vu ** 2 / (U.shape[1] - 1))
         p = stats.norm.cdf(B / se) if normal else stats.t.cdf(B / se, df)
         return np.where(se > 0, p, np.where(B < 0, 0.0, 1.0))
+
+
+def weight_p(L: np.ndarray, U: np.ndarray) -> np.ndarray:
+    """p-value of a test on the weights instead of the log estimates: the sandwich
+    width -lme(-U) - lme(L) over its delta-method standard error (normal), per row.
+    Stranded chains weigh nothing in it, which is why it was considered."""
+    mL, mU = L.max(1, keepdims=True), (-U).max(1, keepdims=True)
+    wL, wU = np.exp(L - mL), np.exp(-U - mU)
+    width = -(mU[:, 0] + np.log(wU.mean(1))) - (mL[:, 0] + np.log(wL.mean(1)))
+    se = np.sqrt(wL.var(1, ddof=1) / (L.shape[1] * wL.mean(1) ** 2)
+                 + wU.var(1, ddof=1) / (U.shape[1] * wU.mean(1) ** 2))
+    return stats.norm.cdf(width / se)
 
 
 def _moments(L, U):
@@ -169,6 +185,7 @@ def analyse(out: Path, sigma, reps: int, nested: int, rng) -> list[dict]:
                "pool bound": float(U0.mean() - L0.mean()),
                "normal test fired (before)": float(np.mean(p_normal < ALPHA)),
                "sign test fired (30 + 30)": float(np.mean(p < ALPHA)),
+               "weight test fired": float(np.mean(weight_p(L0[idx_l], U0[idx_u]) < ALPHA)),
                "first 30 p": float(sign_p(L0[None, :CHAINS], U0[None, :CHAINS])[0])}
         if nested:
             fired_t = fired_h = 0
@@ -222,7 +239,8 @@ def main(argv=None) -> None:
 
     before, after = run_level("normal test fired (before)"), run_level("sign test fired (30 + 30)")
     OUT.mkdir(parents=True, exist_ok=True)
-    stem = ("pdb" if args.posteriordb else "repo") + ("_nested" if args.nested else "")
+    stem = (("pdb" if args.posteriordb else "repo") + f"_{args.pool}"
+            + ("_nested" if args.nested else ""))
     frame.to_csv(OUT / f"rows_{stem}.csv", index=False)
     md = [f"# Sign test on correct runs of eight schools ({label})", "",
           f"Pools of {args.pool} + {args.pool} chains per simulated problem (one seed each), "
