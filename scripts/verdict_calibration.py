@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -71,19 +72,21 @@ def replicated_runs(model, kernel, params, steps: int, reps: int, chains: int, s
 
 
 def rates(L, U, shift: float) -> dict:
-    sign = tail = 0
+    sign = normal = tail = 0
     bounds = []
     for lo, up in zip(L, U - shift):
         b = jeffreys_bound(lo, up)
         bounds.append(b.estimate)
         sign += sign_test(b, alpha=SIGN_ALPHA).negative
+        # The sign test before issue 26: the normal quantile instead of Welch's t.
+        normal += sign_test(replace(b, df=np.inf), alpha=SIGN_ALPHA).negative
         tail += not consistency_check(lo, up, alpha=TAIL_ALPHA).passed
     return {"mean bound": float(np.mean(bounds)), "sign test fired": sign / len(L),
-            "tail test fired": tail / len(L)}
+            "normal sign test fired": normal / len(L), "tail test fired": tail / len(L)}
 
 
-def measure(kernel, params) -> dict[str, pd.DataFrame]:
-    """The three tables for one kernel."""
+def measure(kernel, params, coverage: bool = True) -> dict[str, pd.DataFrame]:
+    """The three tables for one kernel (without ``coverage``, the tests' two)."""
     model, _ = simulate_regression(20, 2, noise_sd=0.5, seed=1)
     reps = 300
 
@@ -102,6 +105,8 @@ def measure(kernel, params) -> dict[str, pd.DataFrame]:
                          **rates(L, U, shift)})
         print(f"power with {chains} + {chains} chains done", flush=True)
     power = pd.DataFrame(rows)
+    if not coverage:
+        return {"false_alarms": null, "power": power}
 
     hard, _ = simulate_regression(100, 5, noise_sd=0.5, seed=1)
     single = single_draw_coverage(hard, kernel, params, steps=100, chains=50,
@@ -124,9 +129,12 @@ def write_summary(rows: pd.DataFrame) -> str:
     """``summary.md`` from every kernel's rows of ``tables.csv``."""
     times = rows.groupby("kernel", sort=False)["seconds"].first()
     md = ["# Verdict calibration", "",
-          "Conjugate regression (`bread_stan.exact.conjugate`), fixed kernels "
-          f"({', '.join(f'{k}: {v:.0f} s' for k, v in times.items())}), sigmoid schedule. "
-          f"Sign test at alpha = {SIGN_ALPHA} (one step count), tail-bound test at "
+          "Conjugate regression (`bread_stan.exact.conjugate`), fixed kernels (each "
+          "kernel's last run took "
+          f"{', '.join(f'{k}: {v:.0f} s' for k, v in times.items())}; a --tests-only run "
+          "measures the tests' tables alone), sigmoid schedule. "
+          f"Sign test (Welch's t) at alpha = {SIGN_ALPHA} (one step count), and the normal "
+          "quantile it used before issue 26 on the same runs; tail-bound test at "
           f"alpha = {TAIL_ALPHA}. Written by `scripts/verdict_calibration.py`.", ""]
     for name, heading in SECTIONS.items():
         part = rows[rows["table"] == name].dropna(axis=1, how="all")
@@ -145,6 +153,8 @@ def main(argv=None) -> None:
     p.add_argument("--kernel", choices=tuple(KERNELS), default="nuts")
     p.add_argument("--summarise", action="store_true",
                    help="only rewrite summary.md from tables.csv")
+    p.add_argument("--tests-only", action="store_true",
+                   help="measure the tests' tables only; keep the kernel's coverage rows")
     args = p.parse_args(argv)
     saved = OUT / "tables.csv"
     if args.summarise:
@@ -153,14 +163,15 @@ def main(argv=None) -> None:
     label, kernel_type, params = KERNELS[args.kernel]
     OUT.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    tables = measure(kernel_type(), params)
+    tables = measure(kernel_type(), params, coverage=not args.tests_only)
     seconds = time.perf_counter() - t0
 
     rows = pd.concat([t.assign(table=name, kernel=label, seconds=seconds)
                       for name, t in tables.items()], ignore_index=True)
-    if saved.exists():  # keep the other kernels' rows
+    if saved.exists():  # keep the other kernels' rows (and with --tests-only, its coverage)
         old = pd.read_csv(saved)
-        rows = pd.concat([old[old["kernel"] != label], rows], ignore_index=True)
+        kept = (old["kernel"] == label) & (old["table"] == "coverage") & args.tests_only
+        rows = pd.concat([old[old["kernel"] != label], rows, old[kept]], ignore_index=True)
     rows.to_csv(saved, index=False)
     print(write_summary(rows))
 
