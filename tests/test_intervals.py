@@ -139,11 +139,12 @@ def test_aide_interval_covers_between_two_gaussians():
     # 20 runs per side, where the terms' long right tail is rarely sampled; 800
     # replications: tolerance 0.075 per side (99.9% quantile of Binomial(800, 0.05) / 800).
     # 1000 resamples, 500 of them calibrated with 100 inner ones (the default 4000 / 1000
-    # / 200 costs 8 times more; docs/method/intervals.md has it on 2000 replications).
-    # Measured here: misses low 4.9%, high 6.0%.  Breaks, measured on these replications:
-    # the normal interval misses high 11.6%, the bootstrap-t (the skew correction dropped)
-    # 8.1%: both fail.  The skew-corrected bootstrap without the calibration (6.4%) is not
-    # told apart at this size (0.9 points lower on 2000 replications, 1.2 se here).
+    # / 200 costs 3 times more; docs/method/intervals.md has it on 2000 replications).
+    # Measured here: misses low 4.75%, high 5.5%.  Breaks, measured on these replications:
+    # the normal interval misses high 13.0% and the single bootstrap-t 8.5%: both fail.
+    # Subtler ones pass (not told apart at this size): the skew correction dropped but the
+    # calibration kept, and the calibration dropped (6.75%; 0.7 points above the printed
+    # one on 2000 replications, scripts/aide_interval_comparison.py --pair 1-d).
     reps, level = 800, 0.9
     tol = binomial_limit(0.05, reps, confidence=0.999)
     z = stats.norm.ppf(0.95)

@@ -9,7 +9,8 @@ skew of per-chain log estimates (a long left tail of L makes mean(U) - mean(L)
 right-skewed, and its normal interval then misses low too often).
 :func:`skew_corrected_interval` (AIDE's interval) bootstraps Hall's skewness-removing
 transformation of that t instead, which reaches further on the side of a long tail
-when few runs are drawn (see its docstring).
+when few runs are drawn, and calibrates the levels of its ends by a second bootstrap
+(see its docstring).
 
 Input: a vector of per-run log estimates ``log_z_hat`` whose exponentials are
 independent, non-negative and unbiased for Z (forward AIS chains, log-weights L;
@@ -207,9 +208,9 @@ def skew_corrected_interval(parts, *, level: float = 0.95, n_boot: int = 4000,
     prepivoting): the first ``n_calibrate`` resamples are each resampled ``n_inner``
     times, giving u* = the share of its own h** below its h* (ties count half); had the
     bootstrap been exact, u* would be uniform.  The quantiles of u* at (1 -/+ level) / 2
-    replace those nominal levels in the quantiles of h*.  One-sided coverage error
-    O(n^-2) in place of O(n^-1) (Hall and Martin); the inner resamples' moments are
-    power sums by matrix product, about 6 * n_calibrate * n_inner * n multiply-adds per
+    replace those nominal levels in the quantiles of h*.  The iteration divides the
+    one-sided coverage error by a further order sqrt(n) (Hall and Martin 1988); the
+    inner resamples' moments are power sums by matrix product, about 6 * n_calibrate * n_inner * n multiply-adds per
     sample.  With fewer than 2 values in a sample the se and the interval are NaN.
     """
     if not 0 < level < 1:
