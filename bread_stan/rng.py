@@ -57,6 +57,12 @@ class Stream(enum.IntEnum):
     # (forward) or + 2 s + 1 (conditional).
     SMC_FREE = 20_000_000
     SMC_RESAMPLE = 30_000_000
+    # AIS through a Gaussian waypoint (bread_stan.ais.waypoint): the second leg's chains
+    # use WAYPOINT + s (s the first leg's stream); the second leg's pilot chains, and
+    # the base's exact draws that start them, their own streams.
+    WAYPOINT = 40_000_000
+    WAYPOINT_PILOT = 5_000_000
+    WAYPOINT_BASE_DRAWS = 6_000_000
 
 
 @enum.unique

@@ -41,7 +41,7 @@ from bread_stan.ais.betas import ScheduleSpec
 from bread_stan.rng import derived_seed
 from bread_stan.stan.simulator import Simulator, compile_with_simulator, draw_at
 from bread_stan.stan.tempered import compile_tempered
-from bread_stan.workflows.bread import RunSettings, bread
+from bread_stan.workflows.bread import RunSettings, SamplerSettings, bread
 
 HERE = Path(__file__).resolve().parent / "hard_regression"
 MODEL = HERE / "halfcauchy_regression.stan"
@@ -51,9 +51,9 @@ PRIOR_SD = 100.0
 CAUCHY_SCALE = 2.5
 
 
-def data() -> dict:
-    x = np.random.default_rng(2024).uniform(1000.0, 10000.0, N)
-    return {"N": N, "x": x.tolist()}
+def data(n: int = N) -> dict:
+    x = np.random.default_rng(2024).uniform(1000.0, 10000.0, n)
+    return {"N": n, "x": x.tolist()}
 
 
 def log_lik_given_sigma(y: np.ndarray, x: np.ndarray, sigma: float) -> float:
@@ -88,11 +88,11 @@ def exact_log_ml(y: np.ndarray, x: np.ndarray) -> float:
     return float(logsumexp(v, b=weights) + np.log(grid[1] - grid[0]))
 
 
-def pick_seed(lo=0.05, hi=0.15) -> tuple[int, float]:
+def pick_seed(lo=0.05, hi=0.15, n: int = N) -> tuple[int, float]:
     """The first run seed whose simulated sigma lies in [lo, hi] (as bread() draws it)."""
     compiled = compile_tempered(MODEL)
     (_,), sim_compiled = compile_with_simulator([compiled], SIMULATOR)
-    sim = Simulator(sim_compiled, data())
+    sim = Simulator(sim_compiled, data(n))
     for seed in range(1000):
         truth = draw_at(sim.simulate(1, derived_seed(seed, 0)), 0)  # the workflow's truth
         if lo <= float(truth["sigma"]) <= hi:
@@ -108,11 +108,20 @@ def main() -> None:
     ap.add_argument("--schedule", choices=("adaptive", "geometric"), default="adaptive",
                     help="the schedule of betas (geometric: from --start to 1)")
     ap.add_argument("--start", type=float, default=1e-10, help="first nonzero beta, geometric")
+    ap.add_argument("--path", choices=("prior", "waypoint"), default="prior",
+                    help="RunSettings.path: temper the likelihood from the prior, or go "
+                    "through a Gaussian waypoint (AIS only)")
+    ap.add_argument("--ridge", choices=("stan", "relative"), default="stan",
+                    help="SamplerSettings.metric_ridge")
+    ap.add_argument("--n", type=int, default=N, help="number of observations")
+    ap.add_argument("--sigma", type=float, nargs=2, default=(0.05, 0.15),
+                    help="the data set: the first run seed whose simulated sigma is in range")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    seed, sigma = pick_seed()
-    print(f"seed {seed}: simulated sigma {sigma:.4g}", flush=True)
+    seed, sigma = pick_seed(*args.sigma, n=args.n)
+    print(f"seed {seed}: simulated sigma {sigma:.4g}, N = {args.n}, path {args.path}, "
+          f"ridge {args.ridge}", flush=True)
     rows = []
     for spec in args.settings:
         name, steps = spec.split(":")
@@ -121,12 +130,14 @@ def main() -> None:
         smc = {"algorithm": "smc", "particles": P} if name.startswith("smc") else {}
         run = RunSettings(steps=steps, chains=args.chains, seed=seed, progress=False,
                           check_simulator=False, schedule=ScheduleSpec(args.schedule,
-                                                                       start=args.start), **smc)
+                                                                       start=args.start),
+                          path=args.path, **smc)
         t0 = time.perf_counter()
-        res = bread(MODEL, SIMULATOR, data(), run=run)
+        res = bread(MODEL, SIMULATOR, data(args.n), run=run,
+                    sampler=SamplerSettings(metric_ridge=args.ridge))
         total = time.perf_counter() - t0
         y = np.asarray(res.extra["simulated_data"]["y"])
-        exact = exact_log_ml(y, np.asarray(data()["x"]))
+        exact = exact_log_ml(y, np.asarray(data(args.n)["x"]))
         for s in res.steps:
             L, U = s.forward.log_estimates, s.reverse.log_estimates
             lower = float(logsumexp(L) - np.log(L.size))
@@ -145,8 +156,9 @@ def main() -> None:
         head = ("| setting | T | transitions per direction | bound B (nats) | sandwich | "
                 "exact log p(y) | seconds | verdict | resamplings |\n"
                 "|---|---|---|---|---|---|---|---|---|\n")
-        args.out.write_text(f"seed {seed}, simulated sigma {sigma:.4g}, {args.chains} runs "
-                            f"per direction, schedule {args.schedule}\n\n" + head
+        args.out.write_text(f"seed {seed}, simulated sigma {sigma:.4g}, N = {args.n}, "
+                            f"{args.chains} runs per direction, schedule {args.schedule}, "
+                            f"path {args.path}, ridge {args.ridge}\n\n" + head
                             + "\n".join(rows) + "\n")
 
 

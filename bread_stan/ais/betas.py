@@ -26,7 +26,7 @@ import numpy as np
 from ..errors import InputError
 
 __all__ = ["ScheduleError", "linear", "sigmoidal", "geometric", "thermodynamic", "validate",
-           "ScheduleSpec", "Betas"]
+           "ScheduleSpec", "Betas", "thermodynamic_length"]
 
 
 class ScheduleError(InputError):
@@ -131,6 +131,13 @@ def thermodynamic(n_temperatures: int, grid_betas, loglik_sd) -> np.ndarray:
     """
     return np.asarray(Betas("adaptive", n_temperatures, grid_betas=grid_betas,
                             loglik_sd=loglik_sd))
+
+
+def thermodynamic_length(grid_betas, loglik_sd) -> float:
+    """The path's thermodynamic length ``L = int_0^1 sd_b(log lik) db`` from a
+    measured sd curve, interpolated as :func:`thermodynamic` does (its gap at T
+    distributions is about ``L^2 / (2 T)``)."""
+    return float(_LengthCurve(grid_betas, loglik_sd).edges[-1])
 
 
 class _LengthCurve:

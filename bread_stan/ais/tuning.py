@@ -55,6 +55,8 @@ _METRICS = ("diag", "dense", "auto")
 AUTO_DENSE_MAX_DIM = 20  # "auto" never goes dense above this many parameters
 _SANE_STEP = (1e-8, 1e6)   # step sizes outside this range flag a broken density
 _SANE_RATIO = 1e6          # nor should they vary more than this along beta
+_RIDGES = ("stan", "relative")
+_DEFAULT_FLOOR = 1e-3
 
 
 @dataclass(frozen=True)
@@ -72,7 +74,7 @@ class TuningConfig:
 
     The grid runs from 0 through betas equally spaced in ``log(beta +
     beta_floor)`` up to 1.  ``beta_floor=None`` chooses the floor from the pilot's
-    prior draws: ``1 / sd(log lik)`` (clipped to [1e-12, 1e-3]), the beta at which
+    prior draws: ``1 / sd(log lik)`` (clipped to [floor_min, 1e-3]), the beta at which
     the likelihood first reweights the prior by about e; below it the tempered
     density is still close to the prior.  The grid then grows to keep ``n_grid``
     points per three decades of beta, so a likelihood far more informative than
@@ -86,6 +88,14 @@ class TuningConfig:
     beta chose dense.  Beyond ``AUTO_DENSE_MAX_DIM`` = 20 parameters "auto" is
     "diag": a dense kernel costs O(d^3) per transition and its frozen schedule
     O(T d^2) memory.
+
+    ``ridge``: how the metric estimate is regularised.  "stan" (the default) is
+    Stan's ``n / (n + 5) S + 1e-3 * 5 / (n + 5) I``, whose absolute ridge swamps a
+    parameter with a posterior sd far below 0.03 (a coefficient of an uncentred
+    predictor: sd 1e-5 gets a metric variance 1e5 times too large, so the step
+    size collapses).  "relative" shrinks toward ``1e-3`` times the estimate's own
+    diagonal instead: the same metric in any units.  ``floor_min`` is the smallest
+    automatic floor (the clip of ``1 / sd(log lik)``).
     """
 
     n_grid: int = 16
@@ -97,8 +107,14 @@ class TuningConfig:
     stream: int = PILOT_STREAM
     metric: str = "auto"
     dense_correlation: float = 0.5
+    ridge: str = "stan"
+    floor_min: float = 1e-12
 
     def __post_init__(self):
+        if self.ridge not in _RIDGES:
+            raise InputError(f"unknown ridge {self.ridge!r}; use 'stan' or 'relative'")
+        if not 0 < self.floor_min <= _DEFAULT_FLOOR:
+            raise InputError(f"floor_min must be in (0, {_DEFAULT_FLOOR}], got {self.floor_min}")
         if self.beta_floor is not None and not 0 < self.beta_floor < 1:
             raise InputError(f"beta_floor must be in (0, 1) or None (automatic), "
                              f"got {self.beta_floor}")
@@ -218,16 +234,14 @@ def _interp_spd(x: np.ndarray, grid: np.ndarray, logs: np.ndarray) -> np.ndarray
     return symmetric_exp(mixed)
 
 
-_DEFAULT_FLOOR = 1e-3
-
-
-def _auto_floor(log_lik: np.ndarray, n_grid: int) -> tuple[float, int]:
-    """The floor ``1 / sd(log lik at prior draws)`` in [1e-12, 1e-3], and the grid
+def _auto_floor(log_lik: np.ndarray, n_grid: int, floor_min: float = 1e-12
+                ) -> tuple[float, int]:
+    """The floor ``1 / sd(log lik at prior draws)`` in [floor_min, 1e-3], and the grid
     size that keeps the density of ``n_grid`` points over the default floor's
     decades."""
     finite = log_lik[np.isfinite(log_lik)]
     sd = float(np.std(finite, ddof=1)) if finite.size > 1 else 0.0
-    floor = float(np.clip(1.0 / sd, 1e-12, _DEFAULT_FLOOR)) if sd > 0 else _DEFAULT_FLOOR
+    floor = float(np.clip(1.0 / sd, floor_min, _DEFAULT_FLOOR)) if sd > 0 else _DEFAULT_FLOOR
     decades = np.log10((1 + floor) / floor) / np.log10((1 + _DEFAULT_FLOOR) / _DEFAULT_FLOOR)
     return floor, max(n_grid, int(round(n_grid * decades)))
 
@@ -241,27 +255,38 @@ def _grid(n_grid: int, floor: float) -> np.ndarray:
     return g
 
 
-def regularised_variance(draws: np.ndarray) -> np.ndarray:
+def regularised_variance(draws: np.ndarray, ridge: str = "stan") -> np.ndarray:
     """Stan's shrunk variance estimate for the diagonal inverse metric, over axis 0
-    (draws), so (n, d) -> (d,) and (n, chains, d) -> (chains, d)."""
+    (draws), so (n, d) -> (d,) and (n, chains, d) -> (chains, d).  ``ridge``
+    "relative" shrinks toward ``1e-3`` times the variance itself (a floor of the
+    smallest positive double keeps it positive), not toward ``1e-3``."""
     n = draws.shape[0]
-    return (n / (n + 5.0)) * np.var(draws, axis=0, ddof=1) + 1e-3 * (5.0 / (n + 5.0))
+    var = np.var(draws, axis=0, ddof=1)
+    if ridge == "relative":
+        return np.maximum((n + 5e-3) / (n + 5.0) * var, np.finfo(float).tiny)
+    return (n / (n + 5.0)) * var + 1e-3 * (5.0 / (n + 5.0))
 
 
-def regularised_covariance(draws: np.ndarray) -> np.ndarray:
+def regularised_covariance(draws: np.ndarray, ridge: str = "stan") -> np.ndarray:
     """Stan's shrunk covariance estimate for the dense inverse metric (``dense_e``):
     ``n / (n + 5) S + 1e-3 * 5 / (n + 5) I`` over draws (n, d); the covariance in a
-    fixed order of operations (:func:`bread_stan.linalg.covariance`), not by BLAS."""
+    fixed order of operations (:func:`bread_stan.linalg.covariance`), not by BLAS.
+    ``ridge`` "relative": ``1e-3 * 5 / (n + 5) diag(S)`` in place of the identity's
+    multiple (scale-free: the same metric in any units)."""
     n, d = draws.shape
     cov = covariance(draws)
+    if ridge == "relative":
+        diag = np.maximum(np.diag(cov), np.finfo(float).tiny)
+        return (n / (n + 5.0)) * cov + 1e-3 * (5.0 / (n + 5.0)) * np.diag(diag)
     return (n / (n + 5.0)) * cov + 1e-3 * (5.0 / (n + 5.0)) * np.eye(d)
 
 
-def _metric_from(draws: np.ndarray, choice: str, threshold: float) -> np.ndarray:
+def _metric_from(draws: np.ndarray, choice: str, threshold: float,
+                 ridge: str = "stan") -> np.ndarray:
     """A dense inverse metric (d, d) from pooled pilot draws: the regularised
     covariance, or (``auto`` without strong correlation, or too few draws for a
     covariance) its diagonal as a diagonal matrix."""
-    cov = regularised_covariance(draws)
+    cov = regularised_covariance(draws, ridge)
     if choice == "dense":
         return cov
     n, d = draws.shape
@@ -340,7 +365,7 @@ def tune(target: Target, kernel: Kernel, base_params, prior_draws, *, seed,
     state = initial_state(target, x, gradient=True)
     floor, n_grid = config.beta_floor, config.n_grid
     if floor is None:
-        floor, n_grid = _auto_floor(state.evaluation.log_lik, n_grid)
+        floor, n_grid = _auto_floor(state.evaluation.log_lik, n_grid, config.floor_min)
     grid = _grid(n_grid, floor)
     step = float(base_params.step_size)
     metric = None if base_params.inv_metric is None else np.asarray(base_params.inv_metric, float)
@@ -380,17 +405,18 @@ def tune(target: Target, kernel: Kernel, base_params, prior_draws, *, seed,
         visited = []
         if dense:
             half = max(config.adapt_steps // 2, 1)
-            metric = _metric_from(state.position, "dense", 1.0)[None]
+            metric = _metric_from(state.position, "dense", 1.0, config.ridge)[None]
             state, step, _ = adapt(state, beta, step, metric, half, visited)
             pooled = np.concatenate([s.position for s in visited])
-            metric = _metric_from(pooled, config.metric, config.dense_correlation)[None]
+            metric = _metric_from(pooled, config.metric, config.dense_correlation,
+                                  config.ridge)[None]
             visited = []
             state, step, acc = adapt(state, beta, step, metric, half, visited)
         elif config.adapt_metric:
             half = max(config.adapt_steps // 2, 1)
-            metric = regularised_variance(state.position)
+            metric = regularised_variance(state.position, config.ridge)
             state, step, _ = adapt(state, beta, step, metric, half)
-            metric = regularised_variance(state.position)
+            metric = regularised_variance(state.position, config.ridge)
             state, step, acc = adapt(state, beta, step, metric, half, visited)
         else:
             state, step, acc = adapt(state, beta, step, metric, config.adapt_steps, visited)

@@ -28,7 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from ..ais import engine, smc
+from ..ais import engine, smc, waypoint
+from ..ais.waypoint import WaypointPath
 from ..ais.results import DirectionResult, StepResult
 from ..errors import BreadStanError, InputError
 from ..rng import Stream
@@ -39,7 +40,7 @@ from ..stan.tempered import StanTarget, compile_tempered
 from ..target import Target
 
 __all__ = ["Shard", "ShardContext", "plan_shards", "run_shard", "run_on_target", "join_problem",
-           "WorkerModelError"]
+           "WorkerModelError", "step_betas"]
 
 _STREAMS = {"forward": int(Stream.FORWARD),  # engine.run's streams of its first step count
             "reverse": int(Stream.REVERSE)}
@@ -152,6 +153,8 @@ def run_shard(context: ShardContext, shard: Shard, seed: int, start
     target = _target(context)
     if context.smc is not None:
         return _run_smc_shard(target, context, shard, seed, start)
+    if isinstance(context.tuned, WaypointPath):
+        return _run_waypoint_shard(target, context, shard, seed, start)
     _, schedule, every = engine.step_schedule(context.config, context.tuned, shard.n_steps)
     if shard.direction == "both":
         runs = engine.forward_and_reverse(
@@ -167,6 +170,37 @@ def run_shard(context: ShardContext, shard: Shard, seed: int, start
               stream=_STREAMS[shard.direction], increments_every=every,
               first_chain=shard.first_chain, **extra)
     return _arrays(out), {"shard": shard.key, "wall_time": out.wall_time}
+
+
+def _run_waypoint_shard(target: Target, context: ShardContext, shard: Shard, seed: int,
+                        start) -> tuple[dict[str, np.ndarray], dict]:
+    """An AIS shard on the waypoint path (:mod:`bread_stan.ais.waypoint`), with the
+    streams of the prior path's shards on its first leg."""
+    kw = {"seed": seed, "increments": context.config.increment_blocks is not None}
+    path, T = context.tuned, shard.n_steps
+    if shard.direction == "both":
+        runs = waypoint.forward_and_reverse(
+            target, context.kernel, path, context.config, T, start[0], start[1],
+            streams=(_STREAMS["forward"], _STREAMS["reverse"]), **kw)
+        arrays = {f"{r.direction}__{k}": v for r in runs for k, v in _arrays(r).items()}
+        return arrays, {"shard": shard.key,
+                        "wall_time": {r.direction: r.wall_time for r in runs}}
+    if shard.direction == "forward":
+        out = waypoint.forward(target, context.kernel, path, context.config, T, start,
+                               stream=_STREAMS["forward"], first_chain=shard.first_chain, **kw)
+    else:
+        out = waypoint.reverse(target, context.kernel, path, context.config, T, start,
+                               stream=_STREAMS["reverse"], first_chain=shard.first_chain,
+                               n_chains=shard.n_chains, **kw)
+    return _arrays(out), {"shard": shard.key, "wall_time": out.wall_time}
+
+
+def step_betas(context: ShardContext, T: int) -> np.ndarray:
+    """The betas a step at ``T`` distributions records (on the waypoint path, the
+    positions along both legs, q at 0.5)."""
+    if isinstance(context.tuned, WaypointPath):
+        return context.tuned.betas(context.config, T)
+    return engine.step_schedule(context.config, context.tuned, T)[0]
 
 
 def _arrays(out: engine.AISRun) -> dict[str, np.ndarray]:

@@ -18,10 +18,9 @@ from typing import Sequence
 
 import numpy as np
 
-from ..ais import engine
 from ..store import CorruptFileError, load_unit, save_unit, set_aside
 from .executor import Executor
-from .shards import Shard, ShardContext, join_problem, plan_shards, run_shard
+from .shards import Shard, ShardContext, join_problem, plan_shards, run_shard, step_betas
 
 __all__ = ["run_steps_in_shards", "shard_start"]
 
@@ -67,7 +66,7 @@ def run_steps_in_shards(contexts: list[ShardContext], starts_at, seed_at, steps:
 
     def join(T: int) -> None:
         config = contexts[0].config
-        betas, _, _ = engine.step_schedule(config, contexts[0].tuned, T)
+        betas = step_betas(contexts[0], T)
         n_trans = (T - 1) * steps_per_temperature
         finish([join_problem(T, betas, {s: v for s, v in parts[T].items() if s.problem == k},
                              n_trans, shared_batch=config.combined)

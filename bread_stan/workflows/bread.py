@@ -24,13 +24,14 @@ so an interrupted run resumed later gives the numbers of an uninterrupted one.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..ais import engine, smc
+from ..ais import engine, smc, waypoint
 from ..ais.results import BreadResult, DirectionResult, StepResult
 from ..ais.tuning import TunedKernel
 from ..ais.verdict import VerdictSettings
@@ -76,11 +77,21 @@ def _run_problem(problems: list[Problem], simulator: Simulator, sampler: Sampler
     if out_dir is not None:
         done = resume_steps(result, out_dir, header)
 
-    tuned, seconds = load_or_tune(
-        out_dir / "tuning.json" if out_dir is not None else None, first.target, kernel,
-        base_params, sampler.tuning_config(), derived_seed(run.seed, Purpose.PILOT),
-        lambda seed: prior_draws(first, simulator, sampler.pilot_chains, seed),
-        progress=run.progress)
+    pilot_seed = derived_seed(run.seed, Purpose.PILOT)
+    if run.path == "waypoint":  # fitted again on a resume: the same seeds, the same path
+        start = time.perf_counter()
+        tuned = waypoint.fit_waypoint(
+            first.target, kernel, base_params,
+            prior_draws(first, simulator, sampler.pilot_chains, pilot_seed), seed=pilot_seed,
+            config=sampler.tuning_config(), progress=run.progress)
+        seconds, check_kernel = time.perf_counter() - start, tuned.endpoints()
+    else:
+        tuned, seconds = load_or_tune(
+            out_dir / "tuning.json" if out_dir is not None else None, first.target, kernel,
+            base_params, sampler.tuning_config(), pilot_seed,
+            lambda seed: prior_draws(first, simulator, sampler.pilot_chains, seed),
+            progress=run.progress)
+        check_kernel = tuned
     if seconds is not None:
         result.extra["tuning_seconds"] = seconds
         log.info("%s: tuned %s along beta in %.1f s (step sizes %.3g .. %.3g)", first.name,
@@ -89,7 +100,8 @@ def _run_problem(problems: list[Problem], simulator: Simulator, sampler: Sampler
     result.extra["executor"] = (executor or Executor()).describe()
     setup_warnings(result.extra, tuned, first.name)
     if "simulator_check" not in result.extra:
-        result.extra["simulator_check"] = _check(first, simulator, data, sampler, run, tuned)
+        result.extra["simulator_check"] = _check(first, simulator, data, sampler, run,
+                                                 check_kernel)
     if out_dir is not None:
         result.save_header(out_dir)
 
@@ -368,7 +380,8 @@ def _run_programs(executor: Executor, models: Mapping, compiled, sim_compiled, d
             return
         log.info("%s: done on Dask", label)
         sub = out / label
-        TunedKernel.from_dict(result.extra["tuning"]).save(sub / "tuning.json")
+        if result.extra["tuning"].get("path") != "waypoint":  # a waypoint is refitted
+            TunedKernel.from_dict(result.extra["tuning"]).save(sub / "tuning.json")
         for step in result.steps:
             result.save_step(sub, step)
         result.save_header(sub)

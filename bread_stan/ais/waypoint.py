@@ -1,0 +1,318 @@
+"""AIS from the prior to the posterior through a Gaussian waypoint (two geometric legs).
+
+Tempering the likelihood of a vague prior can make every intermediate density a funnel:
+with a half-Cauchy scale sigma and coefficients of uncentred predictors, the
+coefficients' width given sigma is about ``sigma / sqrt(beta) / ||x||`` while sigma's
+tempered marginal spreads over decades, and no frozen step size or metric serves both the
+neck and the mouth.  This path never tempers the likelihood alone.  With q a Gaussian in
+the unconstrained space fitted to the posterior (a Laplace approximation, sds widened)::
+
+    leg 1:  log f_s(u) = (1 - s) log p0(u) + s log q(u),          s from 0 to 1
+    leg 2:  log g_b(u) = (1 - b) log q(u)  + b log p~(u, y),       b from 0 to 1
+
+where p0 is the program's prior (with the Jacobian; its exact draws start the forward
+chains, as on the prior path) and p~ = p0 * likelihood.  Leg 1 interpolates two fixed
+distributions (no likelihood), leg 2 runs from q to a posterior q approximates.  The
+program's prior normaliser c (1/2 for ``sigma ~ cauchy(0, 2.5)`` on a positive sigma)
+cancels: leg 1's weights estimate 1/c, leg 2's c p(y), so their sum estimates log p(y)
+itself (AIS from q alone, SPEC section 7.1, estimates log(c p(y))).
+
+Each leg is a :class:`~bread_stan.target.Target` the engine runs unchanged
+(:class:`PriorToBase`, then :class:`~bread_stan.ais.gaussian_base.GaussianBaseTarget`),
+tuned by its own pilot (:func:`fit_waypoint`: leg 1's from the pilot's prior draws,
+leg 2's from exact draws of q) and frozen.  A run at T distributions gives leg i ``T_i``
+of them in proportion to its thermodynamic length (the gap of a leg is about
+``L_i^2 / (2 T_i)``, so the sum is smallest there), ``T_1 + T_2 - 1 = T``: q is shared,
+so a chain makes T - 1 transitions, as on the prior path.
+
+Exactness.  Forward: leg 1 from exact prior draws, then leg 2 from leg 1's final states;
+reverse: leg 2 from the exact posterior draw, then leg 1 from its final states.  Read as
+one schedule of T distributions, forward applies the kernels at 2..T and reverse at
+T - 1..1 (SPEC section 1); the one distribution both legs hold, q, gets leg 2's frozen
+params at b = 0 in both directions (:class:`TiedEnd`), so the reverse run is the exact
+mirror of the forward one and E[U] - E[L] bounds the Jeffreys divergence of the forward
+output as in SPEC section 2.  Leg 2 uses random streams ``Stream.WAYPOINT + s`` where
+leg 1 uses s, so a block of chains gives the numbers it gives in any batch.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from . import engine
+from .betas import thermodynamic_length
+from .gaussian_base import DEFAULT_WIDEN, BaseFitError, GaussianBase, GaussianBaseTarget
+from .tuning import TunedKernel, TuningConfig, tune
+from ..errors import InputError
+from ..kernels.base import Kernel
+from ..rng import Stream, chain_seed_sequences
+from ..target import Evaluation, Target
+
+__all__ = ["PriorToBase", "TiedEnd", "WaypointPath", "WaypointError", "fit_waypoint",
+           "forward", "reverse", "forward_and_reverse", "LEG1_FLOOR_MIN"]
+
+log = logging.getLogger(__name__)
+
+LEG1_FLOOR_MIN = 1e-30  # leg 1's log q - log p0 varies by ~1e14 over prior draws: floor below
+_STARTS = 4  # mode searches, from the pilot's prior draws of highest joint density
+
+
+class WaypointError(InputError):
+    """No Gaussian waypoint could be fitted (no mode, no curvature there)."""
+
+
+class PriorToBase:
+    """Leg 1 as a Target: the model's log prior as the "prior", ``log q - log p0`` as the
+    "log likelihood", so that beta = 1 is q."""
+
+    def __init__(self, model: Target, base: GaussianBase):
+        if base.dim != model.dim:
+            raise InputError(f"the base has {base.dim} coordinates, the model {model.dim}")
+        self.model, self.base = model, base
+
+    @property
+    def dim(self) -> int:
+        return int(self.model.dim)
+
+    def evaluate(self, points: np.ndarray, *, gradient: bool = True) -> Evaluation:
+        ev = self.model.evaluate(points, gradient=gradient)
+        log_q, grad_q = self.base.log_density(np.ascontiguousarray(points, dtype=float))
+        with np.errstate(invalid="ignore"):
+            log_lik = log_q - ev.log_prior
+        if not gradient:
+            return Evaluation(ev.log_prior, log_lik)
+        return Evaluation(ev.log_prior, log_lik, ev.grad_prior, grad_q - ev.grad_prior)
+
+
+class TiedEnd:
+    """A frozen kernel schedule whose last temperature uses ``params`` (the next leg's
+    first): the distribution the legs share gets one kernel in both directions."""
+
+    def __init__(self, schedule, params):
+        self.inner, self.params = schedule, params
+        self.betas = schedule.betas
+        self.steps_per_temperature = schedule.steps_per_temperature
+        self.kind = getattr(schedule, "kind", None)
+
+    def params_at(self, t: int):
+        return self.params if int(t) == len(self.betas) - 1 else self.inner.params_at(t)
+
+
+@dataclass(frozen=True, eq=False)
+class WaypointPath:
+    """The waypoint q and each leg's frozen tuning; ``lengths`` are the legs' measured
+    thermodynamic lengths (they split T), ``fit`` the mode search's record."""
+
+    base: GaussianBase
+    legs: tuple[TunedKernel, TunedKernel]
+    lengths: tuple[float, float]
+    fit: dict
+
+    def split(self, T: int) -> tuple[int, int]:
+        """(T_1, T_2), ``T_1 + T_2 - 1 = T``, each at least 2, T_i - 1 in proportion
+        to the legs' thermodynamic lengths."""
+        if T < 3:
+            raise InputError(f"the waypoint path needs at least 3 distributions, got {T}")
+        l1, l2 = self.lengths
+        share = l1 / (l1 + l2) if l1 + l2 > 0 else 0.5
+        t1 = int(np.clip(round(1 + (T - 1) * share), 2, T - 1))
+        return t1, T - t1 + 1
+
+    def targets(self, model: Target) -> tuple[Target, Target]:
+        """Leg 1's and leg 2's targets on ``model`` (a prior/likelihood split target)."""
+        return PriorToBase(model, self.base), GaussianBaseTarget(model, self.base)
+
+    def schedules(self, config: engine.RunConfig, T: int) -> tuple[tuple, tuple]:
+        """Each leg's (betas, frozen schedule, increment thinning) at T distributions,
+        leg 1's last kernel tied to leg 2's first."""
+        t1, t2 = self.split(T)
+        b1, s1, e1 = engine.step_schedule(config, self.legs[0], t1)
+        b2, s2, e2 = engine.step_schedule(config, self.legs[1], t2)
+        return (b1, TiedEnd(s1, s2.params_at(0)), e1), (b2, s2, e2)
+
+    def betas(self, config: engine.RunConfig, T: int) -> np.ndarray:
+        """The T distributions as one schedule of path positions in [0, 1]: leg 1's
+        betas halved, then leg 2's mapped to [0.5, 1] (q at 0.5)."""
+        (b1, _, _), (b2, _, _) = self.schedules(config, T)
+        b1, b2 = np.asarray(b1, dtype=float), np.asarray(b2, dtype=float)
+        out = np.concatenate([0.5 * b1, 0.5 + 0.5 * b2[1:]])
+        out[-1] = 1.0
+        return out
+
+    # What the workflows read from a tuned kernel.
+    @property
+    def kind(self) -> str:
+        return self.legs[0].kind
+
+    @property
+    def dense(self) -> bool:
+        return any(leg.dense for leg in self.legs)
+
+    @property
+    def step_size(self) -> np.ndarray:
+        return np.concatenate([leg.step_size for leg in self.legs])
+
+    @property
+    def seconds_per_transition(self) -> float:
+        return float(np.mean([leg.seconds_per_transition for leg in self.legs]))
+
+    def problems(self) -> list[str]:
+        return [f"leg {i + 1}: {text}" for i, leg in enumerate(self.legs)
+                for text in leg.problems()]
+
+    def endpoints(self) -> TunedKernel:
+        """A tuned kernel on the prior path's two ends (leg 1's params at the prior, leg
+        2's at the posterior), for the simulator check, which runs there only."""
+        first, last = self.legs
+        step = np.array([first.step_size[0], last.step_size[-1]])
+        metric = None
+        if first.inv_metric is not None and last.inv_metric is not None:
+            a, b = first.inv_metric[0], last.inv_metric[-1]
+            if a.ndim != b.ndim:
+                a, b = (np.diag(m) if m.ndim == 1 else m for m in (a, b))
+            metric = np.stack([a, b])
+        return TunedKernel(first.kind, np.array([0.0, 1.0]), step, metric, dict(first.fixed),
+                           first.beta_floor, np.array([first.accept[0], last.accept[-1]]),
+                           self.seconds_per_transition)
+
+    def to_dict(self) -> dict:
+        return {"path": "waypoint", "base": self.base.to_dict(),
+                "legs": [leg.to_dict() for leg in self.legs],
+                "lengths": list(self.lengths), "fit": self.fit}
+
+
+def _laplace(model: Target, pilot: np.ndarray, widen: float) -> tuple[GaussianBase, dict]:
+    """The Laplace approximation from the best of the pilot draws' mode searches."""
+    ev = model.evaluate(pilot, gradient=False)
+    joint = ev.log_prior + ev.log_lik
+    order = [i for i in np.argsort(-np.nan_to_num(joint, nan=-np.inf)) if np.isfinite(joint[i])]
+    best, errors = None, []
+    for i in order[:_STARTS]:
+        try:
+            base = GaussianBase.laplace(model, pilot[i], widen)
+        except BaseFitError as error:
+            errors.append(str(error))
+            continue
+        at = model.evaluate(base.mean[None, :], gradient=False)
+        value = float(at.log_prior[0] + at.log_lik[0])
+        if best is None or value > best[1]:
+            best = (base, value, int(i))
+    if best is None:
+        reason = errors[0] if errors else "no pilot draw has a finite joint density"
+        raise WaypointError(f"the waypoint path needs a posterior mode with a Gaussian "
+                            f"approximation there: {reason}; use the prior path "
+                            "(RunSettings(path='prior'))")
+    return best[0], {"log_joint_at_mode": best[1], "start": best[2],
+                     "failed_searches": len(errors), "widen": widen}
+
+
+def fit_waypoint(model: Target, kernel: Kernel, base_params, pilot_draws, *, seed,
+                 config: TuningConfig = TuningConfig(), widen: float = DEFAULT_WIDEN,
+                 progress: bool = False) -> WaypointPath:
+    """Fit the waypoint q to ``model``'s posterior (Laplace, sds times ``widen``) from the
+    pilot's exact prior draws (never scored), and tune each leg's kernel on its own
+    pilot with ``config`` (leg 1 from ``pilot_draws``, its floor allowed down to
+    :data:`LEG1_FLOOR_MIN`; leg 2 from as many exact draws of q, on stream
+    ``Stream.WAYPOINT_PILOT``)."""
+    pilot = np.ascontiguousarray(np.asarray(pilot_draws, dtype=float))
+    t0 = time.perf_counter()
+    base, record = _laplace(model, pilot, widen)
+    record["seconds"] = time.perf_counter() - t0
+    leg1, leg2 = PriorToBase(model, base), GaussianBaseTarget(model, base)
+    gen = np.random.Generator(np.random.PCG64(
+        chain_seed_sequences(seed, int(Stream.WAYPOINT_BASE_DRAWS), [0])[0]))
+    tuned1 = tune(leg1, kernel, base_params, pilot, seed=seed,
+                  config=replace(config, floor_min=min(config.floor_min, LEG1_FLOOR_MIN)),
+                  progress=progress)
+    tuned2 = tune(leg2, kernel, base_params, base.sample(gen, pilot.shape[0]), seed=seed,
+                  config=replace(config, stream=int(Stream.WAYPOINT_PILOT)), progress=progress)
+    lengths = tuple(thermodynamic_length(t.grid_betas, t.loglik_sd) for t in (tuned1, tuned2))
+    log.info("waypoint: Laplace fit in %.2g s; thermodynamic lengths %.3g (prior to q) and "
+             "%.3g (q to posterior)", record["seconds"], *lengths)
+    return WaypointPath(base, (tuned1, tuned2), lengths, record)
+
+
+def _join(direction: str, first: engine.AISRun, second: engine.AISRun,
+          offset: int) -> engine.AISRun:
+    """One direction's run over both legs (``first`` ran first; leg 1's temperatures are
+    0..offset, leg 2's offset..)."""
+    leg1, leg2 = (first, second) if direction == "forward" else (second, first)
+    n1 = leg1.schedule.steps_per_temperature * (len(leg1.schedule.betas) - 1)
+    n2 = leg2.schedule.steps_per_temperature * (len(leg2.schedule.betas) - 1)
+    stats = {"accept_stat": (n1 * leg1.chain_stats["accept_stat"]
+                             + n2 * leg2.chain_stats["accept_stat"]) / (n1 + n2),
+             "tree_depth": (n1 * leg1.chain_stats["tree_depth"]
+                            + n2 * leg2.chain_stats["tree_depth"]) / (n1 + n2),
+             "divergences": leg1.chain_stats["divergences"] + leg2.chain_stats["divergences"],
+             "n_grad": leg1.chain_stats["n_grad"] + leg2.chain_stats["n_grad"]}
+    w = leg1.log_weights + leg2.log_weights
+    cumulative = cumulative_at = None
+    if leg1.cumulative is not None and leg2.cumulative is not None:
+        cumulative = np.concatenate([leg1.cumulative,
+                                     leg2.cumulative + leg1.log_estimates[:, None]], axis=1)
+        cumulative_at = np.concatenate([leg1.cumulative_at, leg2.cumulative_at + offset])
+    return engine.AISRun(
+        direction=direction, log_weights=w, log_estimates=leg1.log_estimates + leg2.log_estimates,
+        final_positions=second.final_positions, n_grad=first.n_grad + second.n_grad,
+        wall_time=first.wall_time + second.wall_time,
+        diagnostics=engine.chain_diagnostics(w, stats, n1 + n2, shared_batch=False),
+        chain_stats=stats, cumulative=cumulative, cumulative_at=cumulative_at)
+
+
+def _run(direction: str, model: Target, kernel: Kernel, path: WaypointPath,
+         config: engine.RunConfig, T: int, start, *, seed, stream: int,
+         increments: bool, first_chain: int, n_chains: int | None) -> engine.AISRun:
+    targets = path.targets(model)
+    legs = path.schedules(config, T)
+    order = (0, 1) if direction == "forward" else (1, 0)
+    runs, x = [], start
+    for i in order:
+        _, schedule, every = legs[i]
+        step = engine.forward if direction == "forward" else engine.reverse
+        extra = {"n_chains": n_chains} if direction == "reverse" and i == order[0] else {}
+        runs.append(step(targets[i], kernel, schedule, x, seed=seed,
+                         stream=stream + (int(Stream.WAYPOINT) if i == 1 else 0),
+                         increments_every=every if increments else None,
+                         first_chain=first_chain, **extra))
+        x = runs[-1].final_positions
+    return _join(direction, runs[0], runs[1], len(legs[0][0]) - 1)
+
+
+def forward(model: Target, kernel: Kernel, path: WaypointPath, config: engine.RunConfig,
+            T: int, start, *, seed, stream: int = 0, increments: bool = True,
+            first_chain: int = 0) -> engine.AISRun:
+    """Forward AIS over both legs from exact prior draws ``start`` (n, d): lower bounds
+    on log p(y).  ``config`` gives the schedule family, the steps per temperature and
+    the increment blocks (per leg); chain i uses streams (seed, stream, first_chain + i)
+    on leg 1 and (seed, ``Stream.WAYPOINT`` + stream, first_chain + i) on leg 2."""
+    return _run("forward", model, kernel, path, config, T, start, seed=seed, stream=stream,
+                increments=increments, first_chain=first_chain, n_chains=None)
+
+
+def reverse(model: Target, kernel: Kernel, path: WaypointPath, config: engine.RunConfig,
+            T: int, start, *, seed, stream: int = 1, increments: bool = True,
+            first_chain: int = 0, n_chains: int | None = None) -> engine.AISRun:
+    """Reverse AIS over both legs from exact posterior draws ``start`` (or one draw
+    repeated for ``n_chains``): upper bounds on log p(y)."""
+    return _run("reverse", model, kernel, path, config, T, start, seed=seed, stream=stream,
+                increments=increments, first_chain=first_chain, n_chains=n_chains)
+
+
+def forward_and_reverse(model: Target, kernel: Kernel, path: WaypointPath,
+                        config: engine.RunConfig, T: int, prior_draws, posterior_draws, *,
+                        seed, streams: tuple[int, int] = (0, 1), increments: bool = True
+                        ) -> tuple[engine.AISRun, engine.AISRun]:
+    """Both directions (a single posterior draw repeated for as many reverse chains as
+    prior draws)."""
+    n = np.shape(prior_draws)[0]
+    return (forward(model, kernel, path, config, T, prior_draws, seed=seed,
+                    stream=streams[0], increments=increments),
+            reverse(model, kernel, path, config, T, posterior_draws, seed=seed,
+                    stream=streams[1], increments=increments,
+                    n_chains=n if np.ndim(posterior_draws) == 1
+                    or np.shape(posterior_draws)[0] == 1 else None))
+
