@@ -85,14 +85,22 @@ PROGRAMS = {
     "halfcauchy": bench_hard.HERE / "halfcauchy_regression",
     "eight_schools": ROOT / "scripts" / "peers" / "eight_schools",
 }
-# Our settings per problem (algorithm[particles]:T:runs), chosen so that our sampling
-# time (pilot + forward + reverse) stays below PyMC's in the calibration runs.
+# Our settings per problem (algorithm[particles]:T:runs[:field=value...]): a cheap pilot
+# (8 chains, 8 grid betas, 10 transitions; the default pilot alone takes longer than
+# PyMC's whole run on NHEFS) and sizes whose sampling time stayed near or below PyMC's in
+# trial runs.  The half-Cauchy rows: the prior path (the old default, fails) and the
+# Gaussian waypoint path with the scale-free metric ridge (branch ``hard``).
+PILOT = "pilot_chains=8:pilot_grid=8:pilot_steps=10"
+WAYPOINT = "path=waypoint:metric_ridge=relative"
 OURS = {
-    "nhefs": ["ais:200:20", "smc16:50:4"],
-    "pima": ["ais:200:20", "smc16:50:4"],
-    "halfcauchy": ["ais:1000:20", "smc16:300:8"],
-    "eight_schools": ["ais:200:20", "smc16:50:4"],
+    "nhefs": [f"smc32:50:4:{PILOT}", f"smc32:100:4:{PILOT}", f"ais:300:30:{PILOT}"],
+    "pima": [f"smc16:100:4:{PILOT}", f"smc64:30:4:{PILOT}", f"ais:200:30:{PILOT}"],
+    "halfcauchy": ["ais:1000:20", f"ais:300:20:{WAYPOINT}:pilot_chains=16:pilot_grid=8:"
+                   "pilot_steps=10", f"ais:1000:20:{WAYPOINT}"],
+    "eight_schools": [f"ais:100:20:{PILOT}", f"ais:100:40:{PILOT}", f"smc32:30:8:{PILOT}",
+                      f"smc64:10:4:{PILOT}"],
 }
+PYMC_DRAWS = {"halfcauchy": [2000, 8000]}  # PyMC's particles, where not just --draws
 
 
 def base_data(problem: str) -> dict:
@@ -350,36 +358,34 @@ def summarise(rows: list[dict]) -> list[dict]:
 
 
 def done_when(summary: list[dict]) -> list[str]:
-    """Per problem: our fastest-enough setting against PyMC, in words."""
+    """Per problem and PyMC setting: our settings that ran in no more time, against it."""
     lines = []
-    for problem in dict.fromkeys(s["problem"] for s in summary):
-        peers = [s for s in summary if s["problem"] == problem and s["method"] == "PyMC SMC"]
-        ours = [s for s in summary if s["problem"] == problem and s["method"] != "PyMC SMC"]
-        if not peers:
-            continue
-        p = peers[0]
+    for p in (s for s in summary if s["method"] == "PyMC SMC"):
+        ours = [s for s in summary if s["problem"] == p["problem"] and s["method"] != "PyMC SMC"]
+        head = f"- {p['problem']}, PyMC {p['setting']} ({p['sampling_s']:.2f} s, RMSE {p['rmse']:.3g}):"
         fair = [s for s in ours if s["sampling_s"] <= p["sampling_s"]]
         if not fair:
-            lines.append(f"- {problem}: no setting of ours ran within PyMC's "
-                         f"{p['sampling_s']:.2f} s; not comparable at equal time.")
+            quickest = min(ours, key=lambda s: s["sampling_s"])
+            lines.append(f"{head} none of our settings ran in that time (quickest: "
+                         f"{quickest['setting']}, {quickest['sampling_s']:.2f} s, RMSE "
+                         f"{quickest['rmse']:.3g}).")
             continue
-        best = min(fair, key=lambda s: s["rmse"])
-        won = best["rmse"] <= p["rmse"]
-        line = (f"- {problem}: at equal time ({best['sampling_s']:.2f} s against PyMC's "
-                f"{p['sampling_s']:.2f} s) ours ({best['method']}, {best['setting']}) has RMSE "
-                f"{best['rmse']:.3g} nats against PyMC's {p['rmse']:.3g}: "
-                f"{'at least as accurate' if won else 'LESS accurate'}.")
+        parts = [f"{s['setting']} ({s['sampling_s']:.2f} s) RMSE {s['rmse']:.3g}: "
+                 f"{'as accurate or more' if s['rmse'] <= p['rmse'] else 'LESS accurate'}"
+                 for s in fair]
+        line = f"{head} ours at no more time: " + "; ".join(parts) + "."
         if p["max_abs_error"] > 1:
-            honest = all(v != "converged" or abs(e) <= 1
-                         for v, e in zip(best["verdicts"], best["errors"]))
-            line += (f" PyMC is off by up to {p['max_abs_error']:.3g} nats; ours "
-                     f"{'says not converged or is right in every run' if honest else 'CLAIMS convergence while wrong'}"
-                     f" (verdicts: {', '.join(best['verdicts'])}).")
-        quick = [s for s in ours if s["forward_s"] <= p["sampling_s"]]
+            for s in fair:
+                honest = all(v != "converged" or abs(e) <= 1
+                             for v, e in zip(s["verdicts"], s["errors"]))
+                line += (f" PyMC is off by up to {p['max_abs_error']:.3g} nats; {s['setting']} "
+                         f"{'says not converged wherever it is off by more than 1 nat' if honest else 'CLAIMS convergence while off by more than 1 nat'}"
+                         f" ({', '.join(s['verdicts'])}).")
+        quick = [s for s in ours if s["forward_s"] <= p["sampling_s"] and s not in fair]
         if quick:
             q = min(quick, key=lambda s: s["rmse"])
-            line += (f" Counting only the estimate's own time (pilot + forward, "
-                     f"{q['forward_s']:.2f} s): {q['setting']}, RMSE {q['rmse']:.3g}.")
+            line += (f" Counting only the estimate's own time (pilot + forward): also "
+                     f"{q['setting']} ({q['forward_s']:.2f} s), RMSE {q['rmse']:.3g}.")
         lines.append(line)
     return lines
 
@@ -468,19 +474,20 @@ def main() -> None:
                           f"{r['upper'] - known['value']:+.2f}], B {r['bound']:.3g}, "
                           f"{r['verdict']}, {r['sampling_s']:.2f} s", flush=True)
         checks[problem] = equivalence(problem, datas[0], first["truth"], args.python)
-        peer = pymc_job(args.python, {"problem": problem, "mode": "smc", "data": datas,
-                                      "seeds": seeds, "draws": args.draws})
-        meta.update(pymc=peer["pymc"], pytensor=peer["pytensor"])
-        meta.setdefault("pymc_warmup_s", {})[problem] = peer["warmup_s"]
-        for p, known in zip(peer["runs"], best[problem]):
-            rows.append({"problem": problem, "method": "PyMC SMC",
-                         "setting": f"{args.draws} particles, IMH", "seed": p["seed"],
-                         "estimate": p["estimate"], "best_known": known["value"],
-                         "sampling_s": p["sampling_s"],
-                         "compile_s": p["compile_s"],
-                         "stages": p["stages"]})
-            print(f"{problem} seed {p['seed']} PyMC: error {p['estimate'] - known['value']:+.3f},"
-                  f" {p['sampling_s']:.2f} s ({p['stages']} stages)", flush=True)
+        for draws in PYMC_DRAWS.get(problem, [args.draws]):
+            peer = pymc_job(args.python, {"problem": problem, "mode": "smc", "data": datas,
+                                          "seeds": seeds, "draws": draws})
+            meta.update(pymc=peer["pymc"], pytensor=peer["pytensor"])
+            meta.setdefault("pymc_warmup_s", {})[f"{problem} {draws}"] = peer["warmup_s"]
+            for p, known in zip(peer["runs"], best[problem]):
+                rows.append({"problem": problem, "method": "PyMC SMC",
+                             "setting": f"{draws} particles, IMH", "seed": p["seed"],
+                             "estimate": p["estimate"], "best_known": known["value"],
+                             "sampling_s": p["sampling_s"], "compile_s": p["compile_s"],
+                             "stages": p["stages"]})
+                print(f"{problem} seed {p['seed']} PyMC {draws}: error "
+                      f"{p['estimate'] - known['value']:+.3f}, {p['sampling_s']:.2f} s "
+                      f"({p['stages']} stages)", flush=True)
         meta["load_end"] = os.getloadavg()[0]
         write(args.out, rows, best, checks, meta)
 
