@@ -42,7 +42,9 @@ thermodynamic length.
 
 Usage: ``PYTHONPATH=$PWD python scripts/bench_defaults.py [--chains 100]
 [--target 1.5] [--seeds 3] [--models nhefs,pima]
-[--out scripts/figures/bench_defaults/results.md]``.
+[--out scripts/figures/bench_defaults/results.md]``.  ``--versus new,waypoint
+--steps 100,300 [--out FILE]`` instead runs the named settings of ``VERSUS`` side by
+side at equal T (issue 28: the waypoint path against today's defaults).
 """
 
 from __future__ import annotations
@@ -67,9 +69,16 @@ SETTINGS = {  # name -> (sampler, schedule, first T to try per model)
             ScheduleSpec("sigmoid"), {"nhefs": 4000, "pima": 740}),
     "new": (SamplerSettings(), RunSettings().schedule, {"nhefs": 190, "pima": 140}),
 }
+# --versus: today's defaults against the waypoint path (issue 28) at equal T.
+VERSUS = {
+    "new": (SamplerSettings(), RunSettings().schedule, "prior"),
+    "relative": (SamplerSettings(metric_ridge="relative"), RunSettings().schedule, "prior"),
+    "waypoint": (SamplerSettings(metric_ridge="relative"), RunSettings().schedule, "waypoint"),
+}
 
 
-def one_run(stem: str, data, sampler, schedule, T: int, chains: int, seed: int) -> dict:
+def one_run(stem: str, data, sampler, schedule, T: int, chains: int, seed: int,
+            path: str = "prior") -> dict:
     """One :func:`bread` call of ``stan_models/STEM.stan`` at T distributions: its bound,
     wall and CPU seconds, and the gradients of its two AIS directions."""
     wall0, cpu0 = time.perf_counter(), time.process_time()
@@ -77,7 +86,8 @@ def one_run(stem: str, data, sampler, schedule, T: int, chains: int, seed: int) 
                    ROOT / "stan_models" / f"{stem}_sim.stan", data,
                    sampler=sampler,
                    run=RunSettings(steps=(T,), chains=chains, schedule=schedule, seed=seed,
-                                   threads=1, progress=False, check_simulator=False))
+                                   threads=1, progress=False, check_simulator=False,
+                                   path=path))
     step = result.steps[0]
     bound = step.bound()
     return {"bound": bound.estimate, "se": bound.std_error,
@@ -155,6 +165,39 @@ def summary(runs: dict, target: float) -> list[str]:
     return out
 
 
+def versus(models: list[str], names: list[str], steps: list[int], chains: int, seeds,
+           out: Path | None) -> None:
+    """Settings of :data:`VERSUS` side by side at the same T (the same transitions per
+    chain) and seeds, in one run: the bound, its per-seed values and times."""
+    lines = [f"# scripts/bench_defaults.py --versus: {', '.join(names)} at equal T", "",
+             f"{chains} chains per direction, 1 thread, seeds {seeds.start}-{seeds.stop - 1} "
+             "(bounds and times averaged over seeds); time = pilot (or waypoint fit) + "
+             f"both AIS directions. Load average at the start: {os.getloadavg()[0]:.2f}.", "",
+             "| model | setting | T | bound (nats) | se | per seed | tuning s | AIS s | "
+             "wall s | CPU s |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for model in models:
+        for T in steps:
+            for name in names:
+                sampler, schedule, path = VERSUS[name]
+                runs = [one_run(MODELS[model], datasets.load(model), sampler, schedule, T,
+                                chains, seed, path) for seed in seeds]
+                mean = {k: float(np.mean([r[k] for r in runs]))
+                        for k in ("bound", "tuning", "ais", "wall", "cpu")}
+                se = float(np.sqrt(np.sum([r["se"] ** 2 for r in runs])) / len(runs))
+                per_seed = ", ".join(f"{r['bound']:.3g}" for r in runs)
+                row = (f"| {model} | {name} | {T} | {mean['bound']:.4g} | {se:.2g} | "
+                       f"{per_seed} | "
+                       f"{mean['tuning']:.1f} | {mean['ais']:.1f} | {mean['wall']:.1f} | "
+                       f"{mean['cpu']:.1f} |")
+                print(row, flush=True)
+                lines.append(row)
+    text = "\n".join(lines) + "\n"
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text)
+    print(text)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--chains", type=int, default=100)
@@ -163,8 +206,18 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--out", type=Path,
                         default=ROOT / "scripts" / "figures" / "bench_defaults" / "results.md")
+    parser.add_argument("--versus", default=None,
+                        help="compare settings of VERSUS at equal T instead, e.g. "
+                        "new,waypoint (with --steps)")
+    parser.add_argument("--steps", default="100,300",
+                        help="with --versus: the numbers of distributions T")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
+    if args.versus:
+        out = None if args.out == parser.get_default("out") else args.out
+        versus(args.models.split(","), args.versus.split(","),
+               [int(t) for t in args.steps.split(",")], args.chains, range(args.seeds), out)
+        return
     started, load = time.perf_counter(), os.getloadavg()[0]
     seeds = range(args.seeds)
     lines = [f"# scripts/bench_defaults.py: time to a bound of {args.target} nats", "",

@@ -136,6 +136,15 @@ def build_parser() -> argparse.ArgumentParser:
                    "(default ais)")
     p.add_argument("--particles", type=_whole(1), default=None,
                    help="particles per SMC run (with --algorithm smc; default 16)")
+    p.add_argument("--path", choices=("prior", "waypoint"), default="prior",
+                   help="annealing path: temper the likelihood from the prior, or go "
+                   "from the prior to a Gaussian fitted to the posterior (Laplace) and on "
+                   "to the posterior, for funnels that tempering creates (AIS only; "
+                   "default prior)")
+    p.add_argument("--metric-ridge", choices=("stan", "relative"), default="stan",
+                   help="regularisation of the pilot's metric: Stan's 1e-3 added to each "
+                   "variance, or 1e-3 of each variance (for parameters with posterior sds "
+                   "far below 0.03; default stan)")
 
     p = sub.add_parser("compare", help="BREAD for several programs of one model, shared data")
     p.add_argument("models", type=Path, nargs="+", help="model programs to compare")

@@ -101,14 +101,16 @@ def _settings(args):
     from ..workflows.bread import RunSettings
 
     sampler = _sampler(args, step_size_jitter=args.jitter, rescue_prob=args.rescue,
-                       metric=args.metric)
+                       metric=args.metric,
+                       metric_ridge=getattr(args, "metric_ridge", "stan"))
     run = RunSettings(steps=args.steps, chains=args.chains, seed=args.seed,
                       exact_draws=getattr(args, "exact_draws", 1),
                       threads=args.threads, schedule=ScheduleSpec(kind=args.schedule),
                       progress=not args.quiet and sys.stderr.isatty(),
                       check_simulator=not getattr(args, "no_check", False),
                       algorithm=getattr(args, "algorithm", "ais"),
-                      particles=getattr(args, "particles", None))
+                      particles=getattr(args, "particles", None),
+                      path=getattr(args, "path", "prior"))
     return sampler, run
 
 

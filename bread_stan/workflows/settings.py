@@ -155,7 +155,8 @@ class RunSettings:
     still starts from exact prior draws and estimates log p(y) itself, and it avoids
     the funnels that tempering a vague prior's likelihood creates (a half-Cauchy
     regression with an uncentred predictor: ``scripts/bench_hard.py``).  It needs a
-    posterior mode with a Gaussian approximation there, and runs AIS only.
+    posterior mode with a Gaussian approximation there, and runs AIS only with one
+    exact draw (``exact_draws`` = 1: the waypoint is fitted to that data set).
     """
 
     steps: tuple[int, ...] = (10, 100, 1000)
@@ -178,6 +179,9 @@ class RunSettings:
             raise InputError(f"unknown path {self.path!r}; use 'prior' or 'waypoint'")
         if self.path == "waypoint" and self.algorithm != "ais":
             raise InputError("path='waypoint' runs AIS only; use algorithm='ais' with it")
+        if self.path == "waypoint" and self.exact_draws != 1:
+            raise InputError("path='waypoint' fits its Gaussian to one simulated data set's "
+                             "posterior; use exact_draws=1 with it")
         if self.particles is not None:
             if self.algorithm != "smc":
                 raise InputError("particles are for algorithm='smc'")

@@ -1,0 +1,190 @@
+"""AIS through a Gaussian waypoint (bread_stan.ais.waypoint): prior -> q -> posterior.
+
+Exact: leg 1's target is the geometric path from the prior to q; the legs share one
+kernel at q; T splits into T_1 + T_2 - 1; the "relative" metric ridge is scale-free.
+Statistical: on the conjugate regression (closed-form log p(y)) whose program prior is
+off by a constant c (as ``sigma ~ cauchy(0, 2.5)`` on a positive sigma is off by 1/2),
+forward and reverse runs sandwich log p(y) itself, not log(c p(y)): 3.5 standard errors
+(a false failure is a < 1e-3 event per comparison under a correct implementation), and
+c = e^-3 puts log(c p(y)) about 30 standard errors away.  A block of chains gives the
+numbers of the whole batch.  Workflow: ``RunSettings(path="waypoint")`` on the
+normal-mean Stan model sandwiches its closed-form log p(y) (4 standard errors).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from bread_stan.ais import engine, waypoint
+from bread_stan.ais.betas import ScheduleSpec
+from bread_stan.ais.estimators import consistency_check, log_ml_sandwich
+from bread_stan.ais.gaussian_base import GaussianBase
+from bread_stan.ais.tuning import TuningConfig, regularised_covariance, regularised_variance
+from bread_stan.errors import InputError
+from bread_stan.exact.conjugate import simulate_regression
+from bread_stan.kernels import HMC, HMCParams
+from bread_stan.stan.compile import compile_many
+from bread_stan.target import Evaluation
+from bread_stan.workflows.bread import RunSettings, SamplerSettings, bread
+from bread_stan.workflows.common import fingerprints
+
+N_SE = 3.5
+LOG_C = -3.0  # the program prior's normaliser, log c
+TEST_STAN = Path(__file__).resolve().parent / "stan"
+
+
+class ShiftedPrior:
+    """The regression with its prior density times c (an unnormalised program prior)."""
+
+    def __init__(self, model):
+        self.model = model
+
+    @property
+    def dim(self):
+        return self.model.dim
+
+    def evaluate(self, points, *, gradient=True):
+        ev = self.model.evaluate(points, gradient=gradient)
+        return Evaluation(ev.log_prior + LOG_C, ev.log_lik, ev.grad_prior, ev.grad_lik)
+
+
+@pytest.fixture(scope="module")
+def regression():
+    model, _ = simulate_regression(20, 3, correlation=0.6, prior_sd=1.5, noise_sd=0.7, seed=5)
+    return model
+
+
+@pytest.fixture(scope="module")
+def path(regression):
+    pilot = regression.sample_prior(np.random.default_rng(7), 16)
+    return waypoint.fit_waypoint(ShiftedPrior(regression), HMC(), HMCParams(0.1, 6), pilot,
+                                 seed=3, config=TuningConfig(n_grid=6, adapt_steps=10))
+
+
+CONFIG = engine.RunConfig(steps=(40,), schedule=ScheduleSpec("adaptive"), increment_blocks=5)
+
+
+def _se(x):
+    return np.std(x, ddof=1) / np.sqrt(x.size)
+
+
+def test_leg_one_is_the_geometric_path_from_the_prior_to_q(regression):
+    base = GaussianBase(np.array([0.5, -1.0, 2.0]), np.diag([0.1, 0.2, 0.3]))
+    leg = waypoint.PriorToBase(regression, base)
+    x = np.random.default_rng(1).normal(size=(5, 3))
+    ev, prior = leg.evaluate(x), regression.evaluate(x)
+    log_q, grad_q = base.log_density(x)
+    for s in (0.0, 0.4, 1.0):
+        np.testing.assert_allclose(ev.log_prior + s * ev.log_lik,
+                                   (1 - s) * prior.log_prior + s * log_q, rtol=1e-12)
+        np.testing.assert_allclose(ev.grad_prior + s * ev.grad_lik,
+                                   (1 - s) * prior.grad_prior + s * grad_q, atol=1e-12)
+
+
+def test_the_legs_share_one_kernel_at_q_and_split_T(path):
+    for T in (3, 40, 1001):
+        t1, t2 = path.split(T)
+        assert t1 + t2 - 1 == T and t1 >= 2 and t2 >= 2
+    (b1, s1, _), (b2, s2, _) = path.schedules(CONFIG, 40)
+    assert len(b1) + len(b2) - 1 == 40
+    tied, first = s1.params_at(len(b1) - 1), s2.params_at(0)  # the junction's kernel
+    assert tied.step_size == first.step_size
+    np.testing.assert_array_equal(tied.inv_metric, first.inv_metric)
+    assert s1.inner.params_at(len(b1) - 1).step_size != first.step_size  # leg 1's own
+    assert s1.params_at(0).step_size == s1.inner.params_at(0).step_size
+    betas = path.betas(CONFIG, 40)
+    assert betas.size == 40 and betas[0] == 0 and betas[-1] == 1 and np.all(np.diff(betas) > 0)
+    with pytest.raises(InputError, match="at least 3"):
+        path.split(2)
+
+
+def test_relative_ridge_is_scale_free_and_stan_ridge_is_not():
+    draws = np.random.default_rng(2).normal(size=(40, 3)) @ np.array(
+        [[1.0, 0.9, 0.0], [0.0, 0.4, 0.0], [0.0, 0.0, 2.0]])
+    scale = 1e-5
+    np.testing.assert_allclose(regularised_covariance(scale * draws, "relative"),
+                               scale ** 2 * regularised_covariance(draws, "relative"),
+                               rtol=1e-12)
+    np.testing.assert_allclose(regularised_variance(scale * draws, "relative"),
+                               scale ** 2 * regularised_variance(draws, "relative"), rtol=1e-12)
+    stan = regularised_variance(scale * draws)
+    assert np.all(stan > 1e3 * scale ** 2 * np.var(draws, axis=0))  # the ridge swamps it
+    with pytest.raises(InputError, match="ridge"):
+        TuningConfig(ridge="absolute")
+
+
+def test_waypoint_ais_sandwiches_log_ml_itself_not_the_shifted_normaliser(regression, path):
+    rng = np.random.default_rng(11)
+    n = 200
+    model = ShiftedPrior(regression)
+    L_run, U_run = waypoint.forward_and_reverse(
+        model, HMC(), path, CONFIG, 300, regression.sample_prior(rng, n),
+        regression.sample_posterior(rng, n), seed=4)
+    L, U = L_run.log_estimates, U_run.log_estimates
+    log_ml = regression.log_marginal_likelihood()
+    assert L.mean() < log_ml + N_SE * _se(L)
+    assert U.mean() > log_ml - N_SE * _se(U)
+    assert log_ml_sandwich(L, U).contains(log_ml, n_se=N_SE)
+    assert consistency_check(L, U).passed
+    assert abs(LOG_C) > 5 * N_SE * max(_se(L), _se(U))  # the test can tell c apart
+    # The running estimates end at the estimates, over both legs' blocks.
+    np.testing.assert_allclose(L_run.cumulative[:, -1], L, rtol=1e-12, atol=1e-9)
+    np.testing.assert_allclose(U_run.cumulative[:, -1], U, rtol=1e-12, atol=1e-9)
+    assert L_run.cumulative_at[-1] == 299
+
+
+def test_a_block_of_chains_gives_the_numbers_of_the_batch(regression, path):
+    rng = np.random.default_rng(12)
+    model, start = ShiftedPrior(regression), regression.sample_prior(rng, 6)
+    x_star = regression.sample_posterior(rng, 1)[0]
+    whole = waypoint.forward(model, HMC(), path, CONFIG, 12, start, seed=9)
+    part = waypoint.forward(model, HMC(), path, CONFIG, 12, start[4:], seed=9, first_chain=4)
+    np.testing.assert_array_equal(whole.log_estimates[4:], part.log_estimates)
+    rev = waypoint.reverse(model, HMC(), path, CONFIG, 12, x_star, seed=9, n_chains=6)
+    rev_part = waypoint.reverse(model, HMC(), path, CONFIG, 12, x_star, seed=9, n_chains=2,
+                                first_chain=4)
+    np.testing.assert_array_equal(rev.log_estimates[4:], rev_part.log_estimates)
+
+
+def test_settings_refuse_bad_combinations_and_keep_old_fingerprints():
+    with pytest.raises(InputError, match="AIS only"):
+        RunSettings(path="waypoint", algorithm="smc")
+    with pytest.raises(InputError, match="exact_draws=1"):
+        RunSettings(path="waypoint", exact_draws=2)
+    with pytest.raises(InputError, match="unknown path"):
+        RunSettings(path="laplace")
+    with pytest.raises(InputError, match="metric_ridge"):
+        SamplerSettings(metric_ridge="big")
+    old_sampler = {k: v for k, v in asdict(SamplerSettings()).items() if k != "metric_ridge"}
+    old_run = {k: v for k, v in RunSettings().scored().items() if k != "path"}
+    assert (fingerprints(sampler=asdict(SamplerSettings()), run=RunSettings().scored())
+            == fingerprints(sampler=old_sampler, run=old_run))
+    assert (fingerprints(run=RunSettings(path="waypoint").scored())
+            != fingerprints(run=RunSettings().scored()))
+
+
+def test_bread_on_the_waypoint_path_sandwiches_the_exact_log_ml(tmp_path):
+    model, simulator = TEST_STAN / "normal_mean.stan", TEST_STAN / "normal_mean_sim.stan"
+    compile_many([model, simulator], workers=2)
+    data = {"N": 20, "sigma": 1.0, "tau": 2.0}
+    sampler = SamplerSettings(kernel="hmc", n_leapfrog=5, pilot_chains=16, pilot_grid=6,
+                              metric_ridge="relative")
+    run = RunSettings(steps=(3, 30), chains=40, seed=1, progress=False, path="waypoint")
+    result = bread(model, simulator, data, sampler=sampler, run=run, out_dir=tmp_path)
+    y = np.asarray(result.extra["simulated_data"]["y"])
+    n = y.size
+    exact = stats.multivariate_normal(np.zeros(n), np.eye(n) + 4.0 * np.ones((n, n))).logpdf(y)
+    assert result.extra["tuning"]["path"] == "waypoint"
+    assert result.extra["simulator_check"]["ran"]  # with the path's end kernels
+    for s in result.steps:
+        L, U = s.forward.log_estimates, s.reverse.log_estimates
+        assert L.mean() <= exact + 4 * _se(L) and U.mean() >= exact - 4 * _se(U)
+        assert s.betas.size == s.n_steps
+    again = bread(model, simulator, data, sampler=sampler, run=run, out_dir=tmp_path)
+    for a, b in zip(result.steps, again.steps):  # loaded, not rerun
+        np.testing.assert_array_equal(a.forward.log_estimates, b.forward.log_estimates)
