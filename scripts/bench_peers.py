@@ -93,14 +93,15 @@ PROGRAMS = {
 PILOT = "pilot_chains=8:pilot_grid=8:pilot_steps=10"
 WAYPOINT = "path=waypoint:metric_ridge=relative"
 OURS = {
-    "nhefs": [f"smc32:50:4:{PILOT}", f"smc32:100:4:{PILOT}", f"ais:300:30:{PILOT}"],
+    "nhefs": [f"smc32:50:4:{PILOT}", f"smc32:100:4:{PILOT}", f"ais:300:30:{PILOT}",
+              "smc32:100:4"],  # the last with the default pilot, for its cost
     "pima": [f"smc16:100:4:{PILOT}", f"smc64:30:4:{PILOT}", f"ais:200:30:{PILOT}"],
     "halfcauchy": ["ais:1000:20", f"ais:300:20:{WAYPOINT}:pilot_chains=16:pilot_grid=8:"
                    "pilot_steps=10", f"ais:1000:20:{WAYPOINT}"],
     "eight_schools": [f"ais:100:20:{PILOT}", f"ais:100:40:{PILOT}", f"smc32:30:8:{PILOT}",
                       f"smc64:10:4:{PILOT}"],
 }
-PYMC_DRAWS = {"halfcauchy": [2000, 8000]}  # PyMC's particles, where not just --draws
+PYMC_DRAWS = {"halfcauchy": [2000, 8000, 16000]}  # PyMC's particles, where not just --draws
 
 
 def base_data(problem: str) -> dict:
@@ -391,6 +392,9 @@ def done_when(summary: list[dict]) -> list[str]:
 
 
 def write(out: Path, rows: list[dict], best: dict, checks: dict, meta: dict) -> None:
+    order = list(PROGRAMS)
+    rows = sorted(rows, key=lambda r: order.index(r["problem"]))
+    best = {k: best[k] for k in order if k in best}
     summary = summarise(rows)
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(
@@ -443,6 +447,8 @@ def main() -> None:
     ap.add_argument("--ours", nargs="*", default=[],
                     help="PROBLEM=SETTING,SETTING (SETTING: ais:T:runs or smcP:T:runs)")
     ap.add_argument("--out", type=Path, default=ROOT / "scripts" / "figures" / "bench_peers")
+    ap.add_argument("--keep-others", action="store_true",
+                    help="keep the rows of problems not rerun from OUT/results.json")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     ours = dict(OURS)
@@ -452,7 +458,14 @@ def main() -> None:
     meta = {"load_start": os.getloadavg()[0], "draws": args.draws, "seeds": args.seeds,
             "ours": ours}
     rows, best, checks = [], {}, {}
-    for problem in args.problems.split(","):
+    problems = args.problems.split(",")
+    if args.keep_others and (args.out / "results.json").exists():
+        old = json.loads((args.out / "results.json").read_text())
+        rows = [r for r in old["runs"] if r["problem"] not in problems]
+        best = {k: v for k, v in old["best_known"].items() if k not in problems}
+        checks = {k: v for k, v in old["equivalence"].items() if k not in problems}
+        meta["kept_from_earlier_run"] = {"problems": sorted(best), "meta": old["meta"]}
+    for problem in problems:
         seeds = run_seeds(problem, args.seeds)
         datas = []
         best[problem] = []
