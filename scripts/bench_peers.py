@@ -410,6 +410,10 @@ def write(out: Path, rows: list[dict], best: dict, checks: dict, meta: dict) -> 
              "the seeds.  Sampling s excludes compilation (ours: pilot + forward + reverse; "
              "'of which estimate s' is the pilot and forward runs alone, all the estimate "
              "needs; the reverse runs buy the bound).",
+             ] + (["", f"Rows of {', '.join(meta['kept_from_earlier_run']['problems'])} come "
+                   "from an earlier invocation (--keep-others; each problem's two sides always "
+                   "run in one invocation; its load averages are in results.json)."]
+                  if "kept_from_earlier_run" in meta else []) + [
              "", "| problem | method | settings | sampling s | of which estimate s | compile s "
              "| errors per seed (nats) | RMSE | sandwich - best-known per seed | bound B per "
              "seed | verdicts |", "|---|---|---|---|---|---|---|---|---|---|---|"]
