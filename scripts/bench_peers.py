@@ -47,15 +47,16 @@ likelihood and log prior are compared with the Stan program's at two points
 (likelihoods equal; prior differences between the points equal, since Stan's
 ``cauchy`` on a positive parameter omits the log 2 of the half-Cauchy).
 
-Results (``scripts/figures/bench_peers/results.md``; PyMC 5.28.5, pytensor 2.38.3; RMSE
-over three data sets, seconds of sampling): NHEFS, PyMC 0.048 (5.6 s) against our SMC
-0.104 (5.1 s; 32 particles, T = 100, 4 runs, cheap pilot): PyMC about twice as
-accurate.  Pima, PyMC 10.4 (16.6 s; 17.9 nats off on one nearly separable data set, 0.07
-on the other two) against our SMC 0.30 (10.6 s), our verdict "not converged" where PyMC
-fails.  Half-Cauchy, PyMC 159, 159, 149 nats at 2,000, 8,000, 16,000 particles (5, 21,
-48 s) against 1.7 nats for AIS on the waypoint path (17 s, T = 300) and 0.44 (56 s,
-T = 1,000), all "not converged"; the prior path is off by thousands.  Eight schools,
-PyMC 0.029 (1.05 s) against our SMC 0.017 (0.96 s; 32 particles, T = 30, 8 runs).
+Results (``scripts/figures/bench_peers/results.md``, one invocation; PyMC 5.28.5,
+pytensor 2.38.3; RMSE over three data sets, seconds of sampling): NHEFS, PyMC 0.048
+(6.8 s) against our SMC 0.135 (3.5 s; 32 particles, T = 50, 4 runs, cheap pilot) and
+0.104 (7.4 s, T = 100): PyMC 2 to 3 times as accurate.  Pima, PyMC 10.4 (15.8 s; 17.9
+nats off on one nearly separable data set, 0.07 on the other two) against our SMC 0.30
+(8.8 s), whose verdict is "not converged" where PyMC fails.  Half-Cauchy, PyMC 159,
+159, 149 nats at 2,000, 8,000, 16,000 particles (4, 18, 25 s) against 1.7 nats for AIS
+on the waypoint path (19 s, T = 300) and 0.44 (66 s, T = 1,000), all "not converged";
+the prior path is off by thousands.  Eight schools, PyMC 0.029 (0.45 s) against our
+AIS 0.031 (0.22 s) and SMC 0.017 (0.53 s).
 
 Usage: ``PYTHONPATH=$PWD nice python scripts/bench_peers.py [--problems nhefs,pima,
 halfcauchy,eight_schools] [--seeds 3] [--draws 2000] [--python /work/peers-venv/bin/python]
