@@ -23,7 +23,8 @@ adaptive schedule, which leaves few betas in the decades where the posterior for
 64 particles 319 nats at T = 300 (9.6e5 transitions).  The waypoint path (issue 28:
 ``RunSettings(path="waypoint")``, prior -> Laplace Gaussian -> posterior, with
 ``SamplerSettings(metric_ridge="relative")``): AIS 1.02 nats at T = 3,000 and 0.064 at
-T = 10,000 (5e5 transitions); on N = 100, 1.06 at T = 3,000.
+T = 10,000 (5e5 transitions); on N = 100, 1.06 at T = 3,000 and 0.142 at T = 10,000; with
+simulated sigma 0.69 (``--sigma 0.5 2.0``), 0.59 at T = 3,000.
 
 Usage: ``PYTHONPATH=$PWD nice python scripts/bench_hard.py [--chains 50]
 [--settings ais:1000,10000 smc16:300,1000 ...] [--schedule adaptive|geometric] [--start 1e-10]

@@ -188,3 +188,15 @@ def test_bread_on_the_waypoint_path_sandwiches_the_exact_log_ml(tmp_path):
     again = bread(model, simulator, data, sampler=sampler, run=run, out_dir=tmp_path)
     for a, b in zip(result.steps, again.steps):  # loaded, not rerun
         np.testing.assert_array_equal(a.forward.log_estimates, b.forward.log_estimates)
+
+
+def test_other_workflows_refuse_the_waypoint_path_in_one_line():
+    from bread_stan.workflows.aide import aide
+    from bread_stan.workflows.protocol import protocol
+    from bread_stan.workflows.subjective import subjective
+
+    run = RunSettings(path="waypoint")
+    for call in (lambda: protocol("m.stan", "s.stan", {}, run=run),
+                 lambda: subjective("m.stan", {}, run=run), lambda: aide("m.stan", {}, run=run)):
+        with pytest.raises(InputError, match="bread and compare"):
+            call()

@@ -297,6 +297,9 @@ def aide(model, data=None, *, gold: Any = "ais:10000", target: Any = "advi-meanf
     reverse meta-inference chains in blocks on a Dask cluster, with the numbers of
     the local default.
     """
+    if run.path != "prior":
+        raise InputError(f"RunSettings(path={run.path!r}) is for bread and compare; "
+                         "aide runs the prior path: use path='prior'")
     n_gold, n_target = settings.n_gold, settings.n_target
     m_gold, m_target, level = settings.m_gold, settings.m_target, settings.level
     seed, schedule = run.seed, run.schedule

@@ -325,6 +325,9 @@ def protocol(model, simulator, real_data, *, sampler: SamplerSettings = SamplerS
     replicates on a Dask cluster, one whole replicate (simulation, tuning, its
     forward runs) per task, each saved as it arrives: the same numbers as locally.
     """
+    if run.path != "prior":
+        raise InputError(f"RunSettings(path={run.path!r}) is for bread and compare; "
+                         "protocol runs the prior path: use path='prior'")
     check_program("model", model)
     check_program("simulator", simulator)
     out = Path(out_dir) if out_dir is not None else None

@@ -360,6 +360,9 @@ def subjective(model, data=None, *, reference: Any = None, simulator=None,
     in shards on a Dask cluster: the same numbers as the local default, each finished
     shard saved in ``out_dir/shards``.
     """
+    if run.path != "prior":
+        raise InputError(f"RunSettings(path={run.path!r}) is for bread and compare; "
+                         "subjective runs the prior path: use path='prior'")
     data = load_data(data)
     program = model.program.code if isinstance(model, CompiledModel) else program_text(model)
     name = name or (model.program.name if isinstance(model, CompiledModel)
