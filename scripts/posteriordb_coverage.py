@@ -28,7 +28,9 @@ import argparse
 import csv
 import io
 import json
+import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -163,29 +165,38 @@ def run_stage(row: dict, program: Path, data: Path, work: Path, timeout: float) 
                "--data", str(data), "--steps", "100,1000", "--chains", "30",
                "--out", str(out)]
     start = time.perf_counter()
+    # a session of its own, so a time-out ends the compilers it started too
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True, start_new_session=True)
     try:
-        result = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+        text, _ = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        return {**row, "status": "timed out", "seconds": round(time.perf_counter() - start)}
+        os.killpg(process.pid, signal.SIGKILL)
+        process.communicate()
+        return {**row, "status": "timed out", "timeout": timeout,
+                "seconds": round(time.perf_counter() - start)}
     seconds = round(time.perf_counter() - start)
-    text = result.stdout + result.stderr
-    if result.returncode == 2:
-        line = text.strip().splitlines()[-1] if text.strip() else ""
-        return {**row, "status": "refused", "reason": _reason(line), "message": line,
-                "seconds": seconds}
+    (work / "runs").mkdir(parents=True, exist_ok=True)
+    (work / "runs" / f"{row['program']}.log").write_text(text)
+    last_line = text.strip().splitlines()[-1] if text.strip() else ""
+    traceback = "Traceback (most recent call last)" in text
+    if process.returncode == 2:
+        return {**row, "status": "refused", "reason": _reason(last_line), "message": last_line,
+                "exit": 2, "traceback": traceback, "seconds": seconds}
     summary = out / "summary.csv"
     if not summary.is_file():
-        line = text.strip().splitlines()[-1] if text.strip() else ""
-        return {**row, "status": f"failed (exit {result.returncode})", "message": line,
-                "seconds": seconds}
+        return {**row, "status": f"failed (exit {process.returncode})", "message": last_line,
+                "exit": process.returncode, "traceback": traceback, "seconds": seconds}
     with open(summary) as handle:
         steps = {r["steps"]: r for r in csv.DictReader(handle)}
     last = steps.get("1000", {})
     bound = (f"{float(last['bound']):.3g} (95% up to {float(last['bound_ci_high']):.3g})"
              if last.get("bound") else "none (the checks failed)" if last else "")
-    return {**row, "status": "ran", "exit": result.returncode,
+    report = out / "report.md"
+    split_in_report = report.is_file() and "## Prior/likelihood split" in report.read_text()
+    return {**row, "status": "ran", "exit": process.returncode, "traceback": traceback,
             "verdict": last.get("verdict", "no T = 1000"), "bound_T1000": bound,
-            "seconds": seconds}
+            "split_in_report": split_in_report, "seconds": seconds}
 
 
 def write(rows: list[dict], stage: str, elapsed: float) -> None:
@@ -195,11 +206,16 @@ def write(rows: list[dict], stage: str, elapsed: float) -> None:
     reasons = Counter(r["reason"] for r in rows if r["status"] == "refused")
     lines = [f"# posteriordb coverage, stage {stage}", "",
              f"{len(rows)} programs, {elapsed:.0f} s. " + ", ".join(
-                 f"{k}: {v}" for k, v in status.most_common()), "",
-             "| refusal reason | programs |", "|---|---|"]
+                 f"{k}: {v}" for k, v in status.most_common()), ""]
+    if stage == "run":
+        verdicts = Counter(r["verdict"] for r in rows if r["status"] == "ran")
+        lines += ["Verdicts of the programs that ran: " + ", ".join(
+            f"{k}: {v}" for k, v in verdicts.most_common()) + ". Wall time: the sum of the "
+            "programs' seconds (each program in its own process, one at a time).", ""]
+    lines += ["| refusal reason | programs |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in reasons.most_common()]
     columns = ["program", "data", "status", "split", "exact", "verdict", "bound_T1000",
-               "seconds", "message"]
+               "split_in_report", "exit", "seconds", "message"]
     lines += ["", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for r in rows:
         cells = [" ".join(str(r.get(c, "")).split()).replace("|", "\\|") for c in columns]
@@ -214,12 +230,29 @@ def main() -> int:
     parser.add_argument("--work", type=Path, default=Path("/tmp/posteriordb_coverage"))
     parser.add_argument("--stage", choices=["stanc", "exact", "run"], default="stanc")
     parser.add_argument("--only", nargs="*", help="program names (default: all)")
+    parser.add_argument("--reaching-ais", action="store_true",
+                        help="only the programs the stanc stage's table (coverage_stanc.json) "
+                             "says reach AIS, smallest data file first")
+    parser.add_argument("--resume", action="store_true",
+                        help="keep the rows of coverage_STAGE.json and skip their programs "
+                             "(those named by --only are run again)")
     parser.add_argument("--timeout", type=float, default=900, help="seconds per program")
     args = parser.parse_args()
     start = time.perf_counter()
+    table = OUT / f"coverage_{args.stage}.json"
+    kept = json.loads(table.read_text()) if args.resume and table.is_file() else []
+    if args.only:   # named programs are run again and replace their rows
+        kept = [r for r in kept if r["program"] not in args.only]
+    done = {r["program"] for r in kept}
+    programs = extract(args.posteriordb, args.work)
+    if args.reaching_ais:
+        stanc = json.loads((OUT / "coverage_stanc.json").read_text())
+        reach = {r["program"] for r in stanc if r["status"] == "reaches AIS"}
+        programs = sorted((p for p in programs if p[0] in reach),
+                          key=lambda p: p[2].stat().st_size)
     rows = []
-    for name, program, data in extract(args.posteriordb, args.work):
-        if args.only and name not in args.only:
+    for name, program, data in programs:
+        if (args.only and name not in args.only) or name in done:
             continue
         row = stanc_stage(name, program, data, args.work)
         if args.stage == "exact" and "split" in row:
@@ -227,9 +260,12 @@ def main() -> int:
         if args.stage == "run" and data is not None:
             row = run_stage(row, program, data, args.work, args.timeout)
         rows.append(row)
-        print(f"{name}: {row['status']} {row.get('exact', '')} {row.get('message', '')}"[:200],
-              flush=True)
-    write(rows, args.stage, time.perf_counter() - start)
+        print(f"{name}: {row['status']} {row.get('exact', '')} {row.get('verdict', '')} "
+              f"{row.get('seconds', '')} {row.get('message', '')}"[:200], flush=True)
+        merged = sorted(kept + rows, key=lambda r: r["program"])
+        elapsed = (sum(r.get("seconds", 0) for r in merged) if args.stage == "run"
+                   else time.perf_counter() - start)
+        write(merged, args.stage, elapsed)   # after each program: an interruption loses none
     return 0
 
 
