@@ -65,6 +65,8 @@ REASONS = [
     (r"the prior uses the data", "draft: data enter their own distribution"),
     (r"inside a conditional", "draft: ~ inside a conditional"),
     (r"line \d+: expected|unexpected", "parser: syntax outside the drafter's parser"),
+    (r"simulation failed", "run: a prior draw overflows an _rng (the prior is too vague to "
+                           "simulate from)"),
 ]
 
 
@@ -159,6 +161,13 @@ def exact_stage(row: dict, program: Path, data: Path, work: Path) -> dict:
                             f"{check.points} points, {check.mismatched} mismatched)"}
 
 
+def _sim_check(text: str) -> str:
+    """The simulator check's result as the run printed it (passed, failed, ...)."""
+    found = re.search(r"^simulator check: (\w+)", text, re.M) or re.search(
+        r"INFO simulator check (\w+)", text)
+    return found.group(1) if found else ""
+
+
 def run_stage(row: dict, program: Path, data: Path, work: Path, timeout: float) -> dict:
     out = work / "runs" / row["program"]
     command = [sys.executable, "-m", "bread_stan.reporting.cli", "run", str(program),
@@ -180,6 +189,7 @@ def run_stage(row: dict, program: Path, data: Path, work: Path, timeout: float) 
     (work / "runs" / f"{row['program']}.log").write_text(text)
     last_line = text.strip().splitlines()[-1] if text.strip() else ""
     traceback = "Traceback (most recent call last)" in text
+    row = {**row, "sim_check": _sim_check(text)}
     if process.returncode == 2:
         return {**row, "status": "refused", "reason": _reason(last_line), "message": last_line,
                 "exit": 2, "traceback": traceback, "seconds": seconds}
@@ -201,6 +211,9 @@ def run_stage(row: dict, program: Path, data: Path, work: Path, timeout: float) 
 
 def write(rows: list[dict], stage: str, elapsed: float) -> None:
     OUT.mkdir(parents=True, exist_ok=True)
+    for r in rows:
+        if r["status"] == "refused":     # reasons as this version of the script reads them
+            r["reason"] = _reason(r["message"])
     (OUT / f"coverage_{stage}.json").write_text(json.dumps(rows, indent=1))
     status = Counter(r["status"] for r in rows)
     reasons = Counter(r["reason"] for r in rows if r["status"] == "refused")
@@ -214,8 +227,8 @@ def write(rows: list[dict], stage: str, elapsed: float) -> None:
             "programs' seconds (each program in its own process, one at a time).", ""]
     lines += ["| refusal reason | programs |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in reasons.most_common()]
-    columns = ["program", "data", "status", "split", "exact", "verdict", "bound_T1000",
-               "split_in_report", "exit", "seconds", "message"]
+    columns = ["program", "data", "status", "split", "exact", "sim_check", "verdict",
+               "bound_T1000", "split_in_report", "exit", "seconds", "message"]
     lines += ["", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for r in rows:
         cells = [" ".join(str(r.get(c, "")).split()).replace("|", "\\|") for c in columns]
@@ -243,6 +256,10 @@ def main() -> int:
     kept = json.loads(table.read_text()) if args.resume and table.is_file() else []
     if args.only:   # named programs are run again and replace their rows
         kept = [r for r in kept if r["program"] not in args.only]
+    for r in kept:    # rows of an earlier version of this script: the check from the log
+        log = args.work / "runs" / f"{r['program']}.log"
+        if args.stage == "run" and "sim_check" not in r and log.is_file():
+            r["sim_check"] = _sim_check(log.read_text())
     done = {r["program"] for r in kept}
     programs = extract(args.posteriordb, args.work)
     if args.reaching_ais:

@@ -485,3 +485,30 @@ def test_indexed_pieces_must_chain(change, message):
     assert "if (!((min(theta) > 0))) continue;" in text
     with pytest.raises(DraftError, match=message):
         draft_simulator(_PIECES.replace(*change))
+
+
+_MIXTURE = """
+data { int K; int N; array[N] real y; int<lower=0, upper=1> prior_only; }
+parameters { simplex[K] theta; array[K] real mu; }
+model { array[K] real lp; mu ~ normal(0, 10);
+  for (n in 1:N) {
+    for (k in 1:K) { lp[k] = log(theta[k]) + normal_lpdf(y[n] | mu[k], 1); }
+    if (!prior_only) { target += log_sum_exp(lp); } } }
+"""
+
+
+def test_k_component_mixture_is_a_categorical_draw():
+    """The User's Guide's mixture, lp[k] = log(theta[k]) + foo_lpdf(y[n] | ...) summed by
+    log_sum_exp, is drawn as a component from categorical(theta), then y[n].  Deliberate
+    break, done once: fold_mixtures returning at once made the draft fail on the
+    target += (the first assertion)."""
+    text = draft_simulator(_MIXTURE)
+    assert "{ int k = categorical_rng(theta); y[n] = normal_rng(mu[k], 1); }" in text
+    for change, message in [
+            (("array[K] real lp", "array[K + 1] real lp"), r"target \+= has no _rng"),
+            (("simplex[K] theta", "vector<lower=0>[K] theta"), r"target \+= has no _rng"),
+            (("y[n] | mu[k], 1", "y[n] | mu[k], y[1]"), "y appears on both sides"),
+            (("if (!prior_only) { target += log_sum_exp(lp); }",
+              "target += log_sum_exp(lp);"), "data y is in a mixture outside")]:
+        with pytest.raises(DraftError, match=message):
+            draft_simulator(_MIXTURE.replace(*change))

@@ -9,11 +9,12 @@ translated exactly is refused with a :class:`DraftError` naming the statement.
 
 from __future__ import annotations
 
-import heapq
 from dataclasses import dataclass
 
 from ...errors import DraftError
 from .coverage import Coverage
+from .mixture import fold_mixtures
+from .order import dependency_order
 from .parse import Decl, Expr, StanProgram, Stmt
 from .restrict import (ORDERED, bound_condition, check_ordered, rejection_loop,
                        uniform_constrained)
@@ -295,28 +296,45 @@ class _Translator:
         """``target += log_mix(theta, f_lpdf(y[i] | a), g_lpdf(y[i] | b));`` on one
         element of modelled data: y[i] drawn from f with probability theta, else g."""
         theta, (f, outcome, a), (g, _, b) = log_mix(s)
+        if f not in UNIVARIATE or g not in UNIVARIATE:
+            raise refuse(s, f"log_mix of {f} and {g}: only univariate distributions with "
+                             "an _rng are translated")
+        self.data_element(s, outcome, likelihood, "log_mix")
+        return (f"{outcome.text} = bernoulli_rng({theta.text}) ? {f}_rng({a}) "
+                f": {g}_rng({b});")
+
+    def categorical(self, s: Stmt, likelihood: bool) -> str:
+        """A K-component mixture folded by :func:`.mixture.fold_mixtures`: the component
+        from categorical(weights), then y[i] from its distribution."""
+        if s.dist not in UNIVARIATE:
+            raise refuse(s, f"a mixture of {s.dist}: only univariate distributions with an "
+                             "_rng are translated")
+        self.data_element(s, s.lhs, likelihood, "a mixture")
+        return (f"{{ int {s.var} = categorical_rng({s.rhs.text}); {s.lhs.text} = "
+                f"{s.dist}_rng({', '.join(a.text for a in s.args)}); }}")
+
+    def data_element(self, s: Stmt, outcome: Expr, likelihood: bool, what: str) -> None:
+        """Record that ``s`` draws ``outcome``, which must be one element of modelled data
+        inside if (!prior_only), drawn nowhere else, covered once by its loops."""
         form = _lhs_form(outcome)
         if form is None or form[1] != "index" or form[0] not in self.inputs:
-            raise refuse(s, "log_mix is translated only over one element y[i] of a data "
+            raise refuse(s, f"{what} is translated only over one element y[i] of a data "
                              "variable")
         var = form[0]
         decl = self.decls[var]
         indexed = len([t for t in outcome.tokens if t.text == ","]) + 1
         if indexed != len(decl.dims) + len(decl.sizes):
-            raise refuse(s, f"log_mix over a part of {var} that is not one element")
+            raise refuse(s, f"{what} over a part of {var} that is not one element")
         if not likelihood:
-            raise refuse(s, f"data {var} is in a log_mix outside if (!prior_only)")
-        if f not in UNIVARIATE or g not in UNIVARIATE:
-            raise refuse(s, f"log_mix of {f} and {g}: only univariate distributions with "
-                             "an _rng are translated")
+            raise refuse(s, f"data {var} is in {what} outside if (!prior_only)")
         if var in self.tilde_of:
             raise refuse(s, f"{var} is drawn more than once (also on line "
                              f"{self.tilde_of[var].line})")
+        if var in {n for a in s.args for n in a.names()}:
+            raise refuse(s, f"{var} appears on both sides of {what}")
         self.cover.check(s, decl, self.loops, outcome)
         self.tilde_of[var] = s
         self.simulated.append(var)
-        return (f"{outcome.text} = bernoulli_rng({theta.text}) ? {f}_rng({a}) "
-                f": {g}_rng({b});")
 
     @staticmethod
     def convert(draw: str, lhs_type: Type, dist: str) -> str:
@@ -338,6 +356,8 @@ class _Translator:
     def render(self, s: Stmt, likelihood: bool, indent: str) -> list[str]:
         if s.kind == "tilde":
             return [indent + self.tilde(s, likelihood)]
+        if s.kind == "mixture":
+            return [indent + self.categorical(s, likelihood)]
         if s.kind == "target":
             if log_mix(s) is not None:
                 return [indent + self.mixture(s, likelihood)]
@@ -401,6 +421,9 @@ def _defines(s: Stmt) -> tuple[set[str], set[str], set[str]]:
     if s.kind == "target" and log_mix(s) is not None:
         form = _lhs_form(log_mix(s)[1][1])
         return ({form[0]}, {form[0]}, set()) if form else (set(), set(), set())
+    if s.kind == "mixture":
+        form = _lhs_form(s.lhs)
+        return ({form[0]}, {form[0]}, {s.var}) if form else (set(), set(), {s.var})
     defined, drawn, local = set(), set(), set()
     if s.kind in ("for", "foreach"):
         local.add(s.var)
@@ -425,6 +448,7 @@ def translate(program: StanProgram, info: dict, types: list, hyper=None) -> Draf
                          "with the likelihood inside if (!prior_only) { ... } "
                          "(stan_models/README.md); the drafter needs it to tell the prior "
                          "from the likelihood")
+    fold_mixtures(program)
     for block in ("transformed data", "transformed parameters", "model"):
         for s in program.blocks.get(block, []):
             _refuse_target_in(s)
@@ -452,7 +476,7 @@ def translate(program: StanProgram, info: dict, types: list, hyper=None) -> Draf
             raise refuse(s, f"transformed data use {sorted(used)[0]}, which the simulator "
                              "draws (a model whose data enter their own distribution, like "
                              "an autoregression, needs a hand-written simulator)")
-    order = _order(units)
+    order = dependency_order(units)
     hyper_names = _hyperparameters(tr, units, hyper)
     lines: list[str] = []
     cut = 0         # the lines up to the last draw of a prior truncated by its bounds
@@ -530,38 +554,6 @@ def _refuse_target_in(s: Stmt) -> None:
                          "(or state this term as a ~ statement)")
     for b in (*s.body, *s.orelse):
         _refuse_target_in(b)
-
-
-def _order(units: list[_Unit]) -> list[_Unit]:
-    """Units in an order where each comes after every unit defining what it uses
-    (and after earlier units defining the same variable); ties keep program order."""
-    definers: dict[str, list[int]] = {}
-    for u in units:
-        for name in u.defines:
-            definers.setdefault(name, []).append(u.index)
-    after: dict[int, set[int]] = {u.index: set() for u in units}
-    for u in units:
-        for name in u.uses:
-            after[u.index] |= {d for d in definers.get(name, []) if d != u.index}
-        for name in u.defines:
-            after[u.index] |= {d for d in definers[name] if d < u.index}
-    blocked = {k: set(v) for k, v in after.items()}
-    ready = [k for k, v in blocked.items() if not v]
-    heapq.heapify(ready)
-    done: list[int] = []
-    while ready:
-        k = heapq.heappop(ready)
-        done.append(k)
-        for j, waits in blocked.items():
-            if k in waits:
-                waits.discard(k)
-                if not waits:
-                    heapq.heappush(ready, j)
-    if len(done) < len(units):
-        stuck = min(set(blocked) - set(done))
-        raise refuse(units[stuck].stmt, "the statements depend on each other in a cycle; "
-                                         "no order draws each after what it uses")
-    return [units[k] for k in done]
 
 
 def _hyperparameters(tr: _Translator, units: list[_Unit], hyper) -> list[str]:
