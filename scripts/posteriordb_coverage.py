@@ -214,7 +214,9 @@ def write(rows: list[dict], stage: str, elapsed: float) -> None:
     for r in rows:
         if r["status"] == "refused":     # reasons as this version of the script reads them
             r["reason"] = _reason(r["message"])
-    (OUT / f"coverage_{stage}.json").write_text(json.dumps(rows, indent=1))
+    partial = OUT / f"coverage_{stage}.json.part"     # replaced whole: a reader never
+    partial.write_text(json.dumps(rows, indent=1))   # sees half a table
+    partial.replace(OUT / f"coverage_{stage}.json")
     status = Counter(r["status"] for r in rows)
     reasons = Counter(r["reason"] for r in rows if r["status"] == "refused")
     lines = [f"# posteriordb coverage, stage {stage}", "",
@@ -234,6 +236,13 @@ def write(rows: list[dict], stage: str, elapsed: float) -> None:
         cells = [" ".join(str(r.get(c, "")).split()).replace("|", "\\|") for c in columns]
         lines.append("| " + " | ".join(cells) + " |")
     (OUT / f"coverage_{stage}.md").write_text("\n".join(lines) + "\n")
+
+
+def _write_merged(rows: list[dict], stage: str, start: float) -> None:
+    merged = sorted(rows, key=lambda r: r["program"])
+    elapsed = (sum(r.get("seconds", 0) for r in merged) if stage == "run"
+               else time.perf_counter() - start)
+    write(merged, stage, elapsed)
 
 
 def main() -> int:
@@ -262,15 +271,23 @@ def main() -> int:
             r["sim_check"] = _sim_check(log.read_text())
     done = {r["program"] for r in kept}
     programs = extract(args.posteriordb, args.work)
-    if args.reaching_ais:
-        stanc = json.loads((OUT / "coverage_stanc.json").read_text())
-        reach = {r["program"] for r in stanc if r["status"] == "reaches AIS"}
-        programs = sorted((p for p in programs if p[0] in reach),
-                          key=lambda p: p[2].stat().st_size)
+
+    def pending() -> list:
+        """The programs still to do; with --reaching-ais read afresh from the stanc
+        stage's table, so that a sweep picks up programs admitted while it runs."""
+        chosen = programs
+        if args.reaching_ais:
+            stanc = json.loads((OUT / "coverage_stanc.json").read_text())
+            reach = {r["program"] for r in stanc if r["status"] == "reaches AIS"}
+            chosen = sorted((p for p in programs if p[0] in reach),
+                            key=lambda p: p[2].stat().st_size)
+        return [p for p in chosen if p[0] not in done
+                and (not args.only or p[0] in args.only)]
+
     rows = []
-    for name, program, data in programs:
-        if (args.only and name not in args.only) or name in done:
-            continue
+    while todo := pending():
+        name, program, data = todo[0]
+        done.add(name)
         row = stanc_stage(name, program, data, args.work)
         if args.stage == "exact" and "split" in row:
             row = exact_stage(row, program, data, args.work)
@@ -279,10 +296,9 @@ def main() -> int:
         rows.append(row)
         print(f"{name}: {row['status']} {row.get('exact', '')} {row.get('verdict', '')} "
               f"{row.get('seconds', '')} {row.get('message', '')}"[:200], flush=True)
-        merged = sorted(kept + rows, key=lambda r: r["program"])
-        elapsed = (sum(r.get("seconds", 0) for r in merged) if args.stage == "run"
-                   else time.perf_counter() - start)
-        write(merged, args.stage, elapsed)   # after each program: an interruption loses none
+        if args.resume:   # the table after each program: an interruption loses none
+            _write_merged(kept + rows, args.stage, start)
+    _write_merged(kept + rows, args.stage, start)
     return 0
 
 
