@@ -10,8 +10,19 @@ For each of posteriordb's 120 Stan programs (with the data of its first posterio
   prior_only = 0 equals the user's, prior at prior_only = 1 equals the prior part, 20
   random unconstrained points, Jacobian on and off, relative tolerance 1e-10).
 * ``--stage run``: the command itself, ``python -m bread_stan.reporting.cli run MODEL
-  --data DATA --steps 100,1000 --chains 30``, time-boxed per program (``--timeout``):
-  "ran" (exit code, verdict line, bound at T = 1000, seconds) or "refused".
+  --data DATA --steps 100,1000 --chains 30``, one program at a time, time-boxed per
+  program (``--timeout``; a time-out ends the compilers the command started too): "ran"
+  (exit code, the simulator check's result, verdict, bound at T = 1000, whether the
+  report holds the split table, seconds), "refused" (exit 2 and the message), "failed"
+  (any other exit without results) or "timed out".  Each run's output is kept under
+  ``--work``/runs.
+
+``--reaching-ais`` takes only the programs the stanc stage's table says reach AIS
+(smallest data first, the list read afresh after each program, so programs admitted by a
+later stanc stage join a running sweep); ``--refused`` only those it refuses.
+``--resume`` keeps the table's rows, skips their programs and rewrites the table after
+each program, so an interrupted sweep loses nothing and can be continued; the run
+stage's total time is the sum of the programs' seconds.
 
 posteriordb (https://github.com/stan-dev/posteriordb) is read from a git directory
 (``--posteriordb``, e.g. a bare clone); its files are extracted to ``--work``, never
@@ -20,6 +31,9 @@ coverage_STAGE.json}``: one row per program, and totals by reason.
 
     PYTHONPATH=$PWD nice python scripts/posteriordb_coverage.py \\
         --posteriordb /path/to/posteriordb/.git --stage stanc
+    PYTHONPATH=$PWD nice python scripts/posteriordb_coverage.py \\
+        --posteriordb /path/to/posteriordb/.git --stage run --reaching-ais --resume \\
+        --timeout 360
 """
 
 from __future__ import annotations
@@ -65,8 +79,9 @@ REASONS = [
     (r"the prior uses the data", "draft: data enter their own distribution"),
     (r"inside a conditional", "draft: ~ inside a conditional"),
     (r"line \d+: expected|unexpected", "parser: syntax outside the drafter's parser"),
-    (r"simulation failed", "run: a prior draw overflows an _rng (the prior is too vague to "
-                           "simulate from)"),
+    (r"simulation failed", "run: a prior draw gives an _rng an infinite or NaN argument "
+                           "(simulation failed)"),
+    (r"appears on both sides of", "draft: a variable on both sides of ~ (autoregression)"),
 ]
 
 
@@ -255,6 +270,9 @@ def main() -> int:
     parser.add_argument("--reaching-ais", action="store_true",
                         help="only the programs the stanc stage's table (coverage_stanc.json) "
                              "says reach AIS, smallest data file first")
+    parser.add_argument("--refused", action="store_true",
+                        help="only the programs the stanc stage's table refuses (the run "
+                             "stage then checks that the command refuses them too)")
     parser.add_argument("--resume", action="store_true",
                         help="keep the rows of coverage_STAGE.json and skip their programs "
                              "(those named by --only are run again)")
@@ -281,6 +299,10 @@ def main() -> int:
             reach = {r["program"] for r in stanc if r["status"] == "reaches AIS"}
             chosen = sorted((p for p in programs if p[0] in reach),
                             key=lambda p: p[2].stat().st_size)
+        if args.refused:
+            stanc = json.loads((OUT / "coverage_stanc.json").read_text())
+            chosen = [p for p in chosen if p[0] in {r["program"] for r in stanc
+                                                   if r["status"] == "refused"}]
         return [p for p in chosen if p[0] not in done
                 and (not args.only or p[0] in args.only)]
 
