@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import fcntl
 import io
 import json
 import os
@@ -47,6 +48,7 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import zipfile
 from collections import Counter
@@ -253,11 +255,20 @@ def write(rows: list[dict], stage: str, elapsed: float) -> None:
     (OUT / f"coverage_{stage}.md").write_text("\n".join(lines) + "\n")
 
 
-def _write_merged(rows: list[dict], stage: str, start: float) -> None:
-    merged = sorted(rows, key=lambda r: r["program"])
-    elapsed = (sum(r.get("seconds", 0) for r in merged) if stage == "run"
-               else time.perf_counter() - start)
-    write(merged, stage, elapsed)
+def _write_merged(rows: list[dict], stage: str, start: float, resume: bool) -> None:
+    """Write the table; with --resume merged with the rows on disk, under a lock, so that
+    two sweeps of one stage (say --reaching-ais and --refused) can run side by side."""
+    OUT.mkdir(parents=True, exist_ok=True)
+    with open(Path(tempfile.gettempdir()) / f"posteriordb_coverage_{stage}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        table = OUT / f"coverage_{stage}.json"
+        on_disk = json.loads(table.read_text()) if resume and table.is_file() else []
+        mine = {r["program"] for r in rows}
+        merged = sorted([r for r in on_disk if r["program"] not in mine] + rows,
+                        key=lambda r: r["program"])
+        elapsed = (sum(r.get("seconds", 0) for r in merged) if stage == "run"
+                   else time.perf_counter() - start)
+        write(merged, stage, elapsed)
 
 
 def main() -> int:
@@ -319,8 +330,8 @@ def main() -> int:
         print(f"{name}: {row['status']} {row.get('exact', '')} {row.get('verdict', '')} "
               f"{row.get('seconds', '')} {row.get('message', '')}"[:200], flush=True)
         if args.resume:   # the table after each program: an interruption loses none
-            _write_merged(kept + rows, args.stage, start)
-    _write_merged(kept + rows, args.stage, start)
+            _write_merged(kept + rows, args.stage, start, True)
+    _write_merged(kept + rows, args.stage, start, args.resume)
     return 0
 
 
