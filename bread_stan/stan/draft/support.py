@@ -102,7 +102,7 @@ def tilde_types(ast_text: str) -> list[tuple[Type, list[Type]]]:
 
 def refuse(stmt: Stmt | Decl, why: str) -> DraftError:
     """The drafter's one-line refusal of ``stmt``, naming its line."""
-    text = " ".join(stmt.text.split())
+    text = " ".join(" ".join(x.split("//")[0] for x in stmt.text.splitlines()).split())
     if len(text) > 90:
         text = text[:87] + "..."
     return DraftError(f"line {stmt.line} `{text}`: {why}")
