@@ -435,9 +435,10 @@ def test_restricted_priors_match_their_densities():
     KS at alpha = 0.001 each).  The joint prior keeps only mu > 0 and -1 < b[i] < 2, so
     tau has density proportional to exp(-t) E[(Phi(2 - mu) - Phi(-1 - mu))^2 ; mu > 0]
     with mu ~ normal(1, t) (integrated numerically); c[1] is the smallest of three
-    N(0, 1); w[1] is beta(1, 2).  Deliberate breaks, done once: emitting the draws
-    without the rejection loop (tau then exponential(1)) and c without sort_asc failed
-    this test (p-values in the report)."""
+    N(0, 1); w[1] is beta(1, 2).  Deliberate break, done once: redrawing mu alone until
+    it is positive (its truncated conditional given tau, which leaves tau exponential(1))
+    gave p = 2e-7 for tau and failed this test; dropping the rejection or sort_asc
+    altogether makes Stan reject the out-of-bounds or unordered outputs."""
     import numpy as np
     from scipy import integrate, stats
 
