@@ -10,8 +10,19 @@ For each of posteriordb's 120 Stan programs (with the data of its first posterio
   prior_only = 0 equals the user's, prior at prior_only = 1 equals the prior part, 20
   random unconstrained points, Jacobian on and off, relative tolerance 1e-10).
 * ``--stage run``: the command itself, ``python -m bread_stan.reporting.cli run MODEL
-  --data DATA --steps 100,1000 --chains 30``, time-boxed per program (``--timeout``):
-  "ran" (exit code, verdict line, bound at T = 1000, seconds) or "refused".
+  --data DATA --steps 100,1000 --chains 30``, one program at a time, time-boxed per
+  program (``--timeout``; a time-out ends the compilers the command started too): "ran"
+  (exit code, the simulator check's result, verdict, bound at T = 1000, whether the
+  report holds the split table, seconds), "refused" (exit 2 and the message), "failed"
+  (any other exit without results) or "timed out".  Each run's output is kept under
+  ``--work``/runs.
+
+``--reaching-ais`` takes only the programs the stanc stage's table says reach AIS
+(smallest data first, the list read afresh after each program, so programs admitted by a
+later stanc stage join a running sweep); ``--refused`` only those it refuses.
+``--resume`` keeps the table's rows, skips their programs and rewrites the table after
+each program, so an interrupted sweep loses nothing and can be continued; the run
+stage's total time is the sum of the programs' seconds.
 
 posteriordb (https://github.com/stan-dev/posteriordb) is read from a git directory
 (``--posteriordb``, e.g. a bare clone); its files are extracted to ``--work``, never
@@ -20,17 +31,24 @@ coverage_STAGE.json}``: one row per program, and totals by reason.
 
     PYTHONPATH=$PWD nice python scripts/posteriordb_coverage.py \\
         --posteriordb /path/to/posteriordb/.git --stage stanc
+    PYTHONPATH=$PWD nice python scripts/posteriordb_coverage.py \\
+        --posteriordb /path/to/posteriordb/.git --stage run --reaching-ais --resume \\
+        --timeout 360
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import fcntl
 import io
 import json
+import os
 import re
+import signal
 import subprocess
 import sys
+import tempfile
 import time
 import zipfile
 from collections import Counter
@@ -63,6 +81,9 @@ REASONS = [
     (r"the prior uses the data", "draft: data enter their own distribution"),
     (r"inside a conditional", "draft: ~ inside a conditional"),
     (r"line \d+: expected|unexpected", "parser: syntax outside the drafter's parser"),
+    (r"simulation failed", "run: a prior draw gives an _rng an infinite or NaN argument "
+                           "(simulation failed)"),
+    (r"appears on both sides of", "draft: a variable on both sides of ~ (autoregression)"),
 ]
 
 
@@ -157,54 +178,97 @@ def exact_stage(row: dict, program: Path, data: Path, work: Path) -> dict:
                             f"{check.points} points, {check.mismatched} mismatched)"}
 
 
+def _sim_check(text: str) -> str:
+    """The simulator check's result as the run printed it (passed, failed, ...)."""
+    found = re.search(r"^simulator check: (\w+)", text, re.M) or re.search(
+        r"INFO simulator check (\w+)", text)
+    return found.group(1) if found else ""
+
+
 def run_stage(row: dict, program: Path, data: Path, work: Path, timeout: float) -> dict:
     out = work / "runs" / row["program"]
     command = [sys.executable, "-m", "bread_stan.reporting.cli", "run", str(program),
                "--data", str(data), "--steps", "100,1000", "--chains", "30",
                "--out", str(out)]
     start = time.perf_counter()
+    # a session of its own, so a time-out ends the compilers it started too
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True, start_new_session=True)
     try:
-        result = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+        text, _ = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        return {**row, "status": "timed out", "seconds": round(time.perf_counter() - start)}
+        os.killpg(process.pid, signal.SIGKILL)
+        process.communicate()
+        return {**row, "status": "timed out", "timeout": timeout,
+                "seconds": round(time.perf_counter() - start)}
     seconds = round(time.perf_counter() - start)
-    text = result.stdout + result.stderr
-    if result.returncode == 2:
-        line = text.strip().splitlines()[-1] if text.strip() else ""
-        return {**row, "status": "refused", "reason": _reason(line), "message": line,
-                "seconds": seconds}
+    (work / "runs").mkdir(parents=True, exist_ok=True)
+    (work / "runs" / f"{row['program']}.log").write_text(text)
+    last_line = text.strip().splitlines()[-1] if text.strip() else ""
+    traceback = "Traceback (most recent call last)" in text
+    row = {**row, "sim_check": _sim_check(text)}
+    if process.returncode == 2:
+        return {**row, "status": "refused", "reason": _reason(last_line), "message": last_line,
+                "exit": 2, "traceback": traceback, "seconds": seconds}
     summary = out / "summary.csv"
     if not summary.is_file():
-        line = text.strip().splitlines()[-1] if text.strip() else ""
-        return {**row, "status": f"failed (exit {result.returncode})", "message": line,
-                "seconds": seconds}
+        return {**row, "status": f"failed (exit {process.returncode})", "message": last_line,
+                "exit": process.returncode, "traceback": traceback, "seconds": seconds}
     with open(summary) as handle:
         steps = {r["steps"]: r for r in csv.DictReader(handle)}
     last = steps.get("1000", {})
     bound = (f"{float(last['bound']):.3g} (95% up to {float(last['bound_ci_high']):.3g})"
              if last.get("bound") else "none (the checks failed)" if last else "")
-    return {**row, "status": "ran", "exit": result.returncode,
+    report = out / "report.md"
+    split_in_report = report.is_file() and "## Prior/likelihood split" in report.read_text()
+    return {**row, "status": "ran", "exit": process.returncode, "traceback": traceback,
             "verdict": last.get("verdict", "no T = 1000"), "bound_T1000": bound,
-            "seconds": seconds}
+            "split_in_report": split_in_report, "seconds": seconds}
 
 
 def write(rows: list[dict], stage: str, elapsed: float) -> None:
     OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / f"coverage_{stage}.json").write_text(json.dumps(rows, indent=1))
+    for r in rows:
+        if r["status"] == "refused":     # reasons as this version of the script reads them
+            r["reason"] = _reason(r["message"])
+    partial = OUT / f"coverage_{stage}.json.part"     # replaced whole: a reader never
+    partial.write_text(json.dumps(rows, indent=1))   # sees half a table
+    partial.replace(OUT / f"coverage_{stage}.json")
     status = Counter(r["status"] for r in rows)
     reasons = Counter(r["reason"] for r in rows if r["status"] == "refused")
     lines = [f"# posteriordb coverage, stage {stage}", "",
              f"{len(rows)} programs, {elapsed:.0f} s. " + ", ".join(
-                 f"{k}: {v}" for k, v in status.most_common()), "",
-             "| refusal reason | programs |", "|---|---|"]
+                 f"{k}: {v}" for k, v in status.most_common()), ""]
+    if stage == "run":
+        verdicts = Counter(r["verdict"] for r in rows if r["status"] == "ran")
+        lines += ["Verdicts of the programs that ran: " + ", ".join(
+            f"{k}: {v}" for k, v in verdicts.most_common()) + ". Wall time: the sum of the "
+            "programs' seconds (each program in its own process, one at a time).", ""]
+    lines += ["| refusal reason | programs |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in reasons.most_common()]
-    columns = ["program", "data", "status", "split", "exact", "verdict", "bound_T1000",
-               "seconds", "message"]
+    columns = ["program", "data", "status", "split", "exact", "sim_check", "verdict",
+               "bound_T1000", "split_in_report", "exit", "seconds", "message"]
     lines += ["", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for r in rows:
         cells = [" ".join(str(r.get(c, "")).split()).replace("|", "\\|") for c in columns]
         lines.append("| " + " | ".join(cells) + " |")
     (OUT / f"coverage_{stage}.md").write_text("\n".join(lines) + "\n")
+
+
+def _write_merged(rows: list[dict], stage: str, start: float, resume: bool) -> None:
+    """Write the table; with --resume merged with the rows on disk, under a lock, so that
+    two sweeps of one stage (say --reaching-ais and --refused) can run side by side."""
+    OUT.mkdir(parents=True, exist_ok=True)
+    with open(Path(tempfile.gettempdir()) / f"posteriordb_coverage_{stage}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        table = OUT / f"coverage_{stage}.json"
+        on_disk = json.loads(table.read_text()) if resume and table.is_file() else []
+        mine = {r["program"] for r in rows}
+        merged = sorted([r for r in on_disk if r["program"] not in mine] + rows,
+                        key=lambda r: r["program"])
+        elapsed = (sum(r.get("seconds", 0) for r in merged) if stage == "run"
+                   else time.perf_counter() - start)
+        write(merged, stage, elapsed)
 
 
 def main() -> int:
@@ -214,22 +278,60 @@ def main() -> int:
     parser.add_argument("--work", type=Path, default=Path("/tmp/posteriordb_coverage"))
     parser.add_argument("--stage", choices=["stanc", "exact", "run"], default="stanc")
     parser.add_argument("--only", nargs="*", help="program names (default: all)")
+    parser.add_argument("--reaching-ais", action="store_true",
+                        help="only the programs the stanc stage's table (coverage_stanc.json) "
+                             "says reach AIS, smallest data file first")
+    parser.add_argument("--refused", action="store_true",
+                        help="only the programs the stanc stage's table refuses (the run "
+                             "stage then checks that the command refuses them too)")
+    parser.add_argument("--resume", action="store_true",
+                        help="keep the rows of coverage_STAGE.json and skip their programs "
+                             "(those named by --only are run again)")
     parser.add_argument("--timeout", type=float, default=900, help="seconds per program")
     args = parser.parse_args()
     start = time.perf_counter()
+    table = OUT / f"coverage_{args.stage}.json"
+    kept = json.loads(table.read_text()) if args.resume and table.is_file() else []
+    if args.only:   # named programs are run again and replace their rows
+        kept = [r for r in kept if r["program"] not in args.only]
+    for r in kept:    # rows of an earlier version of this script: the check from the log
+        log = args.work / "runs" / f"{r['program']}.log"
+        if args.stage == "run" and "sim_check" not in r and log.is_file():
+            r["sim_check"] = _sim_check(log.read_text())
+    done = {r["program"] for r in kept}
+    programs = extract(args.posteriordb, args.work)
+
+    def pending() -> list:
+        """The programs still to do; with --reaching-ais read afresh from the stanc
+        stage's table, so that a sweep picks up programs admitted while it runs."""
+        chosen = programs
+        if args.reaching_ais:
+            stanc = json.loads((OUT / "coverage_stanc.json").read_text())
+            reach = {r["program"] for r in stanc if r["status"] == "reaches AIS"}
+            chosen = sorted((p for p in programs if p[0] in reach),
+                            key=lambda p: p[2].stat().st_size)
+        if args.refused:
+            stanc = json.loads((OUT / "coverage_stanc.json").read_text())
+            chosen = [p for p in chosen if p[0] in {r["program"] for r in stanc
+                                                   if r["status"] == "refused"}]
+        return [p for p in chosen if p[0] not in done
+                and (not args.only or p[0] in args.only)]
+
     rows = []
-    for name, program, data in extract(args.posteriordb, args.work):
-        if args.only and name not in args.only:
-            continue
+    while todo := pending():
+        name, program, data = todo[0]
+        done.add(name)
         row = stanc_stage(name, program, data, args.work)
         if args.stage == "exact" and "split" in row:
             row = exact_stage(row, program, data, args.work)
         if args.stage == "run" and data is not None:
             row = run_stage(row, program, data, args.work, args.timeout)
         rows.append(row)
-        print(f"{name}: {row['status']} {row.get('exact', '')} {row.get('message', '')}"[:200],
-              flush=True)
-    write(rows, args.stage, time.perf_counter() - start)
+        print(f"{name}: {row['status']} {row.get('exact', '')} {row.get('verdict', '')} "
+              f"{row.get('seconds', '')} {row.get('message', '')}"[:200], flush=True)
+        if args.resume:   # the table after each program: an interruption loses none
+            _write_merged(kept + rows, args.stage, start, True)
+    _write_merged(kept + rows, args.stage, start, args.resume)
     return 0
 
 

@@ -67,6 +67,9 @@ DATA = "int N; vector[N] y;"
      "computed from the data y"),
     (_program(DATA, "real mu;", "mu ~ normal(0, 1);",),
      "no density statement of the model block has modelled data as its outcome"),
+    (_program(DATA, "real mu;", "mu ~ normal(0, 1);\ntarget += -0.5 * dot_self(y - mu);"),
+     "line 6 `target += -0.5 * dot_self(y - mu);` is not a sum of densities the "
+     "splitter reads, and no density statement of the model block has modelled data"),
     (Program("functions { void f_lp(real x) { target += x; } }\ndata { real y; }\n"
              "parameters { real mu; }\nmodel { mu ~ normal(0, 1);\n f_lp(y - mu); }",
              "split_lp"),

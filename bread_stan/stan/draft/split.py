@@ -262,7 +262,12 @@ def split_program(source: str, info: dict, likelihood: Sequence[str] | None = No
                          "`if (!prior_only)`), or name the modelled data with "
                          "--likelihood NAME,...")
     if not any(r.role == "likelihood" for r in rows):
-        raise SplitError("no density statement of the model block has modelled data as "
+        unread = [f for f, terms in found if any(not t.call for t in terms)]
+        text = " ".join(x.split("//")[0] for x in unread[0].text.splitlines()) \
+            if unread else ""
+        where = (f"line {unread[0].line} `{' '.join(text.split())[:70]}` is not "
+                 "a sum of densities the splitter reads, and " if unread else "")
+        raise SplitError(f"{where}no density statement of the model block has modelled data as "
                          "its outcome, so there is no likelihood to split off: declare "
                          "prior_only by hand, or name the modelled data with "
                          "--likelihood NAME,...")

@@ -10,7 +10,8 @@ from .parse import Decl, Expr, Stmt, read_sexp
 
 __all__ = ["REAL", "POSITIVE", "UNIT", "DISCRETE", "LOCATION", "MULTI_LOCATION",
            "CONSTRAINED", "SIZE_FIRST", "SCALAR_ONLY", "UNIVARIATE", "ZERO", "GLM", "Type",
-           "tilde_types", "refuse", "log_mix", "top_level_split"]
+           "tilde_types", "refuse", "log_mix", "top_level_split", "glm_as_univariate",
+           "within_bound"]
 
 # Supports of the univariate distributions with an _rng (Stan 2.35).
 REAL = {"normal", "student_t", "cauchy", "double_exponential", "logistic", "gumbel",
@@ -101,7 +102,7 @@ def tilde_types(ast_text: str) -> list[tuple[Type, list[Type]]]:
 
 def refuse(stmt: Stmt | Decl, why: str) -> DraftError:
     """The drafter's one-line refusal of ``stmt``, naming its line."""
-    text = " ".join(stmt.text.split())
+    text = " ".join(" ".join(x.split("//")[0] for x in stmt.text.splitlines()).split())
     if len(text) > 90:
         text = text[:87] + "..."
     return DraftError(f"line {stmt.line} `{text}`: {why}")
@@ -148,3 +149,26 @@ def top_level_split(tokens, sep: str) -> list[list]:
             current.append(t)
     parts.append(current)
     return parts
+
+
+def glm_as_univariate(s: Stmt, dist: str, args: list[str], arg_types: list[Type]
+         ) -> tuple[str, list[str], list[Type]]:
+    """``y ~ foo_glm(x, alpha, beta[, sigma])`` as ``y ~ foo(alpha + x * beta[, sigma])``."""
+    x_type = arg_types[0]
+    if x_type.dims or x_type.base not in ("matrix", "row_vector"):
+        raise refuse(s, f"the predictors of {dist} are a {x_type.base}; only a matrix or "
+                         "row_vector is translated")
+    eta = f"({args[1]}) + ({args[0]}) * ({args[2]})"
+    eta_type = Type("vector") if x_type.base == "matrix" else Type("real")
+    return GLM[dist], [eta, *args[3:]], [eta_type, *arg_types[3:]]
+
+
+def within_bound(bound: str | None, value: str, below: bool) -> bool:
+    """Whether a declared bound (None: none) does not cut into ``value``'s side of a
+    uniform: the same text, or numbers with the bound at or beyond the value."""
+    if bound is None or bound == value:
+        return True
+    try:
+        return float(bound) <= float(value) if below else float(bound) >= float(value)
+    except ValueError:
+        return False

@@ -9,27 +9,20 @@ translated exactly is refused with a :class:`DraftError` naming the statement.
 
 from __future__ import annotations
 
-import heapq
 from dataclasses import dataclass
 
 from ...errors import DraftError
+from .coverage import Coverage
+from .mixture import fold_mixtures
+from .order import dependency_order
 from .parse import Decl, Expr, StanProgram, Stmt
+from .restrict import (ORDERED, bound_condition, check_ordered, rejection_loop,
+                       uniform_constrained)
 from .support import (CONSTRAINED, GLM, LOCATION, MULTI_LOCATION, POSITIVE, REAL,
-                      SCALAR_ONLY, SIZE_FIRST, UNIT, UNIVARIATE, ZERO, Type, log_mix, refuse)
+                      SCALAR_ONLY, SIZE_FIRST, UNIT, UNIVARIATE, ZERO, Type,
+                      glm_as_univariate, log_mix, refuse, within_bound)
 
 __all__ = ["Draft", "translate"]
-
-def _glm(s: Stmt, dist: str, args: list[str], arg_types: list[Type]
-         ) -> tuple[str, list[str], list[Type]]:
-    """``y ~ foo_glm(x, alpha, beta[, sigma])`` as ``y ~ foo(alpha + x * beta[, sigma])``."""
-    x_type = arg_types[0]
-    if x_type.dims or x_type.base not in ("matrix", "row_vector"):
-        raise refuse(s, f"the predictors of {dist} are a {x_type.base}; only a matrix or "
-                         "row_vector is translated")
-    eta = f"({args[1]}) + ({args[0]}) * ({args[2]})"
-    eta_type = Type("vector") if x_type.base == "matrix" else Type("real")
-    return GLM[dist], [eta, *args[3:]], [eta_type, *arg_types[3:]]
-
 
 @dataclass
 class Draft:
@@ -93,6 +86,10 @@ class _Translator:
         self.tilde_of: dict[str, Stmt] = {}        # variable -> its ~ statement
         self.simulated: list[str] = []
         self.loops: list[Stmt] = []                # for loops around the statement
+        self.truncated: dict[str, str] = {}        # variable -> its bounds' condition
+        self.cover = Coverage()
+        self.scalar_data = {n for n, d in self.decls.items() if n in self.inputs
+                            and not d.dims and not d.sizes}
 
     def is_transformed_data(self, name: str) -> bool:
         return any(s.kind == "decl" and s.decl.name == name
@@ -112,10 +109,8 @@ class _Translator:
                              "variables needs a Jacobian); only x, x[...] and to_vector(x) "
                              "are translated")
         var, shape = form
-        if var in self.tilde_of:
-            raise refuse(s, f"{var} is on the left of ~ more than once (also on line "
-                             f"{self.tilde_of[var].line}); the drafter cannot tell whether "
-                             "the statements cover each element once")
+        if var in self.tilde_of and var not in self.cover.pieces:
+            raise self.twice(s, var)
         if var in self.transformed:
             raise refuse(s, f"{var} is a transformed parameter; a ~ on it needs a Jacobian "
                              "and is not a draw of it")
@@ -127,7 +122,7 @@ class _Translator:
             if not likelihood:
                 raise refuse(s, f"data {var} is on the left of ~ outside "
                                  "if (!prior_only); wrap the likelihood in it")
-            self.simulated.append(var)
+            self.simulated += [var] if var not in self.simulated else []
         else:
             what = ("transformed data" if self.is_transformed_data(var)
                     else "neither a parameter nor a data variable")
@@ -138,8 +133,9 @@ class _Translator:
             used |= Expr(s.lhs.tokens[1:], s.lhs.source).names()
         if var in used:
             raise refuse(s, f"{var} appears on both sides of ~")
-        if shape == "index":
-            self.check_coverage(s, var)
+        if not self.cover.check(s, self.decls[var], self.loops, indexed=shape == "index") \
+                and var in self.tilde_of:
+            raise self.twice(s, var)
         self.tilde_of[var] = s
         dist, args = s.dist, [a.text for a in s.args]
         if dist == "std_normal":
@@ -148,11 +144,13 @@ class _Translator:
             if var in self.parameters:
                 raise refuse(s, f"{dist} is a likelihood, not a prior the drafter "
                                  "translates")
-            dist, args, arg_types = _glm(s, dist, args, arg_types)
-        if var in self.parameters:
+            dist, args, arg_types = glm_as_univariate(s, dist, args, arg_types)
+        ordered = var in self.parameters and self.decls[var].base in ORDERED
+        half = False
+        if ordered:
+            check_ordered(s, self.decls[var], dist, arg_types, lhs_type)
+        elif var in self.parameters:
             half = self.support(s, self.decls[var], dist, args)
-        else:
-            half = False
         target = var if shape == "to_vector" else s.lhs.text
         draw = self.draw(s, dist, args, arg_types, lhs_type, s.lhs.text)
         if half:
@@ -166,7 +164,8 @@ class _Translator:
             if declared.base not in wrap:
                 raise refuse(s, f"to_vector of a {declared.base} is not translated")
             return f"{target} = {wrap[declared.base].format(draw)};"
-        return f"{target} = {self.convert(draw, lhs_type, dist)};"
+        draw = self.convert(draw, lhs_type, dist)
+        return f"{target} = {f'sort_asc({draw})' if ordered else draw};"
 
     def truncation_at_zero(self, s: Stmt, form: tuple[str, str] | None) -> bool:
         """Whether ``s`` is ``x ~ dist(...) T[0, ]`` on a ``<lower=0>`` parameter x with a
@@ -186,27 +185,10 @@ class _Translator:
         return s.dist in POSITIVE or (s.dist in LOCATION
                                        and s.args[LOCATION[s.dist]].text in ZERO)
 
-    def check_coverage(self, s: Stmt, var: str, lhs: Expr | None = None) -> None:
-        """``v[i, j] ~`` (or the outcome ``lhs``) must sit in loops ``for (i in 1:n)``
-        over v's declared sizes, so that every element is drawn exactly once."""
-        toks = (lhs or s.lhs).tokens[2:-1]
-        indices, depth, start = [], 0, 0
-        for k, t in enumerate(toks):
-            depth += {"[": 1, "(": 1, "]": -1, ")": -1}.get(t.text, 0)
-            if depth == 0 and t.text == ",":
-                indices.append(toks[start:k])
-                start = k + 1
-        indices.append(toks[start:])
-        decl = self.decls[var]
-        extents = [e.text for e in (*decl.dims, *decl.sizes)]
-        loops = {loop.var: loop for loop in self.loops}
-        for position, index in enumerate(indices):
-            loop = loops.get(index[0].text) if len(index) == 1 else None
-            if (loop is None or loop.kind != "for" or loop.lhs.text != "1"
-                    or position >= len(extents) or loop.rhs.text != extents[position]):
-                raise refuse(s, f"the drafter cannot tell that this draws every element "
-                                 f"of {var} once; index it only by loop variables running "
-                                 f"over its declared sizes (for (i in 1:{extents[0]}) ...)")
+    def twice(self, s: Stmt, var: str) -> DraftError:
+        return refuse(s, f"{var} is on the left of ~ more than once (also on line "
+                         f"{self.tilde_of[var].line}); the drafter cannot tell whether "
+                         "the statements cover each element once")
 
     def support(self, s: Stmt, decl: Decl, dist: str, args: list[str]) -> bool:
         """Check the prior's support against the declared constraint; True when the
@@ -228,7 +210,10 @@ class _Translator:
         high = upper.text if upper is not None else None
         if dist == "uniform":
             # the prior is uniform on (a, b) whenever the declared bounds do not cut into it
-            if _within(low, args[0], below=True) and _within(high, args[1], below=False):
+            if within_bound(low, args[0], below=True) and \
+                    within_bound(high, args[1], below=False):
+                return False
+            if self.truncate(decl):
                 return False
             raise refuse(s, f"uniform({', '.join(args)}) needs {decl.name} declared "
                              f"with <lower={args[0]}, upper={args[1]}> (or unbounded)")
@@ -250,11 +235,21 @@ class _Translator:
         if declared == "positive" and dist in LOCATION and \
                 args[LOCATION[dist]] in ZERO:
             return True
+        if self.truncate(decl):
+            return False
         bounds = f"<{', '.join(f'{k}={v.text}' for k, v in decl.bounds.items())}>"
         raise refuse(s, f"{decl.name} is declared {bounds if decl.bounds else 'unbounded'}"
                          f" but {dist}({', '.join(args)}) has {support} support; the "
                          "model's prior would be truncated, which the drafter does not "
                          "translate")
+
+    def truncate(self, decl: Decl) -> bool:
+        """Whether the prior of ``decl``, truncated by its declared bounds, is drawn by
+        rejection (:mod:`.restrict`): bounds of numbers or scalar data."""
+        condition = bound_condition(decl, self.scalar_data)
+        if condition is not None:
+            self.truncated[decl.name] = condition
+        return condition is not None
 
     def draw(self, s: Stmt, dist: str, args: list[str], arg_types: list[Type],
              lhs_type: Type, lhs: str) -> str:
@@ -301,28 +296,45 @@ class _Translator:
         """``target += log_mix(theta, f_lpdf(y[i] | a), g_lpdf(y[i] | b));`` on one
         element of modelled data: y[i] drawn from f with probability theta, else g."""
         theta, (f, outcome, a), (g, _, b) = log_mix(s)
+        if f not in UNIVARIATE or g not in UNIVARIATE:
+            raise refuse(s, f"log_mix of {f} and {g}: only univariate distributions with "
+                             "an _rng are translated")
+        self.data_element(s, outcome, likelihood, "log_mix")
+        return (f"{outcome.text} = bernoulli_rng({theta.text}) ? {f}_rng({a}) "
+                f": {g}_rng({b});")
+
+    def categorical(self, s: Stmt, likelihood: bool) -> str:
+        """A K-component mixture folded by :func:`.mixture.fold_mixtures`: the component
+        from categorical(weights), then y[i] from its distribution."""
+        if s.dist not in UNIVARIATE:
+            raise refuse(s, f"a mixture of {s.dist}: only univariate distributions with an "
+                             "_rng are translated")
+        self.data_element(s, s.lhs, likelihood, "a mixture")
+        return (f"{{ int {s.var} = categorical_rng({s.rhs.text}); {s.lhs.text} = "
+                f"{s.dist}_rng({', '.join(a.text for a in s.args)}); }}")
+
+    def data_element(self, s: Stmt, outcome: Expr, likelihood: bool, what: str) -> None:
+        """Record that ``s`` draws ``outcome``, which must be one element of modelled data
+        inside if (!prior_only), drawn nowhere else, covered once by its loops."""
         form = _lhs_form(outcome)
         if form is None or form[1] != "index" or form[0] not in self.inputs:
-            raise refuse(s, "log_mix is translated only over one element y[i] of a data "
+            raise refuse(s, f"{what} is translated only over one element y[i] of a data "
                              "variable")
         var = form[0]
         decl = self.decls[var]
         indexed = len([t for t in outcome.tokens if t.text == ","]) + 1
         if indexed != len(decl.dims) + len(decl.sizes):
-            raise refuse(s, f"log_mix over a part of {var} that is not one element")
+            raise refuse(s, f"{what} over a part of {var} that is not one element")
         if not likelihood:
-            raise refuse(s, f"data {var} is in a log_mix outside if (!prior_only)")
-        if f not in UNIVARIATE or g not in UNIVARIATE:
-            raise refuse(s, f"log_mix of {f} and {g}: only univariate distributions with "
-                             "an _rng are translated")
+            raise refuse(s, f"data {var} is in {what} outside if (!prior_only)")
         if var in self.tilde_of:
             raise refuse(s, f"{var} is drawn more than once (also on line "
                              f"{self.tilde_of[var].line})")
-        self.check_coverage(s, var, outcome)
+        if var in {n for a in s.args for n in a.names()}:
+            raise refuse(s, f"{var} appears on both sides of {what}")
+        self.cover.check(s, decl, self.loops, outcome)
         self.tilde_of[var] = s
         self.simulated.append(var)
-        return (f"{outcome.text} = bernoulli_rng({theta.text}) ? {f}_rng({a}) "
-                f": {g}_rng({b});")
 
     @staticmethod
     def convert(draw: str, lhs_type: Type, dist: str) -> str:
@@ -344,6 +356,8 @@ class _Translator:
     def render(self, s: Stmt, likelihood: bool, indent: str) -> list[str]:
         if s.kind == "tilde":
             return [indent + self.tilde(s, likelihood)]
+        if s.kind == "mixture":
+            return [indent + self.categorical(s, likelihood)]
         if s.kind == "target":
             if log_mix(s) is not None:
                 return [indent + self.mixture(s, likelihood)]
@@ -407,6 +421,9 @@ def _defines(s: Stmt) -> tuple[set[str], set[str], set[str]]:
     if s.kind == "target" and log_mix(s) is not None:
         form = _lhs_form(log_mix(s)[1][1])
         return ({form[0]}, {form[0]}, set()) if form else (set(), set(), set())
+    if s.kind == "mixture":
+        form = _lhs_form(s.lhs)
+        return ({form[0]}, {form[0]}, {s.var}) if form else (set(), set(), {s.var})
     defined, drawn, local = set(), set(), set()
     if s.kind in ("for", "foreach"):
         local.add(s.var)
@@ -431,6 +448,7 @@ def translate(program: StanProgram, info: dict, types: list, hyper=None) -> Draf
                          "with the likelihood inside if (!prior_only) { ... } "
                          "(stan_models/README.md); the drafter needs it to tell the prior "
                          "from the likelihood")
+    fold_mixtures(program)
     for block in ("transformed data", "transformed parameters", "model"):
         for s in program.blocks.get(block, []):
             _refuse_target_in(s)
@@ -444,6 +462,7 @@ def translate(program: StanProgram, info: dict, types: list, hyper=None) -> Draf
         if s.kind == "assign":      # x[i] = ...: the index reads, the whole x is written
             uses |= Expr(s.lhs.tokens[1:], s.lhs.source).names()
         units.append(_Unit(k, s, lines, defined | drawn, uses, drawn, likelihood))
+    tr.cover.finish()
     simulated = set(tr.simulated)
     for p in [p for p in tr.parameters if p not in tr.tilde_of]:
         units.append(_uniform_unit(tr, tr.decls[p], len(units)))
@@ -457,9 +476,10 @@ def translate(program: StanProgram, info: dict, types: list, hyper=None) -> Draf
             raise refuse(s, f"transformed data use {sorted(used)[0]}, which the simulator "
                              "draws (a model whose data enter their own distribution, like "
                              "an autoregression, needs a hand-written simulator)")
-    order = _order(units)
+    order = dependency_order(units)
     hyper_names = _hyperparameters(tr, units, hyper)
     lines: list[str] = []
+    cut = 0         # the lines up to the last draw of a prior truncated by its bounds
     for u in order:
         drawn = u.tildes & set(hyper_names)
         if drawn:
@@ -471,6 +491,8 @@ def translate(program: StanProgram, info: dict, types: list, hyper=None) -> Draf
                       *["  " + x for x in u.lines], "  }"]
         else:
             lines += u.lines
+        cut = len(lines) if u.tildes & set(tr.truncated) else cut
+    lines = rejection_loop(lines[:cut], lines[cut:], tr.truncated, hyper_names)
     outputs = [tr.decls[p] for p in tr.parameters]
     outputs += [tr.decls[v] for v in tr.simulated]
     kept = [s.decl for s in program.blocks.get("data", [])
@@ -487,8 +509,12 @@ def _uniform_unit(tr: _Translator, decl: Decl, index: int) -> _Unit:
     """A parameter with no density: uniform on its bounds when it has both (a proper
     prior); otherwise its prior is improper and the draft is refused."""
     lower, upper = decl.bounds.get("lower"), decl.bounds.get("upper")
-    scalar_data = {n for n, d in tr.decls.items() if n in tr.inputs and not d.dims
-                   and not d.sizes}
+    scalar_data = tr.scalar_data
+    uniform = uniform_constrained(decl)
+    if uniform is not None:
+        uses = {n for d in (*decl.dims, *decl.sizes) for n in d.names()}
+        stmt = Stmt("other", decl.line, decl.text)
+        return _Unit(index, stmt, [uniform], {decl.name}, uses, {decl.name}, False)
     flat = lower is None or upper is None
     if flat or (lower.names() | upper.names()) - scalar_data or decl.base not in (
             "real", "vector", "row_vector") or len(decl.dims) + bool(decl.sizes) > 1:
@@ -520,17 +546,6 @@ def _has_tilde(s: Stmt) -> bool:
     return s.kind == "tilde" or any(_has_tilde(b) for b in (*s.body, *s.orelse))
 
 
-def _within(bound: str | None, value: str, below: bool) -> bool:
-    """Whether a declared bound (None: none) does not cut into ``value``'s side of a
-    uniform: the same text, or numbers with the bound at or beyond the value."""
-    if bound is None or bound == value:
-        return True
-    try:
-        return float(bound) <= float(value) if below else float(bound) >= float(value)
-    except ValueError:
-        return False
-
-
 def _refuse_target_in(s: Stmt) -> None:
     if s.kind == "target" and log_mix(s) is not None:
         return
@@ -539,38 +554,6 @@ def _refuse_target_in(s: Stmt) -> None:
                          "(or state this term as a ~ statement)")
     for b in (*s.body, *s.orelse):
         _refuse_target_in(b)
-
-
-def _order(units: list[_Unit]) -> list[_Unit]:
-    """Units in an order where each comes after every unit defining what it uses
-    (and after earlier units defining the same variable); ties keep program order."""
-    definers: dict[str, list[int]] = {}
-    for u in units:
-        for name in u.defines:
-            definers.setdefault(name, []).append(u.index)
-    after: dict[int, set[int]] = {u.index: set() for u in units}
-    for u in units:
-        for name in u.uses:
-            after[u.index] |= {d for d in definers.get(name, []) if d != u.index}
-        for name in u.defines:
-            after[u.index] |= {d for d in definers[name] if d < u.index}
-    blocked = {k: set(v) for k, v in after.items()}
-    ready = [k for k, v in blocked.items() if not v]
-    heapq.heapify(ready)
-    done: list[int] = []
-    while ready:
-        k = heapq.heappop(ready)
-        done.append(k)
-        for j, waits in blocked.items():
-            if k in waits:
-                waits.discard(k)
-                if not waits:
-                    heapq.heappush(ready, j)
-    if len(done) < len(units):
-        stuck = min(set(blocked) - set(done))
-        raise refuse(units[stuck].stmt, "the statements depend on each other in a cycle; "
-                                         "no order draws each after what it uses")
-    return [units[k] for k in done]
 
 
 def _hyperparameters(tr: _Translator, units: list[_Unit], hyper) -> list[str]:

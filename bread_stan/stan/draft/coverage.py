@@ -1,0 +1,103 @@
+"""Whether the indexed ``~`` statements on a variable draw each of its elements once.
+
+An indexed left side ``v[i, j]`` is read one index at a time against v's declared
+sizes: a loop variable of ``for (i in 1:n)`` with n the declared size, or ``:``, covers
+its whole dimension.  A variable of one dimension may also be drawn in pieces by
+several statements: a constant index (``v[1]``), a list of constants
+(``v[{1, 3}]``) or a loop variable of ``for (i in a:b)`` with a a number; the pieces
+are checked when the model is read, as intervals that must chain from 1 to the declared
+size without gaps or overlaps (``v[1] ~ ...; for (n in 2:N) v[n] ~ ...``).  Every loop
+around a ``~`` must index its left side: otherwise the element would be drawn once per
+iteration, while the model multiplies the densities.
+"""
+
+from __future__ import annotations
+
+from .parse import Decl, Expr, Stmt
+from .support import refuse, top_level_split
+
+__all__ = ["Coverage"]
+
+
+def _int(text: str) -> int | None:
+    return int(text) if text.isdigit() else None
+
+
+class Coverage:
+    """The pieces drawn so far of the variables drawn piecewise."""
+
+    def __init__(self):
+        self.pieces: dict[str, list[tuple[Stmt, int, int | str]]] = {}
+        self.decls: dict[str, Decl] = {}
+
+    def check(self, s: Stmt, decl: Decl, loops: list[Stmt], lhs: Expr | None = None,
+              indexed: bool = True) -> bool:
+        """Check one ``~`` (left side ``lhs``, default ``s.lhs``; ``indexed``: it has an
+        index); True when it draws a piece of a variable of one dimension."""
+        toks = (lhs or s.lhs).tokens
+        indices = top_level_split(toks[2:-1], ",") if indexed else []
+        used = {t.text for index in indices for t in index if t.kind == "id"}
+        for loop in loops:
+            if loop.var not in used:
+                raise refuse(s, f"this ~ sits in the loop over {loop.var}, which does not "
+                                 f"index {decl.name}: it would draw {decl.name} once per "
+                                 "iteration, while the model multiplies the densities")
+        if not indexed:
+            return False
+        extents = [e.text for e in (*decl.dims, *decl.sizes)]
+        by_var = {loop.var: loop for loop in loops}
+        if len(extents) == 1 and len(indices) == 1:
+            piece = self._piece(indices[0], by_var, extents[0])
+            if piece is not None and piece != [(1, extents[0])]:
+                self.decls[decl.name] = decl
+                self.pieces.setdefault(decl.name, []).extend((s, a, b) for a, b in piece)
+                return True
+        for position, index in enumerate(indices):
+            texts = [t.text for t in index]
+            loop = by_var.get(texts[0]) if len(texts) == 1 else None
+            whole = texts == [":"] or (
+                loop is not None and loop.kind == "for" and loop.lhs.text == "1"
+                and position < len(extents) and loop.rhs.text == extents[position])
+            if not whole or position >= len(extents):
+                raise refuse(s, f"the drafter cannot tell that this draws every element "
+                                 f"of {decl.name} once; index it only by loop variables "
+                                 f"running over its declared sizes (for (i in "
+                                 f"1:{extents[0]}) ...)")
+        return False
+
+    @staticmethod
+    def _piece(index, loops: dict[str, Stmt], extent: str
+               ) -> list[tuple[int, int | str]] | None:
+        """The intervals [a, b] of one index (b a number or the declared size), or None."""
+        texts = [t.text for t in index]
+        if len(texts) == 1 and _int(texts[0]) is not None:
+            return [(int(texts[0]), int(texts[0]))]
+        if len(texts) >= 3 and texts[0] == "{" and texts[-1] == "}":
+            values = [_int("".join(p.text for p in part))
+                      for part in top_level_split(index[1:-1], ",")]
+            return None if None in values else [(v, v) for v in values]
+        loop = loops.get(texts[0]) if len(texts) == 1 else None
+        if loop is None or loop.kind != "for" or _int(loop.lhs.text) is None:
+            return None
+        end = loop.rhs.text
+        return [(int(loop.lhs.text), _int(end) if _int(end) is not None else end)]
+
+    def finish(self) -> None:
+        """Refuse any variable whose pieces do not chain from 1 to its declared size."""
+        for name, pieces in self.pieces.items():
+            extent = self.decls[name].dims or self.decls[name].sizes
+            size = _int(extent[0].text) if _int(extent[0].text) is not None \
+                else extent[0].text
+            at: int | str = 0
+            for stmt, a, b in sorted(pieces, key=lambda p: p[1]):
+                if isinstance(at, str) or a != at + 1 or (isinstance(b, int) and b < a):
+                    raise refuse(stmt, f"the drafter cannot tell that this draws every "
+                                       f"element of {name} once: the pieces drawn by "
+                                       f"indexed ~ do not chain from 1 to {extent[0].text} "
+                                       "without gaps or overlaps")
+                at = b
+            if at != size:
+                raise refuse(pieces[-1][0], f"the drafter cannot tell that this draws "
+                                            f"every element of {name} once: the pieces "
+                                            f"drawn by indexed ~ end at {at}, not at its "
+                                            f"size {extent[0].text}")
