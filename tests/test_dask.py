@@ -268,9 +268,13 @@ def test_a_scheduler_that_goes_away_stops_the_run_with_one_line_and_the_shards_s
             run(function, tasks, arrived, **kw)
 
         executor.run = run_and_stop_scheduler
+        # T = 300 shards take a few tenths of a second each, so the scheduler is gone
+        # before they are all done, however late the client sees the first arrival.
+        # Depending on timing the loss shows as a closed comm or as futures the client
+        # cancelled (FutureCancelledError); both must give the one line.
         with pytest.raises(SchedulerLostError) as error:
-            bread(MODEL, SIMULATOR, DATA, sampler=SAMPLER, run=RUN, executor=executor,
-                  out_dir=tmp_path)
+            bread(MODEL, SIMULATOR, DATA, sampler=SAMPLER, run=replace(RUN, steps=(3, 300)),
+                  executor=executor, out_dir=tmp_path)
         saved = list((tmp_path / "shards").glob("*.npz"))
         text = str(error.value)
         assert "\n" not in text and address in text and str(tmp_path / "shards") in text
@@ -280,6 +284,19 @@ def test_a_scheduler_that_goes_away_stops_the_run_with_one_line_and_the_shards_s
         for process in (worker, scheduler):
             process.kill()
             process.wait()
+
+
+def test_futures_cancelled_by_a_lost_connection_count_as_a_lost_scheduler():
+    """Seen in CI on a loaded machine: the client cancels the pending futures
+    (reason "scheduler-connection-lost") while its status still reads "running"."""
+    from types import SimpleNamespace
+
+    from distributed.client import FutureCancelledError
+
+    running = SimpleNamespace(client=SimpleNamespace(status="running"))
+    lost = FutureCancelledError("bread-T3-p0-forward-2-2", "scheduler-connection-lost")
+    assert Executor._scheduler_lost(running, lost)
+    assert not Executor._scheduler_lost(running, ValueError("a task's own error"))
 
 
 @pytest.mark.slow

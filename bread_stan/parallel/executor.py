@@ -211,10 +211,16 @@ class Executor:
 
     def _scheduler_lost(self, error: BaseException) -> bool:
         import asyncio
+        import concurrent.futures
 
         from distributed.comm.core import CommClosedError
 
-        return (isinstance(error, (CommClosedError, asyncio.CancelledError))
+        # A future the client cancels because its connection went (FutureCancelledError,
+        # reason "scheduler-connection-lost") may arrive while the client still says
+        # "running": this run never cancels its own futures, so a cancelled one means
+        # the cluster dropped it.
+        return (isinstance(error, (CommClosedError, asyncio.CancelledError,
+                                   concurrent.futures.CancelledError))
                 or self.client.status not in ("running", "connecting"))
 
     def _lost(self, done: int, saved_in: str | None) -> SchedulerLostError:
