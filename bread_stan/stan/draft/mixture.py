@@ -1,4 +1,4 @@
-"""The K-component mixture of the Stan User's Guide, read as a categorical draw.
+"""The K-component mixture of the Stan User's Guide, read as a categorical draw::
 
     for (k in 1:K) {
       lp[k] = log(theta[k]) + foo_lpdf(y[n] | a[k], b[k]);
