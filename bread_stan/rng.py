@@ -185,6 +185,14 @@ class _Buffered:
     def peek(self, chains: np.ndarray, k: int) -> np.ndarray:
         """The next k draws of each chain in ``chains``, (len(chains), k), not consumed."""
         width = self._buffer.shape[1]
+        if k > width and not self._growable and np.all(self._cursor == width):
+            # Every chain's block is used up (as before its first draw: a model with more
+            # than _BLOCK coordinates asks for that many normals at once), so a wider
+            # block changes no value drawn so far; each chain refills it when it next
+            # draws, as it would have refilled the narrow one.
+            width = max(k, 2 * width)
+            self._buffer = np.empty((len(self._generators), width))
+            self._cursor[:] = width
         if k > width:
             if not self._growable:
                 raise ValueError(f"cannot draw {k} numbers at once per chain (limit {width})")

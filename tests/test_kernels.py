@@ -358,3 +358,16 @@ def test_step_size_randomisation_is_validated():
             params(step_size_jitter=-0.1)
     with pytest.raises(ValueError, match="rescue_depth"):
         NUTSParams(rescue_depth=0)
+
+
+def test_more_coordinates_than_a_random_block_draw_the_same_in_any_batch():
+    """A model with more coordinates than the streams' block (4096; posteriordb's
+    nn_rbm1bJ10 has 7,951) draws its momenta in one call: the block widens before the
+    first draw, and chains 2-3 of a batch of 4 get the numbers a batch of their own gets."""
+    d = 5000
+    whole = ChainRandom.from_seed(3, 4)
+    part = ChainRandom.from_seed(3, 2, first_chain=2)
+    for _ in range(3):
+        np.testing.assert_array_equal(whole.normal(d)[2:], part.normal(d))
+        np.testing.assert_array_equal(whole.uniform()[2:], part.uniform())
+    assert np.all(np.isfinite(whole.normal(d))) and whole.normal(d).std() > 0.9
