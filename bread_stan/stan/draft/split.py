@@ -18,7 +18,7 @@ from typing import Iterable, Sequence
 
 from ...errors import DraftError
 from .parse import Expr, StanProgram, Stmt, Token, parse_program, tokenize
-from .terms import CDF, DENSITY, DensityTerm, density_term, split_sum
+from .terms import CDF, DENSITY, DensityTerm, call_extent, density_term, split_sum
 
 __all__ = ["SplitError", "SplitRow", "Split", "split_program", "PRIOR_ONLY_DECL"]
 
@@ -284,19 +284,9 @@ def _density_outcomes(tokens: Sequence[Token]) -> list[tuple[Token, ...]]:
     for k, t in enumerate(tokens):
         if t.kind == "id" and DENSITY.search(t.text) and k + 1 < len(tokens) \
                 and tokens[k + 1].text == "(":
-            depth, j = 0, k + 1
-            while j < len(tokens):
-                x = tokens[j]
-                if x.kind == "op" and x.text in "([{":
-                    depth += 1
-                elif x.kind == "op" and x.text in ")]}":
-                    depth -= 1
-                    if depth == 0:
-                        break
-                elif depth == 1 and x.kind == "op" and x.text in ("|", ","):
-                    break
-                j += 1
-            out.append(tuple(tokens[k + 2:j]))
+            close, first = call_extent(tokens, k + 1)
+            end = first if first is not None else close if close is not None else len(tokens)
+            out.append(tuple(tokens[k + 2:end]))
     return out
 
 

@@ -9,7 +9,7 @@ from typing import Sequence
 
 from .parse import Token
 
-__all__ = ["DENSITY", "CDF", "DensityTerm", "split_sum", "density_term"]
+__all__ = ["DENSITY", "CDF", "DensityTerm", "split_sum", "density_term", "call_extent"]
 
 DENSITY = re.compile(r"_(lpdf|lpmf|lupdf|lupmf)$")
 CDF = re.compile(r"_(lcdf|lccdf)$")
@@ -50,6 +50,23 @@ class DensityTerm:
     args: tuple[Token, ...] = ()         # the arguments after the outcome
 
 
+def call_extent(tokens: Sequence[Token], open_at: int) -> tuple[int | None, int | None]:
+    """For the call whose ``(`` is ``tokens[open_at]``: the index of its closing
+    bracket and of its first top-level ``|`` or ``,`` before it (None when absent)."""
+    depth, first = 0, None
+    for j in range(open_at, len(tokens)):
+        t = tokens[j]
+        if t.kind == "op" and t.text in "([{":
+            depth += 1
+        elif t.kind == "op" and t.text in ")]}":
+            depth -= 1
+            if depth == 0:
+                return j, first
+        elif depth == 1 and t.kind == "op" and t.text in ("|", ",") and first is None:
+            first = j
+    return None, first
+
+
 def density_term(tokens: Sequence[Token], constants: set[str]) -> DensityTerm:
     """The term as ``[+-] [factor *] foo_lpdf(outcome | ...)``, or as an expression."""
     toks = tuple(tokens)
@@ -68,18 +85,7 @@ def density_term(tokens: Sequence[Token], constants: set[str]) -> DensityTerm:
     if not (k + 1 < len(toks) and toks[k].kind == "id" and toks[k + 1].text == "("
             and (DENSITY.search(toks[k].text) or CDF.search(toks[k].text))):
         return DensityTerm(toks)
-    depth, stop, bar = 0, None, None
-    for j in range(k + 1, len(toks)):
-        t = toks[j]
-        if t.kind == "op" and t.text in "([{":
-            depth += 1
-        elif t.kind == "op" and t.text in ")]}":
-            depth -= 1
-            if depth == 0:
-                stop = j
-                break
-        elif depth == 1 and t.kind == "op" and t.text in ("|", ",") and bar is None:
-            bar = j
+    stop, bar = call_extent(toks, k + 1)
     if stop != len(toks) - 1:
         return DensityTerm(toks)
     bar = stop if bar is None else bar
