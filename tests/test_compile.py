@@ -176,3 +176,26 @@ def test_concurrent_compiles_build_once_and_report_time(monkeypatch, tmp_path, c
     assert not leftovers, leftovers
     assert any("compiled model_" in r.getMessage() and " s (stanc" in r.getMessage()
                for r in caplog.records)
+
+
+def test_precompiled_model_header_is_used(tmp_path):
+    # A precompiled header built with other flags than the model's is silently ignored
+    # by GCC (the compile is then just slow): compile a unit that includes the model
+    # header with -H, which marks a precompiled header it loads with "!".
+    from bread_stan.stan.pch import HEADER, precompiled_header_dir
+    toolchain = find_toolchain()
+    pch = precompiled_header_dir(toolchain, (), cache_dir())
+    assert pch is not None and (pch / f"{HEADER}.gch").is_file()
+    unit = tmp_path / "unit.hpp"
+    unit.write_text("#include <stan/model/model_header.hpp>\nint unit_marker = 1;\n")
+    result = subprocess.run([toolchain.cxx, f"-I{pch}", *toolchain.cxxflags(), "-Winvalid-pch",
+                             "-H", "-x", "c++", "-c", str(unit), "-o", str(tmp_path / "u.o")],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert f"! {pch / HEADER}.gch" in result.stderr, result.stderr[:2000]
+
+
+def test_precompiled_header_can_be_switched_off(monkeypatch):
+    from bread_stan.stan.pch import precompiled_header_dir
+    monkeypatch.setenv("BREAD_STAN_PCH", "0")
+    assert precompiled_header_dir(find_toolchain(), (), cache_dir()) is None

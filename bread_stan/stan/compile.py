@@ -2,7 +2,8 @@
 
 The model-independent bridge object (``csrc/bridge.cpp``) is compiled once per
 toolchain and flags; per model only the stanc-generated translation unit is
-compiled, then the two are linked (a fraction of a second).  Libraries are
+compiled (against a precompiled model header, :mod:`bread_stan.stan.pch`), then
+the two are linked (a fraction of a second).  Libraries are
 cached under a hash of the program text, the stanc arguments, the toolchain,
 the flags and the bridge sources, in ``$BREAD_STAN_CACHE`` or the platformdirs
 user cache.  A cache hit runs no subprocess at all.  Everything is built under
@@ -32,6 +33,7 @@ from typing import Sequence
 from ..errors import CompilerError, InputError, StanCompileError
 from ..store import (CorruptFileError, OutputDirectoryError, check_writable, load_json, lock,
                      save_json, write_atomic)
+from .pch import precompiled_header_dir
 from .toolchain import Toolchain, find_toolchain
 
 __all__ = ["CompiledModel", "Program", "cache_dir", "read_program", "stanc_info",
@@ -310,6 +312,9 @@ def _build(program: Program, toolchain: Toolchain, stanc_args: Sequence[str],
             flags = toolchain.cxxflags(cxxflags)
             if user_header:
                 flags += ["-include", str(Path(user_header).resolve())]
+            elif (pch := precompiled_header_dir(toolchain, cxxflags, cache_dir())) is not None:
+                # searched first, so the precompiled copy of the model header is used
+                flags = [f"-I{pch}", *flags]
             command = [toolchain.cxx, *flags, "-x", "c++", "-c", str(hpp), "-o", str(obj)]
             result = _run(command)
             if result.returncode != 0:
