@@ -173,9 +173,11 @@ def exact_stage(row: dict, program: Path, data: Path, work: Path) -> dict:
         check = check_split_exact(user, gen, pri, data, rng=np.random.default_rng(0), n=20)
     except Exception as error:   # noqa: BLE001 (a sweep records every failure and goes on)
         return {**row, "exact": f"error: {' '.join(str(error).split())[:120]}"}
-    verdict = "exact" if check.exact(1e-10) else "NOT EXACT"
+    verdict = ("exact" if check.exact(1e-10) else
+               "unchecked: no finite point" if not check.points else "NOT EXACT")
     return {**row, "exact": f"{verdict} (joint {check.joint:.1e}, prior {check.prior:.1e}, "
-                            f"{check.points} points, {check.mismatched} mismatched)"}
+                            f"{check.points} points at sd {check.scale:g}, "
+                            f"{check.mismatched} mismatched)"}
 
 
 def _sim_check(text: str) -> str:

@@ -136,6 +136,12 @@ def test_split_is_exact(compiled, name):
     assert check.exact(1e-10), check
 
 
+def test_no_finite_point_proves_nothing():
+    from bread_stan.stan.split_check import SplitCheck
+    assert SplitCheck(0.0, 0.0, points=3, mismatched=0).exact()
+    assert not SplitCheck(0.0, 0.0, points=0, mismatched=0).exact()
+
+
 @pytest.mark.parametrize("model, message", [
     ("data { int N; vector[N] y; }\nparameters { real mu; }\n"
      "model { mu ~ normal(mean(y), 1);\n y ~ normal(mu, 1); }\n",

@@ -28,9 +28,13 @@ class SplitCheck:
     points: int           # points where the log densities are finite
     mismatched: int       # points finite in one program and not in the other
 
+    scale: float = 1.0    # sd of the points (smaller when none was finite at sd 1)
+
     def exact(self, tolerance: float = 1e-10) -> bool:
-        """Both differences within ``tolerance`` and the same points finite in both."""
-        return self.joint <= tolerance and self.prior <= tolerance and not self.mismatched
+        """Both differences within ``tolerance``, the same points finite in both, and
+        at least one finite point (no finite point proves nothing)."""
+        return (self.points > 0 and self.joint <= tolerance and self.prior <= tolerance
+                and not self.mismatched)
 
 
 def _difference(a: np.ndarray, b: np.ndarray) -> tuple[float, int, int]:
@@ -45,7 +49,10 @@ def check_split_exact(user: CompiledModel, generated: CompiledModel,
                       rng: np.random.Generator, n: int = 20, scale: float = 1.0
                       ) -> SplitCheck:
     """Compare the three programs at ``n`` random unconstrained points (normal, sd
-    ``scale``), Jacobian on and off; returns the largest differences."""
+    ``scale``), Jacobian on and off; returns the largest differences.
+
+    Where no point has a finite log density (a constrained model far from its support at
+    sd ``scale``), the points are drawn again at sd ``scale / 10`` and ``scale / 100``."""
     values = {k: v for k, v in load_data(data).items() if k != "prior_only"}
     full = StanModel(generated, {**values, "prior_only": 0}, threads=1)
     prior = StanModel(generated, {**values, "prior_only": 1}, threads=1)
@@ -54,7 +61,16 @@ def check_split_exact(user: CompiledModel, generated: CompiledModel,
     if not (full.dim == reference.dim == prior_reference.dim):
         raise ValueError(f"the programs have {full.dim}, {reference.dim} and "
                          f"{prior_reference.dim} unconstrained coordinates")
-    points = rng.normal(scale=scale, size=(n, full.dim))
+    for sd in (scale, scale / 10, scale / 100):
+        check = _compare(reference, full, prior_reference, prior,
+                         rng.normal(scale=sd, size=(n, full.dim)), sd)
+        if check.points:
+            break
+    return check
+
+
+def _compare(reference: StanModel, full: StanModel, prior_reference: StanModel,
+             prior: StanModel, points: np.ndarray, sd: float) -> SplitCheck:
     joint_diff = prior_diff = 0.0
     finite = mismatched = 0
     for jacobian in (True, False):
@@ -65,4 +81,4 @@ def check_split_exact(user: CompiledModel, generated: CompiledModel,
             prior.log_density_batch(points, jacobian=jacobian))
         joint_diff, prior_diff = max(joint_diff, d1), max(prior_diff, d2)
         finite, mismatched = max(finite, min(f1, f2)), mismatched + m1 + m2
-    return SplitCheck(joint_diff, prior_diff, finite, mismatched)
+    return SplitCheck(joint_diff, prior_diff, finite, mismatched, sd)
