@@ -158,7 +158,7 @@ class TunedIMH:
         chol = cholesky(p_b)                    # P_b = C C'
         inv = triangular_inverse(chol)          # C^-1; P_b^-1 = C^-T C^-1
         mean = row_dot(inv.T, row_dot(inv, h_b))
-        c = self.widen * (1.0 if self.df is None else math.sqrt((self.df - 2) / self.df))
+        c = _shape_factor(self.df, self.widen)
         return IMHParams(mean, c * np.ascontiguousarray(inv.T), np.ascontiguousarray(chol.T) / c,
                          self.df)
 
@@ -233,6 +233,12 @@ class IMHSchedule:
                 "tuned": self.tuned.to_dict()}
 
 
+def _shape_factor(df: int | None, widen: float) -> float:
+    """The factor on a covariance's square root that gives a t with ``df`` degrees of
+    freedom (a normal for None) the covariance ``widen^2`` times it."""
+    return widen * (1.0 if df is None else math.sqrt((df - 2) / df))
+
+
 def _column_mean(x: np.ndarray) -> np.ndarray:
     cols = np.array(x.T, order="C")
     return np.add.reduce(cols, axis=-1) / x.shape[0]
@@ -303,10 +309,10 @@ def tune_imh(target: Target, prior_draws, *, seed, config: IMHTuningConfig = IMH
         c = np.cumsum(np.exp(logw - np.max(logw)))
         anc = np.minimum(np.searchsorted(c, resample.random(n) * c[-1], side="right"), n - 1)
         state = state.take(anc)
-        params = TunedIMH(np.array([0.0, 1.0]), np.stack([_column_mean(state.position)] * 2),
-                          np.stack([regularised_covariance(state.position, config.ridge)] * 2),
-                          np.zeros(2), np.zeros(2), np.zeros(2), config.df,
-                          config.widen).params(0.0)
+        c = _shape_factor(config.df, config.widen)
+        params = IMHParams.from_covariance(
+            _column_mean(state.position),
+            c * c * regularised_covariance(state.position, config.ridge), config.df)
         moved = np.zeros(n, dtype=bool)
         acc, k = [], 0
         while k < config.max_steps and moved.mean() < config.move_fraction:

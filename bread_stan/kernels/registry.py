@@ -39,5 +39,6 @@ def kernel_entry(name: str) -> KernelEntry:
     try:
         return KERNELS[name]
     except KeyError:
-        raise ValueError(f"unknown kernel {name!r}; use "
-                         + " or ".join(repr(k) for k in KERNELS)) from None
+        names = [repr(k) for k in KERNELS]
+        raise ValueError(f"unknown kernel {name!r}; use {', '.join(names[:-1])} or "
+                         f"{names[-1]}") from None
