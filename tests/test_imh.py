@@ -190,3 +190,17 @@ def test_same_numbers_whole_split_or_sharing_a_batch(regression, tuned):
     assert np.array_equal(res.steps[0].forward.log_estimates, whole.log_estimates)
     assert np.array_equal(res.steps[0].reverse.log_estimates, cond.log_estimates)
     assert res.steps[0].forward.wall_time > 0  # no gradients: time is split by rows
+
+
+def test_ais_with_imh_sandwiches_the_closed_form_log_ml(regression, tuned):
+    """The engine takes the IMH kernel as it takes HMC: AIS chains, no resampling."""
+    model, w = regression
+    log_ml = model.log_marginal_likelihood()
+    prior = model.sample_prior(np.random.default_rng(7), 200)
+    config = engine.RunConfig(steps=(30,), schedule=ScheduleSpec("adaptive"),
+                              increment_blocks=None)
+    res = engine.run(model, IMH(), prior, w, seed=8, tuned=tuned, config=config)
+    L, U = res.steps[0].forward.log_estimates, res.steps[0].reverse.log_estimates
+    assert L.mean() < log_ml + N_SE * _se(L) and U.mean() > log_ml - N_SE * _se(U)
+    lower, upper = logsumexp(L) - np.log(L.size), -(logsumexp(-U) - np.log(U.size))
+    assert lower - N_SE * _se(L) < log_ml < upper + N_SE * _se(U), (lower, log_ml, upper)
