@@ -188,3 +188,26 @@ def test_smc_with_the_imh_kernel_sandwiches_log_ml_checks_and_resumes(tmp_path):
     args = build_parser().parse_args(["run", "a.stan", "--kernel", "imh", "--pilot-chains",
                                       "300"])
     assert cli._sampler(args) == SamplerSettings(kernel="imh", pilot_chains=300)
+
+
+def test_smc_with_the_imh_kernel_gives_the_same_numbers_in_shards():
+    """Runs cut into shards of 3 (as Dask would cut them) rebuild the one-batch step:
+    the IMH kernel draws from each run's keyed streams, and each lane's proposal is a
+    function of its temperature alone."""
+    from bread_stan.parallel.local import LocalExecutor
+
+    class Splitting(LocalExecutor):
+        in_process = False
+
+        def block_size(self, chains):
+            return 3
+
+    sampler = SamplerSettings(kernel="imh", pilot_chains=64)
+    run = RunSettings(steps=(12,), chains=7, seed=6, progress=False, check_simulator=False,
+                      algorithm="smc", particles=5)
+    whole = bread(MODEL, SIMULATOR, DATA, sampler=sampler, run=run)
+    split = bread(MODEL, SIMULATOR, DATA, sampler=sampler, run=run, executor=Splitting())
+    for d in ("forward", "reverse"):
+        a, b = getattr(whole.steps[0], d), getattr(split.steps[0], d)
+        np.testing.assert_array_equal(a.log_estimates, b.log_estimates)
+        np.testing.assert_array_equal(a.cumulative, b.cumulative)
