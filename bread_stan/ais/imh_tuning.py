@@ -3,9 +3,10 @@
 The pilot (:func:`tune_imh`, never scored) is PyMC's adaptive tempered SMC: its
 particles start from exact prior draws; at each stage the next beta is the largest
 whose incremental weights keep an effective sample size of ``ess_fraction`` of the
-particles (by bisection); the particles are resampled, a Gaussian is fitted to them,
-and each particle makes independent Metropolis-Hastings steps with that proposal
-until ``move_fraction`` of them have moved at least once (at most ``max_steps``).
+particles (by bisection); the particles are resampled, their mean and covariance
+estimated, and each particle makes independent Metropolis-Hastings steps with the
+proposal built from them as below (a t, widened) until ``move_fraction`` of them
+have moved at least once (at most ``max_steps``).
 At each stage beta the pilot records the moved particles' mean and regularised
 covariance, the standard deviation of their log likelihood (the curve the adaptive
 schedule and the SMC resampling steps read, as a tuned HMC kernel's) and the
@@ -56,7 +57,7 @@ from ..target import Target
 from .betas import Betas, validate
 from .tuning import PILOT_STREAM, progress_bar, regularised_covariance
 
-__all__ = ["IMHTuningConfig", "TunedIMH", "IMHSchedule", "tune_imh"]
+__all__ = ["IMHTuningConfig", "TunedIMH", "IMHSchedule", "tune_imh", "next_beta"]
 
 log = logging.getLogger(__name__)
 
