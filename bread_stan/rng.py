@@ -63,6 +63,9 @@ class Stream(enum.IntEnum):
     WAYPOINT = 40_000_000
     WAYPOINT_PILOT = 5_000_000
     WAYPOINT_BASE_DRAWS = 6_000_000
+    # The IMH kernel's SMC pilot (bread_stan.ais.imh_tuning): its particles' moves use
+    # PILOT; its resampling draws this stream's chain 0.
+    IMH_PILOT_RESAMPLE = 7_000_000
 
 
 @enum.unique

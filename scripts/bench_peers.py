@@ -47,23 +47,28 @@ likelihood and log prior are compared with the Stan program's at two points
 (likelihoods equal; prior differences between the points equal, since Stan's
 ``cauchy`` on a positive parameter omits the log 2 of the half-Cauchy).
 
-Results (``scripts/figures/bench_peers/results.md``, one invocation; PyMC 5.28.5,
-pytensor 2.38.3; RMSE over three data sets, seconds of sampling): NHEFS, PyMC 0.048
-(6.8 s) against our SMC 0.135 (3.5 s; 32 particles, T = 50, 4 runs, cheap pilot) and
-0.104 (7.4 s, T = 100): PyMC 2 to 3 times as accurate.  Pima, PyMC 10.4 (15.8 s; 17.9
-nats off on one nearly separable data set, 0.07 on the other two) against our SMC 0.30
-(8.8 s), whose verdict is "not converged" where PyMC fails.  Half-Cauchy, PyMC 159,
-159, 149 nats at 2,000, 8,000, 16,000 particles (4, 18, 25 s) against 1.7 nats for AIS
-on the waypoint path (19 s, T = 300) and 0.44 (66 s, T = 1,000), all "not converged";
-the prior path is off by thousands.  Eight schools, PyMC 0.029 (0.45 s) against our
-AIS 0.031 (0.22 s) and SMC 0.017 (0.53 s).
+Results (``scripts/figures/bench_peers/results.md``, one invocation of nhefs, pima and
+eight_schools with ``--seeds 5 --keep-others``, half-Cauchy rows from the earlier
+three-seed run; PyMC 5.28.5, pytensor 2.38.3; load average about 10 on two cores; RMSE
+over the data sets, seconds of sampling): NHEFS, PyMC 0.057 (7.6 s) against our SMC
+with NUTS 0.099 (6.1 s; 32 particles, T = 100, 4 runs, cheap pilot) and with the IMH
+kernel 0.078 (12.6 s, of which 6.7 s for the estimate; 128 particles, T = 100, 8 runs,
+512-particle pilot): PyMC still 1.4 times as accurate in less time.  Pima, PyMC 8.0
+(10.9 s; 17.9 nats off on one nearly separable data set) against our SMC with NUTS 0.24
+(16.6 s) and with IMH 0.74 (18.4 s; 1.6 nats off on that data set, "not converged").
+Half-Cauchy, PyMC 159, 159, 149 nats at 2,000, 8,000, 16,000 particles (4, 18, 25 s)
+against 1.7 nats for AIS on the waypoint path (19 s, T = 300) and 0.44 (66 s, T =
+1,000), all "not converged"; the prior path is off by thousands.  Eight schools, PyMC
+0.032 (0.70 s) against our AIS 0.035 (0.32 s), SMC with NUTS 0.032 (0.68 s) and with
+IMH 0.047 (0.60 s).
 
 Usage: ``PYTHONPATH=$PWD nice python scripts/bench_peers.py [--problems nhefs,pima,
 halfcauchy,eight_schools] [--seeds 3] [--draws 2000] [--python /work/peers-venv/bin/python]
 [--ours nhefs=ais:1000:50,smc16:100:8 ...] [--out scripts/figures/bench_peers]
 [--keep-others]`` (``--keep-others`` reruns only ``--problems`` and keeps the other
 problems' rows of ``OUT/results.json``).  One invocation of all four problems takes
-about 25 minutes on a loaded two-core machine.
+about 25 minutes on a loaded two-core machine; nhefs, pima and eight_schools with
+``--seeds 5``, about 25 minutes at a load of 10.
 """
 
 from __future__ import annotations
@@ -106,14 +111,20 @@ PROGRAMS = {
 # Gaussian waypoint path with the scale-free metric ridge (branch ``hard``).
 PILOT = "pilot_chains=8:pilot_grid=8:pilot_steps=10"
 WAYPOINT = "path=waypoint:metric_ridge=relative"
+# SMC with the IMH kernel (issue 28): its SMC pilot's particles are pilot_chains; sizes
+# chosen on run seeds 3 and 4 (not the table's), before this table was run.
+IMH = "kernel=imh:pilot_chains"
 OURS = {
     "nhefs": [f"smc32:50:4:{PILOT}", f"smc32:100:4:{PILOT}", f"ais:300:30:{PILOT}",
-              "smc32:100:4"],  # the last with the default pilot, for its cost
-    "pima": [f"smc16:100:4:{PILOT}", f"smc64:30:4:{PILOT}", f"ais:200:30:{PILOT}"],
+              "smc32:100:4",  # the default pilot, for its cost
+              f"smc256:100:4:{IMH}=512", f"smc128:100:8:{IMH}=512"],
+    "pima": [f"smc16:100:4:{PILOT}", f"smc64:30:4:{PILOT}", f"ais:200:30:{PILOT}",
+             f"smc128:50:4:{IMH}=512", f"smc256:50:4:{IMH}=512"],
     "halfcauchy": ["ais:1000:20", f"ais:300:20:{WAYPOINT}:pilot_chains=16:pilot_grid=8:"
                    "pilot_steps=10", f"ais:1000:20:{WAYPOINT}"],
     "eight_schools": [f"ais:100:20:{PILOT}", f"ais:100:40:{PILOT}", f"smc32:30:8:{PILOT}",
-                      f"smc64:10:4:{PILOT}"],
+                      f"smc64:10:4:{PILOT}", f"smc64:30:4:{IMH}=256",
+                      f"smc128:20:4:{IMH}=256"],
 }
 PYMC_DRAWS = {"halfcauchy": [2000, 8000, 16000]}  # PyMC's particles, where not just --draws
 

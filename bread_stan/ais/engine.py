@@ -56,7 +56,7 @@ from ..target import Target
 from ..errors import InputError
 
 __all__ = ["AISRun", "forward", "reverse", "RunConfig", "run", "step_schedule",
-           "chain_diagnostics", "Group", "anneal", "as_schedule", "jsonable_config", "batch_params", "TransitionTally",
+           "chain_diagnostics", "wall_share", "Group", "anneal", "as_schedule", "jsonable_config", "batch_params", "TransitionTally",
            "forward_and_reverse"]
 
 log = logging.getLogger(__name__)
@@ -206,7 +206,7 @@ def anneal(target: Target, kernel: Kernel, schedule, groups: list[Group], *,
     n_trans = (T - 1) * spt
     runs = []
     n_grad = tally.n_grad
-    total_grad = max(int(n_grad.sum()), 1)
+    total_grad = int(n_grad.sum())
     for g, lo, hi in zip(groups, bounds[:-1], bounds[1:]):
         sl = slice(lo, hi)
         w = logw[sl].copy()
@@ -221,11 +221,19 @@ def anneal(target: Target, kernel: Kernel, schedule, groups: list[Group], *,
         runs.append(AISRun(
             direction=g.direction, log_weights=w, log_estimates=sign * w,
             final_positions=state.position[sl].copy(), n_grad=g_grad,
-            # In a shared batch, wall time is split in proportion to gradients.
-            wall_time=wall * (g_grad / total_grad if len(groups) > 1 else 1.0),
+            wall_time=wall * wall_share(g_grad, total_grad, hi - lo, n, len(groups)),
             diagnostics=diagnostics, chain_stats=stats, cumulative=cumulative,
             cumulative_at=cumulative_at, schedule=schedule))
     return runs
+
+
+def wall_share(g_grad: int, total_grad: int, rows: int, n: int, n_groups: int) -> float:
+    """The share of a shared batch's wall time charged to a group: in proportion to its
+    gradients, or to its rows when the kernel takes none (IMH: one density evaluation
+    per chain and step)."""
+    if n_groups == 1:
+        return 1.0
+    return g_grad / total_grad if total_grad > 0 else rows / n
 
 
 def chain_diagnostics(log_weights: np.ndarray, stats: dict[str, np.ndarray], n_trans: int,

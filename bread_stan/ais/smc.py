@@ -308,14 +308,14 @@ def _sweep(target: Target, kernel: Kernel, schedule, lanes: list[_Lanes],
     wall = time.perf_counter() - t0
     n_trans = (T - 1) * spt
     n_grad = tally.n_grad
-    total_grad = max(int(n_grad.sum()), 1)
+    total_grad = int(n_grad.sum())
     out = []
     for i, (g, lo, hi) in enumerate(zip(lanes, bounds[:-1], bounds[1:])):
         g_grad = int(n_grad[lo:hi].sum())
         res = {**tally.stats(slice(lo, hi), n_trans),
                "position": state.position[lo:hi].copy(), "ends": ends, "cuts": cuts,
                "n_trans": n_trans,
-               "wall": wall * (g_grad / total_grad if len(lanes) > 1 else 1.0)}
+               "wall": wall * engine.wall_share(g_grad, total_grad, hi - lo, n, len(lanes))}
         if g.reverse:
             rows = np.searchsorted(rev_rows, np.arange(lo, hi))
             res.update(epoch_w=-rev_epoch[rows], segments=-rev_seg[rows], logw_rev=W[lo:hi].copy(),

@@ -25,6 +25,8 @@ def concat_params(parts: list[tuple[object, int]], d: int):
     cls = type(params[0])
     if any(type(p) is not cls for p in params):
         raise TypeError("cannot batch kernel params of different classes")
+    if hasattr(cls, "concat"):  # a params class that knows how to batch itself (IMH)
+        return cls.concat(parts, d)
     fields = {}
     for name in cls.__dataclass_fields__:
         values = [getattr(p, name) for p in params]

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .hmc import HMC, HMCParams
+from .imh import IMH, IMHParams
 from .nuts import NUTS, NUTSParams
 
 __all__ = ["KernelEntry", "KERNELS", "kernel_entry"]
@@ -27,6 +28,9 @@ class KernelEntry:
 KERNELS: dict[str, KernelEntry] = {
     "hmc": KernelEntry(HMC, HMCParams, 0.65),
     "nuts": KernelEntry(NUTS, NUTSParams, 0.8),
+    # Independent Metropolis-Hastings: no step size; its proposals come from an SMC
+    # pilot (bread_stan.ais.imh_tuning), not from dual averaging.
+    "imh": KernelEntry(IMH, IMHParams, float("nan")),
 }
 
 
@@ -35,5 +39,6 @@ def kernel_entry(name: str) -> KernelEntry:
     try:
         return KERNELS[name]
     except KeyError:
-        raise ValueError(f"unknown kernel {name!r}; use "
-                         + " or ".join(repr(k) for k in KERNELS)) from None
+        names = [repr(k) for k in KERNELS]
+        raise ValueError(f"unknown kernel {name!r}; use {', '.join(names[:-1])} or "
+                         f"{names[-1]}") from None

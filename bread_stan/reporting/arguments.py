@@ -47,9 +47,16 @@ def _whole(least: int):
 
 
 def _add_kernel_options(p) -> None:
-    """--kernel, --leapfrog and --max-depth (read by the CLI into SamplerSettings)."""
+    """--kernel, --pilot-chains, --leapfrog and --max-depth (read by the CLI into
+    SamplerSettings)."""
     p.add_argument("--kernel", choices=sorted(KERNELS), default="nuts",
-                   help="Markov kernel at each temperature (default nuts)")
+                   help="Markov kernel at each temperature: nuts, hmc, or imh (independent "
+                   "Metropolis-Hastings with proposals frozen from an SMC pilot; no "
+                   "gradients; for near-Gaussian posteriors of low dimension, with "
+                   "--algorithm smc and --pilot-chains 256 or more) (default nuts)")
+    p.add_argument("--pilot-chains", type=_whole(2), default=32,
+                   help="pilot chains that tune the kernel (imh: the pilot SMC's "
+                   "particles) (default 32)")
     p.add_argument("--leapfrog", type=_whole(1), default=10, help="HMC leapfrog steps (default 10)")
     p.add_argument("--max-depth", type=_whole(1), default=8,
                    help="NUTS maximum tree depth (default 8)")

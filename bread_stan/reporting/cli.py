@@ -68,7 +68,7 @@ def _sampler(args, **extra):
     from ..workflows.bread import SamplerSettings
 
     return SamplerSettings(kernel=args.kernel, n_leapfrog=args.leapfrog,
-                           max_depth=args.max_depth, **extra)
+                           max_depth=args.max_depth, pilot_chains=args.pilot_chains, **extra)
 
 
 def _data(arg: str | None):

@@ -78,6 +78,9 @@ def _run_problem(problems: list[Problem], simulator: Simulator, sampler: Sampler
         done = resume_steps(result, out_dir, header)
 
     pilot_seed = derived_seed(run.seed, Purpose.PILOT)
+    if run.path == "waypoint" and sampler.kernel == "imh":
+        raise InputError("path='waypoint' tunes HMC or NUTS on each leg; use kernel='nuts' "
+                         "(or 'hmc') with it, or path='prior' with kernel='imh'")
     if run.path == "waypoint":  # fitted again on a resume: the same seeds, the same path
         start = time.perf_counter()
         tuned = waypoint.fit_waypoint(
@@ -94,8 +97,7 @@ def _run_problem(problems: list[Problem], simulator: Simulator, sampler: Sampler
         check_kernel = tuned
     if seconds is not None:
         result.extra["tuning_seconds"] = seconds
-        log.info("%s: tuned %s along beta in %.1f s (step sizes %.3g .. %.3g)", first.name,
-                 sampler.kernel, seconds, tuned.step_size.min(), tuned.step_size.max())
+        log.info("%s: tuned %s along beta in %.1f s", first.name, sampler.kernel, seconds)
     result.extra["tuning"] = tuned.to_dict()
     result.extra["executor"] = (executor or Executor()).describe()
     setup_warnings(result.extra, tuned, first.name)

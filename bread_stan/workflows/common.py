@@ -22,6 +22,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from ..ais.results import BreadResult, load_steps
+from ..ais.imh_tuning import IMHTuningConfig, TunedIMH, tune_imh
 from ..ais.tuning import TunedKernel, TuningConfig, tune
 from ..errors import BreadStanError, InputError
 from ..stan.compile import CompiledModel
@@ -196,18 +197,30 @@ def setup_warnings(extra: dict, tuned: TunedKernel, name: str) -> None:
         log.warning("%s: SET-UP PROBLEM: %s", name, text)
 
 
+def tune_kernel(target, kernel, base_params, prior_draws, *, seed: int,
+                config: TuningConfig | IMHTuningConfig, progress: bool = False):
+    """The pilot of the sampler's kernel: :func:`~bread_stan.ais.tuning.tune` (HMC,
+    NUTS) or, for an :class:`~bread_stan.ais.imh_tuning.IMHTuningConfig`, the IMH
+    kernel's SMC pilot :func:`~bread_stan.ais.imh_tuning.tune_imh`."""
+    if isinstance(config, IMHTuningConfig):
+        return tune_imh(target, prior_draws, seed=seed, config=config, progress=progress)
+    return tune(target, kernel, base_params, prior_draws, seed=seed, config=config,
+                progress=progress)
+
+
 def load_or_tune(path: Path | None, target, kernel, base_params, config: TuningConfig,
                  seed: int, draw_pilot: Callable[[int], np.ndarray], *,
                  progress: bool = False) -> tuple[TunedKernel, float | None]:
     """The kernel tuned along beta: loaded from ``path`` (a ``tuning.json``) when a sound
     one is saved there, else tuned with ``seed`` on the pilot draws ``draw_pilot(seed)``
     (drawn only when tuning) and saved to ``path``.  Returns the tuned kernel and the seconds tuning took (None if loaded)."""
-    tuned = load_if_sound(path, TunedKernel.load) if path is not None else None
+    loader = TunedIMH.load if isinstance(config, IMHTuningConfig) else TunedKernel.load
+    tuned = load_if_sound(path, loader) if path is not None else None
     if tuned is not None:
         return tuned, None
     start = time.perf_counter()
-    tuned = tune(target, kernel, base_params, draw_pilot(seed), seed=seed, config=config,
-                 progress=progress)
+    tuned = tune_kernel(target, kernel, base_params, draw_pilot(seed), seed=seed,
+                        config=config, progress=progress)
     seconds = time.perf_counter() - start
     if path is not None:
         tuned.save(path)

@@ -10,8 +10,10 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..ais.betas import ScheduleSpec
+from ..ais.imh_tuning import IMHTuningConfig
 from ..ais.tuning import TuningConfig
 from ..kernels.hmc import HMC, HMCParams
+from ..kernels.imh import IMH
 from ..kernels.nuts import NUTS, NUTSParams
 from ..kernels.registry import kernel_entry
 from ..errors import InputError
@@ -43,8 +45,14 @@ def _check_whole(name: str, value, least: int, why: str = "") -> None:
 class SamplerSettings:
     """The Markov kernel used at every temperature, and how it is tuned.
 
-    ``kernel`` is ``"nuts"`` (``max_depth``; the default) or ``"hmc"``
-    (``n_leapfrog`` steps).  The step size (and, with ``adapt_metric``, an inverse
+    ``kernel`` is ``"nuts"`` (``max_depth``; the default), ``"hmc"``
+    (``n_leapfrog`` steps) or ``"imh"``: independent Metropolis-Hastings with a
+    multivariate t proposal per temperature frozen from an adaptive SMC pilot of
+    ``pilot_chains`` particles (:mod:`bread_stan.ais.imh_tuning`; no gradients, one
+    log-density evaluation per step; ``steps_per_temperature`` multiplies the
+    pilot's number of MH steps per temperature; the other pilot and metric settings
+    do not apply).  IMH suits near-Gaussian posteriors of low dimension, with SMC
+    (``RunSettings(algorithm="smc")``) and a few hundred pilot particles.  The step size (and, with ``adapt_metric``, an inverse
     metric: ``metric`` "diag", "dense" as Stan's ``dense_e``, or "auto", dense
     where the pilot draws are strongly correlated; see
     :class:`~bread_stan.ais.tuning.TuningConfig`) is tuned along beta on
@@ -106,7 +114,10 @@ class SamplerSettings:
         _check_whole("pilot_grid", self.pilot_grid, 2)
 
     def make(self):
-        """The kernel object and its base params."""
+        """The kernel object and its base params (IMH: none; its proposals come from
+        its pilot)."""
+        if self.kernel == "imh":
+            return IMH(), None
         if self.kernel == "hmc":
             return HMC(), HMCParams(step_size=0.1, n_leapfrog=self.n_leapfrog,
                                     step_size_jitter=self.step_size_jitter,
@@ -115,7 +126,11 @@ class SamplerSettings:
                                   step_size_jitter=self.step_size_jitter,
                                   rescue_prob=self.rescue_prob)
 
-    def tuning_config(self) -> TuningConfig:
+    def tuning_config(self) -> TuningConfig | IMHTuningConfig:
+        """The pilot's settings: :class:`~bread_stan.ais.tuning.TuningConfig` for HMC and
+        NUTS, :class:`~bread_stan.ais.imh_tuning.IMHTuningConfig` (its defaults) for IMH."""
+        if self.kernel == "imh":
+            return IMHTuningConfig()
         return TuningConfig(n_grid=self.pilot_grid, adapt_steps=self.pilot_steps,
                             target_accept=self.target_accept, adapt_metric=self.adapt_metric,
                             metric=self.metric, beta_floor=self.pilot_floor,

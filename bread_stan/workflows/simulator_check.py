@@ -68,7 +68,8 @@ from ..rng import ChainRandom, Purpose, Stream, chain_seed_sequences, derived_se
 from ..stan.data import load_data
 from ..stan.simulator import Simulator, compile_with_simulator, split_draw
 from ..stan.tempered import StanTarget
-from ..ais.tuning import TunedKernel, tune
+from ..ais.tuning import TunedKernel
+from .common import tune_kernel
 from .problem import prior_draws, simulate_problem
 from .settings import SamplerSettings
 
@@ -339,9 +340,9 @@ def check_simulator(model, simulator, data=None, *, sampler: SamplerSettings = S
         if tuned is None:
             pilot = prior_draws(problem, sim, sampler.pilot_chains,
                                  derived_seed(seed, Purpose.CHECK_TUNE))
-            tuned = tune(problem.target, kernel, base, pilot,
-                         seed=derived_seed(seed, Purpose.CHECK_TUNE),
-                         config=sampler.tuning_config())
+            tuned = tune_kernel(problem.target, kernel, base, pilot,
+                                seed=derived_seed(seed, Purpose.CHECK_TUNE),
+                                config=sampler.tuning_config())
         schedule = tuned.schedule(np.array([0.0, 1.0]))
         target = problem.target
         names = target.param_names()
