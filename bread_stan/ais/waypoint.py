@@ -52,7 +52,7 @@ from ..kernels.base import Kernel
 from ..rng import Stream, chain_seed_sequences
 from ..target import Evaluation, Target
 
-__all__ = ["PriorToBase", "TiedEnd", "WaypointPath", "WaypointError", "fit_waypoint",
+__all__ = ["PriorToBase", "TiedEnd", "WaypointPath", "WaypointError", "fit_base", "fit_waypoint",
            "forward", "reverse", "forward_and_reverse", "LEG1_FLOOR_MIN"]
 
 log = logging.getLogger(__name__)
@@ -185,8 +185,12 @@ class WaypointPath:
                 "lengths": list(self.lengths), "fit": self.fit}
 
 
-def _laplace(model: Target, pilot: np.ndarray, widen: float) -> tuple[GaussianBase, dict]:
-    """The Laplace approximation from the best of the pilot draws' mode searches."""
+def fit_base(model: Target, pilot, widen: float = DEFAULT_WIDEN) -> tuple[GaussianBase, dict]:
+    """The waypoint q: the Laplace approximation (sds times ``widen``) from the best of
+    mode searches started at the pilot draws of highest joint density, and the search's
+    record.  :class:`WaypointError` when no search finds a mode with downward curvature."""
+    pilot = np.ascontiguousarray(np.asarray(pilot, dtype=float))
+    t0 = time.perf_counter()
     ev = model.evaluate(pilot, gradient=False)
     joint = ev.log_prior + ev.log_lik
     order = [i for i in np.argsort(-np.nan_to_num(joint, nan=-np.inf)) if np.isfinite(joint[i])]
@@ -207,21 +211,22 @@ def _laplace(model: Target, pilot: np.ndarray, widen: float) -> tuple[GaussianBa
                             f"approximation there: {reason}; use the prior path "
                             "(RunSettings(path='prior'))")
     return best[0], {"log_joint_at_mode": best[1], "start": best[2],
-                     "failed_searches": len(errors), "widen": widen}
+                     "failed_searches": len(errors), "widen": widen,
+                     "seconds": time.perf_counter() - t0}
 
 
 def fit_waypoint(model: Target, kernel: Kernel, base_params, pilot_draws, *, seed,
                  config: TuningConfig = TuningConfig(), widen: float = DEFAULT_WIDEN,
-                 progress: bool = False) -> WaypointPath:
-    """Fit the waypoint q to ``model``'s posterior (Laplace, sds times ``widen``) from the
-    pilot's exact prior draws (never scored), and tune each leg's kernel on its own
-    pilot with ``config`` (leg 1 from ``pilot_draws``, its floor allowed down to
-    :data:`LEG1_FLOOR_MIN`; leg 2 from as many exact draws of q, on stream
-    ``Stream.WAYPOINT_PILOT``)."""
+                 progress: bool = False, fitted: tuple[GaussianBase, dict] | None = None
+                 ) -> WaypointPath:
+    """Fit the waypoint q to ``model``'s posterior (:func:`fit_base`: Laplace, sds times
+    ``widen``) from the pilot's exact prior draws (never scored), and tune each leg's
+    kernel on its own pilot with ``config`` (leg 1 from ``pilot_draws``, its floor
+    allowed down to :data:`LEG1_FLOOR_MIN`; leg 2 from as many exact draws of q, on
+    stream ``Stream.WAYPOINT_PILOT``).  ``fitted``: q and its record from
+    :func:`fit_base` on the same draws, when the caller has fitted it already."""
     pilot = np.ascontiguousarray(np.asarray(pilot_draws, dtype=float))
-    t0 = time.perf_counter()
-    base, record = _laplace(model, pilot, widen)
-    record["seconds"] = time.perf_counter() - t0
+    base, record = fitted if fitted is not None else fit_base(model, pilot, widen)
     leg1, leg2 = PriorToBase(model, base), GaussianBaseTarget(model, base)
     gen = np.random.Generator(np.random.PCG64(
         chain_seed_sequences(seed, int(Stream.WAYPOINT_BASE_DRAWS), [0])[0]))
