@@ -28,7 +28,10 @@ simulated sigma 0.69 (``--sigma 0.5 2.0``), 0.59 at T = 3,000.
 
 Usage: ``PYTHONPATH=$PWD nice python scripts/bench_hard.py [--chains 50]
 [--settings ais:1000,10000 smc16:300,1000 ...] [--schedule adaptive|geometric] [--start 1e-10]
-[--path prior|waypoint] [--ridge stan|relative] [--n 50] [--sigma 0.05 0.15] [--out FILE]``.
+[--path auto|prior|waypoint] [--ridge auto|stan|relative] [--n 50] [--sigma 0.05 0.15]
+[--out FILE]``.  Without ``--path`` and ``--ridge`` a run takes today's defaults (path
+"auto", which chooses the waypoint here); the tables before path "auto" were made with
+``--path prior --ridge stan`` (the prior path) or ``--path waypoint --ridge relative``.
 """
 
 from __future__ import annotations

@@ -12,8 +12,9 @@ half-Cauchy regression with an uncentred predictor of ``scripts/bench_hard.py`` 
 spreads of 2e13 to 6e15 nats on its data sets, and tempering strands its chains at
 every T measured (bounds of 1e5 nats and more), while the waypoint path reaches
 0.06 nats.  Models where the prior path works sit far below: Pima about 1e3, NHEFS
-about 1e5, the conjugate normal mean about 1e2, the vague-prior regression of
-issue 15 (three normal(0, 100) coefficients, a predictor near 100) 1e9 to 1e11.
+about 1e5, eight schools at most 3e4, the conjugate normal mean about 1e2, the
+vague-prior regression of issue 15 (three normal(0, 100) coefficients, a predictor near
+100) 1e9 to 1e11 (``scripts/path_choice_survey.py``).
 
 What it cannot see: a funnel that the likelihood's spread does not announce (a
 hierarchical scale whose prior is not vague on the data's scale), a prior path that
