@@ -75,8 +75,11 @@ def resolve_path(problems: list[Problem], simulator: Simulator, sampler: Sampler
             except waypoint.WaypointError as error:
                 cannot = f"no Gaussian waypoint ({error})"
         if cannot is not None:
-            choice = given("auto", "prior", f"{rule.reason}; but {cannot}, so the run "
-                           "tempers from the prior, and its chains may strand", rule)
+            reason = (f"the log likelihood's sd over {rule.n_draws} prior draws is "
+                      f"{rule.loglik_sd:.3g} nats, above {rule.limit:.3g}: tempering from "
+                      f"the prior may strand chains, but {cannot}; the run tempers from the "
+                      "prior")
+            choice = given("auto", "prior", reason, rule)
             log.warning("%s: %s", name, choice.message)
             return _concrete(sampler, run, choice)
     log.info("%s: %s", name, choice.message)

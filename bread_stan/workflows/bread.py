@@ -368,22 +368,23 @@ def _run_programs(executor: Executor, models: Mapping, compiled, sim_compiled, d
     tasks, results = {}, {}
     settled = _settle(models, compiled, sim_compiled, data, hyper, truths, sampler, run)
     for (label, program), built in zip(models.items(), compiled):
-        sampler, run, choice = settled[label]
-        header = _header(label, program, simulator, data, sampler, run, hyper)
+        own_sampler, own_run, choice = settled[label]  # this program's concrete path
+        header = _header(label, program, simulator, data, own_sampler, own_run, hyper)
         sub = out / label if out is not None else None
         if sub is not None:
             sub.mkdir(exist_ok=True)
-        job_run = run
+        job_run = own_run
         if not here:
             done = (resume_steps(BreadResult(label, header, [], {}), sub, header)
                     if sub is not None else set())
             missing = tuple(T for T in run.steps if T not in done)
             if not missing:
                 continue
-            job_run = replace(run, steps=missing, progress=False, threads=1)
+            job_run = replace(own_run, steps=missing, progress=False, threads=1)
         tasks[label] = (_ProgramJob(label, built, sim_compiled, dict(data),
-                                    None if hyper is None else dict(hyper), truths, sampler,
-                                    job_run, header, verdict, sub if here else None, choice),)
+                                    None if hyper is None else dict(hyper), truths,
+                                    own_sampler, job_run, header, verdict,
+                                    sub if here else None, choice),)
 
     def arrived(label: str, result: BreadResult) -> None:
         if here or out is None:
