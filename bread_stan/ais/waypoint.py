@@ -50,9 +50,12 @@ from .tuning import TunedKernel, TuningConfig, tune
 from ..errors import InputError
 from ..kernels.base import Kernel
 from ..rng import Stream, chain_seed_sequences
+from ..stan.model import StanModel
+from ..stan.native import NativeKernels
 from ..target import Evaluation, Target
 
 __all__ = ["PriorToBase", "TiedEnd", "WaypointPath", "WaypointError", "fit_base", "fit_waypoint",
+           "leg_targets",
            "forward", "reverse", "forward_and_reverse", "LEG1_FLOOR_MIN"]
 
 log = logging.getLogger(__name__)
@@ -67,12 +70,18 @@ class WaypointError(InputError):
 
 class PriorToBase:
     """Leg 1 as a Target: the model's log prior as the "prior", ``log q - log p0`` as the
-    "log likelihood", so that beta = 1 is q."""
+    "log likelihood", so that beta = 1 is q.  On a Stan target (one with ``prior_model``
+    and native transitions) the model library runs the transitions too (``native``:
+    ``prior_base_point`` in ``csrc/bridge.cpp``, bit for bit this class's numbers)."""
 
     def __init__(self, model: Target, base: GaussianBase):
         if base.dim != model.dim:
             raise InputError(f"the base has {base.dim} coordinates, the model {model.dim}")
         self.model, self.base = model, base
+        prior = getattr(model, "prior_model", None)
+        self.native = (NativeKernels(model.full_model, prior, model.threads, base=base)
+                       if getattr(model, "native", None) is not None
+                       and isinstance(prior, StanModel) else None)
 
     @property
     def dim(self) -> int:
@@ -124,7 +133,7 @@ class WaypointPath:
 
     def targets(self, model: Target) -> tuple[Target, Target]:
         """Leg 1's and leg 2's targets on ``model`` (a prior/likelihood split target)."""
-        return PriorToBase(model, self.base), GaussianBaseTarget(model, self.base)
+        return leg_targets(model, self.base)
 
     def schedules(self, config: engine.RunConfig, T: int) -> tuple[tuple, tuple]:
         """Each leg's (betas, frozen schedule, increment thinning) at T distributions,
@@ -185,6 +194,16 @@ class WaypointPath:
                 "lengths": list(self.lengths), "fit": self.fit}
 
 
+def leg_targets(model: Target, base: GaussianBase) -> tuple[Target, Target]:
+    """Leg 1's and leg 2's targets on ``model`` through ``base``.  On a Stan target both
+    offer native transitions: leg 2 reads the joint from the full model instance
+    (``full_model``), whose library evaluates log q as well."""
+    full = getattr(model, "full_model", None)
+    source = full if getattr(model, "native", None) is not None and isinstance(
+        full, StanModel) else model
+    return PriorToBase(model, base), GaussianBaseTarget(source, base)
+
+
 def fit_base(model: Target, pilot, widen: float = DEFAULT_WIDEN) -> tuple[GaussianBase, dict]:
     """The waypoint q: the Laplace approximation (sds times ``widen``) from the best of
     mode searches started at the pilot draws of highest joint density, and the search's
@@ -227,7 +246,7 @@ def fit_waypoint(model: Target, kernel: Kernel, base_params, pilot_draws, *, see
     :func:`fit_base` on the same draws, when the caller has fitted it already."""
     pilot = np.ascontiguousarray(np.asarray(pilot_draws, dtype=float))
     base, record = fitted if fitted is not None else fit_base(model, pilot, widen)
-    leg1, leg2 = PriorToBase(model, base), GaussianBaseTarget(model, base)
+    leg1, leg2 = leg_targets(model, base)
     gen = np.random.Generator(np.random.PCG64(
         chain_seed_sequences(seed, int(Stream.WAYPOINT_BASE_DRAWS), [0])[0]))
     tuned1 = tune(leg1, kernel, base_params, pilot, seed=seed,
