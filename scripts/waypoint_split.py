@@ -4,10 +4,10 @@ Fits the waypoint path as ``bread()`` does under the defaults (path "auto" resol
 the waypoint there; relative metric ridge, default pilot) on ``scripts/bench_hard.py``'s
 data set (N = 50, the first run seed with simulated sigma in [0.05, 0.15]), and prints
 the legs' thermodynamic lengths, the split of T = 10,000 and the pilots' seconds per
-chain and transition (Python kernels on both legs).  Result (2026-11-26, loaded
-machine): lengths 29.6 (prior to q) and 0.97 (q to posterior), T = 10,000 split
-9,682 + 319: leg 1 carries 97% of the transitions, so native transitions on leg 2 alone
-(whose target the model library can already run) would save about 3% of a run.
+chain and transition.  Result (2026-11-26, loaded machine): lengths 29.6 (prior to q) and 0.97
+(q to posterior), T = 10,000 split 9,682 + 319: leg 1 carries 97% of the transitions,
+which is why the waypoint path needed native transitions on leg 1 (``prior_base_point``
+in the model library), not only on leg 2, whose target the library already ran.
 
 Usage: ``PYTHONPATH=$PWD nice python scripts/waypoint_split.py``.
 """

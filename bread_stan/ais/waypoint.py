@@ -18,8 +18,10 @@ cancels: leg 1's weights estimate 1/c, leg 2's c p(y), so their sum estimates lo
 itself (AIS from q alone, SPEC section 7.1, estimates log(c p(y))).
 
 Each leg is a :class:`~bread_stan.target.Target` the engine runs unchanged
-(:class:`PriorToBase`, then :class:`~bread_stan.ais.gaussian_base.GaussianBaseTarget`),
-tuned by its own pilot (:func:`fit_waypoint`: leg 1's from the pilot's prior draws,
+(:class:`PriorToBase`, then :class:`~bread_stan.ais.gaussian_base.GaussianBaseTarget`;
+:func:`leg_targets`), both with native transitions on a Stan model (the model library
+evaluates log q next to the prior or the joint, bit for bit the Python numbers), tuned by
+its own pilot (:func:`fit_waypoint`: leg 1's from the pilot's prior draws,
 leg 2's from exact draws of q) and frozen.  A run at T distributions gives leg i ``T_i``
 of them in proportion to its thermodynamic length (the gap of a leg is about
 ``L_i^2 / (2 T_i)``, so the sum is smallest there), ``T_1 + T_2 - 1 = T``: q is shared,
