@@ -44,8 +44,9 @@ Usage: ``PYTHONPATH=$PWD python scripts/bench_defaults.py [--chains 100]
 [--target 1.5] [--seeds 3] [--models nhefs,pima]
 [--out scripts/figures/bench_defaults/results.md]``.  ``--versus new,waypoint
 --steps 100,300 [--out FILE]`` instead runs the named settings of ``VERSUS`` side by
-side at equal T (issue 28: ``--versus new,auto`` the prior path with Stan's ridge, the default before
-``path="auto"``, against today's defaults; ``new,waypoint`` against the waypoint path).
+side at equal T (issue 28: ``--versus new,auto`` the prior path with Stan's ridge, the
+default before ``path="auto"``, against today's defaults; ``new,waypoint`` against the
+waypoint path).
 """
 
 from __future__ import annotations
@@ -94,7 +95,8 @@ def one_run(stem: str, data, sampler, schedule, T: int, chains: int, seed: int,
     step = result.steps[0]
     bound = step.bound()
     return {"path": result.extra["path_choice"]["path"],
-            "estimates": (step.forward.log_estimates, step.reverse.log_estimates),"bound": bound.estimate, "se": bound.std_error,
+            "estimates": (step.forward.log_estimates, step.reverse.log_estimates),
+            "bound": bound.estimate, "se": bound.std_error,
             "tuning": result.extra["tuning_seconds"], "ais": step.wall_time,
             "wall": time.perf_counter() - wall0, "cpu": time.process_time() - cpu0,
             "grads": step.forward.n_grad + step.reverse.n_grad}

@@ -38,7 +38,8 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import bench_hard  # noqa: E402
 import bench_schedules  # noqa: E402
 
-MODELS, TESTS, DRAFT = ROOT / "stan_models", ROOT / "tests" / "stan", ROOT / "tests" / "stan" / "draft"
+MODELS, TESTS = ROOT / "stan_models", ROOT / "tests" / "stan"
+DRAFT = TESTS / "draft"
 
 
 def tiny_data() -> dict:

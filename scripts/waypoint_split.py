@@ -37,7 +37,8 @@ def main() -> None:
     path = waypoint.fit_waypoint(problem.target, kernel, params,
                                  prior_draws(problem, sim, sampler.pilot_chains, pilot_seed),
                                  seed=pilot_seed, config=sampler.tuning_config())
-    print(f"seed {seed} (sigma {sigma:.4g}): waypoint fitted in {time.perf_counter() - start:.0f} s; "
+    seconds = time.perf_counter() - start
+    print(f"seed {seed} (sigma {sigma:.4g}): waypoint fitted in {seconds:.0f} s; "
           f"thermodynamic lengths {path.lengths[0]:.3g} (prior to q), {path.lengths[1]:.3g} "
           f"(q to posterior); T = 10,000 splits {path.split(10_000)}; seconds per chain and "
           f"transition {[f'{leg.seconds_per_transition:.3g}' for leg in path.legs]}")

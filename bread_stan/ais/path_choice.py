@@ -11,10 +11,11 @@ likelihood tempers a prior that is vague on the scale the data fix: the
 half-Cauchy regression with an uncentred predictor of ``scripts/bench_hard.py`` has
 spreads of 2e13 to 1e16 nats on its data sets, and tempering strands its chains (AIS
 bounds of 2.4e5 nats at T = 10,000, SMC's best 319 nats), while the waypoint path
-reaches 0.06 nats (``scripts/figures/bench_hard/results.md``).  Models where the prior path works sit far below: Pima about 1e3, NHEFS
-about 1e5, eight schools at most 3e4, the conjugate normal mean about 1e2, the
-vague-prior regression of issue 15 (three normal(0, 100) coefficients, a predictor near
-100) 1e9 to 1e11 (``scripts/path_choice_survey.py``).
+reaches 0.06 nats (``scripts/figures/bench_hard/results.md``).  Models where the prior
+path works sit far below: Pima about 1e3, NHEFS about 1e5, eight schools at most 3e4,
+the conjugate normal mean about 1e2, the vague-prior regression of issue 15 (three
+normal(0, 100) coefficients, a predictor near 100) 1e9 to 1e11
+(``scripts/path_choice_survey.py``).
 
 What it cannot see: a funnel that the likelihood's spread does not announce (a
 hierarchical scale whose prior is not vague on the data's scale), a prior path that
