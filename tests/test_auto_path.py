@@ -75,6 +75,8 @@ def test_auto_takes_the_waypoint_on_an_uncentred_half_cauchy_regression(hard_pro
     assert settled.choice.loglik_sd > 100 * SPREAD_LIMIT  # about 1e14: far from the edge
     assert settled.run.path == "waypoint" and settled.sampler.metric_ridge == "relative"
     assert settled.fitted is not None  # the Laplace fit, done before the fingerprint
+    legs = waypoint.leg_targets(problem.target, settled.fitted[0])
+    assert all(leg.native is not None for leg in legs)  # both legs run in the library
 
 
 def test_auto_falls_back_to_the_prior_path_with_its_reason(hard_problem, monkeypatch, caplog):
