@@ -50,7 +50,7 @@ from .settings import RunSettings, SamplerSettings
 from .auto_path import resolve_path
 from ..ais.path_choice import PathChoice, given
 from .simulator_check import CheckSettings, SimulatorCheck, check_simulator
-from ..errors import InputError
+from ..errors import BreadStanError, InputError
 
 __all__ = ["SamplerSettings", "RunSettings", "VerdictSettings", "bread", "compare",
            "ResumeMismatchError"]
@@ -417,7 +417,14 @@ def _settle(models: Mapping, compiled, sim_compiled, data, hyper, truths,
     sim = Simulator(sim_compiled, data, hyper=hyper, threads=run.threads)
     out = {}
     for label, built in zip(models, compiled):
-        problem = simulate_problem(label, built, sim, data, run.seed, run.threads, truths[0])
+        try:
+            problem = simulate_problem(label, built, sim, data, run.seed, run.threads,
+                                       truths[0])
+        except BreadStanError:  # the program's own task fails with this error, as before
+            choice = given("auto", "prior", "not decided: the program's problem could not "
+                           "be built")
+            out[label] = (sampler.for_path("prior"), replace(run, path="prior"), choice)
+            continue
         resolved = resolve_path([problem], sim, sampler, run, label)
         out[label] = (resolved.sampler, resolved.run, resolved.choice)
     return out
