@@ -44,7 +44,9 @@ Usage: ``PYTHONPATH=$PWD python scripts/bench_defaults.py [--chains 100]
 [--target 1.5] [--seeds 3] [--models nhefs,pima]
 [--out scripts/figures/bench_defaults/results.md]``.  ``--versus new,waypoint
 --steps 100,300 [--out FILE]`` instead runs the named settings of ``VERSUS`` side by
-side at equal T (issue 28: the waypoint path against today's defaults).
+side at equal T (issue 28: ``--versus new,auto`` the prior path with Stan's ridge, the
+default before ``path="auto"``, against today's defaults; ``new,waypoint`` against the
+waypoint path).
 """
 
 from __future__ import annotations
@@ -69,9 +71,11 @@ SETTINGS = {  # name -> (sampler, schedule, first T to try per model)
             ScheduleSpec("sigmoid"), {"nhefs": 4000, "pima": 740}),
     "new": (SamplerSettings(), RunSettings().schedule, {"nhefs": 190, "pima": 140}),
 }
-# --versus: today's defaults against the waypoint path (issue 28) at equal T.
+# --versus: settings side by side at equal T (issue 28).  "new" is the prior path with
+# Stan's ridge (the default before path "auto"), "auto" today's defaults.
 VERSUS = {
-    "new": (SamplerSettings(), RunSettings().schedule, "prior"),
+    "new": (SamplerSettings(metric_ridge="stan"), RunSettings().schedule, "prior"),
+    "auto": (SamplerSettings(), RunSettings().schedule, "auto"),
     "relative": (SamplerSettings(metric_ridge="relative"), RunSettings().schedule, "prior"),
     "waypoint": (SamplerSettings(metric_ridge="relative"), RunSettings().schedule, "waypoint"),
 }
@@ -90,7 +94,9 @@ def one_run(stem: str, data, sampler, schedule, T: int, chains: int, seed: int,
                                    path=path))
     step = result.steps[0]
     bound = step.bound()
-    return {"bound": bound.estimate, "se": bound.std_error,
+    return {"path": result.extra["path_choice"]["path"],
+            "estimates": (step.forward.log_estimates, step.reverse.log_estimates),
+            "bound": bound.estimate, "se": bound.std_error,
             "tuning": result.extra["tuning_seconds"], "ais": step.wall_time,
             "wall": time.perf_counter() - wall0, "cpu": time.process_time() - cpu0,
             "grads": step.forward.n_grad + step.reverse.n_grad}
@@ -173,10 +179,12 @@ def versus(models: list[str], names: list[str], steps: list[int], chains: int, s
              f"{chains} chains per direction, 1 thread, seeds {seeds.start}-{seeds.stop - 1} "
              "(bounds and times averaged over seeds); time = pilot (or waypoint fit) + "
              f"both AIS directions. Load average at the start: {os.getloadavg()[0]:.2f}.", "",
-             "| model | setting | T | bound (nats) | se | per seed | tuning s | AIS s | "
-             "wall s | CPU s |", "|---|---|---|---|---|---|---|---|---|---|"]
+             "| model | setting | path | T | bound (nats) | se | per seed | tuning s | AIS s | "
+             "wall s | CPU s | same numbers as the first setting |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for model in models:
         for T in steps:
+            first = None
             for name in names:
                 sampler, schedule, path = VERSUS[name]
                 runs = [one_run(MODELS[model], datasets.load(model), sampler, schedule, T,
@@ -185,10 +193,14 @@ def versus(models: list[str], names: list[str], steps: list[int], chains: int, s
                         for k in ("bound", "tuning", "ais", "wall", "cpu")}
                 se = float(np.sqrt(np.sum([r["se"] ** 2 for r in runs])) / len(runs))
                 per_seed = ", ".join(f"{r['bound']:.3g}" for r in runs)
-                row = (f"| {model} | {name} | {T} | {mean['bound']:.4g} | {se:.2g} | "
+                paths = "/".join(sorted({r["path"] for r in runs}))
+                first = first or runs
+                same = all(np.array_equal(a, b) for r, q in zip(runs, first)
+                           for a, b in zip(r["estimates"], q["estimates"]))
+                row = (f"| {model} | {name} | {paths} | {T} | {mean['bound']:.4g} | {se:.2g} | "
                        f"{per_seed} | "
                        f"{mean['tuning']:.1f} | {mean['ais']:.1f} | {mean['wall']:.1f} | "
-                       f"{mean['cpu']:.1f} |")
+                       f"{mean['cpu']:.1f} | {'yes' if same else 'no'} |")
                 print(row, flush=True)
                 lines.append(row)
     text = "\n".join(lines) + "\n"

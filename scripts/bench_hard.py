@@ -28,7 +28,10 @@ simulated sigma 0.69 (``--sigma 0.5 2.0``), 0.59 at T = 3,000.
 
 Usage: ``PYTHONPATH=$PWD nice python scripts/bench_hard.py [--chains 50]
 [--settings ais:1000,10000 smc16:300,1000 ...] [--schedule adaptive|geometric] [--start 1e-10]
-[--path prior|waypoint] [--ridge stan|relative] [--n 50] [--sigma 0.05 0.15] [--out FILE]``.
+[--path auto|prior|waypoint] [--ridge auto|stan|relative] [--n 50] [--sigma 0.05 0.15]
+[--out FILE]``.  Without ``--path`` and ``--ridge`` a run takes today's defaults (path
+"auto", which chooses the waypoint here); the tables before path "auto" were made with
+``--path prior --ridge stan`` (the prior path) or ``--path waypoint --ridge relative``.
 """
 
 from __future__ import annotations
@@ -104,6 +107,11 @@ def pick_seed(lo=0.05, hi=0.15, n: int = N) -> tuple[int, float]:
     raise RuntimeError("no seed gave a small sigma")
 
 
+def _path_line(choice: dict) -> str:
+    return (f"path {choice['path']} (requested {choice['requested']}, log lik sd over "
+            f"prior draws {choice['loglik_sd'] or float('nan'):.3g})")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--chains", type=int, default=50)
@@ -112,10 +120,10 @@ def main() -> None:
     ap.add_argument("--schedule", choices=("adaptive", "geometric"), default="adaptive",
                     help="the schedule of betas (geometric: from --start to 1)")
     ap.add_argument("--start", type=float, default=1e-10, help="first nonzero beta, geometric")
-    ap.add_argument("--path", choices=("prior", "waypoint"), default="prior",
-                    help="RunSettings.path: temper the likelihood from the prior, or go "
-                    "through a Gaussian waypoint (AIS only)")
-    ap.add_argument("--ridge", choices=("stan", "relative"), default="stan",
+    ap.add_argument("--path", choices=("auto", "prior", "waypoint"), default="auto",
+                    help="RunSettings.path: temper the likelihood from the prior, go "
+                    "through a Gaussian waypoint (AIS only), or auto (the default's choice)")
+    ap.add_argument("--ridge", choices=("auto", "stan", "relative"), default="auto",
                     help="SamplerSettings.metric_ridge")
     ap.add_argument("--n", type=int, default=N, help="number of observations")
     ap.add_argument("--sigma", type=float, nargs=2, default=(0.05, 0.15),
@@ -140,6 +148,7 @@ def main() -> None:
         res = bread(MODEL, SIMULATOR, data(args.n), run=run,
                     sampler=SamplerSettings(metric_ridge=args.ridge))
         total = time.perf_counter() - t0
+        print(f"  {name}: {_path_line(res.extra['path_choice'])}", flush=True)
         y = np.asarray(res.extra["simulated_data"]["y"])
         exact = exact_log_ml(y, np.asarray(data(args.n)["x"]))
         for s in res.steps:

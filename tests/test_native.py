@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from bread_stan.ais.gaussian_base import GaussianBase, GaussianBaseTarget
+from bread_stan.ais.waypoint import PriorToBase
 from bread_stan.kernels.base import initial_state
 from bread_stan.kernels.hmc import HMC, HMCParams
 from bread_stan.kernels.integrator import is_shared, per_chain_metric
@@ -197,6 +198,32 @@ def test_gaussian_base_target_native_kernels_are_the_python_kernels(targets, nam
     # The path from a Gaussian base q0 to the joint (subjective, AIDE): log q0 is
     # evaluated in C++ too, and every transition must be the Python kernel's, bit for bit.
     target = GaussianBaseTarget(targets[name].full_model, _gaussian_base(targets[name], base))
+    assert target.native is not None
+    d = target.dim
+    for kernel, params, rtol in (
+            (HMC, HMCParams(step_size=np.linspace(0.05, 0.6, N_CHAINS), n_leapfrog=6,
+                            inv_metric=_dense_metric(d, 1), step_size_jitter=0.3,
+                            rescue_prob=0.1), 0),
+            (NUTS, NUTSParams(step_size=np.geomspace(0.02, 1.5, N_CHAINS),
+                              inv_metric=np.linspace(0.5, 2.0, d), max_depth=7,
+                              step_size_jitter=0.2, rescue_prob=0.3, rescue_depth=3), 1e-13)):
+        python = _run(kernel(native=False), target, params, steps=8)
+        _assert_identical(python, _run(kernel(native=True), target, params, steps=8),
+                          accept_rtol=rtol)
+        if name == "throws":
+            assert any(i.divergent.any() for _, i in python[0])
+
+
+@pytest.mark.parametrize("name", ["logistic", "throws"])
+@pytest.mark.parametrize("base", ["diag", "dense"])
+def test_waypoint_first_leg_native_kernels_are_the_python_kernels(targets, name, base):
+    # Leg 1 of the waypoint path, prior -> q0 (PriorToBase): the prior instance and log q0
+    # in C++ (prior_base_point), every transition the Python kernel's, bit for bit.  For
+    # ``throws`` q0 sits at x = 3.5, where the prior rejects, so trajectories fail there.
+    q0 = _gaussian_base(targets[name], base)
+    if name == "throws":
+        q0 = GaussianBase(q0.mean + 3.5, q0.cov)
+    target = PriorToBase(targets[name], q0)
     assert target.native is not None
     d = target.dim
     for kernel, params, rtol in (

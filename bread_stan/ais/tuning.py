@@ -46,7 +46,7 @@ from ..store import CorruptFileError, load_json, save_json
 from ..target import Target
 from ..errors import InputError
 
-__all__ = ["TuningConfig", "TunedKernel", "tune", "progress_bar", "PILOT_STREAM"]
+__all__ = ["TuningConfig", "TunedKernel", "tune", "progress_bar", "loglik_sd", "PILOT_STREAM"]
 
 log = logging.getLogger(__name__)
 
@@ -239,8 +239,7 @@ def _auto_floor(log_lik: np.ndarray, n_grid: int, floor_min: float = 1e-12
     """The floor ``1 / sd(log lik at prior draws)`` in [floor_min, 1e-3], and the grid
     size that keeps the density of ``n_grid`` points over the default floor's
     decades."""
-    finite = log_lik[np.isfinite(log_lik)]
-    sd = float(np.std(finite, ddof=1)) if finite.size > 1 else 0.0
+    sd = loglik_sd(log_lik)
     floor = float(np.clip(1.0 / sd, floor_min, _DEFAULT_FLOOR)) if sd > 0 else _DEFAULT_FLOOR
     decades = np.log10((1 + floor) / floor) / np.log10((1 + _DEFAULT_FLOOR) / _DEFAULT_FLOOR)
     return floor, max(n_grid, int(round(n_grid * decades)))
@@ -421,7 +420,7 @@ def tune(target: Target, kernel: Kernel, base_params, prior_draws, *, seed,
         else:
             state, step, acc = adapt(state, beta, step, metric, config.adapt_steps, visited)
         window = visited[len(visited) // 2:] or [state]
-        sds.append(_loglik_sd(np.concatenate([s.evaluation.log_lik for s in window])))
+        sds.append(loglik_sd(np.concatenate([s.evaluation.log_lik for s in window])))
         steps.append(step)
         metrics.append(metric)
         accepts.append(acc)
@@ -447,8 +446,10 @@ def tune(target: Target, kernel: Kernel, base_params, prior_draws, *, seed,
                        np.array(sds))
 
 
-def _loglik_sd(values: np.ndarray) -> float:
-    """Standard deviation of pooled log likelihoods, ignoring non-finite ones."""
+def loglik_sd(values: np.ndarray) -> float:
+    """Standard deviation of pooled log likelihoods, ignoring non-finite ones (0 with
+    fewer than two finite values).  At the pilot's prior draws its inverse is the
+    automatic floor of the pilot's grid."""
     finite = values[np.isfinite(values)]
     return float(np.std(finite, ddof=1)) if finite.size > 1 else 0.0
 

@@ -18,8 +18,10 @@ cancels: leg 1's weights estimate 1/c, leg 2's c p(y), so their sum estimates lo
 itself (AIS from q alone, SPEC section 7.1, estimates log(c p(y))).
 
 Each leg is a :class:`~bread_stan.target.Target` the engine runs unchanged
-(:class:`PriorToBase`, then :class:`~bread_stan.ais.gaussian_base.GaussianBaseTarget`),
-tuned by its own pilot (:func:`fit_waypoint`: leg 1's from the pilot's prior draws,
+(:class:`PriorToBase`, then :class:`~bread_stan.ais.gaussian_base.GaussianBaseTarget`;
+:func:`leg_targets`), both with native transitions on a Stan model (the model library
+evaluates log q next to the prior or the joint, bit for bit the Python numbers), tuned by
+its own pilot (:func:`fit_waypoint`: leg 1's from the pilot's prior draws,
 leg 2's from exact draws of q) and frozen.  A run at T distributions gives leg i ``T_i``
 of them in proportion to its thermodynamic length (the gap of a leg is about
 ``L_i^2 / (2 T_i)``, so the sum is smallest there), ``T_1 + T_2 - 1 = T``: q is shared,
@@ -50,9 +52,12 @@ from .tuning import TunedKernel, TuningConfig, tune
 from ..errors import InputError
 from ..kernels.base import Kernel
 from ..rng import Stream, chain_seed_sequences
+from ..stan.model import StanModel
+from ..stan.native import NativeKernels
 from ..target import Evaluation, Target
 
-__all__ = ["PriorToBase", "TiedEnd", "WaypointPath", "WaypointError", "fit_waypoint",
+__all__ = ["PriorToBase", "TiedEnd", "WaypointPath", "WaypointError", "fit_base", "fit_waypoint",
+           "leg_targets",
            "forward", "reverse", "forward_and_reverse", "LEG1_FLOOR_MIN"]
 
 log = logging.getLogger(__name__)
@@ -67,12 +72,18 @@ class WaypointError(InputError):
 
 class PriorToBase:
     """Leg 1 as a Target: the model's log prior as the "prior", ``log q - log p0`` as the
-    "log likelihood", so that beta = 1 is q."""
+    "log likelihood", so that beta = 1 is q.  On a Stan target (one with ``prior_model``
+    and native transitions) the model library runs the transitions too (``native``:
+    ``prior_base_point`` in ``csrc/bridge.cpp``, bit for bit this class's numbers)."""
 
     def __init__(self, model: Target, base: GaussianBase):
         if base.dim != model.dim:
             raise InputError(f"the base has {base.dim} coordinates, the model {model.dim}")
         self.model, self.base = model, base
+        prior = getattr(model, "prior_model", None)
+        self.native = (NativeKernels(model.full_model, prior, model.threads, base=base)
+                       if getattr(model, "native", None) is not None
+                       and isinstance(prior, StanModel) else None)
 
     @property
     def dim(self) -> int:
@@ -124,7 +135,7 @@ class WaypointPath:
 
     def targets(self, model: Target) -> tuple[Target, Target]:
         """Leg 1's and leg 2's targets on ``model`` (a prior/likelihood split target)."""
-        return PriorToBase(model, self.base), GaussianBaseTarget(model, self.base)
+        return leg_targets(model, self.base)
 
     def schedules(self, config: engine.RunConfig, T: int) -> tuple[tuple, tuple]:
         """Each leg's (betas, frozen schedule, increment thinning) at T distributions,
@@ -185,8 +196,22 @@ class WaypointPath:
                 "lengths": list(self.lengths), "fit": self.fit}
 
 
-def _laplace(model: Target, pilot: np.ndarray, widen: float) -> tuple[GaussianBase, dict]:
-    """The Laplace approximation from the best of the pilot draws' mode searches."""
+def leg_targets(model: Target, base: GaussianBase) -> tuple[Target, Target]:
+    """Leg 1's and leg 2's targets on ``model`` through ``base``.  On a Stan target both
+    offer native transitions: leg 2 reads the joint from the full model instance
+    (``full_model``), whose library evaluates log q as well."""
+    full = getattr(model, "full_model", None)
+    source = full if getattr(model, "native", None) is not None and isinstance(
+        full, StanModel) else model
+    return PriorToBase(model, base), GaussianBaseTarget(source, base)
+
+
+def fit_base(model: Target, pilot, widen: float = DEFAULT_WIDEN) -> tuple[GaussianBase, dict]:
+    """The waypoint q: the Laplace approximation (sds times ``widen``) from the best of
+    mode searches started at the pilot draws of highest joint density, and the search's
+    record.  :class:`WaypointError` when no search finds a mode with downward curvature."""
+    pilot = np.ascontiguousarray(np.asarray(pilot, dtype=float))
+    t0 = time.perf_counter()
     ev = model.evaluate(pilot, gradient=False)
     joint = ev.log_prior + ev.log_lik
     order = [i for i in np.argsort(-np.nan_to_num(joint, nan=-np.inf)) if np.isfinite(joint[i])]
@@ -207,22 +232,23 @@ def _laplace(model: Target, pilot: np.ndarray, widen: float) -> tuple[GaussianBa
                             f"approximation there: {reason}; use the prior path "
                             "(RunSettings(path='prior'))")
     return best[0], {"log_joint_at_mode": best[1], "start": best[2],
-                     "failed_searches": len(errors), "widen": widen}
+                     "failed_searches": len(errors), "widen": widen,
+                     "seconds": time.perf_counter() - t0}
 
 
 def fit_waypoint(model: Target, kernel: Kernel, base_params, pilot_draws, *, seed,
                  config: TuningConfig = TuningConfig(), widen: float = DEFAULT_WIDEN,
-                 progress: bool = False) -> WaypointPath:
-    """Fit the waypoint q to ``model``'s posterior (Laplace, sds times ``widen``) from the
-    pilot's exact prior draws (never scored), and tune each leg's kernel on its own
-    pilot with ``config`` (leg 1 from ``pilot_draws``, its floor allowed down to
-    :data:`LEG1_FLOOR_MIN`; leg 2 from as many exact draws of q, on stream
-    ``Stream.WAYPOINT_PILOT``)."""
+                 progress: bool = False, fitted: tuple[GaussianBase, dict] | None = None
+                 ) -> WaypointPath:
+    """Fit the waypoint q to ``model``'s posterior (:func:`fit_base`: Laplace, sds times
+    ``widen``) from the pilot's exact prior draws (never scored), and tune each leg's
+    kernel on its own pilot with ``config`` (leg 1 from ``pilot_draws``, its floor
+    allowed down to :data:`LEG1_FLOOR_MIN`; leg 2 from as many exact draws of q, on
+    stream ``Stream.WAYPOINT_PILOT``).  ``fitted``: q and its record from
+    :func:`fit_base` on the same draws, when the caller has fitted it already."""
     pilot = np.ascontiguousarray(np.asarray(pilot_draws, dtype=float))
-    t0 = time.perf_counter()
-    base, record = _laplace(model, pilot, widen)
-    record["seconds"] = time.perf_counter() - t0
-    leg1, leg2 = PriorToBase(model, base), GaussianBaseTarget(model, base)
+    base, record = fitted if fitted is not None else fit_base(model, pilot, widen)
+    leg1, leg2 = leg_targets(model, base)
     gen = np.random.Generator(np.random.PCG64(
         chain_seed_sequences(seed, int(Stream.WAYPOINT_BASE_DRAWS), [0])[0]))
     tuned1 = tune(leg1, kernel, base_params, pilot, seed=seed,

@@ -147,15 +147,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--known-lower", type=float, default=None,
                    help="a trusted lower bound on log p(y): adds a KL(p||q) bound")
     _add_algorithm_options(p)
-    p.add_argument("--path", choices=("prior", "waypoint"), default="prior",
+    p.add_argument("--path", choices=("auto", "prior", "waypoint"), default="auto",
                    help="annealing path: temper the likelihood from the prior, or go "
                    "from the prior to a Gaussian fitted to the posterior (Laplace) and on "
-                   "to the posterior, for funnels that tempering creates (AIS only; "
-                   "default prior)")
-    p.add_argument("--metric-ridge", choices=("stan", "relative"), default="stan",
+                   "to the posterior, for funnels that tempering creates (AIS only); "
+                   "auto (default) takes the waypoint when the log likelihood's sd over "
+                   "the pilot's prior draws exceeds 1e12 nats and a posterior mode exists")
+    p.add_argument("--metric-ridge", choices=("auto", "stan", "relative"), default="auto",
                    help="regularisation of the pilot's metric: Stan's 1e-3 added to each "
                    "variance, or 1e-3 of each variance (for parameters with posterior sds "
-                   "far below 0.03; default stan)")
+                   "far below 0.03); auto (default): stan on the prior path, relative on "
+                   "the waypoint path")
 
     p = sub.add_parser("compare", help="BREAD for several programs of one model, shared data")
     p.add_argument("models", type=Path, nargs="+", help="model programs to compare")

@@ -102,7 +102,7 @@ def _settings(args):
 
     sampler = _sampler(args, step_size_jitter=args.jitter, rescue_prob=args.rescue,
                        metric=args.metric,
-                       metric_ridge=getattr(args, "metric_ridge", "stan"))
+                       metric_ridge=getattr(args, "metric_ridge", "auto"))
     run = RunSettings(steps=args.steps, chains=args.chains, seed=args.seed,
                       exact_draws=getattr(args, "exact_draws", 1),
                       threads=args.threads, schedule=ScheduleSpec(kind=args.schedule),
@@ -110,7 +110,7 @@ def _settings(args):
                       check_simulator=not getattr(args, "no_check", False),
                       algorithm=getattr(args, "algorithm", "ais"),
                       particles=getattr(args, "particles", None),
-                      path=getattr(args, "path", "prior"))
+                      path=getattr(args, "path", "auto"))
     return sampler, run
 
 
@@ -138,11 +138,19 @@ def _report(result, out: Path, what: str) -> int:
     return _exit_code(result)
 
 
+def _path_line(choice: dict) -> str:
+    """One line on the annealing path a run took and the number behind it."""
+    how = "chosen automatically" if choice.get("requested") == "auto" else "as requested"
+    return f"path: {choice.get('path')} ({how}): {choice.get('reason')}"
+
+
 def _print_summary(result) -> None:
     from .report import markdown_table, result_table
 
     print(f"\n{result.model}: {result.status.upper()}")
     print(_check_line(result.extra.get("simulator_check")))
+    if result.extra.get("path_choice"):
+        print(_path_line(result.extra["path_choice"]))
     print(markdown_table(result_table(result)))
     print(f"\n{result.headline()}")
     for problem in result.problems():

@@ -280,6 +280,10 @@ def _schedule_section(result: BreadResult) -> str:
                      "is one run of that many particles (the reverse ones conditional SMC "
                      "from the exact draw); the bound is on the output particle's "
                      f"distribution.  Resampling steps: {resampled}.")
+    choice = result.extra.get("path_choice")
+    if choice:
+        how = "chosen automatically" if choice.get("requested") == "auto" else "as requested"
+        lines.append(f"- Path: **{choice.get('path')}** ({how}): {choice.get('reason')}.")
     lines += [f"- Schedule: **{kind}**" + (
         " (betas at equal shares of the path's thermodynamic length, from the pilot's "
         "sd of the log likelihood along beta)" if kind == "adaptive" else "") + "."]

@@ -68,12 +68,13 @@ class NativeKernels:
     ``prior=None``, of ``full``'s joint density (reported as the log prior, with log
     likelihood 0), or, with a ``base`` (``prior=None``), of the path from a Gaussian
     base q0 to ``full``'s joint (log q0 as the log prior, log p~ - log q0 as the log
-    likelihood, as :class:`~bread_stan.ais.gaussian_base.GaussianBaseTarget`)."""
+    likelihood, as :class:`~bread_stan.ais.gaussian_base.GaussianBaseTarget`), or, with
+    ``prior`` and ``base`` both, of the path from the prior to q0 (the prior's log
+    density as the log prior, log q0 minus it as the log likelihood, as
+    :class:`~bread_stan.ais.waypoint.PriorToBase`; ``full`` gives only the dimension)."""
 
     def __init__(self, full: StanModel, prior: StanModel | None = None, threads: int = 0,
                  base=None):
-        if prior is not None and base is not None:
-            raise InputError("give a prior instance or a Gaussian base, not both")
         self.full, self.prior, self.threads = full, prior, int(threads)
         self.lib = full.lib
         # GaussianBase.native_block(): [log normaliser, mean, sd or (L^-1, L^-T)]

@@ -59,6 +59,7 @@ from .settings import RunSettings, SamplerSettings
 from .fit import FitSettings
 from .subjective import (BaseSettings, full_data, own_fit, prior_base, stan_model,
                          load_reference)
+from .auto_path import prior_path_only
 
 __all__ = ["aide", "AIDESettings", "parse_algorithm", "AIDESpecError"]
 
@@ -297,9 +298,7 @@ def aide(model, data=None, *, gold: Any = "ais:10000", target: Any = "advi-meanf
     reverse meta-inference chains in blocks on a Dask cluster, with the numbers of
     the local default.
     """
-    if run.path != "prior":
-        raise InputError(f"RunSettings(path={run.path!r}) is for bread and compare; "
-                         "aide runs the prior path: use path='prior'")
+    sampler, run = prior_path_only(sampler, run, "aide")
     n_gold, n_target = settings.n_gold, settings.n_target
     m_gold, m_target, level = settings.m_gold, settings.m_target, settings.level
     seed, schedule = run.seed, run.schedule

@@ -47,8 +47,10 @@ from .common import (ResumeMismatchError, check_program, default_name, load_or_t
                      setup_warnings, warn_if_costly)
 from .problem import Problem, constrained, prior_draws, problem_seed, simulate_problem
 from .settings import RunSettings, SamplerSettings
+from .auto_path import resolve_path
+from ..ais.path_choice import PathChoice, given
 from .simulator_check import CheckSettings, SimulatorCheck, check_simulator
-from ..errors import InputError
+from ..errors import BreadStanError, InputError
 
 __all__ = ["SamplerSettings", "RunSettings", "VerdictSettings", "bread", "compare",
            "ResumeMismatchError"]
@@ -60,9 +62,12 @@ def _run_problem(problems: list[Problem], simulator: Simulator, sampler: Sampler
                  run: RunSettings, out_dir: Path | None, header: dict,
                  known_log_ml_bounds: Mapping[str, float] | None,
                  verdict: VerdictSettings, data: Mapping,
-                 executor: Executor | None = None) -> BreadResult:
+                 executor: Executor | None = None, choice: PathChoice | None = None,
+                 fitted=None) -> BreadResult:
     """Tune on the first problem, check the simulator with the frozen kernel, then run
-    every step count over all problems on ``executor`` (here by default)."""
+    every step count over all problems on ``executor`` (here by default).  ``run`` and
+    ``sampler`` are concrete (path "prior" or "waypoint"); ``choice`` is the choice
+    behind the path and ``fitted`` the waypoint q when it was fitted already."""
     kernel, base_params = sampler.make()
     first = problems[0]
     extra = {"truth": first.truth, "simulated_data": first.simulated_data,
@@ -72,6 +77,8 @@ def _run_problem(problems: list[Problem], simulator: Simulator, sampler: Sampler
         extra["exact_draws"] = len(problems)
         extra["problems"] = [{"truth": p.truth, "simulated_data": p.simulated_data}
                              for p in problems]
+    choice = choice or given(run.path, run.path, "set in RunSettings.path")
+    extra["path_choice"] = choice.to_dict()
     result = BreadResult(first.name, header, [], extra)
     done: set[int] = set()
     if out_dir is not None:
@@ -86,7 +93,7 @@ def _run_problem(problems: list[Problem], simulator: Simulator, sampler: Sampler
         tuned = waypoint.fit_waypoint(
             first.target, kernel, base_params,
             prior_draws(first, simulator, sampler.pilot_chains, pilot_seed), seed=pilot_seed,
-            config=sampler.tuning_config(), progress=run.progress)
+            config=sampler.tuning_config(), progress=run.progress, fitted=fitted)
         seconds, check_kernel = time.perf_counter() - start, tuned.endpoints()
     else:
         tuned, seconds = load_or_tune(
@@ -260,9 +267,11 @@ def bread(model, simulator, data=None, *, sampler: SamplerSettings = SamplerSett
         sim = Simulator(sim_compiled, data, hyper=hyper, threads=run.threads)
         problems = [simulate_problem(name, compiled, sim, data, run.seed, run.threads, truth)
                     for truth in _truth_draws(sim, run)]
-        header = _header(name, model, simulator, data, sampler, run, hyper)
-        return _run_problem(problems, sim, sampler, run, out, header, known_log_ml_bounds,
-                            verdict or VerdictSettings(), data, executor)
+        settled = resolve_path(problems, sim, sampler, run, name)
+        header = _header(name, model, simulator, data, settled.sampler, settled.run, hyper)
+        return _run_problem(problems, sim, settled.sampler, settled.run, out, header,
+                            known_log_ml_bounds, verdict or VerdictSettings(), data, executor,
+                            settled.choice, settled.fitted)
 
 
 def _check_known_bounds(known: Mapping[str, float] | None) -> None:
@@ -335,6 +344,7 @@ class _ProgramJob:
     header: dict
     verdict: VerdictSettings
     out_dir: Path | None = None
+    choice: PathChoice | None = None
 
 
 def _run_program(job: _ProgramJob, executor: Executor | None = None) -> BreadResult:
@@ -345,7 +355,7 @@ def _run_program(job: _ProgramJob, executor: Executor | None = None) -> BreadRes
     problems = [simulate_problem(job.label, job.model, sim, job.data, job.run.seed, threads,
                                  truth) for truth in job.truths]
     return _run_problem(problems, sim, job.sampler, job.run, job.out_dir, job.header, None,
-                        job.verdict, job.data, executor)
+                        job.verdict, job.data, executor, job.choice)
 
 
 def _run_programs(executor: Executor, models: Mapping, compiled, sim_compiled, data,
@@ -358,22 +368,25 @@ def _run_programs(executor: Executor, models: Mapping, compiled, sim_compiled, d
     then reloaded with the steps saved before.  Returns one result per label."""
     here = executor.in_process
     tasks, results = {}, {}
+    settled = _settle(models, compiled, sim_compiled, data, hyper, truths, sampler, run)
     for (label, program), built in zip(models.items(), compiled):
-        header = _header(label, program, simulator, data, sampler, run, hyper)
+        own_sampler, own_run, choice = settled[label]  # this program's concrete path
+        header = _header(label, program, simulator, data, own_sampler, own_run, hyper)
         sub = out / label if out is not None else None
         if sub is not None:
             sub.mkdir(exist_ok=True)
-        job_run = run
+        job_run = own_run
         if not here:
             done = (resume_steps(BreadResult(label, header, [], {}), sub, header)
                     if sub is not None else set())
             missing = tuple(T for T in run.steps if T not in done)
             if not missing:
                 continue
-            job_run = replace(run, steps=missing, progress=False, threads=1)
+            job_run = replace(own_run, steps=missing, progress=False, threads=1)
         tasks[label] = (_ProgramJob(label, built, sim_compiled, dict(data),
-                                    None if hyper is None else dict(hyper), truths, sampler,
-                                    job_run, header, verdict, sub if here else None),)
+                                    None if hyper is None else dict(hyper), truths,
+                                    own_sampler, job_run, header, verdict,
+                                    sub if here else None, choice),)
 
     def arrived(label: str, result: BreadResult) -> None:
         if here or out is None:
@@ -390,21 +403,45 @@ def _run_programs(executor: Executor, models: Mapping, compiled, sim_compiled, d
 
     executor.run(_run_program, tasks, arrived, progress=run.progress,
                  saved_in=str(out) if out is not None else None)
-    for label, job in _reloads(models, compiled, sim_compiled, data, hyper, truths, sampler,
-                               run, out, simulator, verdict, results):
+    for label, job in _reloads(models, compiled, sim_compiled, data, hyper, truths, settled,
+                               out, simulator, verdict, results):
         results[label] = _run_program(job, executor)  # loads what the cluster saved
     return {label: results[label] for label in models}
 
 
-def _reloads(models, compiled, sim_compiled, data, hyper, truths, sampler, run, out,
+def _settle(models: Mapping, compiled, sim_compiled, data, hyper, truths,
+            sampler: SamplerSettings, run: RunSettings) -> dict[str, tuple]:
+    """Each program's concrete (sampler, run, path choice), decided here before any task
+    runs (:func:`~bread_stan.workflows.auto_path.resolve_path` on its first problem)."""
+    if run.path != "auto":
+        resolved = resolve_path([], None, sampler, run, "")
+        return {label: (resolved.sampler, resolved.run, resolved.choice) for label in models}
+    sim = Simulator(sim_compiled, data, hyper=hyper, threads=run.threads)
+    out = {}
+    for label, built in zip(models, compiled):
+        try:
+            problem = simulate_problem(label, built, sim, data, run.seed, run.threads,
+                                       truths[0])
+        except BreadStanError:  # the program's own task fails with this error, as before
+            choice = given("auto", "prior", "not decided: the program's problem could not "
+                           "be built")
+            out[label] = (sampler.for_path("prior"), replace(run, path="prior"), choice)
+            continue
+        resolved = resolve_path([problem], sim, sampler, run, label)
+        out[label] = (resolved.sampler, resolved.run, resolved.choice)
+    return out
+
+
+def _reloads(models, compiled, sim_compiled, data, hyper, truths, settled, out,
              simulator, verdict, results):
     """The programs whose results the cluster saved in ``out`` (jobs that load them)."""
     for (label, program), built in zip(models.items(), compiled):
         if label not in results:
+            sampler, run, choice = settled[label]
             header = _header(label, program, simulator, data, sampler, run, hyper)
             yield label, _ProgramJob(label, built, sim_compiled, dict(data),
                                      None if hyper is None else dict(hyper), truths, sampler,
-                                     run, header, verdict, out / label)
+                                     run, header, verdict, out / label, choice)
 
 
 def _labels(programs: Sequence) -> list[str]:

@@ -109,15 +109,17 @@ _PART_NAMES = {"model": "the model program", "simulator": "the simulator program
 
 # Settings added after results were first saved, at the values that reproduce the
 # numbers from before: left out of a fingerprint, so those results still resume.
-_LATER_DEFAULTS = {"metric_ridge": "stan", "ridge": "stan", "floor_min": 1e-12,
-                   "path": "prior"}
+# "auto" path and ridge: bread and compare fingerprint the resolved path and ridge, and
+# every other workflow runs the prior path, where "auto" is "prior" and "stan".
+_LATER_DEFAULTS = {"metric_ridge": ("stan", "auto"), "ridge": ("stan",),
+                   "floor_min": (1e-12,), "path": ("prior", "auto")}
 
 
 def _without_later_defaults(part: Any) -> Any:
     if not isinstance(part, dict):
         return part
     return {k: v for k, v in part.items()
-            if not (k in _LATER_DEFAULTS and v == _LATER_DEFAULTS[k])}
+            if not (k in _LATER_DEFAULTS and v in _LATER_DEFAULTS[k])}
 
 
 def fingerprints(**parts: Any) -> tuple[str, dict[str, str]]:

@@ -73,6 +73,7 @@ from .protocol_result import (
     write_header,
 )
 from ..errors import InputError
+from .auto_path import prior_path_only
 
 __all__ = ["ProtocolSettings", "protocol"]
 
@@ -325,9 +326,7 @@ def protocol(model, simulator, real_data, *, sampler: SamplerSettings = SamplerS
     replicates on a Dask cluster, one whole replicate (simulation, tuning, its
     forward runs) per task, each saved as it arrives: the same numbers as locally.
     """
-    if run.path != "prior":
-        raise InputError(f"RunSettings(path={run.path!r}) is for bread and compare; "
-                         "protocol runs the prior path: use path='prior'")
+    sampler, run = prior_path_only(sampler, run, "protocol")
     check_program("model", model)
     check_program("simulator", simulator)
     if run.algorithm != "ais":

@@ -4,13 +4,14 @@ run itself (:class:`RunSettings`), one type per concept with one set of defaults
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, ClassVar
 
 import numpy as np
 
 from ..ais.betas import ScheduleSpec
 from ..ais.imh_tuning import IMHTuningConfig
+from ..ais.path_choice import PATHS
 from ..ais.tuning import TuningConfig
 from ..kernels.hmc import HMC, HMCParams
 from ..kernels.imh import IMH
@@ -18,9 +19,10 @@ from ..kernels.nuts import NUTS, NUTSParams
 from ..kernels.registry import kernel_entry
 from ..errors import InputError
 
-__all__ = ["RunSettings", "SamplerSettings", "SMC_PARTICLES"]
+__all__ = ["RunSettings", "SamplerSettings", "SMC_PARTICLES", "RIDGES"]
 
 SMC_PARTICLES = 16  # particles per SMC run unless RunSettings.particles says
+RIDGES = ("auto", "stan", "relative")
 
 
 def _is_whole(value) -> bool:
@@ -67,11 +69,12 @@ class SamplerSettings:
     (NUTS builds a rescue transition's tree to depth at most 4).
 
     ``metric_ridge``: how the pilot regularises its metric estimates (``ridge`` of
-    :class:`~bread_stan.ais.tuning.TuningConfig`): "stan" (the default, Stan's
-    absolute ridge of 1e-3) or "relative" (1e-3 of each variance: the same metric in
-    any units; needed when a parameter's posterior sd is far below 0.03, as for the
-    coefficient of an uncentred predictor, where Stan's ridge shrinks the step size
-    by orders of magnitude).
+    :class:`~bread_stan.ais.tuning.TuningConfig`): "stan" (Stan's absolute ridge of
+    1e-3), "relative" (1e-3 of each variance: the same metric in any units; needed when
+    a parameter's posterior sd is far below 0.03, as for the coefficient of an
+    uncentred predictor, where Stan's ridge shrinks the step size by orders of
+    magnitude) or "auto" (the default): "stan" on the prior path, "relative" on the
+    waypoint path (:meth:`for_path`), so a run on the prior path tunes as before.
 
     NUTS is the default because it reached a given bound in less time than HMC
     with 10 leapfrog steps on every model measured (``scripts/bench_defaults.py``
@@ -99,15 +102,15 @@ class SamplerSettings:
     pilot_grid: int = 16
     pilot_steps: int = 20
     pilot_floor: float | None = None
-    metric_ridge: str = "stan"
+    metric_ridge: str = "auto"
 
     def __post_init__(self):
         kernel_entry(self.kernel)  # one-line error for an unknown kernel
         if self.metric not in ("diag", "dense", "auto"):
             raise InputError(f"unknown metric {self.metric!r}; use 'diag', 'dense' or 'auto'")
-        if self.metric_ridge not in ("stan", "relative"):
-            raise InputError(f"unknown metric_ridge {self.metric_ridge!r}; use 'stan' or "
-                             "'relative'")
+        if self.metric_ridge not in RIDGES:
+            raise InputError(f"unknown metric_ridge {self.metric_ridge!r}; use 'stan', "
+                             "'relative' or 'auto'")
         for name in ("n_leapfrog", "max_depth", "steps_per_temperature", "pilot_steps"):
             _check_whole(name, getattr(self, name), 1)
         _check_whole("pilot_chains", self.pilot_chains, 2)
@@ -126,15 +129,23 @@ class SamplerSettings:
                                   step_size_jitter=self.step_size_jitter,
                                   rescue_prob=self.rescue_prob)
 
+    def for_path(self, path: str) -> "SamplerSettings":
+        """These settings with ``metric_ridge`` "auto" made concrete for ``path``:
+        "relative" on the waypoint path, "stan" on the prior path."""
+        if self.metric_ridge != "auto":
+            return self
+        return replace(self, metric_ridge="relative" if path == "waypoint" else "stan")
+
     def tuning_config(self) -> TuningConfig | IMHTuningConfig:
         """The pilot's settings: :class:`~bread_stan.ais.tuning.TuningConfig` for HMC and
-        NUTS, :class:`~bread_stan.ais.imh_tuning.IMHTuningConfig` (its defaults) for IMH."""
+        NUTS ("auto" ridge: the prior path's, "stan"),
+        :class:`~bread_stan.ais.imh_tuning.IMHTuningConfig` (its defaults) for IMH."""
         if self.kernel == "imh":
             return IMHTuningConfig()
         return TuningConfig(n_grid=self.pilot_grid, adapt_steps=self.pilot_steps,
                             target_accept=self.target_accept, adapt_metric=self.adapt_metric,
                             metric=self.metric, beta_floor=self.pilot_floor,
-                            ridge=self.metric_ridge)
+                            ridge=self.for_path("prior").metric_ridge)
 
 
 @dataclass(frozen=True)
@@ -163,7 +174,7 @@ class RunSettings:
     (default 16), resampled where the pilot says the effective sample size would
     fall below half; the bound is on the Jeffreys divergence of SMC's output.
 
-    ``path``: "prior" (the default) tempers the likelihood from the prior (SPEC
+    ``path``: "prior" tempers the likelihood from the prior (SPEC
     section 1); "waypoint" anneals from the prior to a Gaussian q fitted to the
     posterior (a Laplace approximation, sds widened 1.5 times) and on from q to the
     posterior, each leg tuned by its own pilot (:mod:`bread_stan.ais.waypoint`).  It
@@ -171,7 +182,15 @@ class RunSettings:
     the funnels that tempering a vague prior's likelihood creates (a half-Cauchy
     regression with an uncentred predictor: ``scripts/bench_hard.py``).  It needs a
     posterior mode with a Gaussian approximation there, and runs AIS only with one
-    exact draw (``exact_draws`` = 1: the waypoint is fitted to that data set).
+    exact draw (``exact_draws`` = 1: the waypoint is fitted to that data set).  "auto"
+    (the default) decides from the pilot's prior draws, before any scored run
+    (:mod:`bread_stan.ais.path_choice`): the waypoint path when the sd of the log
+    likelihood over them exceeds 1e12 nats (tempering would strand chains), the prior
+    path otherwise, and the prior path with a logged reason wherever the waypoint path
+    cannot run (SMC, several exact draws, no posterior mode, protocol, subjective,
+    aide).  The choice and its number are in the result's ``extra["path_choice"]``; a
+    run that resolves to the prior path gives the numbers of ``path="prior"`` and
+    resumes its saved results.
     """
 
     steps: tuple[int, ...] = (10, 100, 1000)
@@ -185,13 +204,13 @@ class RunSettings:
     check_simulator: bool = True
     algorithm: str = "ais"
     particles: int | None = None
-    path: str = "prior"
+    path: str = "auto"
 
     def __post_init__(self):
         if self.algorithm not in ("ais", "smc"):
             raise InputError(f"unknown algorithm {self.algorithm!r}; use 'ais' or 'smc'")
-        if self.path not in ("prior", "waypoint"):
-            raise InputError(f"unknown path {self.path!r}; use 'prior' or 'waypoint'")
+        if self.path not in PATHS:
+            raise InputError(f"unknown path {self.path!r}; use 'auto', 'prior' or 'waypoint'")
         if self.path == "waypoint" and self.algorithm != "ais":
             raise InputError("path='waypoint' runs AIS only; use algorithm='ais' with it")
         if self.path == "waypoint" and self.exact_draws != 1:

@@ -60,6 +60,7 @@ from .common import (default_name, fingerprints, load_or_tune, output_directory,
                      resume_steps, setup_warnings)
 from .settings import RunSettings, SamplerSettings
 from .fit import FitResult, FitSettings, fit
+from .auto_path import prior_path_only
 
 __all__ = ["BaseSettings", "Reference", "ReferenceDrawsError", "load_reference", "reference_check",
            "subjective", "RHAT_MAX", "ESS_MIN", "full_data", "own_fit", "prior_base",
@@ -364,9 +365,7 @@ def subjective(model, data=None, *, reference: Any = None, simulator=None,
     in shards on a Dask cluster: the same numbers as the local default, each finished
     shard saved in ``out_dir/shards``.
     """
-    if run.path != "prior":
-        raise InputError(f"RunSettings(path={run.path!r}) is for bread and compare; "
-                         "subjective runs the prior path: use path='prior'")
+    sampler, run = prior_path_only(sampler, run, "subjective")
     data = load_data(data)
     program = model.program.code if isinstance(model, CompiledModel) else program_text(model)
     name = name or (model.program.name if isinstance(model, CompiledModel)

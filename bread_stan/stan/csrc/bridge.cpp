@@ -443,10 +443,29 @@ void base_split_point(const double* base, bool dense, const bs_model* full, cons
   *log_lik = lp_full - *log_q;
 }
 
+// The first leg of the waypoint path, from the prior to a Gaussian q0: log prior from
+// the prior instance, log lik = log q0 - log prior (and gradients), as
+// bread_stan.ais.waypoint.PriorToBase.evaluate computes it, bit for bit.
+void prior_base_point(const double* base, bool dense, const bs_model* prior, const double* x,
+                      double* log_prior, double* log_lik, double* grad_prior,
+                      double* grad_lik) {
+  const int d = prior->unc_num;
+  try {
+    log_density_gradient_impl(*prior->model, false, true, x, log_prior, grad_prior, nullptr);
+  } catch (...) {
+    *log_prior = failure_value(std::current_exception());
+    std::fill(grad_prior, grad_prior + d, NOT_A_NUMBER);
+  }
+  double log_q;
+  gaussian_base_point(base, dense, d, x, &log_q, grad_lik);
+  for (int j = 0; j < d; ++j) grad_lik[j] -= grad_prior[j];
+  *log_lik = log_q - *log_prior;
+}
+
 struct Hamiltonian {
   const bs_model* prior;
   const bs_model* full;
-  const double* base;  // a Gaussian base in place of prior (or nullptr)
+  const double* base;  // a Gaussian base: in place of prior, or with it as the far end
   bool base_dense;
   int d;
   double beta;
@@ -493,7 +512,9 @@ struct Hamiltonian {
     for (int j = 0; j < d; ++j) p[j] = p[j] + half * g[j];
     velocity(p, vel);
     for (int j = 0; j < d; ++j) q[j] = q[j] + e * vel[j];
-    if (base)
+    if (base && prior)
+      prior_base_point(base, base_dense, prior, q, lp, ll, gp, gl);
+    else if (base)
       base_split_point(base, base_dense, full, q, lp, ll, gp, gl);
     else
       split_point(prior, full, true, q, lp, ll, gp, gl, nullptr);
@@ -1094,8 +1115,7 @@ namespace {
 void check_pair(const bs_model* prior, const bs_model* full, const double* base) {
   if (prior && full->unc_num != prior->unc_num)
     throw std::invalid_argument("prior and full models have different dimensions");
-  if (prior && base)
-    throw std::invalid_argument("give a prior instance or a Gaussian base, not both");
+  (void)base;  // with prior: the path from the prior to the base (prior_base_point)
 }
 
 }  // namespace

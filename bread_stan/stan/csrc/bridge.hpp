@@ -90,7 +90,9 @@ BREAD_EXPORT int bread_split_batch(const bs_model* prior, const bs_model* full,
 // log prior + beta * log lik (prior, full as in bread_split_batch; prior NULL:
 // the joint of `full` alone, reported as the log prior with log lik 0; or, with
 // base not NULL and prior NULL, a Gaussian base q0 as the log prior and
-// log p~ - log q0 as the log lik: see gaussian_base_point in bridge.cpp), as
+// log p~ - log q0 as the log lik: see gaussian_base_point in bridge.cpp; with base
+// and prior both given, the prior's log density as the log prior and log q0 minus it
+// as the log lik, full giving only the dimension: see prior_base_point), as
 // bread_stan.kernels.hmc does it, bit for bit.  Inputs per chain: the state
 // (q0 n x d, lp0, ll0, gradients gp0, gl0 n x d), beta, step size, number of
 // leapfrog steps, inverse metric (n x d, or n x d x d when dense; when shared,

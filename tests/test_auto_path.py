@@ -1,0 +1,135 @@
+"""path="auto" (bread_stan.ais.path_choice, bread_stan.workflows.auto_path).
+
+Exact: the rule is the sd of the log likelihood at the pilot's prior draws against
+1 / floor_min = 1e12 nats, non-finite values ignored.  On Stan models: a small
+regression with an uncentred predictor (x in 5,000-20,000) and a half-Cauchy scale
+(``tests/stan/uncentred_halfcauchy.stan``, spread about 1e14 nats at run seed 4) takes
+the waypoint path, with the number in the result; where the waypoint path cannot run
+(SMC, two exact draws, no Gaussian waypoint) the same model falls back to the prior path
+with the reason and the number recorded.  The conjugate normal mean (spread about 1e2)
+takes the prior path and gives, bit for bit, the numbers and the fingerprint of
+``path="prior"`` with Stan's ridge, and resumes results saved under it.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bread_stan.ais import waypoint
+from bread_stan.ais.path_choice import SPREAD_LIMIT, choose
+from bread_stan.ais.tuning import TuningConfig
+from bread_stan.stan.compile import compile_many
+from bread_stan.stan.simulator import Simulator, compile_with_simulator
+from bread_stan.workflows.auto_path import resolve_path
+from bread_stan.workflows.bread import RunSettings, SamplerSettings, bread
+from bread_stan.workflows.problem import simulate_problem
+
+TEST_STAN = Path(__file__).resolve().parent / "stan"
+HARD = TEST_STAN / "uncentred_halfcauchy.stan", TEST_STAN / "uncentred_halfcauchy_sim.stan"
+EASY = TEST_STAN / "normal_mean.stan", TEST_STAN / "normal_mean_sim.stan"
+HARD_SEED = 4
+SMALL_PILOT = SamplerSettings(pilot_chains=16, pilot_grid=4, pilot_steps=4)
+
+
+def hard_data() -> dict:
+    x = np.round(np.random.default_rng(3).uniform(5000, 20000, 12), 1)
+    return {"N": 12, "x": x.tolist()}
+
+
+def test_the_rule_is_the_spread_of_the_log_likelihood_against_the_pilots_floor():
+    assert SPREAD_LIMIT == 1.0 / TuningConfig().floor_min == 1e12
+    rng = np.random.default_rng(0)
+    calm = -50.0 + 100.0 * rng.standard_normal(32)
+    choice = choose(calm)
+    assert choice.path == "prior" and choice.requested == "auto"
+    assert choice.loglik_sd == pytest.approx(np.std(calm, ddof=1), rel=1e-12)
+    assert choice.n_draws == 32 and not choice.tempering_strands
+    wild = np.concatenate([-1e14 * rng.random(30), [-np.inf, np.nan]])
+    choice = choose(wild)
+    assert choice.path == "waypoint" and choice.n_draws == 30 and choice.tempering_strands
+    assert choice.loglik_sd == pytest.approx(np.std(wild[:30], ddof=1), rel=1e-12)
+    assert "waypoint" in choice.message and f"{choice.loglik_sd:.3g}" in choice.reason
+    edge = np.array([-1.0, 1.0]) * SPREAD_LIMIT / np.sqrt(2)  # sd exactly at the limit
+    assert choose(edge).path == "prior" and choose(1.01 * edge).path == "waypoint"
+    assert choose(wild, limit=1e20).path == "prior"
+
+
+@pytest.fixture(scope="module")
+def hard_problem():
+    compile_many(list(HARD), workers=2)
+    data = hard_data()
+    (compiled,), sim_compiled = compile_with_simulator([HARD[0]], HARD[1])
+    sim = Simulator(sim_compiled, data)
+    return simulate_problem("hard", compiled, sim, data, HARD_SEED, None), sim
+
+
+def test_auto_takes_the_waypoint_on_an_uncentred_half_cauchy_regression(hard_problem):
+    problem, sim = hard_problem
+    settled = resolve_path([problem], sim, SMALL_PILOT, RunSettings(seed=HARD_SEED), "hard")
+    assert settled.choice.path == "waypoint" and settled.choice.requested == "auto"
+    assert settled.choice.loglik_sd > 100 * SPREAD_LIMIT  # about 1e14: far from the edge
+    assert settled.run.path == "waypoint" and settled.sampler.metric_ridge == "relative"
+    assert settled.fitted is not None  # the Laplace fit, done before the fingerprint
+    legs = waypoint.leg_targets(problem.target, settled.fitted[0])
+    assert all(leg.native is not None for leg in legs)  # both legs run in the library
+
+
+def test_auto_falls_back_to_the_prior_path_with_its_reason(hard_problem, monkeypatch, caplog):
+    problem, sim = hard_problem
+    cases = {"SMC": RunSettings(seed=HARD_SEED, algorithm="smc"),
+             "2 exact draws": RunSettings(seed=HARD_SEED, exact_draws=2)}
+    for why, run in cases.items():
+        with caplog.at_level(logging.WARNING):
+            settled = resolve_path([problem], sim, SMALL_PILOT, run, "hard")
+        assert settled.choice.path == "prior" and settled.run.path == "prior"
+        assert settled.sampler.metric_ridge == "stan" and settled.fitted is None
+        assert settled.choice.loglik_sd > SPREAD_LIMIT  # the number is kept
+        assert why in settled.choice.reason and "strand" in caplog.text
+
+    def no_mode(*args, **kwargs):
+        raise waypoint.WaypointError("no mode found: L-BFGS ran off")
+
+    monkeypatch.setattr(waypoint, "fit_base", no_mode)
+    settled = resolve_path([problem], sim, SMALL_PILOT, RunSettings(seed=HARD_SEED), "hard")
+    assert settled.choice.path == "prior" and "no Gaussian waypoint" in settled.choice.reason
+    explicit = resolve_path([problem], sim, SMALL_PILOT, RunSettings(path="prior"), "hard")
+    assert explicit.choice.requested == "prior" and explicit.choice.loglik_sd is None
+
+
+def test_bread_records_the_choice_and_runs_the_waypoint(hard_problem):
+    run = RunSettings(steps=(4,), chains=4, seed=HARD_SEED, progress=False,
+                      check_simulator=False)
+    result = bread(*HARD, hard_data(), sampler=SMALL_PILOT, run=run)
+    choice = result.extra["path_choice"]
+    assert choice["path"] == "waypoint" and choice["loglik_sd"] > 100 * SPREAD_LIMIT
+    assert result.settings["run"]["path"] == "waypoint"
+    assert result.settings["sampler"]["metric_ridge"] == "relative"
+    assert result.extra["tuning"]["path"] == "waypoint"
+    assert np.all(np.isfinite(result.steps[0].forward.log_estimates))
+
+
+def test_auto_on_the_prior_path_is_the_old_default_bit_for_bit(tmp_path):
+    compile_many(list(EASY), workers=2)
+    data = {"N": 20, "sigma": 1.0, "tau": 2.0}
+    steps = dict(steps=(3, 20), chains=12, seed=2, progress=False)
+    sampler = SamplerSettings(kernel="hmc", n_leapfrog=5, pilot_chains=16, pilot_grid=6)
+    old = bread(*EASY, data, sampler=replace(sampler, metric_ridge="stan"),
+                run=RunSettings(**steps, path="prior"), out_dir=tmp_path / "old")
+    new = bread(*EASY, data, sampler=sampler, run=RunSettings(**steps))
+    choice = new.extra["path_choice"]
+    assert choice["requested"] == "auto" and choice["path"] == "prior"
+    assert 0 < choice["loglik_sd"] < SPREAD_LIMIT
+    assert old.extra["path_choice"]["requested"] == "prior"
+    assert new.settings["fingerprint"] == old.settings["fingerprint"]
+    for a, b in zip(old.steps, new.steps):
+        np.testing.assert_array_equal(a.forward.log_estimates, b.forward.log_estimates)
+        np.testing.assert_array_equal(a.reverse.log_estimates, b.reverse.log_estimates)
+    again = bread(*EASY, data, sampler=sampler, run=RunSettings(**steps),
+                  out_dir=tmp_path / "old")  # auto resumes what path="prior" saved
+    for a, b in zip(old.steps, again.steps):
+        assert a.forward.wall_time == b.forward.wall_time  # loaded, not rerun
