@@ -90,6 +90,9 @@ def test_auto_falls_back_to_the_prior_path_with_its_reason(hard_problem, monkeyp
         assert settled.sampler.metric_ridge == "stan" and settled.fitted is None
         assert settled.choice.loglik_sd > SPREAD_LIMIT  # the number is kept
         assert why in settled.choice.reason and "strand" in caplog.text
+    imh = resolve_path([problem], sim, replace(SMALL_PILOT, kernel="imh"),
+                       RunSettings(seed=HARD_SEED), "hard")
+    assert imh.choice.path == "prior" and "this run is IMH" in imh.choice.reason
 
     def no_mode(*args, **kwargs):
         raise waypoint.WaypointError("no mode found: L-BFGS ran off")
