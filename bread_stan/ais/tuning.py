@@ -43,6 +43,7 @@ from ..kernels.registry import KERNELS
 from ..linalg import covariance, spd_log, symmetric_exp
 from ..rng import ChainRandom, Stream
 from ..store import CorruptFileError, load_json, save_json
+from ..pace import PaceLog
 from ..target import Target
 from ..errors import InputError
 
@@ -394,6 +395,7 @@ def tune(target: Target, kernel: Kernel, base_params, prior_draws, *, seed,
     log.info("tuning %s along beta: %d betas x %d transitions x %d pilot chains", kind,
              grid.size, config.adapt_steps + config.burn_in, n)
     bar = progress_bar(grid.size, progress, "tuning")
+    pace = PaceLog(f"tuning {kind}", grid.size, "betas")
     start = time.perf_counter()
     for i, beta in enumerate(grid):
         if bar is not None:
@@ -427,6 +429,8 @@ def tune(target: Target, kernel: Kernel, base_params, prior_draws, *, seed,
         accepts.append(acc)
         log.debug("pilot beta=%.4g: step size %.4g, acceptance %.3f, sd of log lik %.4g",
                   beta, step, acc, sds[-1])
+        if progress and bar is None:  # a log, not a terminal: lines, not a bar
+            pace.tick(i + 1, f"beta = {beta:.3g}, step size {step:.3g}")
 
     if bar is not None:
         bar.close()
