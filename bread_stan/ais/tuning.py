@@ -142,6 +142,8 @@ class TunedKernel:
     accept: np.ndarray  # mean pilot acceptance at each grid beta during the final window
     seconds_per_transition: float = float("nan")  # pilot wall time per chain and transition
     loglik_sd: np.ndarray | None = None
+    # NUTS: share of the final window's transitions whose tree reached the maximum depth
+    max_depth_share: np.ndarray | None = None
 
     def _coord(self, betas) -> np.ndarray:
         return np.log(np.asarray(betas, dtype=float) + self.beta_floor)
@@ -184,7 +186,7 @@ class TunedKernel:
                 "step_size": lst(self.step_size), "inv_metric": lst(self.inv_metric),
                 "fixed": self.fixed, "beta_floor": self.beta_floor, "accept": lst(self.accept),
                 "seconds_per_transition": self.seconds_per_transition,
-                "loglik_sd": lst(self.loglik_sd)}
+                "loglik_sd": lst(self.loglik_sd), "max_depth_share": lst(self.max_depth_share)}
 
     @classmethod
     def from_dict(cls, data: dict) -> "TunedKernel":
@@ -193,7 +195,7 @@ class TunedKernel:
                    arr(data.get("inv_metric")), dict(data.get("fixed") or {}),
                    float(data["beta_floor"]), arr(data.get("accept")),
                    float(data.get("seconds_per_transition", float("nan"))),
-                   arr(data.get("loglik_sd")))
+                   arr(data.get("loglik_sd")), arr(data.get("max_depth_share")))
 
     def problems(self) -> list[str]:
         """Signs that a tempered density is improper or absurdly scaled: step sizes
@@ -206,6 +208,21 @@ class TunedKernel:
                        "a density this badly scaled usually means a parameter without a "
                        "(proper) prior or a likelihood that does not depend on it")
         return out
+
+    def depth_note(self, most: float = 0.5) -> str | None:
+        """A sentence when the pilot's NUTS trees reached the maximum depth in more than
+        ``most`` of the transitions at some grid betas (what makes a run slow), else None."""
+        share = self.max_depth_share
+        if share is None or not np.any(share > most):
+            return None
+        depth = int(self.fixed.get("max_depth", 0))
+        hit = share > most
+        return (f"the pilot's NUTS trees reached the maximum depth {depth} "
+                f"({2 ** depth - 1} leapfrog steps a transition) in {np.max(share):.0%} of "
+                f"transitions at worst, at {int(hit.sum())} of {share.size} grid betas "
+                f"(beta {self.grid_betas[hit].min():.3g} to {self.grid_betas[hit].max():.3g}): "
+                "a metric that does not fit the posterior there, such as one pooled over "
+                "several modes (label switching), makes every transition that long")
 
     def save(self, path) -> None:
         """Write the tuned kernel as JSON, atomically."""
@@ -377,20 +394,24 @@ def tune(target: Target, kernel: Kernel, base_params, prior_draws, *, seed,
         config.metric == "auto" and d <= AUTO_DENSE_MAX_DIM and pooled >= 10 * d))
     if dense and metric is not None and metric.ndim == 1:
         metric = np.diag(metric)[None]
-    sds = []
+    sds, depth_shares = [], []
+
+    top = int(getattr(base_params, "max_depth", 0)) if kind == "nuts" else 0
 
     def adapt(state, beta, step, metric, n_steps, record=None):
         da = DualAveraging(step, accept_target)
-        acc = []
+        acc, deep = [], []
         for _ in range(n_steps):
             params = replace(base_params, step_size=float(da.current), inv_metric=metric)
             state, info = kernel.step(rng, state, target, np.full(n, beta), params)
             a = float(np.mean(np.nan_to_num(info.accept_stat, nan=0.0)))
             da.update(a)
             acc.append(a)
+            deep.append(float(np.mean(info.tree_depth >= top)) if top else 0.0)
             if record is not None:
                 record.append(state)
-        return state, float(da.final), float(np.mean(acc[len(acc) // 2:]))
+        half = len(acc) // 2
+        return state, float(da.final), float(np.mean(acc[half:])), float(np.mean(deep[half:]))
 
     log.info("tuning %s along beta: %d betas x %d transitions x %d pilot chains", kind,
              grid.size, config.adapt_steps + config.burn_in, n)
@@ -408,27 +429,29 @@ def tune(target: Target, kernel: Kernel, base_params, prior_draws, *, seed,
         if dense:
             half = max(config.adapt_steps // 2, 1)
             metric = _metric_from(state.position, "dense", 1.0, config.ridge)[None]
-            state, step, _ = adapt(state, beta, step, metric, half, visited)
+            state, step, _, _ = adapt(state, beta, step, metric, half, visited)
             pooled = np.concatenate([s.position for s in visited])
             metric = _metric_from(pooled, config.metric, config.dense_correlation,
                                   config.ridge)[None]
             visited = []
-            state, step, acc = adapt(state, beta, step, metric, half, visited)
+            state, step, acc, deep = adapt(state, beta, step, metric, half, visited)
         elif config.adapt_metric:
             half = max(config.adapt_steps // 2, 1)
             metric = regularised_variance(state.position, config.ridge)
-            state, step, _ = adapt(state, beta, step, metric, half)
+            state, step, _, _ = adapt(state, beta, step, metric, half)
             metric = regularised_variance(state.position, config.ridge)
-            state, step, acc = adapt(state, beta, step, metric, half, visited)
+            state, step, acc, deep = adapt(state, beta, step, metric, half, visited)
         else:
-            state, step, acc = adapt(state, beta, step, metric, config.adapt_steps, visited)
+            state, step, acc, deep = adapt(state, beta, step, metric, config.adapt_steps,
+                                           visited)
         window = visited[len(visited) // 2:] or [state]
         sds.append(_loglik_sd(np.concatenate([s.evaluation.log_lik for s in window])))
         steps.append(step)
         metrics.append(metric)
         accepts.append(acc)
-        log.debug("pilot beta=%.4g: step size %.4g, acceptance %.3f, sd of log lik %.4g",
-                  beta, step, acc, sds[-1])
+        depth_shares.append(deep)
+        log.debug("pilot beta=%.4g: step size %.4g, acceptance %.3f, sd of log lik %.4g, "
+                  "%.0f%% of trees at the maximum depth", beta, step, acc, sds[-1], 100 * deep)
         if progress and bar is None:  # a log, not a terminal: lines, not a bar
             pace.tick(i + 1, f"beta = {beta:.3g}, step size {step:.3g}")
 
@@ -448,7 +471,7 @@ def tune(target: Target, kernel: Kernel, base_params, prior_draws, *, seed,
         inv_metric = np.repeat(base[None], grid.size, axis=0)
     return TunedKernel(kind, grid, np.array(steps), inv_metric, fixed, floor,
                        np.array(accepts), (time.perf_counter() - start) / max(transitions, 1),
-                       np.array(sds))
+                       np.array(sds), np.array(depth_shares) if top else None)
 
 
 def _loglik_sd(values: np.ndarray) -> float:
