@@ -115,7 +115,7 @@ def test_burn_in_runs_unadapted_transitions_and_keeps_the_format():
             assert calls[6:9] == [tuned.step_size[0]] * 3
         assert set(tuned.to_dict()) == {"kind", "grid_betas", "step_size", "inv_metric",
                                         "fixed", "beta_floor", "accept", "seconds_per_transition",
-                                        "loglik_sd"}
+                                        "loglik_sd", "max_depth_share"}
     with pytest.raises(ValueError, match="burn_in"):
         tune(model, HMC(), HMCParams(0.5, 4), prior, seed=1, config=TuningConfig(burn_in=-1))
 
