@@ -138,3 +138,15 @@ def test_pilot_records_the_share_of_trees_at_the_maximum_depth():
     assert free.depth_note() is None
     hmc = tune(model, HMC(), HMCParams(0.5, 4), draws, seed=3, config=config)
     assert hmc.max_depth_share is None and hmc.depth_note() is None
+
+
+def test_log_likelihoods_whose_sd_overflows_give_the_lowest_floor_without_a_warning():
+    """Prior draws of heavy-tailed hyperparameters (cauchy scales) can give log
+    likelihoods beyond 1e154, whose square overflows: the sd is then infinite, the floor
+    the lowest allowed, and numpy's overflow warning does not reach the user."""
+    import warnings
+    from bread_stan.ais.tuning import _auto_floor
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        floor, n_grid = _auto_floor(np.array([1e200, -1e200, 3.0]), 16, 1e-12)
+    assert floor == 1e-12 and n_grid == 64  # 16 points over 3 decades -> 12 decades

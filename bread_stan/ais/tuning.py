@@ -258,7 +258,8 @@ def _auto_floor(log_lik: np.ndarray, n_grid: int, floor_min: float = 1e-12
     size that keeps the density of ``n_grid`` points over the default floor's
     decades."""
     finite = log_lik[np.isfinite(log_lik)]
-    sd = float(np.std(finite, ddof=1)) if finite.size > 1 else 0.0
+    with np.errstate(over="ignore", invalid="ignore"):  # |log lik| > 1e154: sd inf, floor_min
+        sd = float(np.std(finite, ddof=1)) if finite.size > 1 else 0.0
     floor = float(np.clip(1.0 / sd, floor_min, _DEFAULT_FLOOR)) if sd > 0 else _DEFAULT_FLOOR
     decades = np.log10((1 + floor) / floor) / np.log10((1 + _DEFAULT_FLOOR) / _DEFAULT_FLOOR)
     return floor, max(n_grid, int(round(n_grid * decades)))
@@ -477,7 +478,8 @@ def tune(target: Target, kernel: Kernel, base_params, prior_draws, *, seed,
 def _loglik_sd(values: np.ndarray) -> float:
     """Standard deviation of pooled log likelihoods, ignoring non-finite ones."""
     finite = values[np.isfinite(values)]
-    return float(np.std(finite, ddof=1)) if finite.size > 1 else 0.0
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflowing sd is inf
+        return float(np.std(finite, ddof=1)) if finite.size > 1 else 0.0
 
 
 def _is_diagonal(m: np.ndarray) -> bool:
