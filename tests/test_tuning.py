@@ -115,6 +115,38 @@ def test_burn_in_runs_unadapted_transitions_and_keeps_the_format():
             assert calls[6:9] == [tuned.step_size[0]] * 3
         assert set(tuned.to_dict()) == {"kind", "grid_betas", "step_size", "inv_metric",
                                         "fixed", "beta_floor", "accept", "seconds_per_transition",
-                                        "loglik_sd"}
+                                        "loglik_sd", "max_depth_share"}
     with pytest.raises(ValueError, match="burn_in"):
         tune(model, HMC(), HMCParams(0.5, 4), prior, seed=1, config=TuningConfig(burn_in=-1))
+
+
+def test_pilot_records_the_share_of_trees_at_the_maximum_depth():
+    """Depth 1 is reached by every tree (one doubling is always built), so the share is
+    exactly 1 at every grid beta and the note names it; depth 10 on a well-scaled 3-d
+    posterior with an adapted metric is never reached (U-turns come after a few
+    steps).  The share survives a save and load."""
+    model, _ = simulate_regression(40, 3, correlation=0.3, noise_sd=0.5, seed=1)
+    draws = model.sample_prior(np.random.default_rng(0), 16)
+    config = TuningConfig(n_grid=4, adapt_steps=10, beta_floor=1e-3, metric="diag")
+    capped = tune(model, NUTS(), NUTSParams(0.5, max_depth=1), draws, seed=3, config=config)
+    np.testing.assert_array_equal(capped.max_depth_share, np.ones(4))
+    assert "maximum depth 1 (1 leapfrog steps a transition) in 100%" in capped.depth_note()
+    back = TunedKernel.from_dict(capped.to_dict())
+    np.testing.assert_array_equal(back.max_depth_share, capped.max_depth_share)
+    free = tune(model, NUTS(), NUTSParams(0.5, max_depth=10), draws, seed=3, config=config)
+    np.testing.assert_array_equal(free.max_depth_share, np.zeros(4))
+    assert free.depth_note() is None
+    hmc = tune(model, HMC(), HMCParams(0.5, 4), draws, seed=3, config=config)
+    assert hmc.max_depth_share is None and hmc.depth_note() is None
+
+
+def test_log_likelihoods_whose_sd_overflows_give_the_lowest_floor_without_a_warning():
+    """Prior draws of heavy-tailed hyperparameters (cauchy scales) can give log
+    likelihoods beyond 1e154, whose square overflows: the sd is then infinite, the floor
+    the lowest allowed, and numpy's overflow warning does not reach the user."""
+    import warnings
+    from bread_stan.ais.tuning import _auto_floor
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        floor, n_grid = _auto_floor(np.array([1e200, -1e200, 3.0]), 16, 1e-12)
+    assert floor == 1e-12 and n_grid == 64  # 16 points over 3 decades -> 12 decades

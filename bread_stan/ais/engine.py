@@ -52,6 +52,7 @@ from .results import BreadResult, DirectionResult, StepResult
 from ..rng import ChainRandom, chain_seed_sequences
 from .betas import ScheduleSpec
 from .tuning import progress_bar
+from ..pace import PaceLog
 from ..target import Target
 from ..errors import InputError
 
@@ -179,6 +180,8 @@ def anneal(target: Target, kernel: Kernel, schedule, groups: list[Group], *,
         blocks = np.zeros((n, n_blocks))
 
     bar = progress_bar(T - 1, progress, "AIS " + "+".join(g.direction for g in groups))
+    pace = (PaceLog(f"AIS {'+'.join(g.direction for g in groups)}, {T} distributions", T - 1,
+                    "transitions") if progress and bar is None else None)
     try:
         for k in range(1, T):
             # Forward: temperature k (0-based) after the interval (b_{k-1}, b_k];
@@ -198,6 +201,8 @@ def anneal(target: Target, kernel: Kernel, schedule, groups: list[Group], *,
             state = tally.transitions(kernel, rng, state, target, beta, params, spt)
             if bar is not None:
                 bar.update()
+            elif pace is not None:
+                pace.tick(k)
     finally:
         if bar is not None:
             bar.close()

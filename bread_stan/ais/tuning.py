@@ -43,6 +43,7 @@ from ..kernels.registry import KERNELS
 from ..linalg import covariance, spd_log, symmetric_exp
 from ..rng import ChainRandom, Stream
 from ..store import CorruptFileError, load_json, save_json
+from ..pace import PaceLog
 from ..target import Target
 from ..errors import InputError
 
@@ -141,6 +142,8 @@ class TunedKernel:
     accept: np.ndarray  # mean pilot acceptance at each grid beta during the final window
     seconds_per_transition: float = float("nan")  # pilot wall time per chain and transition
     loglik_sd: np.ndarray | None = None
+    # NUTS: share of the final window's transitions whose tree reached the maximum depth
+    max_depth_share: np.ndarray | None = None
 
     def _coord(self, betas) -> np.ndarray:
         return np.log(np.asarray(betas, dtype=float) + self.beta_floor)
@@ -183,7 +186,7 @@ class TunedKernel:
                 "step_size": lst(self.step_size), "inv_metric": lst(self.inv_metric),
                 "fixed": self.fixed, "beta_floor": self.beta_floor, "accept": lst(self.accept),
                 "seconds_per_transition": self.seconds_per_transition,
-                "loglik_sd": lst(self.loglik_sd)}
+                "loglik_sd": lst(self.loglik_sd), "max_depth_share": lst(self.max_depth_share)}
 
     @classmethod
     def from_dict(cls, data: dict) -> "TunedKernel":
@@ -192,7 +195,7 @@ class TunedKernel:
                    arr(data.get("inv_metric")), dict(data.get("fixed") or {}),
                    float(data["beta_floor"]), arr(data.get("accept")),
                    float(data.get("seconds_per_transition", float("nan"))),
-                   arr(data.get("loglik_sd")))
+                   arr(data.get("loglik_sd")), arr(data.get("max_depth_share")))
 
     def problems(self) -> list[str]:
         """Signs that a tempered density is improper or absurdly scaled: step sizes
@@ -205,6 +208,21 @@ class TunedKernel:
                        "a density this badly scaled usually means a parameter without a "
                        "(proper) prior or a likelihood that does not depend on it")
         return out
+
+    def depth_note(self, most: float = 0.5) -> str | None:
+        """A sentence when the pilot's NUTS trees reached the maximum depth in more than
+        ``most`` of the transitions at some grid betas (what makes a run slow), else None."""
+        share = self.max_depth_share
+        if share is None or not np.any(share > most):
+            return None
+        depth = int(self.fixed.get("max_depth", 0))
+        hit = share > most
+        return (f"the pilot's NUTS trees reached the maximum depth {depth} "
+                f"({2 ** depth - 1} leapfrog steps a transition) in {np.max(share):.0%} of "
+                f"transitions at worst, at {int(hit.sum())} of {share.size} grid betas "
+                f"(beta {self.grid_betas[hit].min():.3g} to {self.grid_betas[hit].max():.3g}): "
+                "a metric that does not fit the posterior there, such as one pooled over "
+                "several modes (label switching), makes every transition that long")
 
     def save(self, path) -> None:
         """Write the tuned kernel as JSON, atomically."""
@@ -239,7 +257,7 @@ def _auto_floor(log_lik: np.ndarray, n_grid: int, floor_min: float = 1e-12
     """The floor ``1 / sd(log lik at prior draws)`` in [floor_min, 1e-3], and the grid
     size that keeps the density of ``n_grid`` points over the default floor's
     decades."""
-    sd = loglik_sd(log_lik)
+    sd = loglik_sd(log_lik)   # inf when |log lik| > 1e154: the floor is floor_min
     floor = float(np.clip(1.0 / sd, floor_min, _DEFAULT_FLOOR)) if sd > 0 else _DEFAULT_FLOOR
     decades = np.log10((1 + floor) / floor) / np.log10((1 + _DEFAULT_FLOOR) / _DEFAULT_FLOOR)
     return floor, max(n_grid, int(round(n_grid * decades)))
@@ -375,24 +393,29 @@ def tune(target: Target, kernel: Kernel, base_params, prior_draws, *, seed,
         config.metric == "auto" and d <= AUTO_DENSE_MAX_DIM and pooled >= 10 * d))
     if dense and metric is not None and metric.ndim == 1:
         metric = np.diag(metric)[None]
-    sds = []
+    sds, depth_shares = [], []
+
+    top = int(getattr(base_params, "max_depth", 0)) if kind == "nuts" else 0
 
     def adapt(state, beta, step, metric, n_steps, record=None):
         da = DualAveraging(step, accept_target)
-        acc = []
+        acc, deep = [], []
         for _ in range(n_steps):
             params = replace(base_params, step_size=float(da.current), inv_metric=metric)
             state, info = kernel.step(rng, state, target, np.full(n, beta), params)
             a = float(np.mean(np.nan_to_num(info.accept_stat, nan=0.0)))
             da.update(a)
             acc.append(a)
+            deep.append(float(np.mean(info.tree_depth >= top)) if top else 0.0)
             if record is not None:
                 record.append(state)
-        return state, float(da.final), float(np.mean(acc[len(acc) // 2:]))
+        half = len(acc) // 2
+        return state, float(da.final), float(np.mean(acc[half:])), float(np.mean(deep[half:]))
 
     log.info("tuning %s along beta: %d betas x %d transitions x %d pilot chains", kind,
              grid.size, config.adapt_steps + config.burn_in, n)
     bar = progress_bar(grid.size, progress, "tuning")
+    pace = PaceLog(f"tuning {kind}", grid.size, "betas")
     start = time.perf_counter()
     for i, beta in enumerate(grid):
         if bar is not None:
@@ -405,27 +428,31 @@ def tune(target: Target, kernel: Kernel, base_params, prior_draws, *, seed,
         if dense:
             half = max(config.adapt_steps // 2, 1)
             metric = _metric_from(state.position, "dense", 1.0, config.ridge)[None]
-            state, step, _ = adapt(state, beta, step, metric, half, visited)
+            state, step, _, _ = adapt(state, beta, step, metric, half, visited)
             pooled = np.concatenate([s.position for s in visited])
             metric = _metric_from(pooled, config.metric, config.dense_correlation,
                                   config.ridge)[None]
             visited = []
-            state, step, acc = adapt(state, beta, step, metric, half, visited)
+            state, step, acc, deep = adapt(state, beta, step, metric, half, visited)
         elif config.adapt_metric:
             half = max(config.adapt_steps // 2, 1)
             metric = regularised_variance(state.position, config.ridge)
-            state, step, _ = adapt(state, beta, step, metric, half)
+            state, step, _, _ = adapt(state, beta, step, metric, half)
             metric = regularised_variance(state.position, config.ridge)
-            state, step, acc = adapt(state, beta, step, metric, half, visited)
+            state, step, acc, deep = adapt(state, beta, step, metric, half, visited)
         else:
-            state, step, acc = adapt(state, beta, step, metric, config.adapt_steps, visited)
+            state, step, acc, deep = adapt(state, beta, step, metric, config.adapt_steps,
+                                           visited)
         window = visited[len(visited) // 2:] or [state]
         sds.append(loglik_sd(np.concatenate([s.evaluation.log_lik for s in window])))
         steps.append(step)
         metrics.append(metric)
         accepts.append(acc)
-        log.debug("pilot beta=%.4g: step size %.4g, acceptance %.3f, sd of log lik %.4g",
-                  beta, step, acc, sds[-1])
+        depth_shares.append(deep)
+        log.debug("pilot beta=%.4g: step size %.4g, acceptance %.3f, sd of log lik %.4g, "
+                  "%.0f%% of trees at the maximum depth", beta, step, acc, sds[-1], 100 * deep)
+        if progress and bar is None:  # a log, not a terminal: lines, not a bar
+            pace.tick(i + 1, f"beta = {beta:.3g}, step size {step:.3g}")
 
     if bar is not None:
         bar.close()
@@ -443,7 +470,7 @@ def tune(target: Target, kernel: Kernel, base_params, prior_draws, *, seed,
         inv_metric = np.repeat(base[None], grid.size, axis=0)
     return TunedKernel(kind, grid, np.array(steps), inv_metric, fixed, floor,
                        np.array(accepts), (time.perf_counter() - start) / max(transitions, 1),
-                       np.array(sds))
+                       np.array(sds), np.array(depth_shares) if top else None)
 
 
 def loglik_sd(values: np.ndarray) -> float:
@@ -451,7 +478,8 @@ def loglik_sd(values: np.ndarray) -> float:
     fewer than two finite values).  At the pilot's prior draws its inverse is the
     automatic floor of the pilot's grid."""
     finite = values[np.isfinite(values)]
-    return float(np.std(finite, ddof=1)) if finite.size > 1 else 0.0
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflowing sd is inf
+        return float(np.std(finite, ddof=1)) if finite.size > 1 else 0.0
 
 
 def _is_diagonal(m: np.ndarray) -> bool:

@@ -111,7 +111,8 @@ def _add_run_options(p: argparse.ArgumentParser, simulator: bool = True) -> None
     p.add_argument("--converged-nats", type=float, default=1.0,
                    help="call a step count converged when the bound's upper limit is at most "
                    "this many nats (default 1)")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress bars (on a terminal) or progress lines (in a log)")
     if simulator:
         p.add_argument("--no-check", action="store_true",
                        help="skip the simulator check that runs before the AIS runs")
@@ -260,7 +261,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="threads per model call (default: all cores)")
     p.add_argument("--out", type=Path, default=None,
                    help="output directory (default: aide-<model name>)")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress bars (on a terminal) or progress lines (in a log)")
 
     p = sub.add_parser("check", help="test that a simulator draws from the model's joint "
                        "distribution (exit 0 pass, 3 flagged, 2 bad input)")

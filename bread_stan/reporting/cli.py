@@ -106,7 +106,7 @@ def _settings(args):
     run = RunSettings(steps=args.steps, chains=args.chains, seed=args.seed,
                       exact_draws=getattr(args, "exact_draws", 1),
                       threads=args.threads, schedule=ScheduleSpec(kind=args.schedule),
-                      progress=not args.quiet and sys.stderr.isatty(),
+                      progress=not args.quiet,
                       check_simulator=not getattr(args, "no_check", False),
                       algorithm=getattr(args, "algorithm", "ais"),
                       particles=getattr(args, "particles", None),
@@ -307,7 +307,7 @@ def _cmd_aide(args) -> int:
     settings = AIDESettings(n_gold=args.n_gold, n_target=args.n_target, m_gold=args.m_gold,
                             m_target=args.m_target)
     run = RunSettings(seed=args.seed, schedule=ScheduleSpec(kind=args.schedule),
-                      threads=args.threads, progress=not args.quiet and sys.stderr.isatty())
+                      threads=args.threads, progress=not args.quiet)
     common = dict(gold=args.gold, settings=settings, sampler=sampler, run=run,
                   base=BaseSettings(kind=args.base, fit=args.base_fit, widen=args.widen),
                   simulator=args.simulator, reference=reference, out_dir=out)

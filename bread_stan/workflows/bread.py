@@ -108,16 +108,17 @@ def _run_problem(problems: list[Problem], simulator: Simulator, sampler: Sampler
     result.extra["tuning"] = tuned.to_dict()
     result.extra["executor"] = (executor or Executor()).describe()
     setup_warnings(result.extra, tuned, first.name)
+    todo = [T for T in run.steps if T not in done]
+    # Said before the simulator check, so that a long run is announced right after the pilot.
+    warn_if_costly(first.name, tuned, todo,
+                   2 * run.chains * run.particles_per_run * sampler.steps_per_temperature,
+                   first.target.dim)
     if "simulator_check" not in result.extra:
         result.extra["simulator_check"] = _check(first, simulator, data, sampler, run,
                                                  check_kernel)
     if out_dir is not None:
         result.save_header(out_dir)
 
-    todo = [T for T in run.steps if T not in done]
-    warn_if_costly(first.name, tuned, todo,
-                   2 * run.chains * run.particles_per_run * sampler.steps_per_temperature,
-                   first.target.dim)
     for T in sorted(done):
         log.info("%s: %d distributions already done, loaded from %s", first.name, T, out_dir)
 

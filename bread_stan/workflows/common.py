@@ -25,6 +25,7 @@ from ..ais.results import BreadResult, load_steps
 from ..ais.imh_tuning import IMHTuningConfig, TunedIMH, tune_imh
 from ..ais.tuning import TunedKernel, TuningConfig, tune
 from ..errors import BreadStanError, InputError
+from ..pace import duration
 from ..stan.compile import CompiledModel
 from ..store import check_writable, clean_temporaries, load_if_sound, load_json, lock
 
@@ -173,22 +174,16 @@ def warn_if_costly(name: str, tuned: TunedKernel, steps: Sequence[int], chains: 
         return
     seconds, peak = cost_estimate(tuned, steps, chains, dim)
     text = (f"{name}: {', '.join(map(str, steps))} distributions will take about "
-            f"{_duration(seconds)} and {peak / 2**30:.2g} GB of memory (estimated from the "
+            f"{duration(seconds)} and {peak / 2**30:.2g} GB of memory (estimated from the "
             "pilot)")
+    note = tuned.depth_note() if hasattr(tuned, "depth_note") else None
+    if note:
+        text += f"; {note}"
     if seconds > _LONG_SECONDS or peak > _LARGE_BYTES:
         log.warning("%s; interrupt now (Ctrl-C) and choose fewer --steps if that is too "
                     "much", text)
     else:
         log.info("%s", text)
-
-
-def _duration(seconds: float) -> str:
-    if not np.isfinite(seconds):
-        return "an unknown time"
-    for unit, size in (("days", 86400), ("hours", 3600), ("minutes", 60)):
-        if seconds >= 2 * size:
-            return f"{seconds / size:.3g} {unit}"
-    return f"{seconds:.2g} s"
 
 
 def setup_warnings(extra: dict, tuned: TunedKernel, name: str) -> None:

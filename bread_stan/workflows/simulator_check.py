@@ -63,6 +63,7 @@ import numpy as np
 from scipy import stats
 
 from ..errors import BreadStanError, InputError
+from ..pace import PaceLog, duration
 from ..kernels.base import initial_state
 from ..rng import ChainRandom, Purpose, Stream, chain_seed_sequences, derived_seed
 from ..stan.data import load_data
@@ -353,6 +354,9 @@ def check_simulator(model, simulator, data=None, *, sampler: SamplerSettings = S
         centre = np.median(np.atleast_2d(target.param_constrain(
             _unconstrained(target, centre_params))), axis=0)
 
+        log.info("simulator check: %d prior draws x %d transitions at beta = 0, then %d "
+                 "simulated data sets x %d transitions at beta = 1 (one chain each)",
+                 settings.prior_draws, k, settings.datasets, k)
         # (a) prior: frozen beta = 0 transitions from simulator draws.
         params, _ = split_draw(
             sim.simulate(settings.prior_draws, derived_seed(seed, Purpose.CHECK_PRIOR_DRAWS)),
@@ -363,7 +367,10 @@ def check_simulator(model, simulator, data=None, *, sampler: SamplerSettings = S
         rows = _stage_tests("prior", names, _snapshot(target, s0.position, s0.evaluation),
                             _snapshot(target, s1.position, s1.evaluation), centre)
 
+        log.info("simulator check: prior stage done after %s", duration(
+            time.perf_counter() - started))
         # (b) joint: one data set, one target and one chain per simulated (x_j, y_j).
+        pace = PaceLog("simulator check, joint stage", settings.datasets, "data sets")
         draws = sim.simulate(settings.datasets, derived_seed(seed, Purpose.CHECK_DATASETS))
         before, after = [], []
         at_one = schedule.params_at(1)
@@ -390,6 +397,7 @@ def check_simulator(model, simulator, data=None, *, sampler: SamplerSettings = S
             n_grad += g
             before.append(_snapshot(target_j, a.position, a.evaluation))
             after.append(_snapshot(target_j, b.position, b.evaluation))
+            pace.tick(j + 1)
         rows += _stage_tests("joint", names, _concat(before), _concat(after), centre)
     except _OutsideSupport as error:
         return _flag_support(str(error), started, settings)
