@@ -235,3 +235,22 @@ def test_joint_stage_shares_the_prior_instance_only_when_the_prior_ignores_the_d
     assert prior is None and other is not target
     assert other.evaluate(x, gradient=False).log_prior != \
         target.evaluate(x, gradient=False).log_prior
+
+
+def test_a_simulator_failing_on_a_check_draw_stops_before_the_pilot(monkeypatch):
+    # One draw in 200 rejects: the run's own exact draw (seed 3) passes, and among the
+    # 2,300 draws of the check some fail (all pass with probability 0.995^2300 = 1e-5).
+    # The run must stop on them before it spends any time on the pilot.
+    rare = NORMAL_MEAN_SIM.read_text().replace(
+        "generated quantities {",
+        "generated quantities {\n  if (uniform_rng(0, 1) < 0.005) reject(\"rare failure\");")
+    assert "rare failure" in rare
+
+    def no_pilot(*args, **kwargs):
+        raise AssertionError("the pilot ran before the failing simulator was found")
+
+    monkeypatch.setattr("bread_stan.workflows.bread.load_or_tune", no_pilot)
+    data = {"N": 20, "sigma": 1.0, "tau": 2.0, "factor": 1.0}
+    with pytest.raises(StanDataError, match="simulation failed .*rare failure"):
+        bread(NORMAL_MEAN, rare, data, sampler=SAMPLER,
+              run=RunSettings(steps=(3,), chains=4, seed=3, progress=False))

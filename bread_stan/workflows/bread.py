@@ -49,7 +49,8 @@ from .problem import Problem, constrained, prior_draws, problem_seed, simulate_p
 from .settings import RunSettings, SamplerSettings
 from .auto_path import resolve_path
 from ..ais.path_choice import PathChoice, given
-from .simulator_check import CheckSettings, SimulatorCheck, check_simulator
+from .simulator_check import (CheckSettings, SimulatorCheck, check_simulator,
+                              simulate_check_draws)
 from ..errors import BreadStanError, InputError
 
 __all__ = ["SamplerSettings", "RunSettings", "VerdictSettings", "bread", "compare",
@@ -84,6 +85,9 @@ def _run_problem(problems: list[Problem], simulator: Simulator, sampler: Sampler
     if out_dir is not None:
         done = resume_steps(result, out_dir, header)
 
+    if run.check_simulator and "simulator_check" not in result.extra:
+        # the check's draws, simulated first: a failing simulator stops before the pilot
+        simulate_check_draws(simulator, data, _check_settings(run), run.threads)
     pilot_seed = derived_seed(run.seed, Purpose.PILOT)
     if run.path == "waypoint" and sampler.kernel == "imh":
         raise InputError("path='waypoint' tunes HMC or NUTS on each leg; use kernel='nuts' "
@@ -220,9 +224,12 @@ def _check(problem: Problem, simulator: Simulator, data: Mapping, sampler: Sampl
     if not run.check_simulator:
         return SimulatorCheck.skipped().to_dict()
     check = check_simulator(problem.target.compiled, simulator, data, sampler=sampler,
-                            settings=CheckSettings(seed=derived_seed(run.seed, Purpose.CHECK)),
-                            tuned=tuned, threads=run.threads)
+                            settings=_check_settings(run), tuned=tuned, threads=run.threads)
     return check.to_dict()
+
+
+def _check_settings(run: RunSettings) -> CheckSettings:
+    return CheckSettings(seed=derived_seed(run.seed, Purpose.CHECK))
 
 
 def _header(name: str, model, simulator, data: Mapping, sampler: SamplerSettings,

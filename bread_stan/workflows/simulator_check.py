@@ -74,7 +74,7 @@ from .common import tune_kernel
 from .problem import prior_draws, simulate_problem
 from .settings import SamplerSettings
 
-__all__ = ["CheckSettings", "SimulatorCheck", "check_simulator"]
+__all__ = ["CheckSettings", "SimulatorCheck", "check_simulator", "simulate_check_draws"]
 
 log = logging.getLogger(__name__)
 
@@ -310,6 +310,20 @@ def _share_prior(target: StanTarget, x: np.ndarray, compiled, values: Mapping):
     same = np.array_equal(target.evaluate(x, gradient=False).log_prior,
                           fresh.evaluate(x, gradient=False).log_prior, equal_nan=True)
     return (target, target.prior_model) if same else (fresh, None)
+
+
+def simulate_check_draws(simulator, data=None, settings: CheckSettings = CheckSettings(),
+                         threads: int | None = None) -> None:
+    """Simulate every draw :func:`check_simulator` will use with these arguments (same
+    seeds, same draws), and nothing else: a simulator that fails on one of them (an _rng
+    refusing an overflowing argument, data outside their declared bounds) then fails in
+    seconds, before any pilot, with the error the check would raise."""
+    if isinstance(simulator, Simulator):
+        simulator = simulator.compiled
+    sim = Simulator(simulator, load_data(data), threads=threads)
+    for n, purpose in ((200, Purpose.CHECK_CENTRE), (settings.prior_draws,
+                       Purpose.CHECK_PRIOR_DRAWS), (settings.datasets, Purpose.CHECK_DATASETS)):
+        sim.simulate_flat(n, derived_seed(settings.seed, purpose))
 
 
 def check_simulator(model, simulator, data=None, *, sampler: SamplerSettings = SamplerSettings(),
