@@ -94,6 +94,15 @@ def _walk(stmts: Iterable[Stmt]) -> Iterable[Stmt]:
         yield from _walk(s.orelse)
 
 
+def _conditions(stmts: Iterable[Stmt], outer: tuple[Expr, ...] = ()
+                ) -> Iterable[tuple[Stmt, tuple[Expr, ...]]]:
+    """Every statement with the conditions of the ``if`` statements around it."""
+    for s in stmts:
+        yield s, outer
+        inner = outer + ((s.rhs,) if s.kind == "if" and s.rhs is not None else ())
+        yield from _conditions([*s.body, *s.orelse], inner)
+
+
 def _dependencies(program: StanProgram, blocks: Sequence[str]) -> dict[str, set[str]]:
     """name -> the names its value is computed from (one step), over ``blocks``."""
     deps: dict[str, set[str]] = {}
@@ -145,6 +154,16 @@ class _Classifier:
     def reads(self, tokens: Sequence[Token], values_only: bool) -> set[str]:
         names = _value_names(tokens) if values_only else _all_names(tokens)
         return _closure(names, self.deps)
+
+    def condition_on_data(self, conditions: Sequence[Expr]) -> bool:
+        """Whether a condition reads modelled data (also through transformed data or
+        locals computed from them): then what its branches add depends on the data."""
+        for cond in conditions:
+            names = self.reads(cond.tokens, False)
+            if names & self.modelled or any(set(self.tdata_from.get(n, ())) & self.modelled
+                                            for n in names & self.tdata):
+                return True
+        return False
 
     def outcome_modelled(self, term: DensityTerm) -> tuple[set[str], set[str], set[str]]:
         """(modelled data, parameters, data-derived transformed data) in the outcome."""
@@ -226,10 +245,12 @@ def split_program(source: str, info: dict, likelihood: Sequence[str] | None = No
     c = _Classifier(program, likelihood)
     constants = c.data | c.tdata
     found: list[tuple[Stmt, list[DensityTerm]]] = []
-    for s in _walk(model):
+    conditions: dict[int, tuple[Expr, ...]] = {}
+    for s, conds in _conditions(model):
         terms = _statement_terms(s, constants)
         if terms is not None:
             found.append((s, terms))
+            conditions[id(s)] = conds
     if likelihood is None:   # data that are the outcome of a density, anywhere in the model
         for s in _walk(model):
             init = s.decl.init if s.decl is not None else None
@@ -244,6 +265,10 @@ def split_program(source: str, info: dict, likelihood: Sequence[str] | None = No
     edits: list[tuple[Stmt, list[tuple[DensityTerm, str]]]] = []
     for s, terms in found:
         roles = [(t, *c.role(t, s.line)) for t in terms]
+        if c.condition_on_data(conditions[id(s)]):
+            # inside if (<reads the data>): each branch's terms are factors of the
+            # likelihood (a zero-inflated model's bernoulli_lpmf(1 | omega) is not a prior)
+            roles = [(t, "likelihood" if r == "prior" else r, why) for t, r, why in roles]
         # a cdf term (a truncation's normaliser) goes with the densities of its sum
         pdf_roles = {r for t, r, _ in roles if t.call and not CDF.search(t.call)}
         if len(pdf_roles) == 1 and "refused" not in pdf_roles:

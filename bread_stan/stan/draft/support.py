@@ -10,7 +10,7 @@ from .parse import Decl, Expr, Stmt, read_sexp
 
 __all__ = ["REAL", "POSITIVE", "UNIT", "DISCRETE", "LOCATION", "MULTI_LOCATION",
            "CONSTRAINED", "SIZE_FIRST", "SCALAR_ONLY", "UNIVARIATE", "ZERO", "GLM", "Type",
-           "tilde_types", "refuse", "log_mix", "top_level_split", "glm_as_univariate",
+           "tilde_types", "density_types", "refuse", "log_mix", "top_level_split", "glm_as_univariate",
            "within_bound"]
 
 # Supports of the univariate distributions with an _rng (Stan 2.35).
@@ -93,6 +93,25 @@ def tilde_types(ast_text: str) -> list[tuple[Type, list[Type]]]:
             found.append((_expr_type(fields["arg"]),
                           [_expr_type(a) for a in fields["args"]]))
             return
+        for child in node:
+            walk(child, inside)
+
+    walk(read_sexp(ast_text), False)
+    return found
+
+
+def density_types(ast_text: str) -> list[tuple[str, list[Type]]]:
+    """(name, types of the arguments) of each density call ``foo_lpdf(y | ...)`` of the
+    model block, in source order, from ``stanc --debug-decorated-ast``."""
+    found: list[tuple[str, list[Type]]] = []
+
+    def walk(node, inside: bool):
+        if not isinstance(node, list):
+            return
+        if node and node[0] == "modelblock":
+            inside = True
+        if inside and node and node[0] == "CondDistApp" and len(node) >= 4:
+            found.append((node[2][0][1], [_expr_type(a) for a in node[3]]))
         for child in node:
             walk(child, inside)
 

@@ -18,6 +18,8 @@ from .order import dependency_order
 from .parse import Decl, Expr, StanProgram, Stmt
 from .restrict import (ORDERED, bound_condition, check_ordered, rejection_loop,
                        uniform_constrained)
+from .tdata import simulator_transformed_data
+from .zero_inflated import fold_zero_inflated
 from .support import (CONSTRAINED, GLM, LOCATION, MULTI_LOCATION, POSITIVE, REAL,
                       SCALAR_ONLY, SIZE_FIRST, UNIT, UNIVARIATE, ZERO, Type,
                       glm_as_univariate, log_mix, refuse, within_bound)
@@ -313,9 +315,11 @@ class _Translator:
         return (f"{{ int {s.var} = categorical_rng({s.rhs.text}); {s.lhs.text} = "
                 f"{s.dist}_rng({', '.join(a.text for a in s.args)}); }}")
 
-    def data_element(self, s: Stmt, outcome: Expr, likelihood: bool, what: str) -> None:
+    def data_element(self, s: Stmt, outcome: Expr, likelihood: bool, what: str,
+                     row: bool = False) -> None:
         """Record that ``s`` draws ``outcome``, which must be one element of modelled data
-        inside if (!prior_only), drawn nowhere else, covered once by its loops."""
+        (``row``: or a part y[i] drawn whole) inside if (!prior_only), drawn nowhere
+        else, covered once by its loops."""
         form = _lhs_form(outcome)
         if form is None or form[1] != "index" or form[0] not in self.inputs:
             raise refuse(s, f"{what} is translated only over one element y[i] of a data "
@@ -323,14 +327,14 @@ class _Translator:
         var = form[0]
         decl = self.decls[var]
         indexed = len([t for t in outcome.tokens if t.text == ","]) + 1
-        if indexed != len(decl.dims) + len(decl.sizes):
+        if indexed != len(decl.dims) + len(decl.sizes) and not row:
             raise refuse(s, f"{what} over a part of {var} that is not one element")
         if not likelihood:
             raise refuse(s, f"data {var} is in {what} outside if (!prior_only)")
         if var in self.tilde_of:
             raise refuse(s, f"{var} is drawn more than once (also on line "
                              f"{self.tilde_of[var].line})")
-        if var in {n for a in s.args for n in a.names()}:
+        if var in {n for a in (*s.args, s.rhs) if a is not None for n in a.names()}:
             raise refuse(s, f"{var} appears on both sides of {what}")
         self.cover.check(s, decl, self.loops, outcome)
         self.tilde_of[var] = s
@@ -358,6 +362,9 @@ class _Translator:
             return [indent + self.tilde(s, likelihood)]
         if s.kind == "mixture":
             return [indent + self.categorical(s, likelihood)]
+        if s.kind == "zero_inflated":
+            self.data_element(s, s.lhs, likelihood, "a zero-inflated mixture", row=True)
+            return [indent + s.draw]
         if s.kind == "target":
             if log_mix(s) is not None:
                 return [indent + self.mixture(s, likelihood)]
@@ -421,7 +428,7 @@ def _defines(s: Stmt) -> tuple[set[str], set[str], set[str]]:
     if s.kind == "target" and log_mix(s) is not None:
         form = _lhs_form(log_mix(s)[1][1])
         return ({form[0]}, {form[0]}, set()) if form else (set(), set(), set())
-    if s.kind == "mixture":
+    if s.kind in ("mixture", "zero_inflated"):
         form = _lhs_form(s.lhs)
         return ({form[0]}, {form[0]}, {s.var}) if form else (set(), set(), {s.var})
     defined, drawn, local = set(), set(), set()
@@ -438,10 +445,12 @@ def _defines(s: Stmt) -> tuple[set[str], set[str], set[str]]:
     return defined - local, drawn, local
 
 
-def translate(program: StanProgram, info: dict, types: list, hyper=None) -> Draft:
+def translate(program: StanProgram, info: dict, types: list, hyper=None,
+              densities: list | None = None) -> Draft:
     """Translate a parsed model program (``info``: its ``stanc --info``; ``types``:
-    :func:`tilde_types`).  ``hyper``: names of the hyperparameters, or None for the
-    scalar parameters whose prior uses no other parameter."""
+    :func:`tilde_types`; ``densities``: :func:`density_types`).  ``hyper``: names of the
+    hyperparameters, or None for the scalar parameters whose prior uses no other
+    parameter."""
     tr = _Translator(program, info, types)
     if "prior_only" not in tr.inputs:
         raise DraftError("the model does not declare `int<lower=0, upper=1> prior_only;` "
@@ -449,6 +458,7 @@ def translate(program: StanProgram, info: dict, types: list, hyper=None) -> Draf
                          "(stan_models/README.md); the drafter needs it to tell the prior "
                          "from the likelihood")
     fold_mixtures(program)
+    fold_zero_inflated(program, densities or [])
     for block in ("transformed data", "transformed parameters", "model"):
         for s in program.blocks.get(block, []):
             _refuse_target_in(s)
@@ -468,14 +478,18 @@ def translate(program: StanProgram, info: dict, types: list, hyper=None) -> Draf
         units.append(_uniform_unit(tr, tr.decls[p], len(units)))
     for u in units:
         if u.uses & simulated and (u.tildes - simulated or not u.likelihood):
-            raise refuse(u.stmt, f"the prior uses the data {sorted(u.uses & simulated)[0]} "
-                                  "that the simulator draws")
-    for s in program.blocks.get("transformed data", []):
-        used = {n for e in s.exprs() for n in e.names()} & simulated
-        if used:
-            raise refuse(s, f"transformed data use {sorted(used)[0]}, which the simulator "
-                             "draws (a model whose data enter their own distribution, like "
-                             "an autoregression, needs a hand-written simulator)")
+            data = sorted(u.uses & simulated)[0]
+            if not u.tildes and u.defines:
+                raise refuse(u.stmt, f"{sorted(u.defines)[0]} is computed from the data "
+                                      f"{data} that the simulator draws (outcomes that "
+                                      "enter the model's own quantities, as a behavioural "
+                                      "or autoregressive effect does, are not drafted); "
+                                      "write the simulator by hand and pass --simulator")
+            raise refuse(u.stmt, f"the prior uses the data {data} that the simulator draws")
+    outputs = [tr.decls[p] for p in tr.parameters] + [tr.decls[v] for v in tr.simulated]
+    used = set().union(*(u.uses for u in units)) | {
+        n for d in outputs for e in (*d.bounds.values(), *d.sizes, *d.dims) for n in e.names()}
+    td = simulator_transformed_data(program, simulated, used)
     order = dependency_order(units)
     hyper_names = _hyperparameters(tr, units, hyper)
     lines: list[str] = []
@@ -493,14 +507,10 @@ def translate(program: StanProgram, info: dict, types: list, hyper=None) -> Draf
             lines += u.lines
         cut = len(lines) if u.tildes & set(tr.truncated) else cut
     lines = rejection_loop(lines[:cut], lines[cut:], tr.truncated, hyper_names)
-    outputs = [tr.decls[p] for p in tr.parameters]
-    outputs += [tr.decls[v] for v in tr.simulated]
     kept = [s.decl for s in program.blocks.get("data", [])
             if s.kind == "decl" and s.decl.name not in simulated
             and s.decl.name != "prior_only"]
     functions = program.block_text("functions") if "functions" in program.spans else None
-    td = (program.block_text("transformed data")
-          if "transformed data" in program.spans else None)
     return Draft(kept, [tr.decls[h] for h in hyper_names], functions, td, outputs, lines,
                  list(tr.simulated))
 
