@@ -195,7 +195,8 @@ REFUSALS = {
     "prior uses the data": (dict(prior="mu ~ normal(mean(y), 1);\n  sigma ~ exponential(1);"),
                             "the prior uses the data y that the simulator draws"),
     "transformed data use the data": (
-        dict(extra="transformed data {\n  real y_bar = mean(y);\n}\n"),
+        dict(extra="transformed data {\n  real y_bar = mean(y);\n}\n",
+             likelihood="y ~ normal(mu + y_bar, sigma);"),
         "transformed data use y, which the simulator draws"),
     "transformed parameter on the left": (
         dict(extra="", prior=_PRIOR + "\n  mu2 ~ normal(0, 1);"),

@@ -334,7 +334,7 @@ class _Translator:
         if var in self.tilde_of:
             raise refuse(s, f"{var} is drawn more than once (also on line "
                              f"{self.tilde_of[var].line})")
-        if var in {n for a in (*s.args, s.rhs) if a is not None for n in a.names()}:
+        if var in {n for a in (*s.args, *([s.rhs] if row else [])) for n in a.names()}:
             raise refuse(s, f"{var} appears on both sides of {what}")
         self.cover.check(s, decl, self.loops, outcome)
         self.tilde_of[var] = s
