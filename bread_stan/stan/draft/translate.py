@@ -16,9 +16,10 @@ from .coverage import Coverage
 from .mixture import fold_mixtures
 from .order import dependency_order
 from .parse import Decl, Expr, StanProgram, Stmt
-from .restrict import (ORDERED, bound_condition, check_ordered, rejection_loop,
-                       uniform_constrained)
+from .copies import Copy, drop_copies, find_copies
+from .restrict import ORDERED, bound_condition, check_ordered, rejection_loop
 from .tdata import simulator_transformed_data
+from .units import Unit, hyperparameters, uniform_unit
 from .zero_inflated import fold_zero_inflated
 from .support import (CONSTRAINED, GLM, LOCATION, MULTI_LOCATION, POSITIVE, REAL,
                       SCALAR_ONLY, SIZE_FIRST, UNIT, UNIVARIATE, ZERO, Type,
@@ -90,6 +91,8 @@ class _Translator:
         self.loops: list[Stmt] = []                # for loops around the statement
         self.truncated: dict[str, str] = {}        # variable -> its bounds' condition
         self.cover = Coverage()
+        self.copies: dict[str, Copy] = {}          # transformed parameters drawn in place
+        self.not_copies: dict[str, str] = {}       # ... and why the others are not
         self.scalar_data = {n for n, d in self.decls.items() if n in self.inputs
                             and not d.dims and not d.sizes}
 
@@ -113,10 +116,13 @@ class _Translator:
         var, shape = form
         if var in self.tilde_of and var not in self.cover.pieces:
             raise self.twice(s, var)
-        if var in self.transformed:
+        if var in self.transformed and var not in self.copies:
+            why = self.not_copies.get(var)
             raise refuse(s, f"{var} is a transformed parameter; a ~ on it needs a Jacobian "
-                             "and is not a draw of it")
-        if var in self.parameters:
+                             "and is not a draw of it" + (
+                                 f" ({var} is not a plain copy of parameter elements: {why})"
+                                 if why else ""))
+        if var in self.parameters or var in self.copies:
             if likelihood:
                 raise refuse(s, f"the prior of parameter {var} is inside if (!prior_only); "
                                  "move it out (the prior must hold when prior_only = 1)")
@@ -151,7 +157,7 @@ class _Translator:
         half = False
         if ordered:
             check_ordered(s, self.decls[var], dist, arg_types, lhs_type)
-        elif var in self.parameters:
+        elif var in self.parameters or var in self.copies:
             half = self.support(s, self.decls[var], dist, args)
         target = var if shape == "to_vector" else s.lhs.text
         draw = self.draw(s, dist, args, arg_types, lhs_type, s.lhs.text)
@@ -405,17 +411,6 @@ class _Translator:
         return [x for b in stmts for x in self.render(b, likelihood, indent + "  ")]
 
 
-@dataclass
-class _Unit:
-    index: int
-    stmt: Stmt
-    lines: list[str]
-    defines: set[str]
-    uses: set[str]
-    tildes: set[str]        # variables drawn by this unit
-    likelihood: bool        # inside if (!prior_only)
-
-
 def _defines(s: Stmt) -> tuple[set[str], set[str], set[str]]:
     """(variables defined at this level, drawn by ~, local names) of a statement."""
     if s.kind == "decl":
@@ -459,10 +454,11 @@ def translate(program: StanProgram, info: dict, types: list, hyper=None,
                          "from the likelihood")
     fold_mixtures(program)
     fold_zero_inflated(program, densities or [])
+    _copies(tr, program)
     for block in ("transformed data", "transformed parameters", "model"):
         for s in program.blocks.get(block, []):
             _refuse_target_in(s)
-    units: list[_Unit] = []
+    units: list[Unit] = []
     statements = [(s, False) for s in program.blocks.get("transformed parameters", [])]
     statements += _flatten(program.blocks.get("model", []))
     for k, (s, likelihood) in enumerate(statements):
@@ -471,11 +467,21 @@ def translate(program: StanProgram, info: dict, types: list, hyper=None,
         uses = {n for e in s.exprs() for n in e.names()} - defined - local
         if s.kind == "assign":      # x[i] = ...: the index reads, the whole x is written
             uses |= Expr(s.lhs.tokens[1:], s.lhs.source).names()
-        units.append(_Unit(k, s, lines, defined | drawn, uses, drawn, likelihood))
+        units.append(Unit(k, s, lines, defined | drawn, uses, drawn, likelihood))
     tr.cover.finish()
+    for c in tr.copies.values():      # the draws of a copy written back to its parameters
+        if c.name not in tr.tilde_of:
+            continue
+        for p in c.parameters:
+            if p in tr.tilde_of:
+                raise tr.twice(tr.tilde_of[p], p)
+            tr.tilde_of[p] = tr.tilde_of[c.name]
+        extents = {n for line in c.statements for e in line.exprs() for n in e.names()}
+        units.append(Unit(len(units), tr.tilde_of[c.name], c.write_back, set(c.parameters),
+                          {c.name} | (extents - set(c.parameters)), set(c.parameters), False))
     simulated = set(tr.simulated)
     for p in [p for p in tr.parameters if p not in tr.tilde_of]:
-        units.append(_uniform_unit(tr, tr.decls[p], len(units)))
+        units.append(uniform_unit(tr.decls[p], tr.scalar_data, len(units)))
     for u in units:
         if u.uses & simulated and (u.tildes - simulated or not u.likelihood):
             data = sorted(u.uses & simulated)[0]
@@ -491,7 +497,7 @@ def translate(program: StanProgram, info: dict, types: list, hyper=None,
         n for d in outputs for e in (*d.bounds.values(), *d.sizes, *d.dims) for n in e.names()}
     td = simulator_transformed_data(program, simulated, used)
     order = dependency_order(units)
-    hyper_names = _hyperparameters(tr, units, hyper)
+    hyper_names = hyperparameters(tr.parameters, tr.transformed, tr.decls, units, hyper)
     lines: list[str] = []
     cut = 0         # the lines up to the last draw of a prior truncated by its bounds
     for u in order:
@@ -515,41 +521,19 @@ def translate(program: StanProgram, info: dict, types: list, hyper=None,
                  list(tr.simulated))
 
 
-def _uniform_unit(tr: _Translator, decl: Decl, index: int) -> _Unit:
-    """A parameter with no density: uniform on its bounds when it has both (a proper
-    prior); otherwise its prior is improper and the draft is refused."""
-    lower, upper = decl.bounds.get("lower"), decl.bounds.get("upper")
-    scalar_data = tr.scalar_data
-    uniform = uniform_constrained(decl)
-    if uniform is not None:
-        uses = {n for d in (*decl.dims, *decl.sizes) for n in d.names()}
-        stmt = Stmt("other", decl.line, decl.text)
-        return _Unit(index, stmt, [uniform], {decl.name}, uses, {decl.name}, False)
-    flat = lower is None or upper is None
-    if flat or (lower.names() | upper.names()) - scalar_data or decl.base not in (
-            "real", "vector", "row_vector") or len(decl.dims) + bool(decl.sizes) > 1:
-        example = ("normal(0, 10)" if lower is None or lower.text in ZERO
-                   else f"a distribution on ({lower.text}, infinity)")
-        if upper is not None and lower is not None:
-            why = ("its bounds are not scalar data or numbers, or it is not a real, "
-                   "vector or 1-d array, so the drafter cannot draw it uniformly")
-        else:
-            why = ("its prior is flat (improper), so nothing can be simulated from it")
-        raise DraftError(f"line {decl.line}: parameter {decl.name} has no density "
-                         f"statement: {why}; add a proper prior, e.g. `{decl.name} ~ "
-                         f"{example};`" + (" (a half-normal on <lower=0>)"
-                                            if lower is not None and upper is None else "")
-                         + ", or give it both bounds for a uniform prior")
-    draw = f"uniform_rng({lower.text}, {upper.text})"
-    if decl.dims or decl.sizes:
-        i = f"{decl.name}_i_"
-        line = f"  for ({i} in 1:num_elements({decl.name})) {decl.name}[{i}] = {draw};"
-    else:
-        line = f"  {decl.name} = {draw};"
-    stmt = Stmt("other", decl.line, decl.text)
-    uses = lower.names() | upper.names() | {n for d in (*decl.dims, *decl.sizes)
-                                            for n in d.names()}
-    return _Unit(index, stmt, [line], {decl.name}, uses, {decl.name}, False)
+def _copies(tr: _Translator, program: StanProgram) -> None:
+    """Find the transformed parameters with a ~ that copy parameter elements
+    (:mod:`.copies`), and drop their copy statements: the simulator draws them."""
+    def tildes(stmts):
+        return {f[0] for x in stmts for f in [_lhs_form(x.lhs) if x.kind == "tilde" else None]
+                if f} | {v for x in stmts for v in tildes([*x.body, *x.orelse])}
+    found = find_copies(program, tildes(program.blocks.get("model", [])) & set(tr.transformed))
+    tr.copies = {n: c for n, c in found.items() if isinstance(c, Copy)}
+    tr.not_copies = {n: c for n, c in found.items() if isinstance(c, str)}
+    drop_copies(program, list(tr.copies.values()))
+    tr.decls.update({s.decl.name: s.decl for s in program.blocks.get("transformed parameters",
+                                                                      []) if s.kind == "decl"
+                     and s.decl.name in tr.copies})
 
 
 def _has_tilde(s: Stmt) -> bool:
@@ -564,26 +548,3 @@ def _refuse_target_in(s: Stmt) -> None:
                          "(or state this term as a ~ statement)")
     for b in (*s.body, *s.orelse):
         _refuse_target_in(b)
-
-
-def _hyperparameters(tr: _Translator, units: list[_Unit], hyper) -> list[str]:
-    """The hyperparameters, checked: each drawn from a prior that uses no other
-    (non-hyper) parameter or transformed parameter."""
-    unit_of = {v: u for u in units for v in u.tildes}
-    unknowns = {*tr.parameters, *tr.transformed}
-    if hyper is None:
-        return [p for p in tr.parameters
-                if tr.decls[p].base == "real" and not tr.decls[p].dims
-                and not (unit_of[p].uses & unknowns)]
-    hyper = list(hyper)
-    for h in hyper:
-        if h not in tr.parameters:
-            raise DraftError(f"hyperparameter {h!r} is not a parameter of the model "
-                             f"(parameters: {', '.join(tr.parameters)})")
-        others = unit_of[h].uses & (unknowns - set(hyper))
-        if others:
-            raise refuse(unit_of[h].stmt, f"hyperparameter {h}'s prior uses "
-                                           f"{sorted(others)[0]}, which is not given with "
-                                           "it; make that a hyperparameter too or drop "
-                                           f"{h} from the hyperparameters")
-    return [p for p in tr.parameters if p in hyper]
