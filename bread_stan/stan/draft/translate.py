@@ -23,7 +23,7 @@ from .units import Unit, hyperparameters, uniform_unit
 from .zero_inflated import fold_zero_inflated
 from .support import (CONSTRAINED, GLM, LOCATION, MULTI_LOCATION, POSITIVE, REAL,
                       SCALAR_ONLY, SIZE_FIRST, UNIT, UNIVARIATE, ZERO, Type,
-                      glm_as_univariate, log_mix, refuse, within_bound)
+                      glm_as_univariate, log_mix, outside_bounds, refuse, within_bound)
 
 __all__ = ["Draft", "translate"]
 
@@ -153,6 +153,8 @@ class _Translator:
                 raise refuse(s, f"{dist} is a likelihood, not a prior the drafter "
                                  "translates")
             dist, args, arg_types = glm_as_univariate(s, dist, args, arg_types)
+        if var in self.inputs:
+            self.data_support(s, var, dist)
         ordered = var in self.parameters and self.decls[var].base in ORDERED
         half = False
         if ordered:
@@ -174,6 +176,16 @@ class _Translator:
             return f"{target} = {wrap[declared.base].format(draw)};"
         draw = self.convert(draw, lhs_type, dist)
         return f"{target} = {f'sort_asc({draw})' if ordered else draw};"
+
+    def data_support(self, s: Stmt, var: str, dist: str) -> None:
+        """Refuse data whose declared bounds the distribution drawing them can cross."""
+        where = outside_bounds(self.decls[var], dist)
+        if where is not None:
+            raise refuse(s, f"{dist} can draw {var} {where}: the likelihood is not a "
+                             f"distribution on the declared support of {var} (it puts mass "
+                             "outside the bound), so no simulator draws from it; use a "
+                             "distribution on that support (lognormal or gamma for "
+                             "<lower=0>, beta for <lower=0, upper=1>), or drop the bound")
 
     def truncation_at_zero(self, s: Stmt, form: tuple[str, str] | None) -> bool:
         """Whether ``s`` is ``x ~ dist(...) T[0, ]`` on a ``<lower=0>`` parameter x with a
@@ -308,6 +320,8 @@ class _Translator:
             raise refuse(s, f"log_mix of {f} and {g}: only univariate distributions with "
                              "an _rng are translated")
         self.data_element(s, outcome, likelihood, "log_mix")
+        for dist in (f, g):
+            self.data_support(s, _lhs_form(outcome)[0], dist)
         return (f"{outcome.text} = bernoulli_rng({theta.text}) ? {f}_rng({a}) "
                 f": {g}_rng({b});")
 
@@ -318,6 +332,7 @@ class _Translator:
             raise refuse(s, f"a mixture of {s.dist}: only univariate distributions with an "
                              "_rng are translated")
         self.data_element(s, s.lhs, likelihood, "a mixture")
+        self.data_support(s, _lhs_form(s.lhs)[0], s.dist)
         return (f"{{ int {s.var} = categorical_rng({s.rhs.text}); {s.lhs.text} = "
                 f"{s.dist}_rng({', '.join(a.text for a in s.args)}); }}")
 
