@@ -100,6 +100,24 @@ def test_zero_inflated_forms_are_drafted_as_a_coin_then_the_outcome():
     assert all(r.role == "likelihood" for r in split_model(Program(ROWS, "rows")).rows)
 
 
+def test_binomial_row_total_is_drawn_as_its_row():
+    """binomial_lpmf(tot[r] | K, q) of the row total tot[r] = sum(d[r]) of d in {0, 1}:
+    the split reads it as a density on d, the draft draws d[r] elementwise (the total of
+    K bernoulli(q) is binomial(K, q)); a total of rows not in {0, 1}, or a binomial of
+    another size, is refused."""
+    program = ROWS.replace("vector<lower=0, upper=1>[K] q;", "real<lower=0, upper=1> q;")
+    program = program.replace("bernoulli_lpmf(d[r] | q)", "binomial_lpmf(tot[r] | K, q)", 1)
+    program = program.replace("bernoulli_lpmf(d[r] | q)", "binomial_lpmf(0 | K, q)")
+    split = split_model(Program(program, "totals"))
+    assert split.modelled_data == ["d"] and all(r.role == "likelihood" for r in split.rows)
+    assert ("if (bernoulli_rng(psi)) d[r] = bernoulli_rng(rep_array(q, K)); "
+            "else d[r] = rep_array(0, K);") in _draft(program)
+    for change in (("int<lower=0, upper=1> d", "int<lower=0, upper=2> d"),
+                   ("| K, q)", "| K + 1, q)")):
+        with pytest.raises(DraftError, match="translated only as binomial_lpmf"):
+            _draft(program.replace(*change))
+
+
 @pytest.mark.parametrize("change, message", [
     (("tot[r] > 0) {\n      target", "tot[r] > 1) {\n      target"),
      "needs the condition to say exactly that d\\[r\\] is not all zero"),

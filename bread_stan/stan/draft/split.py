@@ -18,6 +18,7 @@ from typing import Iterable, Sequence
 
 from ...errors import DraftError
 from .parse import Expr, StanProgram, Stmt, Token, parse_program, tokenize
+from .rowsum import row_sums
 from .terms import CDF, DENSITY, DensityTerm, call_extent, density_term, split_sum
 
 __all__ = ["SplitError", "SplitRow", "Split", "split_program", "PRIOR_ONLY_DECL"]
@@ -141,6 +142,7 @@ class _Classifier:
         self.deps = _dependencies(program, ("transformed parameters", "model"))
         tdeps = _dependencies(program, ("transformed data",))
         self.tdata_from = {n: sorted(_closure({n}, tdeps) & self.data) for n in self.tdata}
+        self.totals = row_sums(program)    # s[k] = sum(y[k]): a density on s is one on y
         self.given = likelihood is not None
         if likelihood is not None:
             unknown = [n for n in likelihood if n not in self.data | self.tdata]
@@ -155,6 +157,11 @@ class _Classifier:
         names = _value_names(tokens) if values_only else _all_names(tokens)
         return _closure(names, self.deps)
 
+    def outcome_names(self, tokens: Sequence[Token]) -> set[str]:
+        """What an outcome reads, a row total s[i] read as the data it totals."""
+        names = self.reads(tokens, True)
+        return names | {self.totals[n] for n in names if n in self.totals}
+
     def condition_on_data(self, conditions: Sequence[Expr]) -> bool:
         """Whether a condition reads modelled data (also through transformed data or
         locals computed from them): then what its branches add depends on the data."""
@@ -167,12 +174,13 @@ class _Classifier:
 
     def outcome_modelled(self, term: DensityTerm) -> tuple[set[str], set[str], set[str]]:
         """(modelled data, parameters, data-derived transformed data) in the outcome."""
-        names = self.reads(term.outcome, True)
+        names = self.outcome_names(term.outcome)
         if self.given:
             modelled = names & self.modelled
         else:
             modelled = names & self.data
-        via = {n for n in names & self.tdata if self.tdata_from.get(n)} - self.modelled
+        via = {n for n in names & self.tdata if self.tdata_from.get(n)} - self.modelled \
+            - set(self.totals)
         return modelled, names & self.params, via
 
     def role(self, term: DensityTerm, line: int) -> tuple[str, str]:
@@ -260,7 +268,7 @@ def split_program(source: str, info: dict, likelihood: Sequence[str] | None = No
         for s, terms in found:
             for t in terms:
                 if t.call and not CDF.search(t.call):
-                    c.modelled |= c.reads(t.outcome, True) & c.data
+                    c.modelled |= c.outcome_names(t.outcome) & c.data
     rows: list[SplitRow] = []
     edits: list[tuple[Stmt, list[tuple[DensityTerm, str]]]] = []
     for s, terms in found:

@@ -41,6 +41,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from .parse import Expr, StanProgram, Stmt, Token, tokenize
+from .rowsum import row_sums
 from .support import DISCRETE, ZERO, Type, refuse, top_level_split
 from .terms import DENSITY, density_term, split_sum
 
@@ -127,6 +128,7 @@ class _Folder:
                      if s.kind == "decl"}
         self.tdata = {s.decl.name: s.decl for s in program.blocks.get("transformed data", [])
                       if s.kind == "decl"}
+        self.totals = row_sums(program)
         start, end = program.spans.get("model", (0, 0))
         toks = tokenize(program.source)
         calls = [t.start for k, t in enumerate(toks) if start <= t.start < end
@@ -173,7 +175,7 @@ class _Folder:
         why = "a zero-inflated mixture"
         outcome = Expr(density.outcome, s.rhs.source)
         y = outcome.tokens[0].text
-        decl = self.data.get(y)
+        decl = self.data.get(y) if y not in self.totals else self.tdata[y]
         indices = top_level_split(outcome.tokens[2:-1], ",") if len(outcome.tokens) > 1 else []
         if decl is None or decl.base != "int" or "lower" not in decl.bounds \
                 or decl.bounds["lower"].text not in ZERO:
@@ -205,7 +207,10 @@ class _Folder:
                 ("logit", 1): f"bernoulli_logit_rng({w_text})",
                 ("logit", 0): f"bernoulli_logit_rng(-({w_text}))"}[family, side]
         args = [Expr(tuple(a), s.rhs.source) for a in top_level_split(density.args, ",")]
-        draw = self.draw(s, density, dist, [a.text for a in args], rest)
+        if y in self.totals:       # binomial(T, p) of a row total: the row, elementwise
+            outcome, draw, rest = self.row_of_total(s, outcome, density, dist, args)
+        else:
+            draw = self.draw(s, density, dist, [a.text for a in args], rest)
         zeros = "0" if not rest else f"rep_array(0, {rest[0]})"
         folded = Stmt("zero_inflated", s.line, s.text, lhs=outcome,
                       rhs=Expr(self._param_tokens(weight), s.rhs.source), dist=dist,
@@ -215,6 +220,25 @@ class _Folder:
             return folded
         guard.body = [folded]
         return guard
+
+    def row_of_total(self, s: Stmt, outcome: Expr, density, dist: str, args: list[Expr]):
+        """(the row y[i], its draw, its extent) for ``binomial_lpmf(s[i] | T, p)`` with
+        s[i] = sum(y[i]), y[i] of T elements in {0, 1} and p one number: the total of
+        T independent bernoulli(p) is binomial(T, p), so drawing the row elementwise
+        gives s[i] the stated law."""
+        y = self.data[self.totals[outcome.tokens[0].text]]
+        bounds = {k: v.text for k, v in y.bounds.items()}
+        k = self.ordinal.get(next(t.start for t in density.tokens if t.text == density.call))
+        types = self.densities[k][1][1:] if k is not None else []
+        if dist != "binomial" or len(y.dims) != 2 or y.sizes or                 bounds.get("lower") not in ZERO or bounds.get("upper") != "1" or                 args[0].text != y.dims[1].text or not types or not types[1].scalar:
+            raise refuse(s, f"a zero-inflated density of the row total {outcome.text} is "
+                            f"translated only as binomial_lpmf({outcome.text} | T, p) with "
+                            f"p one number, T the row length of {y.name} and {y.name} "
+                            "declared int<lower=0, upper=1> (the total of T bernoulli(p))")
+        text = f"{y.name}{outcome.text[len(outcome.tokens[0].text):]}"
+        row = Expr(tuple(tokenize(text)), text)
+        return row, f"bernoulli_rng(rep_array({args[1].text}, {args[0].text}))", \
+            [y.dims[1].text]
 
     @staticmethod
     def _param_tokens(weight: tuple[Token, ...]) -> tuple[Token, ...]:
@@ -242,39 +266,11 @@ class _Folder:
             ok = ok and len(rest) == 1
         elif len(tested) >= 4 and tested[1] == "[" and tested[0] in self.tdata:
             ok = ok and len(rest) == 1 and tested[1:] == out[1:] and len(indices) == 1 \
-                and self.row_sum(tested[0], outcome.tokens[0].text)
+                and self.totals.get(tested[0]) == outcome.tokens[0].text
         else:
             ok = False
         if not ok:
             raise refuse(s, why)
-
-    def row_sum(self, s_name: str, y_name: str) -> bool:
-        """Whether transformed data s is filled only by ``s[k] = sum(y[k]);`` in a loop
-        ``for (k in 1:E)`` over y's first extent E, s declared of size E."""
-        decl, y = self.tdata[s_name], self.data[y_name]
-        if [e.text for e in (*decl.dims, *decl.sizes)] != [y.dims[0].text] or \
-                decl.init is not None or decl.base != "int":
-            return False
-        found = []
-
-        def walk(stmts, loops):
-            for t in stmts:
-                if t.kind == "assign" and t.lhs.tokens[0].text == s_name:
-                    found.append((t, loops))
-                walk(t.body, loops + [t] if t.kind in ("for", "block") else loops + [None])
-                walk(t.orelse, loops + [None])
-
-        walk(self.program.blocks.get("transformed data", []), [])
-        if len(found) != 1:
-            return False
-        t, loops = found[0]
-        k = t.lhs.tokens[2].text if len(t.lhs.tokens) == 4 else None
-        fors = [x for x in loops if x is not None and x.kind == "for"]
-        return (None not in loops and t.op == "=" and k is not None
-                and _texts(t.lhs.tokens) == [s_name, "[", k, "]"]
-                and _texts(t.rhs.tokens) == ["sum", "(", y_name, "[", k, "]", ")"]
-                and any(f.var == k and f.lhs.text == "1" and f.rhs.text == y.dims[0].text
-                        for f in fors))
 
     def draw(self, s: Stmt, density, dist: str, args: list[str], rest: list[str]) -> str:
         """F_rng(args) with the shape of the outcome (one count, or a row of them)."""
