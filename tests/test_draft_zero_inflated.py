@@ -129,7 +129,8 @@ def test_binomial_row_total_is_drawn_as_its_row():
       "real<lower=0, upper=1> psi0;"), None),
     (("bernoulli_lpmf(d[r] | q),\n", "bernoulli_lpmf(d[r] | 0.5 * q),\n"),
      "needs the same weight and density in both branches"),
-])
+], ids=["total above 1", "total plus 1", "one column", "one side twice", "other coin",
+        "other density"])
 def test_zero_inflated_near_misses_are_refused(change, message):
     if message is None:       # a coin of a different parameter on one side
         program = ROWS.replace(*change).replace("bernoulli_lpmf(0 | psi)",
@@ -147,7 +148,7 @@ def test_zero_inflated_near_misses_are_refused(change, message):
     (("if (y[n] == 0)", "if (y[n] > 0)"), "with the log_sum_exp branch taken when it is zero"),
     (("log_sum_exp(log(theta)", "log_sum_exp(log(lambda)"), "two sides of one coin"),
     (("array[N] int<lower=0> y;", "array[N] int y;"), "declared int<lower=0>"),
-])
+], ids=["branches swapped", "other coin", "no lower bound"])
 def test_zero_inflated_poisson_near_misses(change, message):
     with pytest.raises(DraftError, match=message):
         _draft(ZIP.replace(*change))
