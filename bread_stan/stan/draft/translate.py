@@ -385,6 +385,7 @@ class _Translator:
             return [indent + self.categorical(s, likelihood)]
         if s.kind == "zero_inflated":
             self.data_element(s, s.lhs, likelihood, "a zero-inflated mixture", row=True)
+            self.data_support(s, _lhs_form(s.lhs)[0], s.dist)
             return [indent + s.draw]
         if s.kind == "target":
             if log_mix(s) is not None:

@@ -16,6 +16,8 @@ __all__ = ["Unit", "uniform_unit", "hyperparameters"]
 
 @dataclass
 class Unit:
+    """One top-level statement of the simulator: its lines, what it defines and uses."""
+
     index: int
     stmt: Stmt
     lines: list[str]
@@ -23,7 +25,6 @@ class Unit:
     uses: set[str]
     tildes: set[str]        # variables drawn by this unit
     likelihood: bool        # inside if (!prior_only)
-
 
 
 def uniform_unit(decl: Decl, scalar_data: set[str], index: int) -> Unit:
