@@ -12,6 +12,10 @@ Deliberate breaks, done once each:
   ``test_zero_inflated_near_misses_are_refused[other coin]`` failed.
 * tossing the wrong side (``bernoulli_rng(w)`` for ``log1m(w)``) made the frequency of
   zeros in ``test_zero_inflated_draws_match_the_model`` 0.48 against 0.79 (z = 84).
+* the splitter ignoring the conditions around a term (``condition_on_data`` never
+  true) made ``test_terms_under_a_condition_on_the_data_are_likelihood`` and
+  ``test_zero_inflated_forms_are_drafted_as_a_coin_then_the_outcome`` fail (the
+  branches' ``bernoulli_lpmf(1 | psi)`` read as a prior).
 * writing the copies back swapped (``a[k] = pair[k, 2]``) made
   ``test_copied_parameters_are_drawn_from_the_density_of_the_copy`` fail (mean of a
   5.0 against -1).
@@ -116,6 +120,20 @@ def test_binomial_row_total_is_drawn_as_its_row():
                    ("| K, q)", "| K + 1, q)")):
         with pytest.raises(DraftError, match="translated only as binomial_lpmf"):
             _draft(program.replace(*change))
+
+
+def test_terms_under_a_condition_on_the_data_are_likelihood():
+    """A condition that reads the modelled data (directly, or through transformed data)
+    makes its branches' terms likelihood; one on a covariate leaves a prior a prior."""
+    program = ("data { int N; vector[N] y; int<lower=0, upper=1> flag; }\n"
+               "transformed data { real m = mean(y); }\n"
+               "parameters { real mu; }\n"
+               "model { if (flag) mu ~ normal(0, 1); else mu ~ normal(0, 2);\n"
+               "if (m > 0) target += normal_lpdf(mu | 0, 1);\n"
+               "y ~ normal(mu, 1); }\n")
+    split = split_model(Program(program, "conditions"))
+    assert [(r.line, r.role) for r in split.rows] == [
+        (4, "prior"), (4, "prior"), (5, "likelihood"), (6, "likelihood")]
 
 
 @pytest.mark.parametrize("change, message", [
