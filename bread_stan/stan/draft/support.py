@@ -10,7 +10,8 @@ from .parse import Decl, Expr, Stmt, read_sexp
 
 __all__ = ["REAL", "POSITIVE", "UNIT", "DISCRETE", "LOCATION", "MULTI_LOCATION",
            "CONSTRAINED", "SIZE_FIRST", "SCALAR_ONLY", "UNIVARIATE", "ZERO", "GLM", "Type",
-           "tilde_types", "density_types", "outside_bounds", "refuse", "log_mix", "top_level_split", "glm_as_univariate",
+           "tilde_types", "density_types", "outside_bounds", "refuse", "log_mix",
+           "top_level_split", "glm_as_univariate",
            "within_bound"]
 
 # Supports of the univariate distributions with an _rng (Stan 2.35).

@@ -230,7 +230,9 @@ class _Folder:
         bounds = {k: v.text for k, v in y.bounds.items()}
         k = self.ordinal.get(next(t.start for t in density.tokens if t.text == density.call))
         types = self.densities[k][1][1:] if k is not None else []
-        if dist != "binomial" or len(y.dims) != 2 or y.sizes or                 bounds.get("lower") not in ZERO or bounds.get("upper") != "1" or                 args[0].text != y.dims[1].text or not types or not types[1].scalar:
+        if dist != "binomial" or len(y.dims) != 2 or y.sizes or \
+                bounds.get("lower") not in ZERO or bounds.get("upper") != "1" or \
+                args[0].text != y.dims[1].text or not types or not types[1].scalar:
             raise refuse(s, f"a zero-inflated density of the row total {outcome.text} is "
                             f"translated only as binomial_lpmf({outcome.text} | T, p) with "
                             f"p one number, T the row length of {y.name} and {y.name} "
