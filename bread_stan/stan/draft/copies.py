@@ -80,7 +80,7 @@ def _copy(program: StanProgram, name: str, params: dict[str, Decl], tdecl: Decl
     extents = [e.text for e in (*tdecl.dims, *tdecl.sizes)]
     if tdecl.bounds or tdecl.init is not None or tdecl.base not in (
             "real", "vector", "row_vector", "matrix"):
-        return f"it is declared with bounds, a constrained type or an initial value"
+        return "it is declared with bounds, a constrained type or an initial value"
     found = _assignments(program.blocks.get("transformed parameters", []), name, [])
     if not found:
         return "it is never assigned"

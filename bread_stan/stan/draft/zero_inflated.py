@@ -252,7 +252,7 @@ class _Folder:
         return slice(toks[0].start, toks[-1].end)
 
     def check_condition(self, s: Stmt, outcome: Expr, indices, rest, zero_first) -> None:
-        why = (f"a zero-inflated mixture needs the condition to say exactly that "
+        why = ("a zero-inflated mixture needs the condition to say exactly that "
                f"{outcome.text} is not all zero ({outcome.text} > 0 for one count, "
                f"sum({outcome.text}) > 0, or s[...] > 0 with s[k] = sum(y[k]) in "
                "transformed data), with the log_sum_exp branch taken when it is zero")
