@@ -195,7 +195,8 @@ REFUSALS = {
     "prior uses the data": (dict(prior="mu ~ normal(mean(y), 1);\n  sigma ~ exponential(1);"),
                             "the prior uses the data y that the simulator draws"),
     "transformed data use the data": (
-        dict(extra="transformed data {\n  real y_bar = mean(y);\n}\n"),
+        dict(extra="transformed data {\n  real y_bar = mean(y);\n}\n",
+             likelihood="y ~ normal(mu + y_bar, sigma);"),
         "transformed data use y, which the simulator draws"),
     "transformed parameter on the left": (
         dict(extra="", prior=_PRIOR + "\n  mu2 ~ normal(0, 1);"),
@@ -357,11 +358,17 @@ def test_target_densities_are_read_as_tildes():
      "y = poisson_log_rng((alpha) + (x) * (beta));"),
 ])
 def test_glm_likelihoods(likelihood, draw):
-    program = ("data { int N; int K; matrix[N, K] x; array[N] int<lower=0, upper=1> y;\n"
+    bound = "upper=1" if "bernoulli" in likelihood else "upper=1000"
+    program = (f"data {{ int N; int K; matrix[N, K] x; array[N] int<lower=0, {bound}> y;\n"
                "int<lower=0, upper=1> prior_only; }\n"
                "parameters { real alpha; vector[K] beta; }\n"
                "model { alpha ~ normal(0, 1); beta ~ normal(0, 1);\n"
                f"if (!prior_only) {{ {likelihood} }} }}\n")
+    if "poisson" in likelihood:     # a Poisson count can exceed any upper bound
+        with pytest.raises(DraftError, match="poisson_log can draw y above y's declared "
+                                             "upper=1000: the likelihood is not a"):
+            draft_simulator(program)
+        program = program.replace(", upper=1000>", ">")
     assert draw in draft_simulator(program)
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Mapping
 from typing import Any, Sequence
 
@@ -33,6 +34,9 @@ __all__ = ["Simulator", "split_draw", "draw_at", "to_unconstrained", "check_data
 logger = logging.getLogger("bread_stan")
 
 _HYPER_FLAG = "hyper_given"
+# Stan's message for an output drawn outside its declared bounds
+_BOUND = re.compile(r"write_array: (?P<name>\w+)(?:\[[^\]]*\])? is \S+, but must be "
+                    r"(?P<side>greater|less) than or equal to (?P<at>[^\s(]+)")
 _SUFFIX = "_given"
 
 
@@ -102,8 +106,14 @@ class Simulator:
             if rc:
                 index, message = next(iter(self.model.last_errors.items()))
                 bad = nonfinite_entries(self.data)
+                bound = _BOUND.search(message)
                 cause = (f" (the data given to the simulator are not finite: "
                          f"{', '.join(bad)})" if bad else
+                         f" ({bound['name']} was drawn outside its declared bound "
+                         f"{'lower' if bound['side'] == 'greater' else 'upper'}="
+                         f"{float(bound['at']):g}: a distribution in the model gives mass outside "
+                         f"{bound['name']}'s declared support, which no draw may have; use a "
+                         "distribution on that support, or drop the bound)" if bound else
                          " (an _rng function refused a value the simulator drew: BREAD "
                          "simulates data from the prior, so its draws must give finite "
                          "parameters and data; a prior as vague as inv_gamma(0.001, 0.001), "

@@ -23,7 +23,7 @@ from .emit import emit
 from .parse import parse_program
 from .split import Split, SplitError, split_program
 from .targets import targets_as_tildes
-from .support import tilde_types
+from .support import density_types, tilde_types
 from .translate import translate
 
 __all__ = ["draft_simulator", "split_model", "DraftError", "Split", "SplitError"]
@@ -83,12 +83,13 @@ def draft_simulator(model_program: str | os.PathLike | Program,
         source = targets_as_tildes(source)   # target += foo_lpdf(x | ...) read as x ~ foo(...)
         text = Program(source, program.name)
         info = json.loads(run_stanc(text, toolchain, ["--info"], work, None))
-        types = tilde_types(run_stanc(text, toolchain, ["--debug-decorated-ast"], work, None))
+        ast = run_stanc(text, toolchain, ["--debug-decorated-ast"], work, None)
+        types, densities = tilde_types(ast), density_types(ast)
         label = program.path.name if program.path else program.name
         lines = (" (line numbers of stanc's printout, with the includes inlined)"
                  if "#include" in program.code else "")
         try:
-            draft = translate(parse_program(source), info, types, hyper)
+            draft = translate(parse_program(source), info, types, hyper, densities)
         except DraftError as error:
             raise DraftError(f"cannot draft a simulator for {label}{lines}: {error}") from None
         simulator = emit(draft, label)

@@ -170,6 +170,7 @@ class Stmt:
     var: str = ""                        # loop variable
     body: list["Stmt"] = field(default_factory=list)
     orelse: list["Stmt"] = field(default_factory=list)
+    draw: str = ""                       # a folded statement's simulator line
 
     def exprs(self) -> list[Expr]:
         """Every expression of this statement and its body (declarations included)."""

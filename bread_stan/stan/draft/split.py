@@ -18,6 +18,7 @@ from typing import Iterable, Sequence
 
 from ...errors import DraftError
 from .parse import Expr, StanProgram, Stmt, Token, parse_program, tokenize
+from .rowsum import row_sums
 from .terms import CDF, DENSITY, DensityTerm, call_extent, density_term, split_sum
 
 __all__ = ["SplitError", "SplitRow", "Split", "split_program", "PRIOR_ONLY_DECL"]
@@ -94,6 +95,15 @@ def _walk(stmts: Iterable[Stmt]) -> Iterable[Stmt]:
         yield from _walk(s.orelse)
 
 
+def _conditions(stmts: Iterable[Stmt], outer: tuple[Expr, ...] = ()
+                ) -> Iterable[tuple[Stmt, tuple[Expr, ...]]]:
+    """Every statement with the conditions of the ``if`` statements around it."""
+    for s in stmts:
+        yield s, outer
+        inner = outer + ((s.rhs,) if s.kind == "if" and s.rhs is not None else ())
+        yield from _conditions([*s.body, *s.orelse], inner)
+
+
 def _dependencies(program: StanProgram, blocks: Sequence[str]) -> dict[str, set[str]]:
     """name -> the names its value is computed from (one step), over ``blocks``."""
     deps: dict[str, set[str]] = {}
@@ -132,6 +142,7 @@ class _Classifier:
         self.deps = _dependencies(program, ("transformed parameters", "model"))
         tdeps = _dependencies(program, ("transformed data",))
         self.tdata_from = {n: sorted(_closure({n}, tdeps) & self.data) for n in self.tdata}
+        self.totals = row_sums(program)    # s[k] = sum(y[k]): a density on s is one on y
         self.given = likelihood is not None
         if likelihood is not None:
             unknown = [n for n in likelihood if n not in self.data | self.tdata]
@@ -146,14 +157,30 @@ class _Classifier:
         names = _value_names(tokens) if values_only else _all_names(tokens)
         return _closure(names, self.deps)
 
+    def outcome_names(self, tokens: Sequence[Token]) -> set[str]:
+        """What an outcome reads, a row total s[i] read as the data it totals."""
+        names = self.reads(tokens, True)
+        return names | {self.totals[n] for n in names if n in self.totals}
+
+    def condition_on_data(self, conditions: Sequence[Expr]) -> bool:
+        """Whether a condition reads modelled data (also through transformed data or
+        locals computed from them): then what its branches add depends on the data."""
+        for cond in conditions:
+            names = self.reads(cond.tokens, False)
+            if names & self.modelled or any(set(self.tdata_from.get(n, ())) & self.modelled
+                                            for n in names & self.tdata):
+                return True
+        return False
+
     def outcome_modelled(self, term: DensityTerm) -> tuple[set[str], set[str], set[str]]:
         """(modelled data, parameters, data-derived transformed data) in the outcome."""
-        names = self.reads(term.outcome, True)
+        names = self.outcome_names(term.outcome)
         if self.given:
             modelled = names & self.modelled
         else:
             modelled = names & self.data
-        via = {n for n in names & self.tdata if self.tdata_from.get(n)} - self.modelled
+        via = {n for n in names & self.tdata if self.tdata_from.get(n)} - self.modelled \
+            - set(self.totals)
         return modelled, names & self.params, via
 
     def role(self, term: DensityTerm, line: int) -> tuple[str, str]:
@@ -226,10 +253,12 @@ def split_program(source: str, info: dict, likelihood: Sequence[str] | None = No
     c = _Classifier(program, likelihood)
     constants = c.data | c.tdata
     found: list[tuple[Stmt, list[DensityTerm]]] = []
-    for s in _walk(model):
+    conditions: dict[int, tuple[Expr, ...]] = {}
+    for s, conds in _conditions(model):
         terms = _statement_terms(s, constants)
         if terms is not None:
             found.append((s, terms))
+            conditions[id(s)] = conds
     if likelihood is None:   # data that are the outcome of a density, anywhere in the model
         for s in _walk(model):
             init = s.decl.init if s.decl is not None else None
@@ -239,11 +268,15 @@ def split_program(source: str, info: dict, likelihood: Sequence[str] | None = No
         for s, terms in found:
             for t in terms:
                 if t.call and not CDF.search(t.call):
-                    c.modelled |= c.reads(t.outcome, True) & c.data
+                    c.modelled |= c.outcome_names(t.outcome) & c.data
     rows: list[SplitRow] = []
     edits: list[tuple[Stmt, list[tuple[DensityTerm, str]]]] = []
     for s, terms in found:
         roles = [(t, *c.role(t, s.line)) for t in terms]
+        if c.condition_on_data(conditions[id(s)]):
+            # inside if (<reads the data>): each branch's terms are factors of the
+            # likelihood (a zero-inflated model's bernoulli_lpmf(1 | omega) is not a prior)
+            roles = [(t, "likelihood" if r == "prior" else r, why) for t, r, why in roles]
         # a cdf term (a truncation's normaliser) goes with the densities of its sum
         pdf_roles = {r for t, r, _ in roles if t.call and not CDF.search(t.call)}
         if len(pdf_roles) == 1 and "refused" not in pdf_roles:

@@ -10,7 +10,8 @@ from .parse import Decl, Expr, Stmt, read_sexp
 
 __all__ = ["REAL", "POSITIVE", "UNIT", "DISCRETE", "LOCATION", "MULTI_LOCATION",
            "CONSTRAINED", "SIZE_FIRST", "SCALAR_ONLY", "UNIVARIATE", "ZERO", "GLM", "Type",
-           "tilde_types", "refuse", "log_mix", "top_level_split", "glm_as_univariate",
+           "tilde_types", "density_types", "outside_bounds", "refuse", "log_mix",
+           "top_level_split", "glm_as_univariate",
            "within_bound"]
 
 # Supports of the univariate distributions with an _rng (Stan 2.35).
@@ -98,6 +99,61 @@ def tilde_types(ast_text: str) -> list[tuple[Type, list[Type]]]:
 
     walk(read_sexp(ast_text), False)
     return found
+
+
+def density_types(ast_text: str) -> list[tuple[str, list[Type]]]:
+    """(name, types of the arguments) of each density call ``foo_lpdf(y | ...)`` of the
+    model block, in source order, from ``stanc --debug-decorated-ast``."""
+    found: list[tuple[str, list[Type]]] = []
+
+    def walk(node, inside: bool):
+        if not isinstance(node, list):
+            return
+        if node and node[0] == "modelblock":
+            inside = True
+        if inside and node and node[0] == "CondDistApp" and len(node) >= 4:
+            found.append((node[2][0][1], [_expr_type(a) for a in node[3]]))
+        for child in node:
+            walk(child, inside)
+
+    walk(read_sexp(ast_text), False)
+    return found
+
+
+def _number(text: str | None) -> float | None:
+    try:
+        return float(text) if text is not None else None
+    except ValueError:
+        return None
+
+
+def outside_bounds(decl: Decl, dist: str) -> str | None:
+    """Why draws of ``dist`` can fall outside the bounds declared for the data
+    ``decl`` (None when they cannot, or when the drafter cannot tell)."""
+    if decl.base not in ("real", "int", "vector", "row_vector", "matrix"):
+        return None
+    low, high = (decl.bounds.get(k) for k in ("lower", "upper"))
+    low_n, high_n = _number(low.text if low else None), _number(high.text if high else None)
+    if dist in REAL or dist in MULTI_LOCATION:
+        support = (None, None)
+    elif dist in POSITIVE:
+        support = (0.0, None)
+    elif dist in UNIT:
+        support = (0.0, 1.0)
+    elif dist in ("bernoulli", "bernoulli_logit"):
+        support = (0.0, 1.0)
+    elif dist in ("binomial", "binomial_logit", "beta_binomial"):
+        high = None      # draws up to N: upper=N, or a bound the drafter cannot compare
+        support = (0.0, None)
+    elif dist in DISCRETE:
+        support = (0.0, None)
+    else:
+        return None
+    if low is not None and (support[0] is None or (low_n is not None and low_n > support[0])):
+        return f"below {decl.name}'s declared lower={low.text}"
+    if high is not None and (support[1] is None or (high_n is not None and high_n < support[1])):
+        return f"above {decl.name}'s declared upper={high.text}"
+    return None
 
 
 def refuse(stmt: Stmt | Decl, why: str) -> DraftError:

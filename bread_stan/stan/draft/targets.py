@@ -58,6 +58,8 @@ def _as_tildes(source: str, s: Stmt, unknowns: set[str]) -> str | None:
             continue
         if [t.text for t in term.prefix] not in ([], ["+"]) or not DENSITY.search(term.call):
             return None
+        if all(t.kind == "num" for t in term.outcome):
+            return None      # bernoulli_lpmf(1 | w): a mixture weight, not a draw of anything
         dist = DENSITY.sub("", term.call)
         out.append(f"{_text(source, term.outcome)} ~ {dist}({_text(source, term.args)});")
     return " ".join(out) if out else None

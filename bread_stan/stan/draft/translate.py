@@ -16,11 +16,14 @@ from .coverage import Coverage
 from .mixture import fold_mixtures
 from .order import dependency_order
 from .parse import Decl, Expr, StanProgram, Stmt
-from .restrict import (ORDERED, bound_condition, check_ordered, rejection_loop,
-                       uniform_constrained)
+from .copies import Copy, drop_copies, find_copies
+from .restrict import ORDERED, bound_condition, check_ordered, rejection_loop
+from .tdata import simulator_transformed_data
+from .units import Unit, hyperparameters, uniform_unit
+from .zero_inflated import fold_zero_inflated
 from .support import (CONSTRAINED, GLM, LOCATION, MULTI_LOCATION, POSITIVE, REAL,
                       SCALAR_ONLY, SIZE_FIRST, UNIT, UNIVARIATE, ZERO, Type,
-                      glm_as_univariate, log_mix, refuse, within_bound)
+                      glm_as_univariate, log_mix, outside_bounds, refuse, within_bound)
 
 __all__ = ["Draft", "translate"]
 
@@ -88,6 +91,8 @@ class _Translator:
         self.loops: list[Stmt] = []                # for loops around the statement
         self.truncated: dict[str, str] = {}        # variable -> its bounds' condition
         self.cover = Coverage()
+        self.copies: dict[str, Copy] = {}          # transformed parameters drawn in place
+        self.not_copies: dict[str, str] = {}       # ... and why the others are not
         self.scalar_data = {n for n, d in self.decls.items() if n in self.inputs
                             and not d.dims and not d.sizes}
 
@@ -111,10 +116,13 @@ class _Translator:
         var, shape = form
         if var in self.tilde_of and var not in self.cover.pieces:
             raise self.twice(s, var)
-        if var in self.transformed:
+        if var in self.transformed and var not in self.copies:
+            why = self.not_copies.get(var)
             raise refuse(s, f"{var} is a transformed parameter; a ~ on it needs a Jacobian "
-                             "and is not a draw of it")
-        if var in self.parameters:
+                             "and is not a draw of it" + (
+                                 f" ({var} is not a plain copy of parameter elements: {why})"
+                                 if why else ""))
+        if var in self.parameters or var in self.copies:
             if likelihood:
                 raise refuse(s, f"the prior of parameter {var} is inside if (!prior_only); "
                                  "move it out (the prior must hold when prior_only = 1)")
@@ -145,11 +153,13 @@ class _Translator:
                 raise refuse(s, f"{dist} is a likelihood, not a prior the drafter "
                                  "translates")
             dist, args, arg_types = glm_as_univariate(s, dist, args, arg_types)
+        if var in self.inputs:
+            self.data_support(s, var, dist)
         ordered = var in self.parameters and self.decls[var].base in ORDERED
         half = False
         if ordered:
             check_ordered(s, self.decls[var], dist, arg_types, lhs_type)
-        elif var in self.parameters:
+        elif var in self.parameters or var in self.copies:
             half = self.support(s, self.decls[var], dist, args)
         target = var if shape == "to_vector" else s.lhs.text
         draw = self.draw(s, dist, args, arg_types, lhs_type, s.lhs.text)
@@ -166,6 +176,16 @@ class _Translator:
             return f"{target} = {wrap[declared.base].format(draw)};"
         draw = self.convert(draw, lhs_type, dist)
         return f"{target} = {f'sort_asc({draw})' if ordered else draw};"
+
+    def data_support(self, s: Stmt, var: str, dist: str) -> None:
+        """Refuse data whose declared bounds the distribution drawing them can cross."""
+        where = outside_bounds(self.decls[var], dist)
+        if where is not None:
+            raise refuse(s, f"{dist} can draw {var} {where}: the likelihood is not a "
+                             f"distribution on the declared support of {var} (it puts mass "
+                             "outside the bound), so no simulator draws from it; use a "
+                             "distribution on that support (lognormal or gamma for "
+                             "<lower=0>, beta for <lower=0, upper=1>), or drop the bound")
 
     def truncation_at_zero(self, s: Stmt, form: tuple[str, str] | None) -> bool:
         """Whether ``s`` is ``x ~ dist(...) T[0, ]`` on a ``<lower=0>`` parameter x with a
@@ -300,6 +320,8 @@ class _Translator:
             raise refuse(s, f"log_mix of {f} and {g}: only univariate distributions with "
                              "an _rng are translated")
         self.data_element(s, outcome, likelihood, "log_mix")
+        for dist in (f, g):
+            self.data_support(s, _lhs_form(outcome)[0], dist)
         return (f"{outcome.text} = bernoulli_rng({theta.text}) ? {f}_rng({a}) "
                 f": {g}_rng({b});")
 
@@ -310,12 +332,15 @@ class _Translator:
             raise refuse(s, f"a mixture of {s.dist}: only univariate distributions with an "
                              "_rng are translated")
         self.data_element(s, s.lhs, likelihood, "a mixture")
+        self.data_support(s, _lhs_form(s.lhs)[0], s.dist)
         return (f"{{ int {s.var} = categorical_rng({s.rhs.text}); {s.lhs.text} = "
                 f"{s.dist}_rng({', '.join(a.text for a in s.args)}); }}")
 
-    def data_element(self, s: Stmt, outcome: Expr, likelihood: bool, what: str) -> None:
+    def data_element(self, s: Stmt, outcome: Expr, likelihood: bool, what: str,
+                     row: bool = False) -> None:
         """Record that ``s`` draws ``outcome``, which must be one element of modelled data
-        inside if (!prior_only), drawn nowhere else, covered once by its loops."""
+        (``row``: or a part y[i] drawn whole) inside if (!prior_only), drawn nowhere
+        else, covered once by its loops."""
         form = _lhs_form(outcome)
         if form is None or form[1] != "index" or form[0] not in self.inputs:
             raise refuse(s, f"{what} is translated only over one element y[i] of a data "
@@ -323,14 +348,14 @@ class _Translator:
         var = form[0]
         decl = self.decls[var]
         indexed = len([t for t in outcome.tokens if t.text == ","]) + 1
-        if indexed != len(decl.dims) + len(decl.sizes):
+        if indexed != len(decl.dims) + len(decl.sizes) and not row:
             raise refuse(s, f"{what} over a part of {var} that is not one element")
         if not likelihood:
             raise refuse(s, f"data {var} is in {what} outside if (!prior_only)")
         if var in self.tilde_of:
             raise refuse(s, f"{var} is drawn more than once (also on line "
                              f"{self.tilde_of[var].line})")
-        if var in {n for a in s.args for n in a.names()}:
+        if var in {n for a in (*s.args, *([s.rhs] if row else [])) for n in a.names()}:
             raise refuse(s, f"{var} appears on both sides of {what}")
         self.cover.check(s, decl, self.loops, outcome)
         self.tilde_of[var] = s
@@ -358,6 +383,10 @@ class _Translator:
             return [indent + self.tilde(s, likelihood)]
         if s.kind == "mixture":
             return [indent + self.categorical(s, likelihood)]
+        if s.kind == "zero_inflated":
+            self.data_element(s, s.lhs, likelihood, "a zero-inflated mixture", row=True)
+            self.data_support(s, _lhs_form(s.lhs)[0], s.dist)
+            return [indent + s.draw]
         if s.kind == "target":
             if log_mix(s) is not None:
                 return [indent + self.mixture(s, likelihood)]
@@ -398,17 +427,6 @@ class _Translator:
         return [x for b in stmts for x in self.render(b, likelihood, indent + "  ")]
 
 
-@dataclass
-class _Unit:
-    index: int
-    stmt: Stmt
-    lines: list[str]
-    defines: set[str]
-    uses: set[str]
-    tildes: set[str]        # variables drawn by this unit
-    likelihood: bool        # inside if (!prior_only)
-
-
 def _defines(s: Stmt) -> tuple[set[str], set[str], set[str]]:
     """(variables defined at this level, drawn by ~, local names) of a statement."""
     if s.kind == "decl":
@@ -421,7 +439,7 @@ def _defines(s: Stmt) -> tuple[set[str], set[str], set[str]]:
     if s.kind == "target" and log_mix(s) is not None:
         form = _lhs_form(log_mix(s)[1][1])
         return ({form[0]}, {form[0]}, set()) if form else (set(), set(), set())
-    if s.kind == "mixture":
+    if s.kind in ("mixture", "zero_inflated"):
         form = _lhs_form(s.lhs)
         return ({form[0]}, {form[0]}, {s.var}) if form else (set(), set(), {s.var})
     defined, drawn, local = set(), set(), set()
@@ -438,10 +456,12 @@ def _defines(s: Stmt) -> tuple[set[str], set[str], set[str]]:
     return defined - local, drawn, local
 
 
-def translate(program: StanProgram, info: dict, types: list, hyper=None) -> Draft:
+def translate(program: StanProgram, info: dict, types: list, hyper=None,
+              densities: list | None = None) -> Draft:
     """Translate a parsed model program (``info``: its ``stanc --info``; ``types``:
-    :func:`tilde_types`).  ``hyper``: names of the hyperparameters, or None for the
-    scalar parameters whose prior uses no other parameter."""
+    :func:`tilde_types`; ``densities``: :func:`density_types`).  ``hyper``: names of the
+    hyperparameters, or None for the scalar parameters whose prior uses no other
+    parameter."""
     tr = _Translator(program, info, types)
     if "prior_only" not in tr.inputs:
         raise DraftError("the model does not declare `int<lower=0, upper=1> prior_only;` "
@@ -449,10 +469,12 @@ def translate(program: StanProgram, info: dict, types: list, hyper=None) -> Draf
                          "(stan_models/README.md); the drafter needs it to tell the prior "
                          "from the likelihood")
     fold_mixtures(program)
+    fold_zero_inflated(program, densities or [])
+    _copies(tr, program)
     for block in ("transformed data", "transformed parameters", "model"):
         for s in program.blocks.get(block, []):
             _refuse_target_in(s)
-    units: list[_Unit] = []
+    units: list[Unit] = []
     statements = [(s, False) for s in program.blocks.get("transformed parameters", [])]
     statements += _flatten(program.blocks.get("model", []))
     for k, (s, likelihood) in enumerate(statements):
@@ -461,23 +483,37 @@ def translate(program: StanProgram, info: dict, types: list, hyper=None) -> Draf
         uses = {n for e in s.exprs() for n in e.names()} - defined - local
         if s.kind == "assign":      # x[i] = ...: the index reads, the whole x is written
             uses |= Expr(s.lhs.tokens[1:], s.lhs.source).names()
-        units.append(_Unit(k, s, lines, defined | drawn, uses, drawn, likelihood))
+        units.append(Unit(k, s, lines, defined | drawn, uses, drawn, likelihood))
     tr.cover.finish()
+    for c in tr.copies.values():      # the draws of a copy written back to its parameters
+        if c.name not in tr.tilde_of:
+            continue
+        for p in c.parameters:
+            if p in tr.tilde_of:
+                raise tr.twice(tr.tilde_of[p], p)
+            tr.tilde_of[p] = tr.tilde_of[c.name]
+        extents = {n for line in c.statements for e in line.exprs() for n in e.names()}
+        units.append(Unit(len(units), tr.tilde_of[c.name], c.write_back, set(c.parameters),
+                          {c.name} | (extents - set(c.parameters)), set(c.parameters), False))
     simulated = set(tr.simulated)
     for p in [p for p in tr.parameters if p not in tr.tilde_of]:
-        units.append(_uniform_unit(tr, tr.decls[p], len(units)))
+        units.append(uniform_unit(tr.decls[p], tr.scalar_data, len(units)))
     for u in units:
         if u.uses & simulated and (u.tildes - simulated or not u.likelihood):
-            raise refuse(u.stmt, f"the prior uses the data {sorted(u.uses & simulated)[0]} "
-                                  "that the simulator draws")
-    for s in program.blocks.get("transformed data", []):
-        used = {n for e in s.exprs() for n in e.names()} & simulated
-        if used:
-            raise refuse(s, f"transformed data use {sorted(used)[0]}, which the simulator "
-                             "draws (a model whose data enter their own distribution, like "
-                             "an autoregression, needs a hand-written simulator)")
+            data = sorted(u.uses & simulated)[0]
+            if not u.tildes and u.defines:
+                raise refuse(u.stmt, f"{sorted(u.defines)[0]} is computed from the data "
+                                      f"{data} that the simulator draws (outcomes that "
+                                      "enter the model's own quantities, as a behavioural "
+                                      "or autoregressive effect does, are not drafted); "
+                                      "write the simulator by hand and pass --simulator")
+            raise refuse(u.stmt, f"the prior uses the data {data} that the simulator draws")
+    outputs = [tr.decls[p] for p in tr.parameters] + [tr.decls[v] for v in tr.simulated]
+    used = set().union(*(u.uses for u in units)) | {
+        n for d in outputs for e in (*d.bounds.values(), *d.sizes, *d.dims) for n in e.names()}
+    td = simulator_transformed_data(program, simulated, used)
     order = dependency_order(units)
-    hyper_names = _hyperparameters(tr, units, hyper)
+    hyper_names = hyperparameters(tr.parameters, tr.transformed, tr.decls, units, hyper)
     lines: list[str] = []
     cut = 0         # the lines up to the last draw of a prior truncated by its bounds
     for u in order:
@@ -493,53 +529,27 @@ def translate(program: StanProgram, info: dict, types: list, hyper=None) -> Draf
             lines += u.lines
         cut = len(lines) if u.tildes & set(tr.truncated) else cut
     lines = rejection_loop(lines[:cut], lines[cut:], tr.truncated, hyper_names)
-    outputs = [tr.decls[p] for p in tr.parameters]
-    outputs += [tr.decls[v] for v in tr.simulated]
     kept = [s.decl for s in program.blocks.get("data", [])
             if s.kind == "decl" and s.decl.name not in simulated
             and s.decl.name != "prior_only"]
     functions = program.block_text("functions") if "functions" in program.spans else None
-    td = (program.block_text("transformed data")
-          if "transformed data" in program.spans else None)
     return Draft(kept, [tr.decls[h] for h in hyper_names], functions, td, outputs, lines,
                  list(tr.simulated))
 
 
-def _uniform_unit(tr: _Translator, decl: Decl, index: int) -> _Unit:
-    """A parameter with no density: uniform on its bounds when it has both (a proper
-    prior); otherwise its prior is improper and the draft is refused."""
-    lower, upper = decl.bounds.get("lower"), decl.bounds.get("upper")
-    scalar_data = tr.scalar_data
-    uniform = uniform_constrained(decl)
-    if uniform is not None:
-        uses = {n for d in (*decl.dims, *decl.sizes) for n in d.names()}
-        stmt = Stmt("other", decl.line, decl.text)
-        return _Unit(index, stmt, [uniform], {decl.name}, uses, {decl.name}, False)
-    flat = lower is None or upper is None
-    if flat or (lower.names() | upper.names()) - scalar_data or decl.base not in (
-            "real", "vector", "row_vector") or len(decl.dims) + bool(decl.sizes) > 1:
-        example = ("normal(0, 10)" if lower is None or lower.text in ZERO
-                   else f"a distribution on ({lower.text}, infinity)")
-        if upper is not None and lower is not None:
-            why = ("its bounds are not scalar data or numbers, or it is not a real, "
-                   "vector or 1-d array, so the drafter cannot draw it uniformly")
-        else:
-            why = ("its prior is flat (improper), so nothing can be simulated from it")
-        raise DraftError(f"line {decl.line}: parameter {decl.name} has no density "
-                         f"statement: {why}; add a proper prior, e.g. `{decl.name} ~ "
-                         f"{example};`" + (" (a half-normal on <lower=0>)"
-                                            if lower is not None and upper is None else "")
-                         + ", or give it both bounds for a uniform prior")
-    draw = f"uniform_rng({lower.text}, {upper.text})"
-    if decl.dims or decl.sizes:
-        i = f"{decl.name}_i_"
-        line = f"  for ({i} in 1:num_elements({decl.name})) {decl.name}[{i}] = {draw};"
-    else:
-        line = f"  {decl.name} = {draw};"
-    stmt = Stmt("other", decl.line, decl.text)
-    uses = lower.names() | upper.names() | {n for d in (*decl.dims, *decl.sizes)
-                                            for n in d.names()}
-    return _Unit(index, stmt, [line], {decl.name}, uses, {decl.name}, False)
+def _copies(tr: _Translator, program: StanProgram) -> None:
+    """Find the transformed parameters with a ~ that copy parameter elements
+    (:mod:`.copies`), and drop their copy statements: the simulator draws them."""
+    def tildes(stmts):
+        return {f[0] for x in stmts for f in [_lhs_form(x.lhs) if x.kind == "tilde" else None]
+                if f} | {v for x in stmts for v in tildes([*x.body, *x.orelse])}
+    found = find_copies(program, tildes(program.blocks.get("model", [])) & set(tr.transformed))
+    tr.copies = {n: c for n, c in found.items() if isinstance(c, Copy)}
+    tr.not_copies = {n: c for n, c in found.items() if isinstance(c, str)}
+    drop_copies(program, list(tr.copies.values()))
+    tr.decls.update({s.decl.name: s.decl for s in program.blocks.get("transformed parameters",
+                                                                      []) if s.kind == "decl"
+                     and s.decl.name in tr.copies})
 
 
 def _has_tilde(s: Stmt) -> bool:
@@ -554,26 +564,3 @@ def _refuse_target_in(s: Stmt) -> None:
                          "(or state this term as a ~ statement)")
     for b in (*s.body, *s.orelse):
         _refuse_target_in(b)
-
-
-def _hyperparameters(tr: _Translator, units: list[_Unit], hyper) -> list[str]:
-    """The hyperparameters, checked: each drawn from a prior that uses no other
-    (non-hyper) parameter or transformed parameter."""
-    unit_of = {v: u for u in units for v in u.tildes}
-    unknowns = {*tr.parameters, *tr.transformed}
-    if hyper is None:
-        return [p for p in tr.parameters
-                if tr.decls[p].base == "real" and not tr.decls[p].dims
-                and not (unit_of[p].uses & unknowns)]
-    hyper = list(hyper)
-    for h in hyper:
-        if h not in tr.parameters:
-            raise DraftError(f"hyperparameter {h!r} is not a parameter of the model "
-                             f"(parameters: {', '.join(tr.parameters)})")
-        others = unit_of[h].uses & (unknowns - set(hyper))
-        if others:
-            raise refuse(unit_of[h].stmt, f"hyperparameter {h}'s prior uses "
-                                           f"{sorted(others)[0]}, which is not given with "
-                                           "it; make that a hyperparameter too or drop "
-                                           f"{h} from the hyperparameters")
-    return [p for p in tr.parameters if p in hyper]
