@@ -9,8 +9,9 @@ skew of per-chain log estimates (a long left tail of L makes mean(U) - mean(L)
 right-skewed, and its normal interval then misses low too often).
 :func:`skew_corrected_interval` (AIDE's interval) bootstraps Hall's skewness-removing
 transformation of that t instead, which reaches further on the side of a long tail
-when few runs are drawn, and calibrates the levels of its ends by a second bootstrap
-(see its docstring).
+when few runs are drawn, from the samples with their largest values smoothed into an
+exponential tail (so a resample can reach beyond the largest value drawn), and
+calibrates the levels of its ends by a second bootstrap (see its docstring).
 
 Input: a vector of per-run log estimates ``log_z_hat`` whose exponentials are
 independent, non-negative and unbiased for Z (forward AIS chains, log-weights L;
