@@ -254,15 +254,18 @@ def skew_corrected_interval(parts, *, level: float = 0.95, n_boot: int = 4000,
 
     ``tail`` (the default): the resamples are drawn not from the sample itself but from
     the sample with its k = :func:`tail_size` (n) largest values (of sign * values, the
-    side that lengthens the sum's upper tail) replaced by an exponential tail: a draw of one of them becomes u + s * Exp(1), u the (k+1)-th largest
-    value and s the mean excess of the k largest over u (the maximum-likelihood
+    side that lengthens the sum's upper tail) replaced by an exponential tail: a draw of
+    one of them becomes u + s * Exp(1), u the (k+1)-th largest value and s the mean
+    excess of the k largest over u (the maximum-likelihood
     exponential fit to the excesses, peaks over a threshold).  That distribution has the
     sample's mean, so the bootstrap's truth is still the estimate, but unlike the sample
     it reaches beyond the largest value drawn: a resample can hold a term larger than any
     run produced, as a new set of runs can.  It is a stated assumption about the upper
     tail of each sample (no heavier than exponential beyond its k-th largest value; true
     of chi-square-like log density ratios), which a plain resample (``tail=False``)
-    replaces by "no tail beyond the sample's maximum".
+    replaces by "no tail beyond the sample's maximum".  Between two Gaussians at 20 runs
+    per side it took 0.8 to 1.3 points off the upper miss rate; at 100 runs it did not
+    help (docs/method/intervals.md).
 
     The ends are then calibrated (Hall and Martin 1988, Beran's prepivoting): the first
     ``n_calibrate`` resamples are each resampled ``n_inner`` times from their own smoothed
