@@ -13,17 +13,19 @@ increase with M_g or M_t.  A tractable algorithm needs one "trace" (log xi = log
 :func:`gold_side` does the gold runs and gold meta-inference once (the expensive part with a
 long AIS gold), so several targets share them; :func:`estimate_aide` finishes the estimate
 for one target.  The interval is a bootstrap of Hall's skewness-corrected studentised
-statistic over the runs of both terms, resampled independently, with the levels of its
-ends calibrated by a double bootstrap
-(:func:`~bread_stan.ais.intervals.skew_corrected_interval`): the per-run terms are log
+statistic over the runs of both terms, resampled independently from the runs with their
+ceil(sqrt(n)) largest terms smoothed into an exponential tail, with the levels of its
+ends calibrated by a double bootstrap of the same kind
+(:func:`~bread_stan.ais.intervals.skew_corrected_interval`).  The per-run terms are log
 density ratios with a long right tail (skewness about 2 between two Gaussians), which
-20 runs rarely sample.  Between two Gaussians at level 0.9 (nominal miss 0.05 per side)
-with 20 runs per side, on 2000 replications the normal interval "estimate +- z se"
-missed high in 10% to 11%, the uncalibrated skew-corrected bootstrap in 6.6% to 7.8%,
-this one in 5.9% to 6.7%: still above the nominal 5% (docs/method/intervals.md has the
-table).  It covers the expectation of
-the estimate; with meta-inference (AIS, SMC, SIR) that lies above the symmetric KL, and
-the coverage there has not been measured.
+20 runs rarely sample; resamples of the runs themselves never reach beyond the largest
+term, and the previous interval (the same without the tail) missed high in 5.9% to 6.7%
+of 2000 replications at 20 runs per side (nominal 5%).  E[exp(-term)] = 1 bounds each
+term's lower tail, but nothing bounds the upper one, so the upper end rests on an
+assumption: an upper tail no heavier than exponential beyond the k-th largest term
+(docs/method/intervals.md has what it assumes and how often it misses).  It covers
+the expectation of the estimate; with meta-inference (AIS, SMC, SIR) that lies above
+the symmetric KL.
 """
 
 from __future__ import annotations
