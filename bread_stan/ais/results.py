@@ -24,8 +24,8 @@ from ..stan.draws import to_arviz
 from ..store import (CorruptFileError, jsonable, load_json, load_unit, save_json, save_unit,
                      set_aside, write_atomic)
 from .betas import Betas, ScheduleError
-from .estimators import (Sandwich, consistency_check, grouped_bound, jeffreys_bound,
-                         log_ml_sandwich, one_sided_bounds)
+from .estimators import (Sandwich, bidirectional_log_ml, consistency_check, grouped_bound,
+                         jeffreys_bound, log_ml_sandwich, one_sided_bounds)
 from .verdict import EXIT_CODES, StepVerdict, VerdictSettings, judge_step
 from ..errors import InputError
 
@@ -329,6 +329,9 @@ class BreadResult:
         ``raw_*`` are the estimate and interval as computed.  ``log_ml_lower_limit``
         and ``log_ml_upper_limit`` are one-sided confidence limits on log p(y) at
         ``log_ml_level`` each, valid for any weight distribution (``*_se`` are spreads).
+        ``log_ml_bidirectional`` is Bennett's acceptance-ratio estimate of log p(y) from
+        both directions (:func:`~bread_stan.ais.estimators.bidirectional_log_ml`): a
+        point estimate, usually much closer than either end, with no guarantee.
         """
         known = self.extra.get("known_log_ml_bounds") or {}
         settings = settings or self.verdict_settings()
@@ -354,6 +357,8 @@ class BreadResult:
                 "log_ml_upper": sw.upper, "log_ml_upper_se": sw.upper_se,
                 "log_ml_lower_limit": sw.lower_limit, "log_ml_upper_limit": sw.upper_limit,
                 "log_ml_level": sw.level,
+                "log_ml_bidirectional": bidirectional_log_ml(s.forward.log_estimates,
+                                                             s.reverse.log_estimates),
                 "seconds": s.wall_time,
                 "gradients": s.forward.n_grad + s.reverse.n_grad,
             }
