@@ -307,7 +307,7 @@ def run_ours(problem: str, spec: str, seed: int) -> dict:
     bound = step.bound()
     sampling = res.extra["tuning_seconds"] + step.forward.wall_time + step.reverse.wall_time
     method = f"toolkit {run.algorithm.upper()}"
-    if run.path != "prior":
+    if run.path == "waypoint":
         method += f" ({run.path})"
     return {"problem": problem, "method": method, "setting": spec,
             "seed": seed, "estimate": float(special.logsumexp(L) - np.log(L.size)),
