@@ -82,37 +82,35 @@ def _expr_type(node) -> Type:
 def tilde_types(ast_text: str) -> list[tuple[Type, list[Type]]]:
     """Types of the left side and the arguments of each ``~`` of the model block, in
     order, from ``stanc --debug-decorated-ast``."""
-    found: list[tuple[Type, list[Type]]] = []
-
-    def walk(node, inside: bool):
-        if not isinstance(node, list):
-            return
-        if node and node[0] == "modelblock":
-            inside = True
-        if inside and node and node[0] == "Tilde":
-            fields = {f[0]: f[1] for f in node[1:] if isinstance(f, list) and f}
-            found.append((_expr_type(fields["arg"]),
-                          [_expr_type(a) for a in fields["args"]]))
-            return
-        for child in node:
-            walk(child, inside)
-
-    walk(read_sexp(ast_text), False)
+    found = []
+    for node in _model_block_nodes(ast_text, "Tilde"):
+        fields = {f[0]: f[1] for f in node[1:] if isinstance(f, list) and f}
+        found.append((_expr_type(fields["arg"]), [_expr_type(a) for a in fields["args"]]))
     return found
 
 
 def density_types(ast_text: str) -> list[tuple[str, list[Type]]]:
     """(name, types of the arguments) of each density call ``foo_lpdf(y | ...)`` of the
     model block, in source order, from ``stanc --debug-decorated-ast``."""
-    found: list[tuple[str, list[Type]]] = []
+    return [(node[2][0][1], [_expr_type(a) for a in node[3]])
+            for node in _model_block_nodes(ast_text, "CondDistApp", nested=True)
+            if len(node) >= 4]
+
+
+def _model_block_nodes(ast_text: str, tag: str, nested: bool = False) -> list[list]:
+    """The AST nodes tagged ``tag`` inside the model block, in source order: the
+    outermost ones, or with ``nested`` also those inside a returned node."""
+    found: list[list] = []
 
     def walk(node, inside: bool):
         if not isinstance(node, list):
             return
         if node and node[0] == "modelblock":
             inside = True
-        if inside and node and node[0] == "CondDistApp" and len(node) >= 4:
-            found.append((node[2][0][1], [_expr_type(a) for a in node[3]]))
+        if inside and node and node[0] == tag:
+            found.append(node)
+            if not nested:
+                return
         for child in node:
             walk(child, inside)
 
