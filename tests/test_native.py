@@ -192,13 +192,9 @@ def _gaussian_base(target, kind: str) -> GaussianBase:
     return GaussianBase(mean, _dense_metric(d, 4)[0])
 
 
-@pytest.mark.parametrize("name", ["logistic", "throws"])
-@pytest.mark.parametrize("base", ["diag", "dense"])
-def test_gaussian_base_target_native_kernels_are_the_python_kernels(targets, name, base):
-    # The path from a Gaussian base q0 to the joint (subjective, AIDE): log q0 is
-    # evaluated in C++ too, and every transition must be the Python kernel's, bit for bit.
-    target = GaussianBaseTarget(targets[name].full_model, _gaussian_base(targets[name], base))
-    assert target.native is not None
+def _assert_native_hmc_and_nuts_match(target, *, expect_divergent: bool) -> None:
+    """8 HMC and 8 NUTS transitions (jittered, rescued, dense and diagonal metrics):
+    native and Python kernels identical, bit for bit (NUTS's acceptance to 1e-13)."""
     d = target.dim
     for kernel, params, rtol in (
             (HMC, HMCParams(step_size=np.linspace(0.05, 0.6, N_CHAINS), n_leapfrog=6,
@@ -210,8 +206,18 @@ def test_gaussian_base_target_native_kernels_are_the_python_kernels(targets, nam
         python = _run(kernel(native=False), target, params, steps=8)
         _assert_identical(python, _run(kernel(native=True), target, params, steps=8),
                           accept_rtol=rtol)
-        if name == "throws":
+        if expect_divergent:
             assert any(i.divergent.any() for _, i in python[0])
+
+
+@pytest.mark.parametrize("name", ["logistic", "throws"])
+@pytest.mark.parametrize("base", ["diag", "dense"])
+def test_gaussian_base_target_native_kernels_are_the_python_kernels(targets, name, base):
+    # The path from a Gaussian base q0 to the joint (subjective, AIDE): log q0 is
+    # evaluated in C++ too, and every transition must be the Python kernel's, bit for bit.
+    target = GaussianBaseTarget(targets[name].full_model, _gaussian_base(targets[name], base))
+    assert target.native is not None
+    _assert_native_hmc_and_nuts_match(target, expect_divergent=name == "throws")
 
 
 @pytest.mark.parametrize("name", ["logistic", "throws"])
@@ -225,19 +231,7 @@ def test_waypoint_first_leg_native_kernels_are_the_python_kernels(targets, name,
         q0 = GaussianBase(q0.mean + 3.5, q0.cov)
     target = PriorToBase(targets[name], q0)
     assert target.native is not None
-    d = target.dim
-    for kernel, params, rtol in (
-            (HMC, HMCParams(step_size=np.linspace(0.05, 0.6, N_CHAINS), n_leapfrog=6,
-                            inv_metric=_dense_metric(d, 1), step_size_jitter=0.3,
-                            rescue_prob=0.1), 0),
-            (NUTS, NUTSParams(step_size=np.geomspace(0.02, 1.5, N_CHAINS),
-                              inv_metric=np.linspace(0.5, 2.0, d), max_depth=7,
-                              step_size_jitter=0.2, rescue_prob=0.3, rescue_depth=3), 1e-13)):
-        python = _run(kernel(native=False), target, params, steps=8)
-        _assert_identical(python, _run(kernel(native=True), target, params, steps=8),
-                          accept_rtol=rtol)
-        if name == "throws":
-            assert any(i.divergent.any() for _, i in python[0])
+    _assert_native_hmc_and_nuts_match(target, expect_divergent=name == "throws")
 
 
 def test_native_setting(monkeypatch, targets):
