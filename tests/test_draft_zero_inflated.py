@@ -31,7 +31,8 @@ import pytest
 
 from bread_stan.errors import StanDataError
 from bread_stan.stan.compile import Program
-from bread_stan.stan.draft import DraftError, draft_simulator, split_model
+from bread_stan.stan.draft import (DraftError, draft_program, draft_simulator,
+                                   relax_data_bounds, split_model)
 from bread_stan.stan.simulator import Simulator
 from bread_stan.workflows.bread import SamplerSettings
 from bread_stan.workflows.simulator_check import CheckSettings, check_simulator
@@ -286,18 +287,27 @@ def test_copied_parameters_are_drawn_from_the_density_of_the_copy():
 
 # -- data whose declared bounds the likelihood crosses
 
-def test_data_bounds_crossed_by_the_likelihood_are_refused():
+def test_data_bounds_crossed_by_the_likelihood_are_dropped_not_refused():
+    """A data-block bound only checks the input: normal on a <lower=0> w is drafted as
+    normal on the whole line, the simulator declares w without the bound and says why,
+    and a likelihood that stays inside the bound keeps it."""
     program = ("data { int N; vector<lower=0>[N] w; }\n"
                "parameters { real mu; real<lower=0> s; }\n"
                "model { mu ~ normal(0, 1); s ~ normal(0, 1); w ~ normal(mu, s); }\n")
-    with pytest.raises(DraftError, match=r"line 3 `w ~ normal\(mu, s\);`: normal can draw w "
-                                         r"below w's declared lower=0: the likelihood is not"):
-        _draft(program)
-    assert "w = to_vector(lognormal_rng(rep_array(mu, num_elements(w)), s));" in _draft(
-        program.replace("w ~ normal", "w ~ lognormal"))
-    with pytest.raises(DraftError, match="beta can draw w above w's declared upper=0.5"):
-        _draft(program.replace("w ~ normal", "w ~ beta").replace("<lower=0>[N] w",
-                                                                "<lower=0, upper=0.5>[N] w"))
+    drafted = draft_program(split_model(Program(program, "zi_case")).program)
+    assert drafted.relaxed_bounds == {"w": "line 3: normal can draw w below w's declared "
+                                           "lower=0; the bound checks the input and is not "
+                                           "part of the density"}
+    assert "  vector[N] w;" in drafted.text and "// Declared without its data-block " \
+        "bounds: line 3: normal can draw w below" in drafted.text
+    assert relax_data_bounds(program, ["w"]).splitlines()[0] == "data { int N; vector[N] w; }"
+    inside = draft_program(split_model(Program(program.replace("w ~ normal", "w ~ lognormal"),
+                                               "zi_case")).program)
+    assert inside.relaxed_bounds == {} and "vector<lower=0>[N] w;" in inside.text
+    upper = program.replace("w ~ normal", "w ~ beta").replace("<lower=0>[N] w",
+                                                              "<lower=0, upper=0.5>[N] w")
+    drafted = draft_program(split_model(Program(upper, "zi_case")).program)
+    assert "beta can draw w above w's declared upper=0.5" in drafted.relaxed_bounds["w"]
 
 
 def test_simulated_value_outside_its_bound_is_named():

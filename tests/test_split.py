@@ -9,6 +9,7 @@ written by hand, at random unconstrained points, Jacobian on and off, to 1e-10
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -188,3 +189,38 @@ def test_prepare_programs_saves_what_it_generates(tmp_path):
     own = prepare_programs(Path(__file__).parent / "stan" / "normal_mean.stan", None,
                            tmp_path / "own")
     assert own.split is None and own.model.name == "normal_mean.stan" and own.drafted
+
+
+def test_bounds_the_likelihood_crosses_are_dropped_in_the_run_model(tmp_path):
+    """``vector<lower=0>[N] y; y ~ normal(mu, 1)``: the drafted simulator draws y on the
+    whole line, the run's model declares y without the bound (and the table says so), reads
+    the simulated data the user's program refuses, and computes the user's numbers on the
+    user's data (split exactness at 1e-10).  Break tried: keeping the bound in the run
+    model fails the declaration assertion (and the load of the simulated data)."""
+    from bread_stan.errors import StanDataError
+    from bread_stan.stan.compile import compile_model
+    from bread_stan.stan.model import StanModel
+    from bread_stan.stan.prepare import prepare_programs
+    from bread_stan.stan.simulator import Simulator
+
+    user = tmp_path / "positive.stan"
+    user.write_text("data { int N;\n vector<lower=0>[N] y; }\nparameters { real mu; }\n"
+                    "model { mu ~ normal(1, 1);\n y ~ normal(mu, 1); }\n")
+    p = prepare_programs(user, None, tmp_path / "programs")
+    assert list(p.relaxed_bounds) == ["y"] and "\n vector[N] y; " in p.model.read_text()
+    assert "- y: line 5: normal can draw y below y's declared lower=0" in p.table.read_text()
+    assert "without their data-block bounds" in p.describe()
+    data = {"N": 30, "y": list(np.linspace(0.1, 3.0, 30))}
+    draws = Simulator(compile_model(p.simulator), {"N": 30}).simulate(5, seed=3)
+    simulated = {"N": 30, "y": draws["y"][int(np.argmin(draws["y"].min(axis=1)))].tolist()}
+    assert min(simulated["y"]) < 0
+    user_model, run_model = compile_model(user), compile_model(p.model)
+    with pytest.raises(StanDataError):
+        StanModel(user_model, simulated, threads=1)
+    assert np.isfinite(StanModel(run_model, {**simulated, "prior_only": 0}, threads=1)
+                       .log_density(np.zeros(1)))
+    prior = compile_model(tmp_path / "programs" / "positive_prior_part.stan")
+    (tmp_path / "d.json").write_text(json.dumps(data))
+    check = check_split_exact(user_model, run_model, prior, tmp_path / "d.json",
+                              rng=np.random.default_rng(1), n=10)
+    assert check.exact(1e-10), check

@@ -335,7 +335,7 @@ def _cmd_check(args) -> int:
 
 def _cmd_draft_simulator(args) -> int:
     from ..stan.compile import Program, stanc_info
-    from ..stan.draft import draft_simulator, split_model
+    from ..stan.draft import draft_program, split_model
     from ..store import write_atomic
 
     hyper = (None if args.hyper is None
@@ -343,7 +343,11 @@ def _cmd_draft_simulator(args) -> int:
     model = args.model
     if "prior_only" not in stanc_info(model).get("inputs", {}):   # split it first
         model = Program(split_model(model).program, model.stem)
-    text = draft_simulator(model, hyper=hyper)
+    drafted = draft_program(model, hyper=hyper)
+    text = drafted.text
+    for name, why in drafted.relaxed_bounds.items():
+        print(f"note: {why}: the simulator declares {name} without it; a model reading "
+              f"its draws must too (bread-stan run does this itself)", file=sys.stderr)
     if args.out is None:
         sys.stdout.write(text)
     else:

@@ -11,13 +11,13 @@ holds exactly what ran.  The user's files are never touched.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
 from ..store import write_atomic
 from .compile import read_program, stanc_info
-from .draft import Split, draft_simulator, split_model
+from .draft import Split, draft_program, relax_data_bounds, split_model
 
 __all__ = ["PreparedPrograms", "prepare_programs", "parse_likelihood", "split_table_markdown",
            "SPLIT_TABLE"]
@@ -36,6 +36,7 @@ class PreparedPrograms:
     split: Split | None
     drafted: bool
     table: Path | None
+    relaxed_bounds: dict[str, str] = field(default_factory=dict)
 
     def describe(self) -> str:
         """One line on what was generated."""
@@ -44,6 +45,10 @@ class PreparedPrograms:
             parts.append(f"split the model automatically ({self.model}; table {self.table})")
         if self.drafted:
             parts.append(f"drafted the simulator {self.simulator}")
+        if self.relaxed_bounds:
+            parts.append("declared the simulated " + ", ".join(self.relaxed_bounds)
+                         + " without their data-block bounds (" + "; ".join(
+                             self.relaxed_bounds.values()) + ")")
         return "; ".join(parts) or "used the programs as given"
 
 
@@ -58,7 +63,12 @@ def parse_likelihood(text: str | None) -> list[str] | None:
 
 
 def split_table_markdown(split: Split, label: str) -> str:
-    """The split table as a Markdown pipe table."""
+    """The split table as a Markdown pipe table (a sentence for a program that declares
+    ``prior_only`` itself)."""
+    if split.own_split:
+        return (f"{label} declares `prior_only`: its own split is used (the likelihood is "
+                "what the program guards with `if (!prior_only)`; the run sets "
+                "prior_only = 1 for the prior and 0 for the posterior).\n")
     lines = [f"Prior/likelihood split of {label} (automatic; modelled data: "
              f"{', '.join(split.modelled_data)}).", "", "| line | role | statement |",
              "|---|---|---|"]
@@ -81,24 +91,39 @@ def prepare_programs(model: str | os.PathLike, simulator: str | os.PathLike | No
     program = read_program(model)
     directory = Path(directory)
     info = stanc_info(program, toolchain)
-    split = None
+    own = "prior_only" in info.get("inputs", {})
+    if own and likelihood is not None:
+        raise ValueError(f"{model} declares prior_only (its own split); --likelihood "
+                         "applies only to programs without it")
+    split = (Split(program.code, "", [], [], own_split=True) if own
+             else split_model(model, likelihood, toolchain=toolchain))
+    directory.mkdir(parents=True, exist_ok=True)
+    table = directory / SPLIT_TABLE
+    write_atomic(table, split_table_markdown(split, model.name))
     run_model = model
-    table = None
-    if "prior_only" not in info.get("inputs", {}) or likelihood is not None:
-        if "prior_only" in info.get("inputs", {}):
-            raise ValueError(f"{model} declares prior_only (its own split); --likelihood "
-                             "applies only to programs without it")
-        split = split_model(model, likelihood, toolchain=toolchain)
-        directory.mkdir(parents=True, exist_ok=True)
+    if not own:
         run_model = directory / model.name
         write_atomic(run_model, split.program)
         write_atomic(directory / f"{model.stem}_prior_part.stan", split.prior_program)
-        table = directory / SPLIT_TABLE
-        write_atomic(table, split_table_markdown(split, model.name))
     if simulator is not None:
-        return PreparedPrograms(run_model, Path(simulator), split, False, table)
-    directory.mkdir(parents=True, exist_ok=True)
-    text = draft_simulator(run_model, toolchain=toolchain)
+        return PreparedPrograms(run_model, Path(simulator), None if own else split, False,
+                                table)
+    drafted = draft_program(run_model, toolchain=toolchain)
     sim = directory / f"{model.stem}_sim.stan"
-    write_atomic(sim, text)
-    return PreparedPrograms(run_model, sim, split, True, table)
+    write_atomic(sim, drafted.text)
+    if drafted.relaxed_bounds:
+        source = relax_data_bounds(read_program(run_model).code, drafted.relaxed_bounds)
+        run_model = directory / model.name
+        write_atomic(run_model, source)
+        write_atomic(table, table.read_text() + _relaxed_note(drafted.relaxed_bounds))
+    return PreparedPrograms(run_model, sim, None if own else split, True, table,
+                            drafted.relaxed_bounds)
+
+
+def _relaxed_note(relaxed: dict[str, str]) -> str:
+    """The split table's note on the data bounds the run's model does not declare."""
+    lines = ["", "Simulated data declared without their data-block bounds (the bounds check "
+             "the input and are not part of the density, so the program's posterior is that "
+             "of the model drawing from the whole support; the run's model reads the "
+             "simulated data sets without them and computes the same numbers on yours):", ""]
+    return "\n".join(lines + [f"- {name}: {why}" for name, why in relaxed.items()]) + "\n"

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
@@ -21,12 +22,24 @@ from ...errors import DraftError, StanCompileError
 from ..compile import Program, run_stanc, resolve_toolchain, read_program
 from .emit import emit
 from .parse import parse_program
+from .relax import relax_data_bounds
 from .split import Split, SplitError, split_program
 from .targets import targets_as_tildes
 from .support import density_types, tilde_types
 from .translate import translate
 
-__all__ = ["draft_simulator", "split_model", "DraftError", "Split", "SplitError"]
+__all__ = ["draft_simulator", "draft_program", "DraftedSimulator", "relax_data_bounds",
+           "split_model", "DraftError", "Split", "SplitError"]
+
+
+@dataclass(frozen=True)
+class DraftedSimulator:
+    """A drafted simulator's text, and the simulated data whose declared data-block bounds
+    its likelihood can cross (name -> why), which the model run on its draws must
+    declare without them (:func:`relax_data_bounds`)."""
+
+    text: str
+    relaxed_bounds: dict[str, str] = field(default_factory=dict)
 
 
 def split_model(model_program: str | os.PathLike | Program,
@@ -66,7 +79,14 @@ def split_model(model_program: str | os.PathLike | Program,
 
 def draft_simulator(model_program: str | os.PathLike | Program,
                     hyper: Sequence[str] | None = None, *, toolchain=None) -> str:
-    """The text of a simulator program for ``model_program`` (path or text).
+    """The text of a simulator program for ``model_program`` (path or text); see
+    :func:`draft_program`."""
+    return draft_program(model_program, hyper, toolchain=toolchain).text
+
+
+def draft_program(model_program: str | os.PathLike | Program,
+                  hyper: Sequence[str] | None = None, *, toolchain=None) -> DraftedSimulator:
+    """A simulator program for ``model_program`` (path or text).
 
     ``hyper``: names of the parameters to treat as hyperparameters (given through
     ``hyper_given``/``h_given``); None takes the scalar parameters whose prior uses no
@@ -100,4 +120,4 @@ def draft_simulator(model_program: str | os.PathLike | Program,
             raise DraftError(f"the simulator drafted for {label} does not type-check "
                              f"(a drafter bug; please report it): "
                              f"{' '.join(str(error).split())[:300]}") from None
-    return simulator
+    return DraftedSimulator(simulator, draft.relaxed)

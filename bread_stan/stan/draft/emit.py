@@ -19,6 +19,7 @@ def emit(draft: Draft, model_name: str) -> str:
     out = [f"// Simulator for {model_name}, drafted by `bread-stan draft-simulator`:",
            "// every parameter from its prior (hyperparameters unless given), then the",
            f"// simulated data {', '.join(draft.simulated)}. Hyperparameters: {hyper}."]
+    out += [f"// Declared without its data-block bounds: {why}" for why in draft.relaxed.values()]
     if draft.functions is not None:
         out += ["functions {" + draft.functions + "}"]
     data = [f"  {d.type_text()} {d.name};" for d in draft.data]
@@ -29,6 +30,7 @@ def emit(draft: Draft, model_name: str) -> str:
     out += _block("data", data)
     if draft.transformed_data is not None:
         out += ["transformed data {" + draft.transformed_data + "}"]
-    gq = [f"  {d.type_text()} {d.name};" for d in draft.outputs]
+    gq = [f"  {d.type_text(bounds=d.name not in draft.relaxed)} {d.name};"
+          for d in draft.outputs]
     out += _block("generated quantities", gq + draft.statements)
     return "\n".join(out) + "\n"

@@ -138,11 +138,12 @@ class Decl:
     line: int
     text: str                        # the whole statement
 
-    def type_text(self, array: bool = True) -> str:
+    def type_text(self, array: bool = True, bounds: bool = True) -> str:
         """The declared type, with only lower/upper bounds (as allowed everywhere);
-        ``array=False`` leaves out the array dimensions."""
+        ``array=False`` leaves out the array dimensions, ``bounds=False`` the bounds."""
         text = self.base
-        kept = [f"{k}={v.text}" for k, v in self.bounds.items() if k in ("lower", "upper")]
+        kept = [f"{k}={v.text}" for k, v in self.bounds.items()
+                if k in ("lower", "upper") and bounds]
         if kept:
             text += f"<{', '.join(kept)}>"
         if self.sizes:

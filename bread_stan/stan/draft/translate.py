@@ -9,7 +9,7 @@ translated exactly is refused with a :class:`DraftError` naming the statement.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ...errors import DraftError
 from .coverage import Coverage
@@ -39,6 +39,7 @@ class Draft:
     outputs: list[Decl]
     statements: list[str]
     simulated: list[str]
+    relaxed: dict[str, str] = field(default_factory=dict)   # data -> why its bounds go
 
 
 def _is_prior_only_guard(stmt: Stmt) -> bool:
@@ -88,6 +89,7 @@ class _Translator:
                       for s in program.blocks.get(block, []) if s.kind == "decl"}
         self.tilde_of: dict[str, Stmt] = {}        # variable -> its ~ statement
         self.simulated: list[str] = []
+        self.relaxed: dict[str, str] = {}          # simulated data -> bound it can cross
         self.loops: list[Stmt] = []                # for loops around the statement
         self.truncated: dict[str, str] = {}        # variable -> its bounds' condition
         self.cover = Coverage()
@@ -178,14 +180,16 @@ class _Translator:
         return f"{target} = {f'sort_asc({draw})' if ordered else draw};"
 
     def data_support(self, s: Stmt, var: str, dist: str) -> None:
-        """Refuse data whose declared bounds the distribution drawing them can cross."""
+        """Note data whose declared bounds the distribution drawing them can cross.
+
+        A data block's bounds are checks on the input, not part of the density: the
+        program's likelihood is ``dist`` on its whole support, so its posterior is that
+        of the model that draws from ``dist`` unrestricted.  The simulator draws so, and
+        the generated programs declare ``var`` without the bounds."""
         where = outside_bounds(self.decls[var], dist)
-        if where is not None:
-            raise refuse(s, f"{dist} can draw {var} {where}: the likelihood is not a "
-                             f"distribution on the declared support of {var} (it puts mass "
-                             "outside the bound), so no simulator draws from it; use a "
-                             "distribution on that support (lognormal or gamma for "
-                             "<lower=0>, beta for <lower=0, upper=1>), or drop the bound")
+        if where is not None and var not in self.relaxed:
+            self.relaxed[var] = (f"line {s.line}: {dist} can draw {var} {where}; the bound "
+                                 "checks the input and is not part of the density")
 
     def truncation_at_zero(self, s: Stmt, form: tuple[str, str] | None) -> bool:
         """Whether ``s`` is ``x ~ dist(...) T[0, ]`` on a ``<lower=0>`` parameter x with a
@@ -534,7 +538,7 @@ def translate(program: StanProgram, info: dict, types: list, hyper=None,
             and s.decl.name != "prior_only"]
     functions = program.block_text("functions") if "functions" in program.spans else None
     return Draft(kept, [tr.decls[h] for h in hyper_names], functions, td, outputs, lines,
-                 list(tr.simulated))
+                 list(tr.simulated), dict(tr.relaxed))
 
 
 def _copies(tr: _Translator, program: StanProgram) -> None:
