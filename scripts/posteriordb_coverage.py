@@ -206,9 +206,14 @@ def run_stage(row: dict, program: Path, data: Path, work: Path, timeout: float) 
         text, _ = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
-        process.communicate()
+        text, _ = process.communicate()
+        (work / "runs").mkdir(parents=True, exist_ok=True)
+        (work / "runs" / f"{row['program']}.log").write_text(text or "")
+        reached = [line for line in (text or "").splitlines() if " INFO " in line]
         return {**row, "status": "timed out", "timeout": timeout,
-                "seconds": round(time.perf_counter() - start)}
+                "seconds": round(time.perf_counter() - start),
+                "message": f"timed out after {timeout:.0f} s; last progress line: "
+                           f"{reached[-1].split(' INFO ', 1)[1][:150] if reached else 'none'}"}
     seconds = round(time.perf_counter() - start)
     (work / "runs").mkdir(parents=True, exist_ok=True)
     (work / "runs" / f"{row['program']}.log").write_text(text)
