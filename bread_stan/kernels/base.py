@@ -24,7 +24,7 @@ import numpy as np
 from ..rng import ChainRandom
 from ..target import Evaluation, Target
 
-__all__ = ["ChainState", "StepInfo", "Kernel", "initial_state"]
+__all__ = ["ChainState", "StepInfo", "Kernel", "initial_state", "batch_of"]
 
 
 @dataclass
@@ -71,3 +71,14 @@ def initial_state(target: Target, position: np.ndarray, *, gradient: bool = True
     """Evaluate the target at ``position`` (n, d) and wrap it as a state."""
     position = np.ascontiguousarray(position, dtype=float)
     return ChainState(position, target.evaluate(position, gradient=gradient))
+
+
+def batch_of(kernel: str, params, params_class: type, state: ChainState,
+             chains: np.ndarray | None, beta) -> tuple[np.ndarray, np.ndarray]:
+    """The chain indices and per-chain betas of a step on ``state`` (checking that
+    ``params`` is the kernel's own kind)."""
+    if not isinstance(params, params_class):
+        raise TypeError(f"{kernel} needs {params_class.__name__}, got {type(params).__name__}")
+    n = state.position.shape[0]
+    chains = np.arange(n) if chains is None else np.asarray(chains, dtype=np.int64)
+    return chains, np.broadcast_to(np.asarray(beta, dtype=float), (n,))

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..rng import ChainRandom
 from ..target import Evaluation, Target
-from .base import ChainState, StepInfo
+from .base import ChainState, StepInfo, batch_of
 from .integrator import (check_step_randomisation, draw_momentum, kinetic, leapfrog,
                          native_default, per_chain, per_chain_metric, randomised_step_size,
                          take_chains, tempered_grad, tempered_logp)
@@ -86,12 +86,9 @@ class HMC:
     def step(self, rng: ChainRandom, state: ChainState, target: Target,
              beta: np.ndarray, params: HMCParams, chains: np.ndarray | None = None
              ) -> tuple[ChainState, StepInfo]:
-        if not isinstance(params, HMCParams):
-            raise TypeError(f"HMC needs HMCParams, got {type(params).__name__}")
+        chains, beta = batch_of("HMC", params, HMCParams, state, chains, beta)
         q0 = state.position
         n, d = q0.shape
-        chains = np.arange(n) if chains is None else np.asarray(chains, dtype=np.int64)
-        beta = np.broadcast_to(np.asarray(beta, dtype=float), (n,))
         eps, _ = randomised_step_size(rng, chains, per_chain(params.step_size, n, "step_size"),
                                       params.step_size_jitter, params.rescue_prob)
         n_leap = per_chain(params.n_leapfrog, n, "n_leapfrog", integer=True)

@@ -32,7 +32,7 @@ import numpy as np
 from ..linalg import cholesky, row_dot, triangular_inverse
 from ..rng import ChainRandom
 from ..target import Evaluation, Target, tempered_log_density
-from .base import ChainState, StepInfo
+from .base import ChainState, StepInfo, batch_of
 
 __all__ = ["IMH", "IMHParams", "MAX_DF"]
 
@@ -102,12 +102,9 @@ class IMH:
     def step(self, rng: ChainRandom, state: ChainState, target: Target,
              beta: np.ndarray, params: IMHParams, chains: np.ndarray | None = None
              ) -> tuple[ChainState, StepInfo]:
-        if not isinstance(params, IMHParams):
-            raise TypeError(f"IMH needs IMHParams, got {type(params).__name__}")
+        chains, beta = batch_of("IMH", params, IMHParams, state, chains, beta)
         x0 = state.position
         n, d = x0.shape
-        chains = np.arange(n) if chains is None else np.asarray(chains, dtype=np.int64)
-        beta = np.broadcast_to(np.asarray(beta, dtype=float), (n,))
         mean = np.broadcast_to(params.mean, (n, d))
         scale = np.broadcast_to(params.scale, (n, d, d))
         whiten = np.broadcast_to(params.whiten, (n, d, d))

@@ -52,7 +52,7 @@ import numpy as np
 
 from ..rng import ChainRandom
 from ..target import Evaluation, Target
-from .base import ChainState, StepInfo
+from .base import ChainState, StepInfo, batch_of
 from .integrator import (check_step_randomisation, draw_momentum, kinetic, leapfrog,
                          native_default, per_chain, per_chain_metric, randomised_step_size,
                          row_dot, take_chains, tempered_grad, tempered_logp, velocity)
@@ -150,11 +150,8 @@ class NUTS:
     def step(self, rng: ChainRandom, state: ChainState, target: Target,
              beta: np.ndarray, params: NUTSParams, chains: np.ndarray | None = None
              ) -> tuple[ChainState, StepInfo]:
-        if not isinstance(params, NUTSParams):
-            raise TypeError(f"NUTS needs NUTSParams, got {type(params).__name__}")
+        chains, beta = batch_of("NUTS", params, NUTSParams, state, chains, beta)
         n, d = state.position.shape
-        chains = np.arange(n) if chains is None else np.asarray(chains, dtype=np.int64)
-        beta = np.broadcast_to(np.asarray(beta, dtype=float), (n,))
         eps, rescued = randomised_step_size(rng, chains,
                                             per_chain(params.step_size, n, "step_size"),
                                             params.step_size_jitter, params.rescue_prob)
