@@ -36,7 +36,7 @@ from .tuning import TuningConfig, loglik_sd
 
 __all__ = ["PathChoice", "PATHS", "SPREAD_LIMIT", "choose", "given"]
 
-PATHS = ("auto", "prior", "waypoint")
+PATHS = ("auto", "prior", "waypoint", "gaussian")  # "gaussian" only when asked for
 SPREAD_LIMIT = 1.0 / TuningConfig().floor_min  # 1e12 nats: the pilot's floor cannot go lower
 
 
