@@ -309,7 +309,13 @@ def run_ours(problem: str, spec: str, seed: int) -> dict:
     method = f"toolkit {run.algorithm.upper()}"
     if run.path == "waypoint":
         method += f" ({run.path})"
-    return {"problem": problem, "method": method, "setting": spec,
+    extra = {}
+    if run.path == "gaussian":  # Laplace then AIS; the prior's normaliser subtracted
+        method += ", Gaussian base"
+        c = res.extra["tuning"]["normaliser"]
+        extra = {"log_c": c["log_c"], "log_c_se": c["se"], "log_c_pareto_k": c["pareto_k"],
+                 "log_c_seconds": c["seconds"], "laplace_s": res.extra["tuning"]["fit"]["seconds"]}
+    return {**extra, "problem": problem, "method": method, "setting": spec,
             "seed": seed, "estimate": float(special.logsumexp(L) - np.log(L.size)),
             "bar": bidirectional_log_ml(L, U),
             "upper": float(-(special.logsumexp(-U) - np.log(U.size))),

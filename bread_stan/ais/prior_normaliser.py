@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import logging
 import time
-import warnings
 from dataclasses import asdict, dataclass
 from typing import Callable
 
@@ -57,14 +56,24 @@ __all__ = ["DefensiveProposal", "NormaliserEstimate", "estimate_log_normaliser",
 
 log = logging.getLogger(__name__)
 
-# 16,384 proposal draws: on NHEFS and eight schools the weights' relative variance is
-# below 1 (results in scripts/figures/bench_peers_gaussian), so se(log c) < 0.008 nats,
-# ten times below the sandwich widths of those runs, and the Jensen gap < 1e-4 nats.
-DEFAULT_DRAWS = 16_384
+# How many proposal draws: as many as make se(log c) about TARGET_SE, judged from a
+# pilot of PILOT_DRAWS draws (then discarded, so that the number drawn does not depend on
+# the draws scored and c_hat stays unbiased), between PILOT_DRAWS and MAX_DRAWS.  0.01
+# nats is a tenth or less of the log p(y) sandwich's width in the runs of
+# scripts/figures/bench_peers_gaussian (NHEFS: the weights' relative variance is about
+# 9, so about 90,000 draws, 0.2 s; eight schools: below 1, the pilot's 4,096 suffice),
+# and its Jensen gap is then 5e-5 nats.
+TARGET_SE = 0.01
+PILOT_DRAWS = 4_096
+MAX_DRAWS = 262_144
+DEFAULT_DRAWS = None  # adaptive, as above
 DEFAULT_FIT_DRAWS = 512  # exact prior draws the proposal is fitted to
 PARETO_K_LIMIT = 0.7
 _WEIGHTS = (0.5, 0.25, 0.25)  # Gaussian, multivariate Cauchy, product of Cauchys
-_WIDEN = 1.5  # the Gaussian's and the Cauchys' scale, times the draws' robust scale
+# The components' scale, times the draws' robust scale: on the NHEFS prior (a funnel of
+# six coefficients under an inverse-gamma variance) 1.0 gave weights of relative
+# variance 8-11, 1.5 gave 27-38: a narrower bulk serves the funnel's dense neck.
+_WIDEN = 1.0
 _MAD = 1.482602218505602  # MAD to sd for a Gaussian
 
 
@@ -210,35 +219,76 @@ class NormaliserEstimate:
 
 
 def _pareto_k(log_w: np.ndarray) -> float:
-    """PSIS's Pareto shape of the weights' upper tail (arviz), or inf if it fails."""
-    finite = log_w[np.isfinite(log_w)]
-    if finite.size and np.ptp(finite) == 0:
+    """PSIS's estimate of the Pareto shape k of the weights' upper tail (Vehtari et al.,
+    as arviz's ``psislw`` computes it, without importing arviz): a generalised Pareto fit
+    (Zhang and Stephens 2009, with PSIS's weak prior on k) to the largest
+    min(n/5, 3 sqrt(n)) weights' exceedances.  -inf for equal weights, inf when the
+    tail is too short to fit."""
+    x = np.asarray(log_w, dtype=float)
+    x = x[np.isfinite(x)]
+    if x.size and np.ptp(x) == 0:
         return float("-inf")  # equal weights: no tail at all
-    if finite.size < 100:
+    if x.size < 100:
         return float("inf")
-    import arviz  # deferred: importing arviz costs about a second
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        _, k = arviz.psislw(finite)
-    return float(np.asarray(k).ravel()[0])
+    x = np.sort(x - x.max())
+    m = int(np.ceil(min(0.2 * x.size, 3 * np.sqrt(x.size))))
+    cutoff = max(x[-m - 1], np.log(np.finfo(float).tiny))
+    tail = np.exp(x[x > cutoff]) - np.exp(cutoff)
+    if tail.size <= 4:
+        return float("inf")
+    n = tail.size
+    grid = 30 + int(np.sqrt(n))
+    b = 1 - np.sqrt(grid / (np.arange(1, grid + 1, dtype=float) - 0.5))
+    b /= 3 * tail[int(n / 4 + 0.5) - 1]
+    b += 1 / tail[-1]
+    k = np.log1p(-b[:, None] * tail).mean(axis=1)
+    profile = n * (np.log(-(b / k)) - k - 1)
+    weights = 1 / np.exp(profile - profile[:, None]).sum(axis=1)
+    keep = weights >= 10 * np.finfo(float).eps
+    weights = weights[keep] / weights[keep].sum()
+    k_post = np.log1p(-np.sum(b[keep] * weights) * tail).mean()
+    return float((n * k_post + 10 * 0.5) / (n + 10))
 
 
 def estimate_log_normaliser(log_prior: Callable[[np.ndarray], np.ndarray],
                             prior_draws: np.ndarray, rng: np.random.Generator,
-                            n_draws: int = DEFAULT_DRAWS,
-                            proposal: DefensiveProposal | None = None) -> NormaliserEstimate:
+                            n_draws: int | None = DEFAULT_DRAWS,
+                            proposal: DefensiveProposal | None = None,
+                            target_se: float = TARGET_SE) -> NormaliserEstimate:
     """log c of the density ``log_prior`` ((n, d) points -> (n,) values, -inf outside the
     support) by importance sampling from :class:`DefensiveProposal` fitted to the exact
     prior draws ``prior_draws`` (n, d) (or the ``proposal`` given), ``n_draws`` draws
-    from ``rng``.  NaN densities are refused."""
+    from ``rng`` (None: as many as a discarded pilot of ``PILOT_DRAWS`` says give a
+    standard error of ``target_se``, at most ``MAX_DRAWS``).  NaN densities are refused."""
     t0 = time.perf_counter()
     draws = np.asarray(prior_draws, dtype=float)
-    if int(n_draws) < 100:
+    if n_draws is not None and int(n_draws) < 100:
         raise InputError(f"the prior normaliser needs at least 100 importance draws, "
                          f"got {n_draws}")
     g = proposal if proposal is not None else DefensiveProposal.fit(draws)
-    u = g.sample(rng, int(n_draws))
+    if n_draws is None:
+        pilot = _log_weights(log_prior, g, g.sample(rng, PILOT_DRAWS))[0]
+        w = np.exp(pilot - np.max(pilot))
+        rel_var = float(np.var(w) / np.mean(w) ** 2)
+        n_draws = int(np.clip(np.ceil(rel_var / target_se ** 2), PILOT_DRAWS, MAX_DRAWS))
+    log_w, failed = _log_weights(log_prior, g, g.sample(rng, int(n_draws)))
+    top = np.max(log_w)
+    w = np.exp(log_w - top)
+    mean = float(np.mean(w))
+    log_c = float(np.log(mean) + top)
+    rel_var = float(np.var(w) / mean ** 2)
+    se = float(np.sqrt(rel_var / w.size))
+    out = NormaliserEstimate(log_c, se, int(w.size), int(draws.shape[0]), rel_var,
+                             _pareto_k(log_w), time.perf_counter() - t0, int(failed.sum()),
+                             g.to_dict())
+    (log.info if out.trustworthy else log.warning)("%s", out.message)
+    return out
+
+
+def _log_weights(log_prior, g: DefensiveProposal, u: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """log p0~(u) - log g(u) (NaN densities, far out in a tail, as 0) and where the
+    density was NaN; refused when more than 1% are NaN or all are zero."""
     with np.errstate(over="ignore", invalid="ignore"):
         lp = np.asarray(log_prior(u), dtype=float)
     if lp.shape != (u.shape[0],):
@@ -254,14 +304,4 @@ def estimate_log_normaliser(log_prior: Callable[[np.ndarray], np.ndarray],
     if not np.any(np.isfinite(log_w)):
         raise InputError("the prior's density is zero at every proposal draw: cannot "
                          "estimate its normaliser")
-    top = np.max(log_w)
-    w = np.exp(log_w - top)
-    mean = float(np.mean(w))
-    log_c = float(np.log(mean) + top)
-    rel_var = float(np.var(w) / mean ** 2)
-    se = float(np.sqrt(rel_var / w.size))
-    out = NormaliserEstimate(log_c, se, int(w.size), int(draws.shape[0]), rel_var,
-                             _pareto_k(log_w), time.perf_counter() - t0, int(failed.sum()),
-                             g.to_dict())
-    (log.info if out.trustworthy else log.warning)("%s", out.message)
-    return out
+    return log_w, failed
