@@ -145,3 +145,16 @@ def test_bread_on_the_gaussian_path_sandwiches_log_ml_with_a_half_normal_scale()
     assert np.log(2) > 5 * N_SE * max(_se(L), _se(U))  # log(p(y)/2) would be caught
     again = bread(model, simulator, data, sampler=sampler, run=run)
     np.testing.assert_array_equal(L, again.steps[0].forward.log_estimates)
+
+
+def test_settings_and_other_workflows_refuse_the_gaussian_path_in_one_line():
+    from bread_stan.errors import InputError
+    from bread_stan.workflows.auto_path import prior_path_only
+
+    with pytest.raises(InputError, match="AIS only"):
+        RunSettings(path="gaussian", algorithm="smc")
+    with pytest.raises(InputError, match="exact_draws=1"):
+        RunSettings(path="gaussian", exact_draws=2)
+    with pytest.raises(InputError, match="for bread and compare"):
+        prior_path_only(SamplerSettings(), RunSettings(path="gaussian"), "protocol")
+    assert SamplerSettings().for_path("gaussian").metric_ridge == "relative"

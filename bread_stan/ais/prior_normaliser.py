@@ -12,8 +12,8 @@ Estimator.  With g a normalised proposal with exact draws,
 
     c = E_g[ p0~(u) / g(u) ],      c_hat = mean_i p0~(u_i) / g(u_i),  u_i ~ g,
 
-unbiased for c given g.  g is fitted to exact prior draws (the simulator's parameters,
-unconstrained; independent of the draws u_i) and is a defensive mixture
+unbiased for c given g and n.  g is fitted to exact prior draws (the simulator's
+parameters, unconstrained; independent of the draws u_i) and is a defensive mixture
 (:class:`DefensiveProposal`): a Gaussian at the draws' robust centre and scale (most
 of the efficiency), a multivariate Cauchy of the same shape (tails decaying as
 |u|^-(d+1) in every direction: a funnel's mouth, where a hierarchical scale is large
@@ -27,8 +27,10 @@ What it assumes, and when the standard error cannot be trusted: a prior whose de
 is unbounded (a funnel's neck: effects ``normal(0, tau)`` with ``tau`` half-normal or
 half-Cauchy, whose density at tau = 0 is positive, and two or more such effects) gives
 weights of infinite variance, so the estimate is still unbiased but its standard error
-is not an honest error bar.  The Pareto shape k of the weights' upper tail (arviz's
-PSIS) flags this: ``trustworthy`` is False when k > 0.7 (PSIS's own threshold).
+is not an honest error bar.  The Pareto shape k of the weights' upper tail (PSIS's
+estimate, computed here as arviz computes it) flags this: ``trustworthy`` is False when
+k > 0.7 (PSIS's own threshold).  The number of draws n is chosen by a discarded pilot
+(``TARGET_SE`` below), so it does not depend on the draws that are averaged.
 
 Its error on the log p(y) sandwich.  ``se`` is the delta-method standard error of
 log c_hat, sd(w) / (mean(w) sqrt(n)).  Because c_hat is unbiased for c,
