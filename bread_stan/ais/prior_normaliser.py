@@ -16,7 +16,7 @@ unbiased for c given g and n.  g is fitted to exact prior draws (the simulator's
 parameters, unconstrained; independent of the draws u_i) and is a defensive mixture
 (:class:`DefensiveProposal`): a Gaussian at the draws' robust centre and scale (most
 of the efficiency), a multivariate Cauchy of the same shape (tails decaying as
-|u|^-(d+1) in every direction: a funnel's mouth, where a hierarchical scale is large
+``|u|^-(d+1)`` in every direction: a funnel's mouth, where a hierarchical scale is large
 and its effects spread with it), and a product of per-coordinate Cauchys (tails along
 each axis).  Each heavy component has a quarter of the mass, so p0~/g is bounded
 wherever the prior's tails in the unconstrained space are exponential or polynomial no
