@@ -66,6 +66,24 @@ against 1.7 nats for AIS on the waypoint path (19 s, T = 300) and 0.44 (66 s, T 
 0.032 (0.70 s) against our AIS 0.035 (0.32 s), SMC with NUTS 0.032 (0.68 s) and with
 IMH 0.047 (0.60 s).
 
+The Gaussian base (``path=gaussian``: Laplace q, then AIS from q; the prior's normaliser
+estimated by importance sampling, its seconds and the Laplace fit's counted in the
+sampling time; ``scripts/figures/bench_peers_gaussian/results.md``, one invocation of
+nhefs and eight_schools with ``--seeds 5``, load average 3.9 at the start and 7.5 at the
+end, one BLAS thread): NHEFS, PyMC 0.057 (6.5 s in that run) against 0.028 (T = 100, 30
+chains, forward estimate, 1.4 s of which 1.0 s for the estimate) and 0.020 (T = 200,
+BAR estimate, 2.5 s): ahead at less time.  Eight schools: the Gaussian base is poor
+(0.12 to 0.22), its posterior being far from Gaussian in log tau; the prior path's AIS
+T = 200 BAR estimate stays ahead (0.019 in 0.69 s against PyMC's 0.032 in 0.90 s).
+The command::
+
+    PYTHONPATH=$PWD nice python scripts/bench_peers.py --problems nhefs,eight_schools \
+      --seeds 5 --out scripts/figures/bench_peers_gaussian --ours \
+      nhefs=ais:100:30:P:path=gaussian,ais:200:30:P:path=gaussian,ais:400:30:P:path=gaussian,ais:600:30:P \
+      eight_schools=ais:100:20:P:path=gaussian,ais:200:20:P:path=gaussian,ais:200:20:P
+
+with ``P`` written out as ``pilot_chains=8:pilot_grid=8:pilot_steps=10``.
+
 Usage: ``PYTHONPATH=$PWD nice python scripts/bench_peers.py [--problems nhefs,pima,
 halfcauchy,eight_schools] [--seeds 3] [--draws 2000] [--python /work/peers-venv/bin/python]
 [--ours nhefs=ais:1000:50,smc16:100:8 ...] [--out scripts/figures/bench_peers]
