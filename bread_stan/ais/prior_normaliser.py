@@ -74,7 +74,8 @@ PARETO_K_LIMIT = 0.7
 _WEIGHTS = (0.5, 0.25, 0.25)  # Gaussian, multivariate Cauchy, product of Cauchys
 # The components' scale, times the draws' robust scale: on the NHEFS prior (a funnel of
 # six coefficients under an inverse-gamma variance) 1.0 gave weights of relative
-# variance 8-11, 1.5 gave 27-38: a narrower bulk serves the funnel's dense neck.
+# variance 8.9-11, 1.5 gave 19-34 (scripts/figures/prior_normaliser_study): a narrower
+# bulk serves the funnel's dense neck.
 _WIDEN = 1.0
 _MAD = 1.482602218505602  # MAD to sd for a Gaussian
 
