@@ -42,10 +42,10 @@ SPREAD_LIMIT = 1.0 / TuningConfig().floor_min  # 1e12 nats: the pilot's floor ca
 
 @dataclass(frozen=True)
 class PathChoice:
-    """Which path a run took and why: ``requested`` ("auto", "prior" or "waypoint"),
-    ``path`` the one taken, ``reason`` one sentence, and the number it was based on
-    (``loglik_sd`` over ``n_draws`` prior draws against ``limit``; None when no number
-    was needed)."""
+    """Which path a run took and why: ``requested`` ("auto", "prior", "waypoint" or
+    "gaussian"), ``path`` the one taken, ``reason`` one sentence, and the number it was
+    based on (``loglik_sd`` over ``n_draws`` prior draws against ``limit``; None when no
+    number was needed)."""
 
     requested: str
     path: str

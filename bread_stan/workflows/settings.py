@@ -74,7 +74,8 @@ class SamplerSettings:
     a parameter's posterior sd is far below 0.03, as for the coefficient of an
     uncentred predictor, where Stan's ridge shrinks the step size by orders of
     magnitude) or "auto" (the default): "stan" on the prior path, "relative" on the
-    waypoint path (:meth:`for_path`), so a run on the prior path tunes as before.
+    waypoint and Gaussian-base paths (:meth:`for_path`), so a run on the prior path
+    tunes as before.
 
     NUTS is the default because it reached a given bound in less time than HMC
     with 10 leapfrog steps on every model measured (``scripts/bench_defaults.py``
