@@ -69,12 +69,13 @@ IMH 0.047 (0.60 s).
 The Gaussian base (``path=gaussian``: Laplace q, then AIS from q; the prior's normaliser
 estimated by importance sampling, its seconds and the Laplace fit's counted in the
 sampling time; ``scripts/figures/bench_peers_gaussian/results.md``, one invocation of
-nhefs and eight_schools with ``--seeds 5``, load average 3.9 at the start and 7.5 at the
-end, one BLAS thread): NHEFS, PyMC 0.057 (6.5 s in that run) against 0.028 (T = 100, 30
-chains, forward estimate, 1.4 s of which 1.0 s for the estimate) and 0.020 (T = 200,
-BAR estimate, 2.5 s): ahead at less time.  Eight schools: the Gaussian base is poor
-(0.12 to 0.22), its posterior being far from Gaussian in log tau; the prior path's AIS
-T = 200 BAR estimate stays ahead (0.019 in 0.69 s against PyMC's 0.032 in 0.90 s).
+nhefs and eight_schools with ``--seeds 5``, load average 7.1 at the start and 8.1 at the
+end, one BLAS thread; the errors are the same at any load, the seconds are not): NHEFS,
+PyMC 0.057 (6.05 s in that run) against 0.028 (T = 100, 30 chains, forward estimate,
+1.54 s of which 1.04 s for the estimate) and 0.020 (T = 200, BAR estimate, 2.59 s):
+ahead at a quarter to half the time.  Eight schools: the Gaussian base is poor (0.12 to
+0.22), its posterior being far from Gaussian in log tau; the prior path's AIS T = 200
+BAR estimate stays ahead (0.019 in 0.55 s against PyMC's 0.032 in 0.74 s).
 The command::
 
     PYTHONPATH=$PWD nice python scripts/bench_peers.py --problems nhefs,eight_schools \
