@@ -18,10 +18,14 @@ parameters, unconstrained; independent of the draws u_i) and is a defensive mixt
 of the efficiency), a multivariate Cauchy of the same shape (tails decaying as
 ``|u|^-(d+1)`` in every direction: a funnel's mouth, where a hierarchical scale is large
 and its effects spread with it), and a product of per-coordinate Cauchys (tails along
-each axis).  Each heavy component has a quarter of the mass, so p0~/g is bounded
-wherever the prior's tails in the unconstrained space are exponential or polynomial no
-heavier than Cauchy (a log-transformed half-normal, half-Cauchy or inverse-gamma scale,
-a logit-transformed bounded uniform, normal effects).
+each axis).  Each heavy component has a quarter of the mass, so p0~/g is bounded when
+the prior's coordinates are independent with exponential tails or polynomial tails no
+heavier than Cauchy in the unconstrained space (a log-transformed half-normal,
+half-Cauchy or inverse-gamma scale, a logit-transformed bounded parameter, normal
+effects), and along every axis and diagonal of the funnel tested.  In a hierarchical
+prior's mouth (many effects under one scale with a polynomial tail) the ratio can grow
+slowly, but the multivariate Cauchy keeps the weights' tail light: on NHEFS's prior (six
+coefficients under an inverse-gamma(1, 1) variance) the Pareto k is 0.33 to 0.40.
 
 What it assumes, and when the standard error cannot be trusted: a prior whose density
 is unbounded (a funnel's neck: effects ``normal(0, tau)`` with ``tau`` half-normal or
