@@ -66,6 +66,11 @@ class Stream(enum.IntEnum):
     # The IMH kernel's SMC pilot (bread_stan.ais.imh_tuning): its particles' moves use
     # PILOT; its resampling draws this stream's chain 0.
     IMH_PILOT_RESAMPLE = 7_000_000
+    # The Gaussian-base path (bread_stan.ais.gaussian_path): the prior normaliser's
+    # importance draws (chain 0), and the exact draws of q that start forward chains
+    # (chain i of GAUSSIAN_BASE_STARTS + s for forward chain i of stream s).
+    PRIOR_NORMALISER = 8_000_000
+    GAUSSIAN_BASE_STARTS = 50_000_000
 
 
 @enum.unique
@@ -104,6 +109,8 @@ class Purpose(enum.Enum):
     AIDE_BASE_FIT = ("run", 21)
     AIDE_APPROXIMATION = ("run", 22)
     AIDE = ("run", 23)
+    # run: bread / compare on the Gaussian-base path
+    NORMALISER_PRIOR = ("run", 24)  # the exact prior draws the normaliser's proposal fits
     # subjective
     SUBJECTIVE_FIT = ("subjective", 10)
     SUBJECTIVE_PILOT = ("subjective", 11)

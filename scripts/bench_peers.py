@@ -66,6 +66,25 @@ against 1.7 nats for AIS on the waypoint path (19 s, T = 300) and 0.44 (66 s, T 
 0.032 (0.70 s) against our AIS 0.035 (0.32 s), SMC with NUTS 0.032 (0.68 s) and with
 IMH 0.047 (0.60 s).
 
+The Gaussian base (``path=gaussian``: Laplace q, then AIS from q; the prior's normaliser
+estimated by importance sampling, its seconds and the Laplace fit's counted in the
+sampling time; ``scripts/figures/bench_peers_gaussian/results.md``, one invocation of
+nhefs and eight_schools with ``--seeds 5``, load average 7.1 at the start and 8.1 at the
+end, one BLAS thread; the errors are the same at any load, the seconds are not): NHEFS,
+PyMC 0.057 (6.05 s in that run) against 0.028 (T = 100, 30 chains, forward estimate,
+1.54 s of which 1.04 s for the estimate) and 0.020 (T = 200, BAR estimate, 2.59 s):
+ahead at a quarter to half the time.  Eight schools: the Gaussian base is poor (0.12 to
+0.22), its posterior being far from Gaussian in log tau; the prior path's AIS T = 200
+BAR estimate stays ahead (0.019 in 0.55 s against PyMC's 0.032 in 0.74 s).
+The command::
+
+    PYTHONPATH=$PWD nice python scripts/bench_peers.py --problems nhefs,eight_schools \
+      --seeds 5 --out scripts/figures/bench_peers_gaussian --ours \
+      nhefs=ais:100:30:P:path=gaussian,ais:200:30:P:path=gaussian,ais:400:30:P:path=gaussian,ais:600:30:P \
+      eight_schools=ais:100:20:P:path=gaussian,ais:200:20:P:path=gaussian,ais:200:20:P
+
+with ``P`` written out as ``pilot_chains=8:pilot_grid=8:pilot_steps=10``.
+
 Usage: ``PYTHONPATH=$PWD nice python scripts/bench_peers.py [--problems nhefs,pima,
 halfcauchy,eight_schools] [--seeds 3] [--draws 2000] [--python /work/peers-venv/bin/python]
 [--ours nhefs=ais:1000:50,smc16:100:8 ...] [--out scripts/figures/bench_peers]
@@ -77,10 +96,17 @@ about 25 minutes on a loaded two-core machine; nhefs, pima and eight_schools wit
 
 from __future__ import annotations
 
+import os
+
+# One core for both sides means one BLAS thread too (set before numpy loads; the PyMC
+# subprocess inherits it).  On a loaded two-core machine OpenBLAS's threads contend even
+# in tiny products: L-BFGS-B's d = 8 mode search took 0.4 s instead of 0.008 s.
+for _name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_name, "1")
+
 import argparse
 import json
 import logging
-import os
 import subprocess
 import sys
 import tempfile
@@ -309,7 +335,13 @@ def run_ours(problem: str, spec: str, seed: int) -> dict:
     method = f"toolkit {run.algorithm.upper()}"
     if run.path == "waypoint":
         method += f" ({run.path})"
-    return {"problem": problem, "method": method, "setting": spec,
+    extra = {}
+    if run.path == "gaussian":  # Laplace then AIS; the prior's normaliser subtracted
+        method += ", Gaussian base"
+        c = res.extra["tuning"]["normaliser"]
+        extra = {"log_c": c["log_c"], "log_c_se": c["se"], "log_c_pareto_k": c["pareto_k"],
+                 "log_c_seconds": c["seconds"], "laplace_s": res.extra["tuning"]["fit"]["seconds"]}
+    return {**extra, "problem": problem, "method": method, "setting": spec,
             "seed": seed, "estimate": float(special.logsumexp(L) - np.log(L.size)),
             "bar": bidirectional_log_ml(L, U),
             "upper": float(-(special.logsumexp(-U) - np.log(U.size))),
@@ -432,7 +464,8 @@ def write(out: Path, rows: list[dict], best: dict, checks: dict, meta: dict) -> 
         indent=1))
     lines = ["# scripts/bench_peers.py: PyMC's sample_smc against the toolkit", "",
              f"PyMC {meta.get('pymc')}, pytensor {meta.get('pytensor')}; one core for both "
-             f"sides, run one after the other; load average {meta['load_start']:.2f} at the "
+             f"sides (BLAS threads: {meta.get('blas_threads', 'not set')}), run one after "
+             f"the other; load average {meta['load_start']:.2f} at the "
              f"start, {meta.get('load_end', float('nan')):.2f} at the end.  Estimate: the "
              "forward one (PyMC's log_marginal_likelihood; our log-mean-exp of the forward "
              "log weights; rows marked 'BAR estimate': Bennett's acceptance-ratio estimate from "
@@ -459,6 +492,18 @@ def write(out: Path, rows: list[dict], best: dict, checks: dict, meta: dict) -> 
                      f"{s['sampling_s']:.2f} | {s['forward_s']:.2f} | {s['compile_s']:.2f} | "
                      f"{errs} | "
                      f"{s['rmse']:.3g} | {sand} | {bounds} | {verdicts} |")
+    gauss = [r for r in rows if "log_c" in r and not r["method"].endswith("BAR estimate")]
+    if gauss:
+        lines += ["", "Gaussian base (Laplace q, sds times 1.5, then AIS from q; a different "
+                  "sampler from AIS from the prior): the program prior's normaliser, "
+                  "estimated by importance sampling and subtracted from every estimate "
+                  "(true log c: nhefs 0, inverse-gamma priors are normalised; eight_schools "
+                  "log 1/2 = -0.6931, the half-Cauchy on tau), per setting and seed: "
+                  "log c_hat (se; Pareto k; seconds, included in the sampling time; "
+                  "Laplace fit seconds, also included):", ""]
+        lines += [f"- {r['problem']} {r['setting']} seed {r['seed']}: {r['log_c']:+.4f} "
+                  f"(se {r['log_c_se']:.3f}; k {r['log_c_pareto_k']:.2f}; "
+                  f"{r['log_c_seconds']:.2f} s; Laplace {r['laplace_s']:.3f} s)" for r in gauss]
     lines += ["", "Best-known log p(y) per data set:", ""]
     for problem, entries in best.items():
         for e in entries:
@@ -492,7 +537,8 @@ def main() -> None:
         problem, specs = item.split("=", 1)
         ours[problem] = specs.split(",")
     meta = {"load_start": os.getloadavg()[0], "draws": args.draws, "seeds": args.seeds,
-            "ours": ours}
+            "ours": ours, "blas_threads": {k: os.environ[k] for k in (
+                "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}}
     rows, best, checks = [], {}, {}
     problems = args.problems.split(",")
     if args.keep_others and (args.out / "results.json").exists():

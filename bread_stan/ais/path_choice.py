@@ -36,16 +36,16 @@ from .tuning import TuningConfig, loglik_sd
 
 __all__ = ["PathChoice", "PATHS", "SPREAD_LIMIT", "choose", "given"]
 
-PATHS = ("auto", "prior", "waypoint")
+PATHS = ("auto", "prior", "waypoint", "gaussian")  # "gaussian" only when asked for
 SPREAD_LIMIT = 1.0 / TuningConfig().floor_min  # 1e12 nats: the pilot's floor cannot go lower
 
 
 @dataclass(frozen=True)
 class PathChoice:
-    """Which path a run took and why: ``requested`` ("auto", "prior" or "waypoint"),
-    ``path`` the one taken, ``reason`` one sentence, and the number it was based on
-    (``loglik_sd`` over ``n_draws`` prior draws against ``limit``; None when no number
-    was needed)."""
+    """Which path a run took and why: ``requested`` ("auto", "prior", "waypoint" or
+    "gaussian"), ``path`` the one taken, ``reason`` one sentence, and the number it was
+    based on (``loglik_sd`` over ``n_draws`` prior draws against ``limit``; None when no
+    number was needed)."""
 
     requested: str
     path: str

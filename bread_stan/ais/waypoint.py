@@ -57,7 +57,7 @@ from ..stan.native import NativeKernels
 from ..target import Evaluation, Target
 
 __all__ = ["PriorToBase", "TiedEnd", "WaypointPath", "WaypointError", "fit_base", "fit_waypoint",
-           "leg_targets",
+           "leg_targets", "base_leg_target", "tune_base_leg",
            "forward", "reverse", "forward_and_reverse", "LEG1_FLOOR_MIN"]
 
 log = logging.getLogger(__name__)
@@ -200,10 +200,16 @@ def leg_targets(model: Target, base: GaussianBase) -> tuple[Target, Target]:
     """Leg 1's and leg 2's targets on ``model`` through ``base``.  On a Stan target both
     offer native transitions: leg 2 reads the joint from the full model instance
     (``full_model``), whose library evaluates log q as well."""
+    return PriorToBase(model, base), base_leg_target(model, base)
+
+
+def base_leg_target(model: Target, base: GaussianBase) -> GaussianBaseTarget:
+    """Leg 2's target alone: the geometric path from ``base`` to ``model``'s joint (on a
+    Stan target, read from its full model instance, with native transitions)."""
     full = getattr(model, "full_model", None)
     source = full if getattr(model, "native", None) is not None and isinstance(
         full, StanModel) else model
-    return PriorToBase(model, base), GaussianBaseTarget(source, base)
+    return GaussianBaseTarget(source, base)
 
 
 def fit_base(model: Target, pilot, widen: float = DEFAULT_WIDEN) -> tuple[GaussianBase, dict]:
@@ -249,17 +255,29 @@ def fit_waypoint(model: Target, kernel: Kernel, base_params, pilot_draws, *, see
     pilot = np.ascontiguousarray(np.asarray(pilot_draws, dtype=float))
     base, record = fitted if fitted is not None else fit_base(model, pilot, widen)
     leg1, leg2 = leg_targets(model, base)
-    gen = np.random.Generator(np.random.PCG64(
-        chain_seed_sequences(seed, int(Stream.WAYPOINT_BASE_DRAWS), [0])[0]))
     tuned1 = tune(leg1, kernel, base_params, pilot, seed=seed,
                   config=replace(config, floor_min=min(config.floor_min, LEG1_FLOOR_MIN)),
                   progress=progress)
-    tuned2 = tune(leg2, kernel, base_params, base.sample(gen, pilot.shape[0]), seed=seed,
-                  config=replace(config, stream=int(Stream.WAYPOINT_PILOT)), progress=progress)
+    tuned2 = tune_base_leg(leg2, kernel, base_params, base, pilot.shape[0], seed=seed,
+                           config=config, progress=progress)
     lengths = tuple(thermodynamic_length(t.grid_betas, t.loglik_sd) for t in (tuned1, tuned2))
     log.info("waypoint: Laplace fit in %.2g s; thermodynamic lengths %.3g (prior to q) and "
              "%.3g (q to posterior)", record["seconds"], *lengths)
     return WaypointPath(base, (tuned1, tuned2), lengths, record)
+
+
+def tune_base_leg(leg: Target, kernel: Kernel, base_params, base: GaussianBase, n: int, *,
+                  seed, config: TuningConfig = TuningConfig(), progress: bool = False
+                  ) -> TunedKernel:
+    """The frozen tuning of the leg from q to the posterior (``leg``, from
+    :func:`leg_targets`): a pilot of ``n`` chains started from exact draws of q (stream
+    ``Stream.WAYPOINT_BASE_DRAWS``), its transitions on stream ``Stream.WAYPOINT_PILOT``.
+    Leg 2 of the waypoint path, and the whole of the Gaussian-base path
+    (:mod:`bread_stan.ais.gaussian_path`)."""
+    gen = np.random.Generator(np.random.PCG64(
+        chain_seed_sequences(seed, int(Stream.WAYPOINT_BASE_DRAWS), [0])[0]))
+    return tune(leg, kernel, base_params, base.sample(gen, int(n)), seed=seed,
+                config=replace(config, stream=int(Stream.WAYPOINT_PILOT)), progress=progress)
 
 
 def _join(direction: str, first: engine.AISRun, second: engine.AISRun,

@@ -28,7 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from ..ais import engine, smc, waypoint
+from ..ais import engine, gaussian_path, smc, waypoint
+from ..ais.gaussian_path import GaussianPath
 from ..ais.waypoint import WaypointPath
 from ..ais.results import DirectionResult, StepResult
 from ..errors import BreadStanError, InputError
@@ -153,7 +154,7 @@ def run_shard(context: ShardContext, shard: Shard, seed: int, start
     target = _target(context)
     if context.smc is not None:
         return _run_smc_shard(target, context, shard, seed, start)
-    if isinstance(context.tuned, WaypointPath):
+    if isinstance(context.tuned, (WaypointPath, GaussianPath)):
         return _run_waypoint_shard(target, context, shard, seed, start)
     _, schedule, every = engine.step_schedule(context.config, context.tuned, shard.n_steps)
     if shard.direction == "both":
@@ -175,30 +176,32 @@ def run_shard(context: ShardContext, shard: Shard, seed: int, start
 def _run_waypoint_shard(target: Target, context: ShardContext, shard: Shard, seed: int,
                         start) -> tuple[dict[str, np.ndarray], dict]:
     """An AIS shard on the waypoint path (:mod:`bread_stan.ais.waypoint`), with the
-    streams of the prior path's shards on its first leg."""
+    streams of the prior path's shards on its first leg, or on the Gaussian-base path
+    (:mod:`bread_stan.ais.gaussian_path`, the same functions), with those streams."""
     kw = {"seed": seed, "increments": context.config.increment_blocks is not None}
     path, T = context.tuned, shard.n_steps
+    runner = gaussian_path if isinstance(path, GaussianPath) else waypoint
     if shard.direction == "both":
-        runs = waypoint.forward_and_reverse(
+        runs = runner.forward_and_reverse(
             target, context.kernel, path, context.config, T, start[0], start[1],
             streams=(_STREAMS["forward"], _STREAMS["reverse"]), **kw)
         arrays = {f"{r.direction}__{k}": v for r in runs for k, v in _arrays(r).items()}
         return arrays, {"shard": shard.key,
                         "wall_time": {r.direction: r.wall_time for r in runs}}
     if shard.direction == "forward":
-        out = waypoint.forward(target, context.kernel, path, context.config, T, start,
-                               stream=_STREAMS["forward"], first_chain=shard.first_chain, **kw)
+        out = runner.forward(target, context.kernel, path, context.config, T, start,
+                             stream=_STREAMS["forward"], first_chain=shard.first_chain, **kw)
     else:
-        out = waypoint.reverse(target, context.kernel, path, context.config, T, start,
-                               stream=_STREAMS["reverse"], first_chain=shard.first_chain,
-                               n_chains=shard.n_chains, **kw)
+        out = runner.reverse(target, context.kernel, path, context.config, T, start,
+                             stream=_STREAMS["reverse"], first_chain=shard.first_chain,
+                             n_chains=shard.n_chains, **kw)
     return _arrays(out), {"shard": shard.key, "wall_time": out.wall_time}
 
 
 def step_betas(context: ShardContext, T: int) -> np.ndarray:
     """The betas a step at ``T`` distributions records (on the waypoint path, the
     positions along both legs, q at 0.5)."""
-    if isinstance(context.tuned, WaypointPath):
+    if isinstance(context.tuned, (WaypointPath, GaussianPath)):
         return context.tuned.betas(context.config, T)
     return engine.step_schedule(context.config, context.tuned, T)[0]
 

@@ -148,23 +148,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--known-lower", type=float, default=None,
                    help="a trusted lower bound on log p(y): adds a KL(p||q) bound")
     _add_algorithm_options(p)
-    p.add_argument("--path", choices=("auto", "prior", "waypoint"), default="auto",
-                   help="annealing path: temper the likelihood from the prior, or go "
-                   "from the prior to a Gaussian fitted to the posterior (Laplace) and on "
-                   "to the posterior, for funnels that tempering creates (AIS only); "
-                   "auto (default) takes the waypoint when the log likelihood's sd over "
-                   "the pilot's prior draws exceeds 1e12 nats and a posterior mode exists")
-    p.add_argument("--metric-ridge", choices=("auto", "stan", "relative"), default="auto",
-                   help="regularisation of the pilot's metric: Stan's 1e-3 added to each "
-                   "variance, or 1e-3 of each variance (for parameters with posterior sds "
-                   "far below 0.03); auto (default): stan on the prior path, relative on "
-                   "the waypoint path")
+    _add_path_options(p)
 
     p = sub.add_parser("compare", help="BREAD for several programs of one model, shared data")
     p.add_argument("models", type=Path, nargs="+", help="model programs to compare")
     _add_run_options(p)
     _add_executor_options(p)
     _add_algorithm_options(p)
+    _add_path_options(p)
 
     p = sub.add_parser("protocol", help="real-data protocol: fit, simulate, validate, bound")
     p.add_argument("model", type=Path, help="model program (split into prior and "
@@ -310,3 +301,19 @@ def _add_executor_options(p: argparse.ArgumentParser) -> None:
                    help="how long to try reaching the Dask scheduler (default 10)")
 
 
+def _add_path_options(p) -> None:
+    """The annealing path and the metric ridge (run, compare)."""
+    p.add_argument("--path", choices=("auto", "prior", "waypoint", "gaussian"), default="auto",
+                   help="annealing path: temper the likelihood from the prior; or go "
+                   "from the prior to a Gaussian fitted to the posterior (Laplace) and on "
+                   "to the posterior, for funnels that tempering creates (waypoint, AIS "
+                   "only); or start from that Gaussian itself (gaussian: a different "
+                   "sampler, Laplace then AIS, with the prior's normaliser estimated by "
+                   "importance sampling and subtracted); auto (default) takes the waypoint "
+                   "when the log likelihood's sd over the pilot's prior draws exceeds 1e12 "
+                   "nats and a posterior mode exists, else the prior path")
+    p.add_argument("--metric-ridge", choices=("auto", "stan", "relative"), default="auto",
+                   help="regularisation of the pilot's metric: Stan's 1e-3 added to each "
+                   "variance, or 1e-3 of each variance (for parameters with posterior sds "
+                   "far below 0.03); auto (default): stan on the prior path, relative on "
+                   "the waypoint and gaussian paths")

@@ -12,7 +12,7 @@ serves the forward and the reverse runs and every step count.
 
 :func:`prior_path_only` is the same step for the workflows that run the prior path only
 (protocol, subjective, aide): "auto" falls back with a logged reason, an explicit
-"waypoint" is refused in one line.
+"waypoint" or "gaussian" is refused in one line.
 """
 
 from __future__ import annotations
@@ -91,9 +91,9 @@ def resolve_path(problems: list[Problem], simulator: Simulator, sampler: Sampler
 def prior_path_only(sampler: SamplerSettings, run: RunSettings,
                     workflow: str) -> tuple[SamplerSettings, RunSettings]:
     """Settings for a workflow that runs the prior path only: "auto" becomes "prior"
-    (logged), "waypoint" is refused."""
-    if run.path == "waypoint":
-        raise InputError(f"RunSettings(path='waypoint') is for bread and compare; "
+    (logged), "waypoint" and "gaussian" are refused."""
+    if run.path in ("waypoint", "gaussian"):
+        raise InputError(f"RunSettings(path={run.path!r}) is for bread and compare; "
                          f"{workflow} runs the prior path: use path='prior' or 'auto'")
     if run.path == "auto":
         log.info("%s runs the prior path (path 'auto' needs no choice here)", workflow)

@@ -31,7 +31,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..ais import engine, smc, waypoint
+from ..ais import engine, gaussian_path, smc, waypoint
+from ..ais.prior_normaliser import DEFAULT_FIT_DRAWS
 from ..ais.results import BreadResult, DirectionResult, StepResult
 from ..ais.tuning import TunedKernel
 from ..ais.verdict import VerdictSettings
@@ -89,10 +90,22 @@ def _run_problem(problems: list[Problem], simulator: Simulator, sampler: Sampler
         # the check's draws, simulated first: a failing simulator stops before the pilot
         simulate_check_draws(simulator, data, _check_settings(run), run.threads)
     pilot_seed = derived_seed(run.seed, Purpose.PILOT)
-    if run.path == "waypoint" and sampler.kernel == "imh":
-        raise InputError("path='waypoint' tunes HMC or NUTS on each leg; use kernel='nuts' "
-                         "(or 'hmc') with it, or path='prior' with kernel='imh'")
-    if run.path == "waypoint":  # fitted again on a resume: the same seeds, the same path
+    if run.path in ("waypoint", "gaussian") and sampler.kernel == "imh":
+        raise InputError(f"path={run.path!r} tunes HMC or NUTS on each leg; use "
+                         "kernel='nuts' (or 'hmc') with it, or path='prior' with kernel='imh'")
+    if run.path == "gaussian":  # fitted again on a resume: the same seeds, the same path
+        start = time.perf_counter()
+        tuned = gaussian_path.fit_gaussian_path(
+            first.target, kernel, base_params,
+            prior_draws(first, simulator, sampler.pilot_chains, pilot_seed),
+            prior_draws(first, simulator, DEFAULT_FIT_DRAWS,
+                        derived_seed(run.seed, Purpose.NORMALISER_PRIOR)),
+            seed=pilot_seed, config=sampler.tuning_config(), progress=run.progress,
+            fitted=fitted)
+        seconds, check_kernel = time.perf_counter() - start, tuned.endpoints()
+        result.extra["path_choice"] = given(choice.requested, "gaussian", _gaussian_reason(
+            tuned), choice).to_dict()
+    elif run.path == "waypoint":  # fitted again on a resume: the same seeds, the same path
         start = time.perf_counter()
         tuned = waypoint.fit_waypoint(
             first.target, kernel, base_params,
@@ -140,6 +153,20 @@ def _run_problem(problems: list[Problem], simulator: Simulator, sampler: Sampler
     if out_dir is not None:
         result.save(out_dir)
     return result
+
+
+def _gaussian_reason(path: gaussian_path.GaussianPath) -> str:
+    """What the Gaussian-base path is, for the path line of reports and the CLI."""
+    c = path.normaliser
+    return (f"a Laplace Gaussian (sds times {path.fit['widen']:g}) then AIS from "
+            "its exact draws to the posterior: a different sampler from AIS from the prior, "
+            "and the bound is on its output; the prior's normaliser c, estimated by "
+            f"importance sampling from exact prior draws, log c = {c.log_c:.4f} (se "
+            f"{c.se:.2g}, Pareto k {c.pareto_k:.2f}"
+            f"{'' if c.trustworthy else ': NOT trustworthy'}), "
+            "is subtracted from every estimate: the upper end stays a stochastic upper "
+            "bound, the lower end's expectation may exceed log p(y) by about se^2/2 = "
+            f"{c.jensen_gap:.2g} nats")
 
 
 def _ais_config(sampler: SamplerSettings, run: RunSettings, T: int,
@@ -191,10 +218,14 @@ def _run_steps(problems: list[Problem], simulator: Simulator, kernel, tuned,
                              target=p.target)
                 for p in problems]
     # SMC: a reverse shard needs the exact draw and its runs' free prior particles.
+    def starts(T: int) -> list[np.ndarray]:
+        if isinstance(tuned, gaussian_path.GaussianPath):  # exact draws of q, one problem
+            return [tuned.start_draws(derived_seed(run.seed, Purpose.PRIOR, T), run.chains)]
+        return _prior_starts(problems, simulator, run, T)
+
     run_steps_in_shards(
         contexts, lambda T: [(prior, p.x_star if smc_config is None else (p.x_star, prior))
-                             for p, prior in
-                             zip(problems, _prior_starts(problems, simulator, run, T))],
+                             for p, prior in zip(problems, starts(T))],
         lambda T, k: problem_seed(run.seed, Purpose.CHAINS, T, k), steps,
         sampler.steps_per_temperature, out_dir, fingerprint, executor,
         lambda parts: finish(_join_problems(problems, parts)), run.progress)
@@ -403,7 +434,7 @@ def _run_programs(executor: Executor, models: Mapping, compiled, sim_compiled, d
             return
         log.info("%s: done on Dask", label)
         sub = out / label
-        if result.extra["tuning"].get("path") != "waypoint":  # a waypoint is refitted
+        if result.extra["tuning"].get("path") not in ("waypoint", "gaussian"):  # refitted
             TunedKernel.from_dict(result.extra["tuning"]).save(sub / "tuning.json")
         for step in result.steps:
             result.save_step(sub, step)

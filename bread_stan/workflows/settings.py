@@ -74,7 +74,8 @@ class SamplerSettings:
     a parameter's posterior sd is far below 0.03, as for the coefficient of an
     uncentred predictor, where Stan's ridge shrinks the step size by orders of
     magnitude) or "auto" (the default): "stan" on the prior path, "relative" on the
-    waypoint path (:meth:`for_path`), so a run on the prior path tunes as before.
+    waypoint and Gaussian-base paths (:meth:`for_path`), so a run on the prior path
+    tunes as before.
 
     NUTS is the default because it reached a given bound in less time than HMC
     with 10 leapfrog steps on every model measured (``scripts/bench_defaults.py``
@@ -131,10 +132,10 @@ class SamplerSettings:
 
     def for_path(self, path: str) -> "SamplerSettings":
         """These settings with ``metric_ridge`` "auto" made concrete for ``path``:
-        "relative" on the waypoint path, "stan" on the prior path."""
+        "relative" on the waypoint and Gaussian-base paths, "stan" on the prior path."""
         if self.metric_ridge != "auto":
             return self
-        return replace(self, metric_ridge="relative" if path == "waypoint" else "stan")
+        return replace(self, metric_ridge="stan" if path == "prior" else "relative")
 
     def tuning_config(self) -> TuningConfig | IMHTuningConfig:
         """The pilot's settings: :class:`~bread_stan.ais.tuning.TuningConfig` for HMC and
@@ -191,6 +192,14 @@ class RunSettings:
     aide).  The choice and its number are in the result's ``extra["path_choice"]``; a
     run that resolves to the prior path gives the numbers of ``path="prior"`` and
     resumes its saved results.
+
+    "gaussian" (only when asked for) is a different sampler: the same Laplace q, then AIS
+    from exact draws of q to the posterior (the waypoint path's second leg alone,
+    :mod:`bread_stan.ais.gaussian_path`), with the program prior's normaliser c
+    estimated by importance sampling from exact prior draws
+    (:mod:`bread_stan.ais.prior_normaliser`) and subtracted from every estimate, so the
+    sandwich is of log p(y); its record is in ``extra["tuning"]["normaliser"]``.  The
+    bound is on the divergence of that sampler's output, and does not depend on c.
     """
 
     steps: tuple[int, ...] = (10, 100, 1000)
@@ -210,12 +219,13 @@ class RunSettings:
         if self.algorithm not in ("ais", "smc"):
             raise InputError(f"unknown algorithm {self.algorithm!r}; use 'ais' or 'smc'")
         if self.path not in PATHS:
-            raise InputError(f"unknown path {self.path!r}; use 'auto', 'prior' or 'waypoint'")
-        if self.path == "waypoint" and self.algorithm != "ais":
-            raise InputError("path='waypoint' runs AIS only; use algorithm='ais' with it")
-        if self.path == "waypoint" and self.exact_draws != 1:
-            raise InputError("path='waypoint' fits its Gaussian to one simulated data set's "
-                             "posterior; use exact_draws=1 with it")
+            raise InputError(f"unknown path {self.path!r}; use 'auto', 'prior', 'waypoint' "
+                             "or 'gaussian'")
+        if self.path in ("waypoint", "gaussian") and self.algorithm != "ais":
+            raise InputError(f"path={self.path!r} runs AIS only; use algorithm='ais' with it")
+        if self.path in ("waypoint", "gaussian") and self.exact_draws != 1:
+            raise InputError(f"path={self.path!r} fits its Gaussian to one simulated data "
+                             "set's posterior; use exact_draws=1 with it")
         if self.particles is not None:
             if self.algorithm != "smc":
                 raise InputError("particles are for algorithm='smc'")

@@ -1,0 +1,198 @@
+"""AIS from a Laplace Gaussian base to the posterior, the prior's normaliser estimated.
+
+``RunSettings(path="gaussian")``.  With q the Gaussian the waypoint path fits
+(:func:`~bread_stan.ais.waypoint.fit_base`: Laplace at the best of a few mode searches,
+sds widened 1.5 times), the run is the waypoint path's second leg alone:
+
+    log g_b(u) = (1 - b) log q(u) + b log p~(u, y),      b from 0 to 1
+
+forward from exact draws of q, reverse from the exact posterior draw, with the frozen
+pilot-tuned kernels of that leg (:func:`~bread_stan.ais.waypoint.tune_base_leg`).  Its
+sampler is a different one from the prior path's (a Laplace fit, then AIS from it), and
+the bound B = mean U - mean L is on the Jeffreys divergence of its output; B does not
+depend on the prior's normaliser.
+
+The weights estimate log(c p(y)), where c is the integral of the program's prior
+density (1/2 for each half-normal or half-Cauchy on a ``<lower=0>`` parameter, unknown
+in general).  c is estimated once per run from exact prior draws
+(:func:`~bread_stan.ais.prior_normaliser.estimate_log_normaliser`, unbiased for c) and
+subtracted from every chain's estimate in both directions, so the sandwich is
+[L - log c_hat, U - log c_hat].  What that costs in rigour: exp(-U) c_hat is unbiased for
+1/p(y), so the upper end stays a stochastic upper bound; the lower end's expectation may
+exceed log p(y) by Jensen's gap of -log c_hat, about se(log c_hat)^2 / 2
+(``normaliser.jensen_gap``), which the run records.  The raw AIS weights
+(``log_weights``) are left as they are.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, replace
+from typing import Callable
+
+import numpy as np
+
+from . import engine
+from .gaussian_base import DEFAULT_WIDEN, GaussianBase
+from .prior_normaliser import DEFAULT_DRAWS, NormaliserEstimate, estimate_log_normaliser
+from .tuning import TunedKernel, TuningConfig
+from .waypoint import base_leg_target, fit_base, tune_base_leg
+from ..kernels.base import Kernel
+from ..rng import Stream, chain_seed_sequences
+from ..stan.model import StanModel
+from ..target import Target
+
+__all__ = ["GaussianPath", "fit_gaussian_path", "prior_log_density", "forward", "reverse",
+           "forward_and_reverse"]
+
+log = logging.getLogger(__name__)
+
+
+def _generator(seed, stream: Stream) -> np.random.Generator:
+    return np.random.Generator(np.random.PCG64(chain_seed_sequences(seed, int(stream), [0])[0]))
+
+
+@dataclass(frozen=True, eq=False)
+class GaussianPath:
+    """The base q, the frozen tuning of the path from q to the posterior, the estimate
+    of the program prior's normaliser, and the Laplace fit's record."""
+
+    base: GaussianBase
+    leg: TunedKernel
+    normaliser: NormaliserEstimate
+    fit: dict
+
+    @property
+    def log_c(self) -> float:
+        return self.normaliser.log_c
+
+    def schedule(self, config: engine.RunConfig, T: int) -> tuple:
+        """(betas, frozen schedule, increment thinning) at T distributions."""
+        return engine.step_schedule(config, self.leg, T)
+
+    def betas(self, config: engine.RunConfig, T: int) -> np.ndarray:
+        return np.asarray(self.schedule(config, T)[0], dtype=float)
+
+    def start_draws(self, seed, n: int) -> np.ndarray:
+        """Exact draws (n, d) of q that start the forward chains (``seed`` the step
+        count's, stream ``Stream.GAUSSIAN_BASE_STARTS``)."""
+        return self.base.sample(_generator(seed, Stream.GAUSSIAN_BASE_STARTS), int(n))
+
+    # What the workflows read from a tuned kernel.
+    @property
+    def kind(self) -> str:
+        return self.leg.kind
+
+    @property
+    def dense(self) -> bool:
+        return self.leg.dense
+
+    @property
+    def step_size(self) -> np.ndarray:
+        return self.leg.step_size
+
+    @property
+    def seconds_per_transition(self) -> float:
+        return self.leg.seconds_per_transition
+
+    def problems(self) -> list[str]:
+        out = list(self.leg.problems())
+        if not self.normaliser.trustworthy:
+            out.append(f"the prior normaliser's weights have Pareto k "
+                       f"{self.normaliser.pareto_k:.2f} > 0.7: its standard error, and the "
+                       "sandwich's shift by it, cannot be trusted")
+        return out
+
+    def endpoints(self) -> TunedKernel:
+        """A tuned kernel on the prior path's two ends, for the simulator check: the
+        leg's params at q serve the prior end (valid there, tuned to the posterior's
+        scale, so the check's prior chains move slowly) and at the posterior the
+        posterior end."""
+        leg = self.leg
+        metric = None if leg.inv_metric is None else leg.inv_metric[[0, -1]]
+        return TunedKernel(leg.kind, np.array([0.0, 1.0]), leg.step_size[[0, -1]], metric,
+                           dict(leg.fixed), leg.beta_floor, leg.accept[[0, -1]],
+                           leg.seconds_per_transition)
+
+    def to_dict(self) -> dict:
+        return {"path": "gaussian", "base": self.base.to_dict(), "legs": [self.leg.to_dict()],
+                "normaliser": self.normaliser.to_dict(), "fit": self.fit}
+
+
+def prior_log_density(model: Target) -> Callable[[np.ndarray], np.ndarray]:
+    """The program's log prior (with the Jacobian, all constants) at (n, d) points: the
+    prior instance alone on a Stan target (no likelihood evaluated), else the target's
+    ``log_prior``."""
+    prior = getattr(model, "prior_model", None)
+    if isinstance(prior, StanModel):
+        return lambda u: prior.log_density_batch(np.ascontiguousarray(u), jacobian=True)
+    return lambda u: model.evaluate(np.ascontiguousarray(u), gradient=False).log_prior
+
+
+def fit_gaussian_path(model: Target, kernel: Kernel, base_params, pilot_draws,
+                      normaliser_draws, *, seed, config: TuningConfig = TuningConfig(),
+                      widen: float = DEFAULT_WIDEN, n_normaliser: int = DEFAULT_DRAWS,
+                      progress: bool = False,
+                      fitted: tuple[GaussianBase, dict] | None = None) -> GaussianPath:
+    """q fitted as the waypoint path fits it (from the pilot's exact prior draws
+    ``pilot_draws``), the leg from q to the posterior tuned on a pilot of as many exact
+    draws of q, and log c estimated from ``n_normaliser`` importance draws (stream
+    ``Stream.PRIOR_NORMALISER``) with a proposal fitted to the exact prior draws
+    ``normaliser_draws``.  ``fitted``: q and its record, when fitted already."""
+    pilot = np.ascontiguousarray(np.asarray(pilot_draws, dtype=float))
+    base, record = fitted if fitted is not None else fit_base(model, pilot, widen)
+    leg = tune_base_leg(base_leg_target(model, base), kernel, base_params, base,
+                        pilot.shape[0], seed=seed, config=config, progress=progress)
+    t0 = time.perf_counter()
+    normaliser = estimate_log_normaliser(prior_log_density(model), normaliser_draws,
+                                         _generator(seed, Stream.PRIOR_NORMALISER),
+                                         n_normaliser)
+    log.info("gaussian path: Laplace fit in %.2g s; log c = %.4f (se %.2g) in %.2g s",
+             record["seconds"], normaliser.log_c, normaliser.se, time.perf_counter() - t0)
+    return GaussianPath(base, leg, normaliser, record)
+
+
+def _shift(run: engine.AISRun, log_c: float) -> engine.AISRun:
+    """Estimates of log(c p(y)) made estimates of log p(y)."""
+    cumulative = None if run.cumulative is None else run.cumulative - log_c
+    return replace(run, log_estimates=run.log_estimates - log_c, cumulative=cumulative)
+
+
+def forward(model: Target, kernel: Kernel, path: GaussianPath, config: engine.RunConfig,
+            T: int, start, *, seed, stream: int = 0, increments: bool = True,
+            first_chain: int = 0) -> engine.AISRun:
+    """Forward AIS from exact draws of q ``start`` (n, d) (:meth:`GaussianPath.start_draws`):
+    estimates of log p(y) (L - log c_hat)."""
+    _, schedule, every = path.schedule(config, T)
+    out = engine.forward(base_leg_target(model, path.base), kernel, schedule, start,
+                         seed=seed, stream=stream,
+                         increments_every=every if increments else None,
+                         first_chain=first_chain)
+    return _shift(out, path.log_c)
+
+
+def reverse(model: Target, kernel: Kernel, path: GaussianPath, config: engine.RunConfig,
+            T: int, start, *, seed, stream: int = 1, increments: bool = True,
+            first_chain: int = 0, n_chains: int | None = None) -> engine.AISRun:
+    """Reverse AIS from exact posterior draws ``start`` (or one repeated for
+    ``n_chains``): upper bounds on log p(y) (U - log c_hat)."""
+    _, schedule, every = path.schedule(config, T)
+    out = engine.reverse(base_leg_target(model, path.base), kernel, schedule, start,
+                         seed=seed, stream=stream,
+                         increments_every=every if increments else None,
+                         first_chain=first_chain, n_chains=n_chains)
+    return _shift(out, path.log_c)
+
+
+def forward_and_reverse(model: Target, kernel: Kernel, path: GaussianPath,
+                        config: engine.RunConfig, T: int, base_draws, posterior_draws, *,
+                        seed, streams: tuple[int, int] = (0, 1), increments: bool = True
+                        ) -> tuple[engine.AISRun, engine.AISRun]:
+    """Both directions in one batch (a single posterior draw repeated for as many
+    reverse chains as base draws)."""
+    _, schedule, every = path.schedule(config, T)
+    runs = engine.forward_and_reverse(base_leg_target(model, path.base), kernel, schedule,
+                                      base_draws, posterior_draws, seed=seed, streams=streams,
+                                      increments_every=every if increments else None)
+    return tuple(_shift(r, path.log_c) for r in runs)

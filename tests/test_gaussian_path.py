@@ -1,0 +1,160 @@
+"""AIS from a Laplace Gaussian base with the prior's normaliser estimated
+(bread_stan.ais.gaussian_path, ``RunSettings(path="gaussian")``).
+
+Statistical: on the conjugate regression (closed-form log p(y)) whose program prior is
+off by a constant c = e^-3, the path's forward and reverse runs sandwich log p(y) itself,
+not log(c p(y)): 3.5 standard errors of the chains' means (a false failure is a < 1e-3
+event per comparison), and c puts log(c p(y)) about 30 standard errors away; the
+estimated log c is within 4 of its own standard errors of -3.  Exact: the estimates are
+the raw AIS weights shifted by log c_hat in both directions (so the bound B does not
+depend on c); a block of chains gives the numbers of the batch; same seed, same numbers.
+Workflow: bread(..., path="gaussian") on a Stan model with a half-normal scale
+(c = 1/2; log p(y) by a 1-D quadrature to 1e-9) sandwiches log p(y), not log(p(y)/2).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import integrate, stats
+
+from bread_stan.ais import engine, gaussian_path
+from bread_stan.ais.betas import ScheduleSpec
+from bread_stan.ais.estimators import consistency_check, log_ml_sandwich
+from bread_stan.ais.tuning import TuningConfig
+from bread_stan.exact.conjugate import simulate_regression
+from bread_stan.kernels import HMC, HMCParams
+from bread_stan.stan.compile import compile_many
+from bread_stan.target import Evaluation
+from bread_stan.workflows.bread import RunSettings, SamplerSettings, bread
+
+N_SE = 3.5
+LOG_C = -3.0
+TEST_STAN = Path(__file__).resolve().parent / "stan"
+CONFIG = engine.RunConfig(steps=(40,), schedule=ScheduleSpec("adaptive"), increment_blocks=5)
+
+
+class ShiftedPrior:
+    """The regression with its prior density times c (an unnormalised program prior)."""
+
+    def __init__(self, model):
+        self.model = model
+
+    @property
+    def dim(self):
+        return self.model.dim
+
+    def evaluate(self, points, *, gradient=True):
+        ev = self.model.evaluate(points, gradient=gradient)
+        return Evaluation(ev.log_prior + LOG_C, ev.log_lik, ev.grad_prior, ev.grad_lik)
+
+
+@pytest.fixture(scope="module")
+def regression():
+    model, _ = simulate_regression(20, 3, correlation=0.6, prior_sd=1.5, noise_sd=0.7, seed=5)
+    return model
+
+
+@pytest.fixture(scope="module")
+def path(regression):
+    rng = np.random.default_rng(7)
+    return gaussian_path.fit_gaussian_path(
+        ShiftedPrior(regression), HMC(), HMCParams(0.1, 6), regression.sample_prior(rng, 16),
+        regression.sample_prior(rng, 512), seed=3,
+        config=TuningConfig(n_grid=6, adapt_steps=10))
+
+
+def _se(x):
+    return np.std(x, ddof=1) / np.sqrt(x.size)
+
+
+def test_the_normaliser_is_estimated_within_its_standard_errors(path):
+    c = path.normaliser
+    assert abs(c.log_c - LOG_C) < 4 * c.se and c.trustworthy and c.se < 0.05
+
+
+def test_the_sandwich_is_of_log_ml_itself_not_of_c_times_it(regression, path):
+    rng = np.random.default_rng(11)
+    n = 200
+    model = ShiftedPrior(regression)
+    L_run, U_run = gaussian_path.forward_and_reverse(
+        model, HMC(), path, CONFIG, 40, path.start_draws(5, n),
+        regression.sample_posterior(rng, 1), seed=4)
+    L, U = L_run.log_estimates, U_run.log_estimates
+    log_ml = regression.log_marginal_likelihood()
+    assert L.mean() < log_ml + N_SE * _se(L)
+    assert U.mean() > log_ml - N_SE * _se(U)
+    assert log_ml_sandwich(L, U).contains(log_ml, n_se=N_SE)
+    assert consistency_check(L, U).passed
+    assert abs(LOG_C) > 5 * N_SE * max(_se(L), _se(U))  # the test can tell c apart
+    # The estimates are the raw weights shifted by log c_hat, in both directions.
+    np.testing.assert_allclose(L, L_run.log_weights - path.log_c, rtol=1e-12)
+    np.testing.assert_allclose(U, -U_run.log_weights - path.log_c, rtol=1e-12)
+    np.testing.assert_allclose(L_run.cumulative[:, -1], L, rtol=1e-12, atol=1e-9)
+
+
+def test_a_block_of_chains_gives_the_numbers_of_the_batch_and_seeds_repeat(regression, path):
+    model, start = ShiftedPrior(regression), path.start_draws(8, 6)
+    np.testing.assert_array_equal(start, path.start_draws(8, 6))
+    x_star = regression.sample_posterior(np.random.default_rng(12), 1)[0]
+    whole = gaussian_path.forward(model, HMC(), path, CONFIG, 12, start, seed=9)
+    part = gaussian_path.forward(model, HMC(), path, CONFIG, 12, start[4:], seed=9,
+                                 first_chain=4)
+    np.testing.assert_array_equal(whole.log_estimates[4:], part.log_estimates)
+    rev = gaussian_path.reverse(model, HMC(), path, CONFIG, 12, x_star, seed=9, n_chains=6)
+    rev_part = gaussian_path.reverse(model, HMC(), path, CONFIG, 12, x_star, seed=9,
+                                     n_chains=2, first_chain=4)
+    np.testing.assert_array_equal(rev.log_estimates[4:], rev_part.log_estimates)
+
+
+def _halfnormal_mean_log_ml(y: np.ndarray) -> float:
+    """log p(y) of halfnormal_mean.stan: 1-D quadrature over tau of the closed form."""
+    n = y.size
+
+    def integrand(tau):
+        cov = np.eye(n) + tau ** 2 * np.ones((n, n))
+        return np.exp(stats.multivariate_normal(np.zeros(n), cov).logpdf(y) + shift
+                      + np.log(2) + stats.norm(0, 2).logpdf(tau))
+
+    shift = -stats.multivariate_normal(np.zeros(n), np.eye(n) + np.ones((n, n))).logpdf(y)
+    value, err = integrate.quad(integrand, 0, np.inf, epsabs=0, epsrel=1e-11, limit=200)
+    assert err < 1e-9 * value
+    return float(np.log(value) - shift)
+
+
+def test_bread_on_the_gaussian_path_sandwiches_log_ml_with_a_half_normal_scale():
+    model = TEST_STAN / "halfnormal_mean.stan"
+    simulator = TEST_STAN / "halfnormal_mean_sim.stan"
+    compile_many([model, simulator], workers=2)
+    data = {"N": 10}
+    sampler = SamplerSettings(kernel="hmc", n_leapfrog=5, pilot_chains=16, pilot_grid=6)
+    run = RunSettings(steps=(300,), chains=100, seed=1, progress=False, path="gaussian")
+    result = bread(model, simulator, data, sampler=sampler, run=run)
+    y = np.asarray(result.extra["simulated_data"]["y"])
+    exact = _halfnormal_mean_log_ml(y)
+    c = result.extra["tuning"]["normaliser"]
+    assert abs(c["log_c"] - np.log(0.5)) < 4 * c["se"]
+    assert result.extra["path_choice"]["path"] == "gaussian"
+    assert "different sampler" in result.extra["path_choice"]["reason"]
+    (step,) = result.steps
+    L, U = step.forward.log_estimates, step.reverse.log_estimates
+    assert L.mean() <= exact + N_SE * _se(L) and U.mean() >= exact - N_SE * _se(U)
+    assert log_ml_sandwich(L, U).contains(exact, n_se=N_SE)
+    assert np.log(2) > 5 * N_SE * max(_se(L), _se(U))  # log(p(y)/2) would be caught
+    again = bread(model, simulator, data, sampler=sampler, run=run)
+    np.testing.assert_array_equal(L, again.steps[0].forward.log_estimates)
+
+
+def test_settings_and_other_workflows_refuse_the_gaussian_path_in_one_line():
+    from bread_stan.errors import InputError
+    from bread_stan.workflows.auto_path import prior_path_only
+
+    with pytest.raises(InputError, match="AIS only"):
+        RunSettings(path="gaussian", algorithm="smc")
+    with pytest.raises(InputError, match="exact_draws=1"):
+        RunSettings(path="gaussian", exact_draws=2)
+    with pytest.raises(InputError, match="for bread and compare"):
+        prior_path_only(SamplerSettings(), RunSettings(path="gaussian"), "protocol")
+    assert SamplerSettings().for_path("gaussian").metric_ridge == "relative"
