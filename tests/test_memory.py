@@ -114,8 +114,8 @@ def test_lazy_betas_save_and_rebuild_from_their_description(tmp_path):
                                                                    "loglik_sd": s}))
     again = Betas.from_dict(lazy.to_dict())
     np.testing.assert_array_equal(np.asarray(again), np.asarray(lazy))
-    step = StepResult(5000, *(ais.AISRun("forward", np.zeros(3), np.zeros(3), np.zeros((3, 1)),
-                                         0, 0.0, {}, {}).to_direction_result(),) * 2, lazy)
+    step = StepResult(5000, *(ais.AISRun("forward", np.zeros(3), np.zeros((3, 1)), 0, 0.0,
+                                         {}, {}, log_weights=np.zeros(3)).to_direction_result(),) * 2, lazy)
     step.save(tmp_path / "step.npz")
     loaded = StepResult.load(tmp_path / "step.npz")
     assert isinstance(loaded.betas, Betas)

@@ -58,44 +58,51 @@ from ..errors import InputError
 
 __all__ = ["AISRun", "forward", "reverse", "RunConfig", "run", "step_schedule",
            "chain_diagnostics", "wall_share", "Group", "anneal", "as_schedule", "jsonable_config", "batch_params", "TransitionTally",
-           "forward_and_reverse"]
+           "forward_and_reverse", "DirectionRun"]
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
-class AISRun:
-    """One direction of AIS over one schedule, per chain.
+class DirectionRun:
+    """What one direction leaves over one schedule, per chain (AIS) or per run (SMC).
 
-    ``log_weights``: forward logw (lower bound) or reverse logw_rev.
-    ``log_estimates``: the per-chain estimate of log p(y): logw forward,
-    ``-logw_rev`` reverse (upper bound).  ``cumulative`` (n, k), when recorded,
-    is the running estimate after the temperatures ``cumulative_at`` (indices
-    into the betas, in temperature order for both directions, so forward and
-    reverse columns line up and the last column equals ``log_estimates``).
-    ``chain_stats`` holds per-chain kernel diagnostics.
+    ``log_estimates``: the per-chain (per-run) estimate of log p(y), forward a
+    stochastic lower bound, reverse an upper one.  ``cumulative`` (n, k), when recorded,
+    is the running estimate after the temperatures ``cumulative_at`` (indices into the
+    betas, in temperature order for both directions, so forward and reverse columns line
+    up and the last column equals ``log_estimates``).  ``chain_stats`` holds per-chain
+    kernel diagnostics.
     """
 
     direction: str
-    log_weights: np.ndarray
     log_estimates: np.ndarray
     final_positions: np.ndarray
     n_grad: int
     wall_time: float
     diagnostics: dict[str, float]
     chain_stats: dict[str, np.ndarray]
-    cumulative: np.ndarray | None = None
-    cumulative_at: np.ndarray | None = None
-    schedule: KernelSchedule | None = field(default=None, repr=False)
-
-    @property
-    def n_chains(self) -> int:
-        return self.log_weights.size
+    cumulative: np.ndarray | None = field(default=None, kw_only=True)
+    cumulative_at: np.ndarray | None = field(default=None, kw_only=True)
+    schedule: KernelSchedule | None = field(default=None, repr=False, kw_only=True)
 
     def to_direction_result(self) -> DirectionResult:
         """The form stored in :class:`~bread_stan.ais.results.StepResult`."""
         return DirectionResult(self.log_estimates, self.wall_time, self.n_grad,
                                dict(self.diagnostics), self.cumulative, self.cumulative_at)
+
+
+@dataclass
+class AISRun(DirectionRun):
+    """One direction of AIS over one schedule, per chain: :class:`DirectionRun` with
+    ``log_weights``, forward logw or reverse logw_rev (``log_estimates`` is logw
+    forward, ``-logw_rev`` reverse)."""
+
+    log_weights: np.ndarray = field(kw_only=True)
+
+    @property
+    def n_chains(self) -> int:
+        return self.log_weights.size
 
     def to_dataframe(self) -> pd.DataFrame:
         """One row per chain: estimate, weight and kernel diagnostics."""

@@ -53,13 +53,12 @@ import logging
 import math
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
 from . import engine
-from .frozen_kernels import KernelSchedule
-from .results import BreadResult, DirectionResult, StepResult
+from .results import BreadResult, StepResult
 from .tuning import progress_bar
 from ..kernels.base import ChainState, Kernel, initial_state
 from ..rng import ChainRandom, Stream, chain_seed_sequences
@@ -164,38 +163,21 @@ def log_mean_exp(w: np.ndarray, axis: int = -1) -> np.ndarray:
 
 
 @dataclass
-class SMCRun:
-    """One direction of SMC over one schedule, per run.
+class SMCRun(engine.DirectionRun):
+    """One direction of SMC over one schedule, per run: :class:`~.engine.DirectionRun`
+    with the resampling steps and the particle count.
 
     ``log_estimates``: log Z-hat per run (forward: L; conditional: U).
     ``final_positions``: forward, each run's output particle; conditional, the
     retained reverse chain's final state (as the AIS reverse chain's).
-    ``cumulative`` (runs, k): the running log Z-hat after temperatures
-    ``cumulative_at`` (the last column equals ``log_estimates``).
     """
 
-    direction: str
-    log_estimates: np.ndarray
-    final_positions: np.ndarray
-    n_grad: int
-    wall_time: float
-    diagnostics: dict[str, float]
-    chain_stats: dict[str, np.ndarray]
     resample_at: np.ndarray
     particles: int
-    cumulative: np.ndarray | None = None
-    cumulative_at: np.ndarray | None = None
-    schedule: KernelSchedule | None = field(default=None, repr=False)
 
     @property
     def n_runs(self) -> int:
         return self.log_estimates.size
-
-    def to_direction_result(self) -> DirectionResult:
-        """The form stored in :class:`~bread_stan.ais.results.StepResult`."""
-        return DirectionResult(self.log_estimates, self.wall_time, self.n_grad,
-                               dict(self.diagnostics), self.cumulative, self.cumulative_at)
-
 
 
 @dataclass
@@ -425,7 +407,7 @@ def _finish(direction, log_z, positions, parts, per_run, P, resample_at, running
         cumulative_at = ends
     return SMCRun(direction, log_z, positions, int(stats["n_grad"].sum()),
                   float(sum(p["wall"] for p in parts)), diag, stats, np.asarray(resample_at), P,
-                  cumulative, cumulative_at, schedule)
+                  cumulative=cumulative, cumulative_at=cumulative_at, schedule=schedule)
 
 
 def _check_runs(target: Target, start, P: int, what: str) -> np.ndarray:
