@@ -21,12 +21,14 @@ from ...errors import DraftError, StanCompileError
 from ..compile import Program, run_stanc, resolve_toolchain, read_program
 from .emit import emit
 from .parse import parse_program
+from .replay import OBSERVED_SUFFIX, Replayable, Unreplayable
 from .split import Split, SplitError, split_program
 from .targets import targets_as_tildes
 from .support import density_types, tilde_types
 from .translate import translate
 
-__all__ = ["draft_simulator", "split_model", "DraftError", "Split", "SplitError"]
+__all__ = ["draft_simulator", "split_model", "DraftError", "Split", "SplitError",
+           "OBSERVED_SUFFIX"]
 
 
 def split_model(model_program: str | os.PathLike | Program,
@@ -89,7 +91,14 @@ def draft_simulator(model_program: str | os.PathLike | Program,
         lines = (" (line numbers of stanc's printout, with the includes inlined)"
                  if "#include" in program.code else "")
         try:
-            draft = translate(parse_program(source), info, types, hyper, densities)
+            try:
+                draft = translate(parse_program(source), info, types, hyper, densities)
+            except Replayable as direct:    # drawn in the model's statement order?
+                try:
+                    draft = translate(parse_program(source), info, types, hyper, densities,
+                                      replay=True)
+                except Unreplayable:
+                    raise DraftError(str(direct)) from None
         except DraftError as error:
             raise DraftError(f"cannot draft a simulator for {label}{lines}: {error}") from None
         simulator = emit(draft, label)

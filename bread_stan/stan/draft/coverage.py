@@ -34,14 +34,7 @@ class Coverage:
               indexed: bool = True) -> bool:
         """Check one ``~`` (left side ``lhs``, default ``s.lhs``; ``indexed``: it has an
         index); True when it draws a piece of a variable of one dimension."""
-        toks = (lhs or s.lhs).tokens
-        indices = top_level_split(toks[2:-1], ",") if indexed else []
-        used = {t.text for index in indices for t in index if t.kind == "id"}
-        for loop in loops:
-            if loop.var not in used:
-                raise refuse(s, f"this ~ sits in the loop over {loop.var}, which does not "
-                                 f"index {decl.name}: it would draw {decl.name} once per "
-                                 "iteration, while the model multiplies the densities")
+        indices = self.check_loops(s, decl, loops, indexed, lhs)
         if not indexed:
             return False
         extents = [e.text for e in (*decl.dims, *decl.sizes)]
@@ -64,6 +57,21 @@ class Coverage:
                                  f"running over its declared sizes (for (i in "
                                  f"1:{extents[0]}) ...)")
         return False
+
+    @staticmethod
+    def check_loops(s: Stmt, decl: Decl, loops: list[Stmt], indexed: bool,
+                    lhs: Expr | None = None) -> list:
+        """Refuse a ``~`` in a loop whose variable does not index its left side (it would
+        draw the variable once per iteration); the indices of the left side."""
+        toks = (lhs or s.lhs).tokens
+        indices = top_level_split(toks[2:-1], ",") if indexed else []
+        used = {t.text for index in indices for t in index if t.kind == "id"}
+        for loop in loops:
+            if loop.var not in used:
+                raise refuse(s, f"this ~ sits in the loop over {loop.var}, which does not "
+                                 f"index {decl.name}: it would draw {decl.name} once per "
+                                 "iteration, while the model multiplies the densities")
+        return indices
 
     @staticmethod
     def _piece(index, loops: dict[str, Stmt], extent: str
