@@ -217,3 +217,17 @@ def test_replays_that_cannot_be_exact_are_refused_when_drafting(likelihood, mess
     with pytest.raises(DraftError, match=message) as caught:
         draft_simulator(Program(program, "refused_replay"))
     assert "\n" not in str(caught.value)
+
+
+def test_a_loop_over_an_alias_of_the_declared_size_covers_the_variable():
+    """``int N = n;`` in transformed data: ``for (i in 1:N) y[i] ~ ...`` draws each element
+    once, translated directly (no replay).  Deliberate break, done once: Coverage
+    without the aliases sent this program to the replay (``y = y_observed;``)."""
+    program = ("data { int<lower=0> n; vector[n] y; int<lower=0, upper=1> prior_only; }\n"
+               "transformed data { int N = n; }\nparameters { real mu; }\n"
+               "model { mu ~ normal(0, 1);\n"
+               "  if (!prior_only) { for (i in 1:N) y[i] ~ normal(mu, 1); } }\n")
+    text = draft_simulator(Program(program, "alias"))
+    assert "y[i] = normal_rng(mu, 1);" in text and "y_observed" not in text
+    reassigned = program.replace("int N = n; }", "int N = n; N = n - 1; }")
+    assert "y = y_observed;" in draft_simulator(Program(reassigned, "alias2"))

@@ -21,14 +21,14 @@ from ...errors import DraftError, StanCompileError
 from ..compile import Program, run_stanc, resolve_toolchain, read_program
 from .emit import emit
 from .parse import parse_program
-from .replay import OBSERVED_SUFFIX, Replayable, Unreplayable
+from .replay import OBSERVED_SUFFIX, REJECTED, Replayable, Unreplayable
 from .split import Split, SplitError, split_program
 from .targets import targets_as_tildes
 from .support import density_types, tilde_types
 from .translate import translate
 
 __all__ = ["draft_simulator", "split_model", "DraftError", "Split", "SplitError",
-           "OBSERVED_SUFFIX"]
+           "OBSERVED_SUFFIX", "REJECTED"]
 
 
 def split_model(model_program: str | os.PathLike | Program,

@@ -40,7 +40,7 @@ from .statements import walk
 from .support import DISCRETE, SCALAR_ONLY, refuse
 
 __all__ = ["Replayable", "Unreplayable", "Site", "site_lines", "replay_section",
-           "local_type", "lpdf_text", "REFRESH", "OBSERVED_SUFFIX"]
+           "local_type", "lpdf_text", "REFRESH", "OBSERVED_SUFFIX", "REJECTED"]
 
 REFRESH = "@refresh@"
 OBSERVED_SUFFIX = "_observed"   # the simulator's data variable of y's observed values
@@ -51,7 +51,8 @@ _LOCAL = {"int": "int", "real": "real", "complex": "complex", "vector": "vector"
 _DISCRETE = DISCRETE | SCALAR_ONLY | {"binomial_logit", "bernoulli_logit_glm",
                                       "poisson_log_glm", "multinomial", "multinomial_logit"}
 
-_VISITED = ("the drafted simulator visited other ~ statements at the simulated data than "
+REJECTED = "the drafted simulator's replay rejects"   # starts its run-time refusals
+_VISITED = (f"{REJECTED} the simulated data: it visited other ~ statements at them than "
             "while drawing them (which elements are drawn depends on the data)")
 
 
@@ -98,11 +99,11 @@ def site_lines(site: Site, indent: str) -> list[str]:
     else:
         drawn = f"sum(to_array_1d({mark})) > 0"
         set_mark, nonempty = f"{mark} = {ones};", f"num_elements({mark}) > 0"
-    twice = (f"{where}: the drafted simulator would draw an element of {site.var} a "
-             "second time (the model's statements give it more than one density)")
-    later = (f"{where}: this density changed after later draws: it reads an element of "
-             f"{site.var} drawn after it, so the model is not a sequence of draws in "
-             "statement order; write the simulator by hand")
+    twice = (f"{REJECTED} {where}: it would draw an element of {site.var} a second time "
+             "(the model's statements give it more than one density)")
+    later = (f"{REJECTED} {where}: this density changed after later draws: it reads an "
+             f"element of {site.var} drawn after it, so the model is not a sequence of "
+             "draws in statement order; write the simulator by hand")
     i = indent
     record = ["k_ += 1;", f"lp_drawn_[k_] = {site.lpdf};"]
     check = ["k_ += 1;", f'if (k_ > sites_) reject("{_VISITED}");',

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...errors import DraftError
-from .coverage import Coverage
+from .coverage import Coverage, size_aliases
 from .mixture import fold_mixtures
 from .order import dependency_order
 from .parse import Decl, Expr, StanProgram, Stmt, tokenize
@@ -61,7 +61,7 @@ class _Translator:
         self.simulated: list[str] = []
         self.loops: list[Stmt] = []                # for loops around the statement
         self.truncated: dict[str, str] = {}        # variable -> its bounds' condition
-        self.cover = Coverage()
+        self.cover = Coverage(size_aliases(program))
         self.copies: dict[str, Copy] = {}          # transformed parameters drawn in place
         self.not_copies: dict[str, str] = {}       # ... and why the others are not
         self.scalar_data = {n for n, d in self.decls.items() if n in self.inputs
@@ -578,3 +578,4 @@ def _refuse_target_in(s: Stmt) -> None:
                          "(or state this term as a ~ statement)")
     for b in (*s.body, *s.orelse):
         _refuse_target_in(b)
+
