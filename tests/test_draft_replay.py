@@ -190,9 +190,9 @@ def test_reading_a_later_element_or_drawing_twice_is_rejected_by_the_simulator()
                                             r"sigma\);`: this density changed after later "
                                             r"draws: it reads an element of y drawn after it"):
         Simulator(compiled, {**data, "mode": 1}).simulate(1, seed=1)
-    with pytest.raises(StanDataError, match=r"line 11 `y\[1\] ~ normal\(0, sigma\);`: the "
-                                            r"drafted simulator would draw an element of y "
-                                            r"a second time"):
+    with pytest.raises(StanDataError, match=r"replay rejects line 11 `y\[1\] ~ normal\(0, "
+                                            r"sigma\);`: it would draw an element of y a "
+                                            r"second time"):
         Simulator(compiled, {**data, "mode": 2}).simulate(1, seed=1)
 
 
@@ -231,3 +231,18 @@ def test_a_loop_over_an_alias_of_the_declared_size_covers_the_variable():
     assert "y[i] = normal_rng(mu, 1);" in text and "y_observed" not in text
     reassigned = program.replace("int N = n; }", "int N = n; N = n - 1; }")
     assert "y = y_observed;" in draft_simulator(Program(reassigned, "alias2"))
+
+
+@pytest.mark.parametrize("likelihood", [
+    "for (n in 2:N) y[n] ~ normal(mu, sigma);",                 # y[1] conditioned on
+    "if (N > 3) y ~ normal(mu, sigma);",                         # y conditioned when N <= 3
+    "if (N > 3) y ~ normal(mu, sigma); else y ~ student_t(3, mu, sigma);"])
+def test_partly_modelled_outcomes_are_replayed(likelihood):
+    """Refused before the replay (the drafter could not tell that every element is
+    drawn once); now the elements no ~ draws keep their observed values."""
+    program = ("data { int<lower=0> N; vector[N] y; int<lower=0, upper=1> prior_only; }\n"
+               "parameters { real mu; real<lower=0> sigma; }\n"
+               "model { mu ~ normal(0, 1); sigma ~ exponential(1);\n"
+               f"  if (!prior_only) {{ {likelihood} }} }}\n")
+    text = draft_simulator(Program(program, "partial"))
+    assert "vector[N] y_observed;" in text and "y = y_observed;" in text

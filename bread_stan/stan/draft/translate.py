@@ -119,7 +119,8 @@ class _Translator:
             self.cover.check_loops(s, self.decls[var], self.loops, shape == "index")
         elif not self.check_cover(s, var, data, shape == "index") and var in self.tilde_of:
             raise self.twice(s, var) if not data else Replayable(str(self.twice(s, var)))
-        self.tilde_of[var] = s
+        if not (data and self.replay and var in self.tilde_of):   # replayed: the first
+            self.tilde_of[var] = s
         dist, args = s.dist, [a.text for a in s.args]
         if dist == "std_normal":
             dist, args, arg_types = "normal", ["0", "1"], [Type("int"), Type("int")]
