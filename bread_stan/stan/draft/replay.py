@@ -48,6 +48,7 @@ _LOCAL = {"int": "int", "real": "real", "complex": "complex", "vector": "vector"
           "row_vector": "row_vector", "matrix": "matrix", "simplex": "vector",
           "unit_vector": "vector", "ordered": "vector", "positive_ordered": "vector",
           "sum_to_zero_vector": "vector"}
+_SQUARE = {"cov_matrix", "corr_matrix", "cholesky_factor_corr", "cholesky_factor_cov"}
 _DISCRETE = DISCRETE | SCALAR_ONLY | {"binomial_logit", "bernoulli_logit_glm",
                                       "poisson_log_glm", "multinomial", "multinomial_logit"}
 
@@ -123,9 +124,11 @@ def site_lines(site: Site, indent: str) -> list[str]:
 def local_type(decl: Decl) -> str | None:
     """The declaration of ``decl``'s variable as a local (no bounds), or None."""
     base = _LOCAL.get(decl.base)
+    sizes = decl.sizes
+    if decl.base in _SQUARE:
+        base, sizes = "matrix", sizes * 2 if len(sizes) == 1 else sizes
     if base is None:
         return None
-    sizes = decl.sizes if decl.base not in ("cov_matrix",) else decl.sizes * 2
     text = base + (f"[{', '.join(s.text for s in sizes)}]" if sizes else "")
     if decl.dims:
         text = f"array[{', '.join(d.text for d in decl.dims)}] {text}"
@@ -239,7 +242,7 @@ def replay_section(units: list, sites: list[Site], simulated: list[str],
                                   "draws the data, which the simulator replays in the "
                                   "model's order; state it in its own statement")
     local = _local_taint([u.stmt for u in replay] + tdata_stmts, depends)
-    every = {**{k: set(v) for k, v in depends.items()}}
+    every = {k: set(v) for k, v in depends.items()}
     for k, v in local.items():
         every.setdefault(k, set()).update(v)
     by_var: dict[str, list[Site]] = {}
