@@ -88,6 +88,6 @@ def transformed_data_split(program: StanProgram, simulated: set[str]
     reads = set(depends) | simulated
     tainted = [s for s in stmts
                if (_assigned(s) | {n for e in s.exprs() for n in e.names()}) & reads]
-    kept = [s.text for s in stmts if s not in tainted]
+    kept = [s.text for s in stmts if not any(s is t for t in tainted)]
     text = "".join(f"\n  {t}" for t in kept) + "\n" if kept else None
     return (text if tainted else program.block_text("transformed data")), tainted, depends
