@@ -216,7 +216,7 @@ def replay_section(units: list, sites: list[Site], simulated: list[str],
         for u in units:
             found = set().union(*(depends.get(n, set()) for n in u.uses))
             draws = bool(u.tildes & set(simulated))
-            pulled = u.stmt.kind == "decl" and u.defines & defined
+            pulled = (u.defines - u.tildes) & defined    # declares or assigns them too
             if found or draws or pulled:
                 for name in u.defines - u.tildes:
                     if not found <= depends.get(name, set()):
