@@ -6,8 +6,9 @@ values).
 
 * An AR(1) conditioned on its first observation, in three forms: the simulated y has
   the closed-form Gaussian mean and covariance (within 5 Monte Carlo standard errors)
-  and y[1] equals the observed value.  Deliberate break, done once: the replay block
-  without ``y = y_observed;`` failed ``y[1]`` (the first assertion).
+  and y[1] equals the observed value.  Deliberate break, done once: the replay starting
+  from ``y = 2 * y_observed;`` (text assertion set aside) failed the y[1] assertion;
+  starting from nothing (the line left out), y[1] was NaN and the simulator failed.
 * A learning model (posteriordb's dogs, one conditioned first trial per dog, counts of
   earlier outcomes in transformed data): the frequencies of the 8 histories of each
   dog agree with exact enumeration (chi-square, p > 0.001), and the model program
