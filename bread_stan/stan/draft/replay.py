@@ -19,8 +19,9 @@ the conditionals in statement order, so the simulator **replays** the likelihood
   (marks per element); after drawing, the statements run again at the simulated data
   (the model's own evaluation) and every ``~`` must give the same log density as when
   it was drawn: one that read an element drawn after it changes (almost surely, for a
-  continuous outcome; a discrete one can agree by chance on one draw, never on all) and
-  is rejected with the line; the ``~`` statements visited must be the same.
+  continuous outcome; for a discrete one a draw can agree by chance, and the check runs
+  again on every simulated data set) and is rejected with the line; the ``~``
+  statements visited must be the same.
 
 Checks made when drafting: the loops, conditions and indices that decide which elements
 a ``~`` draws read no simulated value (so both passes draw the same elements); an
