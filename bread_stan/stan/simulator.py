@@ -5,6 +5,9 @@ generated quantities draw every unknown from the prior, then the data.  Draw
 ``i`` of seed ``s`` uses Stan's RNG stream ``create_rng(s, i + 1)``, so it does
 not depend on the batch size or the thread count.
 
+A simulator data variable ``y_observed`` missing from the data is filled with the
+data ``y`` (the drafter's convention for an outcome it draws only in part, or in the
+model's statement order: the elements it does not draw keep their observed values).
 The hyperparameter convention (``hyper_given`` and ``h_given`` arrays) is
 filled in here: ``hyper=None`` draws the hyperparameters from their prior,
 ``hyper={"sigma_sq": 0.5, "tau": [1.0, 2.0], ...}`` fixes them (a hyperparameter
@@ -25,6 +28,7 @@ from ..errors import PriorOnlyMissingError, StanDataError
 from .compile import (DEFAULT_STANC_ARGS, CompiledModel, Program, compile_many, compile_model,
                       read_program, stanc_info)
 from .data import DataLike, load_data, nonfinite_entries
+from .draft import OBSERVED_SUFFIX, REJECTED
 from .model import StanModel, unflatten_draws, variable_shapes
 from .tempered import PRIOR_ONLY
 
@@ -59,6 +63,10 @@ class Simulator:
                                       if name.endswith(_SUFFIX) and name != _HYPER_FLAG)
         values = load_data(data)
         self.data = dict(values)
+        for name in inputs:    # a drafted simulator's observed values of an outcome
+            given = name[:-len(OBSERVED_SUFFIX)]
+            if name.endswith(OBSERVED_SUFFIX) and name not in values and given in values:
+                values[name] = values[given]
         values.update(self._hyper_data(inputs, hyper))
         self.model = StanModel(program, values, threads=threads)
         if self.model.dim != 0:
@@ -107,7 +115,8 @@ class Simulator:
                 index, message = next(iter(self.model.last_errors.items()))
                 bad = nonfinite_entries(self.data)
                 bound = _BOUND.search(message)
-                cause = (f" (the data given to the simulator are not finite: "
+                cause = "" if REJECTED in message else (
+                    f" (the data given to the simulator are not finite: "
                          f"{', '.join(bad)})" if bad else
                          f" ({bound['name']} was drawn outside its declared bound "
                          f"{'lower' if bound['side'] == 'greater' else 'upper'}="

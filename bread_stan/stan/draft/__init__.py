@@ -23,13 +23,14 @@ from ..compile import Program, run_stanc, resolve_toolchain, read_program
 from .emit import emit
 from .parse import parse_program
 from .relax import relax_data_bounds
+from .replay import OBSERVED_SUFFIX, REJECTED, Replayable, Unreplayable
 from .split import Split, SplitError, split_program
 from .targets import targets_as_tildes
 from .support import density_types, tilde_types
 from .translate import translate
 
 __all__ = ["draft_simulator", "draft_program", "DraftedSimulator", "relax_data_bounds",
-           "split_model", "DraftError", "Split", "SplitError"]
+           "split_model", "DraftError", "Split", "SplitError", "OBSERVED_SUFFIX", "REJECTED"]
 
 
 @dataclass(frozen=True)
@@ -109,7 +110,14 @@ def draft_program(model_program: str | os.PathLike | Program,
         lines = (" (line numbers of stanc's printout, with the includes inlined)"
                  if "#include" in program.code else "")
         try:
-            draft = translate(parse_program(source), info, types, hyper, densities)
+            try:
+                draft = translate(parse_program(source), info, types, hyper, densities)
+            except Replayable as direct:    # drawn in the model's statement order?
+                try:
+                    draft = translate(parse_program(source), info, types, hyper, densities,
+                                      replay=True)
+                except Unreplayable:
+                    raise DraftError(str(direct)) from None
         except DraftError as error:
             raise DraftError(f"cannot draft a simulator for {label}{lines}: {error}") from None
         simulator = emit(draft, label)

@@ -8,15 +8,17 @@ several statements: a constant index (``v[1]``), a list of constants
 are checked when the model is read, as intervals that must chain from 1 to the declared
 size without gaps or overlaps (``v[1] ~ ...; for (n in 2:N) v[n] ~ ...``).  Every loop
 around a ``~`` must index its left side: otherwise the element would be drawn once per
-iteration, while the model multiplies the densities.
+iteration, while the model multiplies the densities.  A size may be written as a
+transformed data alias of the declared one (``int J = n_dogs;``, never reassigned).
 """
 
 from __future__ import annotations
 
-from .parse import Decl, Expr, Stmt
+from .parse import Decl, Expr, StanProgram, Stmt
+from .statements import walk
 from .support import refuse, top_level_split
 
-__all__ = ["Coverage"]
+__all__ = ["Coverage", "size_aliases"]
 
 
 def _int(text: str) -> int | None:
@@ -26,28 +28,28 @@ def _int(text: str) -> int | None:
 class Coverage:
     """The pieces drawn so far of the variables drawn piecewise."""
 
-    def __init__(self):
+    def __init__(self, aliases: dict[str, str] | None = None):
         self.pieces: dict[str, list[tuple[Stmt, int, int | str]]] = {}
         self.decls: dict[str, Decl] = {}
+        self.aliases = aliases or {}     # transformed data J = n_dogs: J -> n_dogs
+
+    def size(self, text: str) -> str:
+        """A size as written, or the declared size it is an alias of."""
+        return self.aliases.get(text, text)
 
     def check(self, s: Stmt, decl: Decl, loops: list[Stmt], lhs: Expr | None = None,
               indexed: bool = True) -> bool:
         """Check one ``~`` (left side ``lhs``, default ``s.lhs``; ``indexed``: it has an
         index); True when it draws a piece of a variable of one dimension."""
-        toks = (lhs or s.lhs).tokens
-        indices = top_level_split(toks[2:-1], ",") if indexed else []
-        used = {t.text for index in indices for t in index if t.kind == "id"}
-        for loop in loops:
-            if loop.var not in used:
-                raise refuse(s, f"this ~ sits in the loop over {loop.var}, which does not "
-                                 f"index {decl.name}: it would draw {decl.name} once per "
-                                 "iteration, while the model multiplies the densities")
+        indices = self.check_loops(s, decl, loops, indexed, lhs)
         if not indexed:
             return False
-        extents = [e.text for e in (*decl.dims, *decl.sizes)]
+        extents = [self.size(e.text) for e in (*decl.dims, *decl.sizes)]
         by_var = {loop.var: loop for loop in loops}
         if len(extents) == 1 and len(indices) == 1:
             piece = self._piece(indices[0], by_var, extents[0])
+            piece = piece and [(a, self.size(b) if isinstance(b, str) else b)
+                               for a, b in piece]
             if piece is not None and piece != [(1, extents[0])]:
                 self.decls[decl.name] = decl
                 self.pieces.setdefault(decl.name, []).extend((s, a, b) for a, b in piece)
@@ -57,13 +59,29 @@ class Coverage:
             loop = by_var.get(texts[0]) if len(texts) == 1 else None
             whole = texts == [":"] or (
                 loop is not None and loop.kind == "for" and loop.lhs.text == "1"
-                and position < len(extents) and loop.rhs.text == extents[position])
+                and position < len(extents)
+                and self.size(loop.rhs.text) == self.size(extents[position]))
             if not whole or position >= len(extents):
                 raise refuse(s, f"the drafter cannot tell that this draws every element "
                                  f"of {decl.name} once; index it only by loop variables "
                                  f"running over its declared sizes (for (i in "
                                  f"1:{extents[0]}) ...)")
         return False
+
+    @staticmethod
+    def check_loops(s: Stmt, decl: Decl, loops: list[Stmt], indexed: bool,
+                    lhs: Expr | None = None) -> list:
+        """Refuse a ``~`` in a loop whose variable does not index its left side (it would
+        draw the variable once per iteration); the indices of the left side."""
+        toks = (lhs or s.lhs).tokens
+        indices = top_level_split(toks[2:-1], ",") if indexed else []
+        used = {t.text for index in indices for t in index if t.kind == "id"}
+        for loop in loops:
+            if loop.var not in used:
+                raise refuse(s, f"this ~ sits in the loop over {loop.var}, which does not "
+                                 f"index {decl.name}: it would draw {decl.name} once per "
+                                 "iteration, while the model multiplies the densities")
+        return indices
 
     @staticmethod
     def _piece(index, loops: dict[str, Stmt], extent: str
@@ -87,7 +105,7 @@ class Coverage:
         for name, pieces in self.pieces.items():
             extent = self.decls[name].dims or self.decls[name].sizes
             size = _int(extent[0].text) if _int(extent[0].text) is not None \
-                else extent[0].text
+                else self.size(extent[0].text)
             at: int | str = 0
             for stmt, a, b in sorted(pieces, key=lambda p: p[1]):
                 if isinstance(at, str) or a != at + 1 or (isinstance(b, int) and b < a):
@@ -101,3 +119,13 @@ class Coverage:
                                             f"every element of {name} once: the pieces "
                                             f"drawn by indexed ~ end at {at}, not at its "
                                             f"size {extent[0].text}")
+
+
+def size_aliases(program: StanProgram) -> dict[str, str]:
+    """Transformed data ``int J = n;`` with n a name, J never assigned again: J -> n."""
+    stmts = program.blocks.get("transformed data", [])
+    assigned = {s.lhs.tokens[0].text for s in walk(stmts) if s.kind == "assign"}
+    return {s.decl.name: s.decl.init.text for s in stmts
+            if s.kind == "decl" and s.decl.base == "int" and not s.decl.dims
+            and s.decl.init is not None and len(s.decl.init.tokens) == 1
+            and s.decl.init.tokens[0].kind == "id" and s.decl.name not in assigned}

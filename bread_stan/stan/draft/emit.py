@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from .replay import OBSERVED_SUFFIX
 from .translate import Draft
 
 __all__ = ["emit"]
@@ -23,6 +24,7 @@ def emit(draft: Draft, model_name: str) -> str:
     if draft.functions is not None:
         out += ["functions {" + draft.functions + "}"]
     data = [f"  {d.type_text()} {d.name};" for d in draft.data]
+    data += [f"  {d.type_text()} {d.name}{OBSERVED_SUFFIX};" for d in draft.observed]
     data.append("  int<lower=0, upper=1> hyper_given;")
     for h in draft.hyper:
         dims = ", ".join(["hyper_given", *(d.text for d in h.dims)])

@@ -14,7 +14,7 @@ from __future__ import annotations
 from .parse import StanProgram, Stmt
 from .support import refuse
 
-__all__ = ["simulator_transformed_data"]
+__all__ = ["simulator_transformed_data", "transformed_data_split"]
 
 
 def _assigned(s: Stmt, local: frozenset[str] = frozenset()) -> set[str]:
@@ -63,3 +63,31 @@ def simulator_transformed_data(program: StanProgram, simulated: set[str],
         if not defined & tainted and not names & (simulated | tainted):
             kept.append(s.text)
     return "".join(f"\n  {text}" for text in kept) + "\n" if kept else None
+
+
+def transformed_data_split(program: StanProgram, simulated: set[str]
+                           ) -> tuple[str | None, list[Stmt], dict[str, set[str]]]:
+    """For a simulator that replays the likelihood (:mod:`.replay`): the text of its
+    transformed data block (the statements that read no simulated data, directly or
+    through others), the statements that do (to recompute in generated quantities),
+    and name -> the simulated variables each name computed there depends on."""
+    if "transformed data" not in program.spans:
+        return None, [], {}
+    stmts = program.blocks.get("transformed data", [])
+    depends: dict[str, set[str]] = {}
+    while True:
+        before = {k: set(v) for k, v in depends.items()}
+        for s in stmts:
+            names = {n for e in s.exprs() for n in e.names()}
+            found = (names & simulated) | set().union(
+                *(depends.get(n, set()) for n in names | _assigned(s)))
+            for name in _assigned(s) if found else ():
+                depends.setdefault(name, set()).update(found)
+        if depends == before:
+            break
+    reads = set(depends) | simulated
+    tainted = [s for s in stmts
+               if (_assigned(s) | {n for e in s.exprs() for n in e.names()}) & reads]
+    kept = [s.text for s in stmts if not any(s is t for t in tainted)]
+    text = "".join(f"\n  {t}" for t in kept) + "\n" if kept else None
+    return (text if tainted else program.block_text("transformed data")), tainted, depends

@@ -12,13 +12,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ...errors import DraftError
-from .coverage import Coverage
+from .coverage import Coverage, size_aliases
 from .mixture import fold_mixtures
 from .order import dependency_order
-from .parse import Decl, Expr, StanProgram, Stmt
+from .parse import Decl, Expr, StanProgram, Stmt, tokenize
+from .statements import defines, flatten, has_tilde, is_prior_only_guard, lhs_form, walk
 from .copies import Copy, drop_copies, find_copies
 from .restrict import ORDERED, bound_condition, check_ordered, rejection_loop
-from .tdata import simulator_transformed_data
+from .tdata import simulator_transformed_data, transformed_data_split
+from .replay import (OBSERVED_SUFFIX, Replayable, Site, Unreplayable, lpdf_text,
+                     replay_section, site_lines)
 from .units import Unit, hyperparameters, uniform_unit
 from .zero_inflated import fold_zero_inflated
 from .support import (CONSTRAINED, GLM, LOCATION, MULTI_LOCATION, POSITIVE, REAL,
@@ -39,48 +42,16 @@ class Draft:
     outputs: list[Decl]
     statements: list[str]
     simulated: list[str]
+    observed: list[Decl]       # simulated data whose observed values the simulator reads
     relaxed: dict[str, str] = field(default_factory=dict)   # data -> why its bounds go
 
 
-def _is_prior_only_guard(stmt: Stmt) -> bool:
-    return (stmt.kind == "if" and not stmt.orelse
-            and [t.text for t in stmt.rhs.tokens] == ["!", "prior_only"])
-
-
-def _flatten(stmts: list[Stmt]) -> list[tuple[Stmt, bool]]:
-    """Top-level model statements with the ``if (!prior_only)`` blocks opened:
-    (statement, inside the likelihood)."""
-    out = []
-    for s in stmts:
-        if _is_prior_only_guard(s):
-            body = s.body[0].body if s.body[0].kind == "block" else s.body
-            out += [(b, True) for b in body]
-        else:
-            out.append((s, False))
-    return out
-
-
-def _lhs_form(lhs: Expr) -> tuple[str, str] | None:
-    """(variable, form) of a ``~`` left side: form is name, index or to_vector."""
-    toks = [t.text for t in lhs.tokens]
-    if len(toks) == 1 and lhs.tokens[0].kind == "id":
-        return toks[0], "name"
-    if len(toks) >= 4 and lhs.tokens[0].kind == "id" and toks[1] == "[" and toks[-1] == "]":
-        depth = 0
-        for k, t in enumerate(toks[1:], start=1):
-            depth += {"[": 1, "(": 1, "]": -1, ")": -1}.get(t, 0)
-            if depth == 0 and k != len(toks) - 1:
-                return None
-        return toks[0], "index"
-    if toks[:2] == ["to_vector", "("] and len(toks) == 4 and toks[3] == ")" \
-            and lhs.tokens[2].kind == "id":
-        return toks[2], "to_vector"
-    return None
-
-
 class _Translator:
-    def __init__(self, program: StanProgram, info: dict, types: list):
+    def __init__(self, program: StanProgram, info: dict, types: list, replay: bool):
         self.program = program
+        self.replay = replay                       # draw the data in statement order
+        self.sites: list[Site] = []                # ... at these ~ statements
+        self.conditions: list[tuple[Stmt, int]] = []   # enclosing ifs and branches
         self.inputs = info.get("inputs", {})
         self.parameters = list(info.get("parameters", {}))
         self.transformed = list(info.get("transformed parameters", {}))
@@ -92,7 +63,7 @@ class _Translator:
         self.relaxed: dict[str, str] = {}          # simulated data -> bound it can cross
         self.loops: list[Stmt] = []                # for loops around the statement
         self.truncated: dict[str, str] = {}        # variable -> its bounds' condition
-        self.cover = Coverage()
+        self.cover = Coverage(size_aliases(program))
         self.copies: dict[str, Copy] = {}          # transformed parameters drawn in place
         self.not_copies: dict[str, str] = {}       # ... and why the others are not
         self.scalar_data = {n for n, d in self.decls.items() if n in self.inputs
@@ -105,7 +76,7 @@ class _Translator:
     # -- one ~ statement
     def tilde(self, s: Stmt, likelihood: bool) -> str:
         lhs_type, arg_types = next(self.types)
-        form = _lhs_form(s.lhs)
+        form = lhs_form(s.lhs)
         if s.truncation is not None and not self.truncation_at_zero(s, form):
             raise refuse(s, "truncation T[...] is not translated (the simulator would "
                              "need the truncated distribution); only T[0, ] on a "
@@ -116,8 +87,10 @@ class _Translator:
                              "variables needs a Jacobian); only x, x[...] and to_vector(x) "
                              "are translated")
         var, shape = form
-        if var in self.tilde_of and var not in self.cover.pieces:
-            raise self.twice(s, var)
+        data = var in self.inputs and var not in self.parameters
+        if var in self.tilde_of and var not in self.cover.pieces and not (
+                data and self.replay):
+            raise self.twice(s, var) if not data else Replayable(str(self.twice(s, var)))
         if var in self.transformed and var not in self.copies:
             why = self.not_copies.get(var)
             raise refuse(s, f"{var} is a transformed parameter; a ~ on it needs a Jacobian "
@@ -141,12 +114,15 @@ class _Translator:
         used = set().union(*(a.names() for a in s.args)) if s.args else set()
         if shape == "index":
             used |= Expr(s.lhs.tokens[1:], s.lhs.source).names()
-        if var in used:
-            raise refuse(s, f"{var} appears on both sides of ~")
-        if not self.cover.check(s, self.decls[var], self.loops, indexed=shape == "index") \
-                and var in self.tilde_of:
-            raise self.twice(s, var)
-        self.tilde_of[var] = s
+        if var in used and not (data and shape == "index" and self.replay):
+            error = refuse(s, f"{var} appears on both sides of ~")
+            raise Replayable(str(error)) if data and shape == "index" else error
+        if data and self.replay:
+            self.cover.check_loops(s, self.decls[var], self.loops, shape == "index")
+        elif not self.check_cover(s, var, data, shape == "index") and var in self.tilde_of:
+            raise self.twice(s, var) if not data else Replayable(str(self.twice(s, var)))
+        if not (data and self.replay and var in self.tilde_of):   # replayed: the first
+            self.tilde_of[var] = s
         dist, args = s.dist, [a.text for a in s.args]
         if dist == "std_normal":
             dist, args, arg_types = "normal", ["0", "1"], [Type("int"), Type("int")]
@@ -177,7 +153,29 @@ class _Translator:
                 raise refuse(s, f"to_vector of a {declared.base} is not translated")
             return f"{target} = {wrap[declared.base].format(draw)};"
         draw = self.convert(draw, lhs_type, dist)
-        return f"{target} = {f'sort_asc({draw})' if ordered else draw};"
+        line = f"{target} = {f'sort_asc({draw})' if ordered else draw};"
+        if data and self.replay:
+            self.site(s, var, shape, line, lhs_type)
+        return line
+
+    def check_cover(self, s: Stmt, var: str, data: bool, indexed: bool) -> bool:
+        """:meth:`.Coverage.check`; its refusal of data is :class:`.Replayable`."""
+        try:
+            return self.cover.check(s, self.decls[var], self.loops, indexed=indexed)
+        except DraftError as error:
+            raise Replayable(str(error)) if data else error from None
+
+    def site(self, s: Stmt, var: str, shape: str, line: str, lhs_type: Type) -> None:
+        """Record a ~ on data in a replayed program (drawn by :func:`.site_lines`)."""
+        index = s.lhs.text[len(var):] if shape == "index" else ""
+        control = {n for loop in self.loops for e in (loop.lhs, loop.rhs) if e is not None
+                   for n in e.names()} | {n for c, _ in self.conditions for n in c.rhs.names()}
+        if index:
+            control |= Expr(s.lhs.tokens[1:], s.lhs.source).names()
+        decl = self.decls[var]
+        scalar = lhs_type.scalar or (not index and not decl.dims and not decl.sizes)
+        self.sites.append(Site(s, var, index, scalar, line, lpdf_text(s), control,
+                               tuple((id(c), b) for c, b in self.conditions)))
 
     def data_support(self, s: Stmt, var: str, dist: str) -> None:
         """Note data whose declared bounds the distribution drawing them can cross.
@@ -325,7 +323,7 @@ class _Translator:
                              "an _rng are translated")
         self.data_element(s, outcome, likelihood, "log_mix")
         for dist in (f, g):
-            self.data_support(s, _lhs_form(outcome)[0], dist)
+            self.data_support(s, lhs_form(outcome)[0], dist)
         return (f"{outcome.text} = bernoulli_rng({theta.text}) ? {f}_rng({a}) "
                 f": {g}_rng({b});")
 
@@ -336,7 +334,7 @@ class _Translator:
             raise refuse(s, f"a mixture of {s.dist}: only univariate distributions with an "
                              "_rng are translated")
         self.data_element(s, s.lhs, likelihood, "a mixture")
-        self.data_support(s, _lhs_form(s.lhs)[0], s.dist)
+        self.data_support(s, lhs_form(s.lhs)[0], s.dist)
         return (f"{{ int {s.var} = categorical_rng({s.rhs.text}); {s.lhs.text} = "
                 f"{s.dist}_rng({', '.join(a.text for a in s.args)}); }}")
 
@@ -345,7 +343,7 @@ class _Translator:
         """Record that ``s`` draws ``outcome``, which must be one element of modelled data
         (``row``: or a part y[i] drawn whole) inside if (!prior_only), drawn nowhere
         else, covered once by its loops."""
-        form = _lhs_form(outcome)
+        form = lhs_form(outcome)
         if form is None or form[1] != "index" or form[0] not in self.inputs:
             raise refuse(s, f"{what} is translated only over one element y[i] of a data "
                              "variable")
@@ -383,13 +381,18 @@ class _Translator:
 
     # -- statements
     def render(self, s: Stmt, likelihood: bool, indent: str) -> list[str]:
+        if self.replay and s.kind in ("mixture", "zero_inflated", "target"):
+            raise Unreplayable("a mixture or target += is not replayed")
         if s.kind == "tilde":
-            return [indent + self.tilde(s, likelihood)]
+            n = len(self.sites)
+            line = self.tilde(s, likelihood)
+            return site_lines(self.sites[-1], indent) if len(self.sites) > n \
+                else [indent + line]
         if s.kind == "mixture":
             return [indent + self.categorical(s, likelihood)]
         if s.kind == "zero_inflated":
             self.data_element(s, s.lhs, likelihood, "a zero-inflated mixture", row=True)
-            self.data_support(s, _lhs_form(s.lhs)[0], s.dist)
+            self.data_support(s, lhs_form(s.lhs)[0], s.dist)
             return [indent + s.draw]
         if s.kind == "target":
             if log_mix(s) is not None:
@@ -411,62 +414,48 @@ class _Translator:
             self.loops.pop()
             return [indent + head + " {", *body, indent + "}"]
         if s.kind == "if":
-            if _is_prior_only_guard(s):
+            if is_prior_only_guard(s):
                 return [indent + "{", *self.body(s.body, True, indent), indent + "}"]
             if s.rhs.names() & {*self.parameters, *self.transformed, "prior_only"}:
                 raise refuse(s, "a conditional on a parameter (or on prior_only other "
                                  "than if (!prior_only) { ... }) is not translated")
-            if _has_tilde(s):
-                raise refuse(s, "a ~ inside a conditional is not translated (the variable "
-                                 "would be left undrawn when the condition is false)")
+            if has_tilde(s) and not self.replay:
+                error = refuse(s, "a ~ inside a conditional is not translated (the "
+                                  "variable would be left undrawn when the condition is "
+                                  "false)")
+                raise Replayable(str(error)) if self.tildes_on_data(s) else error
+            if has_tilde(s) and not self.tildes_on_data(s):
+                raise refuse(s, "a ~ on a parameter inside a conditional is not translated")
+            self.conditions.append((s, 0))
             lines = [indent + f"if ({s.rhs.text}) {{", *self.body(s.body, likelihood, indent)]
+            self.conditions[-1] = (s, 1)
             if s.orelse:
                 lines += [indent + "} else {", *self.body(s.orelse, likelihood, indent)]
+            self.conditions.pop()
             return lines + [indent + "}"]
         raise refuse(s, "this statement is not translated (only ~, declarations, "
                          "assignments, for loops, blocks and conditionals on data are)")
+
+    def tildes_on_data(self, s: Stmt) -> bool:
+        """Whether every ~ inside ``s`` draws a data variable."""
+        return all(lhs_form(x.lhs) is not None and lhs_form(x.lhs)[0] in self.inputs
+                   and lhs_form(x.lhs)[0] not in self.parameters
+                   for x in walk([s]) if x.kind == "tilde")
 
     def body(self, stmts: list[Stmt], likelihood: bool, indent: str) -> list[str]:
         stmts = stmts[0].body if len(stmts) == 1 and stmts[0].kind == "block" else stmts
         return [x for b in stmts for x in self.render(b, likelihood, indent + "  ")]
 
 
-def _defines(s: Stmt) -> tuple[set[str], set[str], set[str]]:
-    """(variables defined at this level, drawn by ~, local names) of a statement."""
-    if s.kind == "decl":
-        return {s.decl.name}, set(), set()
-    if s.kind == "tilde":
-        form = _lhs_form(s.lhs)
-        return {form[0]}, {form[0]}, set()
-    if s.kind == "assign":
-        return {s.lhs.tokens[0].text}, set(), set()
-    if s.kind == "target" and log_mix(s) is not None:
-        form = _lhs_form(log_mix(s)[1][1])
-        return ({form[0]}, {form[0]}, set()) if form else (set(), set(), set())
-    if s.kind in ("mixture", "zero_inflated"):
-        form = _lhs_form(s.lhs)
-        return ({form[0]}, {form[0]}, {s.var}) if form else (set(), set(), {s.var})
-    defined, drawn, local = set(), set(), set()
-    if s.kind in ("for", "foreach"):
-        local.add(s.var)
-    for b in (*s.body, *s.orelse):
-        d, t, l = _defines(b)
-        drawn |= t
-        local |= l
-        if b.kind == "decl" and s.kind in ("block", "for", "foreach"):
-            local |= d       # declared inside a block: local to it
-        else:
-            defined |= d
-    return defined - local, drawn, local
-
-
 def translate(program: StanProgram, info: dict, types: list, hyper=None,
-              densities: list | None = None) -> Draft:
+              densities: list | None = None, replay: bool = False) -> Draft:
     """Translate a parsed model program (``info``: its ``stanc --info``; ``types``:
     :func:`tilde_types`; ``densities``: :func:`density_types`).  ``hyper``: names of the
     hyperparameters, or None for the scalar parameters whose prior uses no other
-    parameter."""
-    tr = _Translator(program, info, types)
+    parameter.  ``replay``: draw the data in the model's statement order
+    (:mod:`.replay`); without it, a refusal that the replay may lift is
+    :class:`.Replayable`."""
+    tr = _Translator(program, info, types, replay)
     if "prior_only" not in tr.inputs:
         raise DraftError("the model does not declare `int<lower=0, upper=1> prior_only;` "
                          "with the likelihood inside if (!prior_only) { ... } "
@@ -480,15 +469,19 @@ def translate(program: StanProgram, info: dict, types: list, hyper=None,
             _refuse_target_in(s)
     units: list[Unit] = []
     statements = [(s, False) for s in program.blocks.get("transformed parameters", [])]
-    statements += _flatten(program.blocks.get("model", []))
+    statements += flatten(program.blocks.get("model", []))
     for k, (s, likelihood) in enumerate(statements):
         lines = tr.render(s, likelihood, "  ")
-        defined, drawn, local = _defines(s)
+        defined, drawn, local = defines(s)
         uses = {n for e in s.exprs() for n in e.names()} - defined - local
         if s.kind == "assign":      # x[i] = ...: the index reads, the whole x is written
             uses |= Expr(s.lhs.tokens[1:], s.lhs.source).names()
         units.append(Unit(k, s, lines, defined | drawn, uses, drawn, likelihood))
-    tr.cover.finish()
+    try:
+        tr.cover.finish()
+    except DraftError as error:
+        raise Replayable(str(error)) if set(tr.cover.pieces) & set(tr.simulated) and \
+            not replay else error from None
     for c in tr.copies.values():      # the draws of a copy written back to its parameters
         if c.name not in tr.tilde_of:
             continue
@@ -502,21 +495,29 @@ def translate(program: StanProgram, info: dict, types: list, hyper=None,
     simulated = set(tr.simulated)
     for p in [p for p in tr.parameters if p not in tr.tilde_of]:
         units.append(uniform_unit(tr.decls[p], tr.scalar_data, len(units)))
-    for u in units:
-        if u.uses & simulated and (u.tildes - simulated or not u.likelihood):
-            data = sorted(u.uses & simulated)[0]
-            if not u.tildes and u.defines:
-                raise refuse(u.stmt, f"{sorted(u.defines)[0]} is computed from the data "
-                                      f"{data} that the simulator draws (outcomes that "
-                                      "enter the model's own quantities, as a behavioural "
-                                      "or autoregressive effect does, are not drafted); "
-                                      "write the simulator by hand and pass --simulator")
-            raise refuse(u.stmt, f"the prior uses the data {data} that the simulator draws")
     outputs = [tr.decls[p] for p in tr.parameters] + [tr.decls[v] for v in tr.simulated]
-    used = set().union(*(u.uses for u in units)) | {
-        n for d in outputs for e in (*d.bounds.values(), *d.sizes, *d.dims) for n in e.names()}
-    td = simulator_transformed_data(program, simulated, used)
-    order = dependency_order(units)
+    sizes = {n for d in outputs for e in (*d.bounds.values(), *d.sizes, *d.dims)
+             for n in e.names()}
+    prior, replayed = units, []
+    if replay:
+        td, tainted, depends = transformed_data_split(program, simulated)
+        prior, replayed = replay_section(units, tr.sites, tr.simulated, tr.decls,
+                                         (tainted, depends), set(tr.parameters), tr.twice)
+        for name in sorted(sizes & {n for n, v in depends.items() if v}):
+            raise DraftError(f"the size or bound of an output reads {name}, computed from "
+                             "the simulated data")
+        names = {t.text for t in tokenize(program.source) if t.kind == "id"}
+        for v in sorted(v for v in simulated if v + OBSERVED_SUFFIX in names):
+            raise DraftError(f"the program uses the name {v}{OBSERVED_SUFFIX}, which the "
+                             f"simulator needs for the observed values of {v}")
+    else:
+        _direct_checks(units, simulated)
+        used = set().union(*(u.uses for u in units)) | sizes
+        try:
+            td = simulator_transformed_data(program, simulated, used)
+        except DraftError as error:
+            raise Replayable(str(error)) from None
+    order = dependency_order(prior)
     hyper_names = hyperparameters(tr.parameters, tr.transformed, tr.decls, units, hyper)
     lines: list[str] = []
     cut = 0         # the lines up to the last draw of a prior truncated by its bounds
@@ -532,20 +533,39 @@ def translate(program: StanProgram, info: dict, types: list, hyper=None,
         else:
             lines += u.lines
         cut = len(lines) if u.tildes & set(tr.truncated) else cut
+    lines += replayed
     lines = rejection_loop(lines[:cut], lines[cut:], tr.truncated, hyper_names)
     kept = [s.decl for s in program.blocks.get("data", [])
             if s.kind == "decl" and s.decl.name not in simulated
             and s.decl.name != "prior_only"]
     functions = program.block_text("functions") if "functions" in program.spans else None
     return Draft(kept, [tr.decls[h] for h in hyper_names], functions, td, outputs, lines,
-                 list(tr.simulated), dict(tr.relaxed))
+                 list(tr.simulated), [tr.decls[v] for v in tr.simulated] if replay else [],
+                 dict(tr.relaxed))
+
+
+def _direct_checks(units: list[Unit], simulated: set[str]) -> None:
+    """Refuse a prior that reads simulated data; a quantity computed from them is
+    :class:`.Replayable`."""
+    for u in units:
+        if u.uses & simulated and (u.tildes - simulated or not u.likelihood):
+            data = sorted(u.uses & simulated)[0]
+            if not u.tildes and u.defines:
+                raise Replayable(str(refuse(
+                    u.stmt, f"{sorted(u.defines)[0]} is computed from the data {data} that "
+                            "the simulator draws (outcomes that enter the model's own "
+                            "quantities, as a behavioural or autoregressive effect does, "
+                            "are drafted only when each element's density reads elements "
+                            "stated before it); write the simulator by hand and pass "
+                            "--simulator")))
+            raise refuse(u.stmt, f"the prior uses the data {data} that the simulator draws")
 
 
 def _copies(tr: _Translator, program: StanProgram) -> None:
     """Find the transformed parameters with a ~ that copy parameter elements
     (:mod:`.copies`), and drop their copy statements: the simulator draws them."""
     def tildes(stmts):
-        return {f[0] for x in stmts for f in [_lhs_form(x.lhs) if x.kind == "tilde" else None]
+        return {f[0] for x in stmts for f in [lhs_form(x.lhs) if x.kind == "tilde" else None]
                 if f} | {v for x in stmts for v in tildes([*x.body, *x.orelse])}
     found = find_copies(program, tildes(program.blocks.get("model", [])) & set(tr.transformed))
     tr.copies = {n: c for n, c in found.items() if isinstance(c, Copy)}
@@ -556,10 +576,6 @@ def _copies(tr: _Translator, program: StanProgram) -> None:
                      and s.decl.name in tr.copies})
 
 
-def _has_tilde(s: Stmt) -> bool:
-    return s.kind == "tilde" or any(_has_tilde(b) for b in (*s.body, *s.orelse))
-
-
 def _refuse_target_in(s: Stmt) -> None:
     if s.kind == "target" and log_mix(s) is not None:
         return
@@ -568,3 +584,4 @@ def _refuse_target_in(s: Stmt) -> None:
                          "(or state this term as a ~ statement)")
     for b in (*s.body, *s.orelse):
         _refuse_target_in(b)
+
