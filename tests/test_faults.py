@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -486,3 +487,27 @@ def test_cost_estimate_scales_with_steps_chains_and_dimension():
     assert seconds == pytest.approx((10 + 100) * 4 * 1e-3)
     # Memory no longer grows with T (lazy schedules): cached blocks plus per chain.
     assert peak == (4 << 20) + 2 * 4 * 8 * (20 * 3 + 100)
+
+
+@pytest.mark.parametrize("scale, message", [
+    ("1e100", r"the data set simulated for this run reaches \|y\| = \S+ \(the prior "
+              r"predictive overflows"),
+    ("1e200", r"the pilot chains' draws reach \|x\| = \S+e\+\d{3} in the unconstrained "
+              r"space, too far apart for a variance in double precision"),
+])
+def test_a_prior_too_vague_for_double_precision_is_named(tmp_path, capsys, scale, message):
+    """mu ~ normal(0, 1e100) simulates data of size 1e99 (the log likelihood's sd along
+    beta overflows), normal(0, 1e200) draws whose variance overflows: each run stops with
+    one line naming the cause, exit 2 (both were once 'the pilot did not measure it' or
+    an internal error).  Break tried: removing the pilot's overflow check turns the
+    second case into an internal error (exit 1)."""
+    (tmp_path / "vague.stan").write_text(
+        f"data {{ int N; vector[N] y; }}\nparameters {{ real mu; }}\n"
+        f"model {{ mu ~ normal(0, {scale});\n y ~ normal(mu, 1); }}\n")
+    (tmp_path / "d.json").write_text('{"N": 5, "y": [1, 2, 3, 4, 5]}')
+    code = cli.main(["run", str(tmp_path / "vague.stan"), "--data", str(tmp_path / "d.json"),
+                     "--steps", "10", "--chains", "4", "--out", str(tmp_path / "out"),
+                     "--quiet"])
+    err = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+    assert code == 2 and len(err) == 1, err
+    assert re.search(message, err[0]), err[0]

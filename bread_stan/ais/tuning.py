@@ -304,6 +304,12 @@ def _metric_from(draws: np.ndarray, choice: str, threshold: float,
     covariance, or (``auto`` without strong correlation, or too few draws for a
     covariance) its diagonal as a diagonal matrix."""
     cov = regularised_covariance(draws, ridge)
+    if not np.all(np.isfinite(cov)):
+        top = float(np.max(np.abs(draws[np.isfinite(draws)]), initial=0.0))
+        raise InputError(f"the pilot chains' draws reach |x| = {top:.3g} in the "
+                         "unconstrained space, too far apart for a variance in double "
+                         "precision (the metric overflows): the prior is too vague for "
+                         "this model's scale; give proper, weakly informative priors")
     if choice == "dense":
         return cov
     n, d = draws.shape

@@ -33,6 +33,7 @@ import numpy as np
 
 from ..ais import engine, gaussian_path, smc, waypoint
 from ..ais.prior_normaliser import DEFAULT_FIT_DRAWS
+from ..ais.betas import ScheduleError
 from ..ais.results import BreadResult, DirectionResult, StepResult
 from ..ais.tuning import TunedKernel
 from ..ais.verdict import VerdictSettings
@@ -46,7 +47,8 @@ from ..parallel.steps import run_steps_in_shards
 from .common import (ResumeMismatchError, check_program, default_name, load_or_tune,
                      fingerprints, output_directory, program_text, resume_steps,
                      setup_warnings, warn_if_costly)
-from .problem import Problem, constrained, prior_draws, problem_seed, simulate_problem
+from .problem import (Problem, constrained, largest_simulated_value, prior_draws, problem_seed,
+                      simulate_problem)
 from .settings import RunSettings, SamplerSettings
 from .auto_path import resolve_path
 from ..ais.path_choice import PathChoice, given
@@ -93,32 +95,35 @@ def _run_problem(problems: list[Problem], simulator: Simulator, sampler: Sampler
     if run.path in ("waypoint", "gaussian") and sampler.kernel == "imh":
         raise InputError(f"path={run.path!r} tunes HMC or NUTS on each leg; use "
                          "kernel='nuts' (or 'hmc') with it, or path='prior' with kernel='imh'")
-    if run.path == "gaussian":  # fitted again on a resume: the same seeds, the same path
-        start = time.perf_counter()
-        tuned = gaussian_path.fit_gaussian_path(
-            first.target, kernel, base_params,
-            prior_draws(first, simulator, sampler.pilot_chains, pilot_seed),
-            prior_draws(first, simulator, DEFAULT_FIT_DRAWS,
-                        derived_seed(run.seed, Purpose.NORMALISER_PRIOR)),
-            seed=pilot_seed, config=sampler.tuning_config(), progress=run.progress,
-            fitted=fitted)
-        seconds, check_kernel = time.perf_counter() - start, tuned.endpoints()
-        result.extra["path_choice"] = given(choice.requested, "gaussian", _gaussian_reason(
-            tuned), choice).to_dict()
-    elif run.path == "waypoint":  # fitted again on a resume: the same seeds, the same path
-        start = time.perf_counter()
-        tuned = waypoint.fit_waypoint(
-            first.target, kernel, base_params,
-            prior_draws(first, simulator, sampler.pilot_chains, pilot_seed), seed=pilot_seed,
-            config=sampler.tuning_config(), progress=run.progress, fitted=fitted)
-        seconds, check_kernel = time.perf_counter() - start, tuned.endpoints()
-    else:
-        tuned, seconds = load_or_tune(
-            out_dir / "tuning.json" if out_dir is not None else None, first.target, kernel,
-            base_params, sampler.tuning_config(), pilot_seed,
-            lambda seed: prior_draws(first, simulator, sampler.pilot_chains, seed),
-            progress=run.progress)
-        check_kernel = tuned
+    try:
+        if run.path == "gaussian":  # fitted again on a resume: the same seeds, the same path
+            start = time.perf_counter()
+            tuned = gaussian_path.fit_gaussian_path(
+                first.target, kernel, base_params,
+                prior_draws(first, simulator, sampler.pilot_chains, pilot_seed),
+                prior_draws(first, simulator, DEFAULT_FIT_DRAWS,
+                            derived_seed(run.seed, Purpose.NORMALISER_PRIOR)),
+                seed=pilot_seed, config=sampler.tuning_config(), progress=run.progress,
+                fitted=fitted)
+            seconds, check_kernel = time.perf_counter() - start, tuned.endpoints()
+            result.extra["path_choice"] = given(choice.requested, "gaussian", _gaussian_reason(
+                tuned), choice).to_dict()
+        elif run.path == "waypoint":  # fitted again on a resume: the same seeds, the same path
+            start = time.perf_counter()
+            tuned = waypoint.fit_waypoint(
+                first.target, kernel, base_params,
+                prior_draws(first, simulator, sampler.pilot_chains, pilot_seed), seed=pilot_seed,
+                config=sampler.tuning_config(), progress=run.progress, fitted=fitted)
+            seconds, check_kernel = time.perf_counter() - start, tuned.endpoints()
+        else:
+            tuned, seconds = load_or_tune(
+                out_dir / "tuning.json" if out_dir is not None else None, first.target, kernel,
+                base_params, sampler.tuning_config(), pilot_seed,
+                lambda seed: prior_draws(first, simulator, sampler.pilot_chains, seed),
+                progress=run.progress)
+            check_kernel = tuned
+    except ScheduleError as error:  # a pilot that cannot measure the path
+        raise ScheduleError(f"{error}; {largest_simulated_value(first)}") from None
     if seconds is not None:
         result.extra["tuning_seconds"] = seconds
         log.info("%s: tuned %s along beta in %.1f s", first.name, sampler.kernel, seconds)

@@ -19,7 +19,8 @@ from ..stan.model import unflatten_draws
 from ..stan.simulator import Simulator, check_data_names, draw_at, split_draw
 from ..stan.tempered import StanTarget, check_split, compile_tempered
 
-__all__ = ["Problem", "constrained", "prior_draws", "problem_seed", "simulate_problem"]
+__all__ = ["Problem", "constrained", "prior_draws", "problem_seed", "simulate_problem",
+           "largest_simulated_value"]
 
 _CHECK_DRAWS = 8  # prior draws at which the model's prior/likelihood split is checked
 
@@ -82,3 +83,20 @@ def prior_draws(problem: Problem, simulator: Simulator, n: int, seed: int) -> np
 def constrained(problem: Problem, u: np.ndarray) -> dict[str, np.ndarray]:
     flat = problem.target.param_constrain(u)
     return unflatten_draws(flat, problem.target.param_names())
+
+
+def largest_simulated_value(problem: Problem) -> str:
+    """Which simulated data variable of ``problem`` reaches the largest magnitude, and
+    how large: a clause for errors that an extreme simulated data set explains."""
+    name, top = None, 0.0
+    for key, value in problem.simulated_data.items():
+        values = np.abs(np.asarray(value, dtype=float)).ravel()
+        if values.size and np.nanmax(values) > top:
+            name, top = key, float(np.nanmax(values))
+    if name is None:
+        return "the simulated data are all zero"
+    text = f"the data set simulated for this run reaches |{name}| = {top:.3g}"
+    if not np.isfinite(top) or top > 1e15:
+        text += (" (the prior predictive overflows: the priors are too vague for the "
+                 "model's scale; give proper, weakly informative priors)")
+    return text
