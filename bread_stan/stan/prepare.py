@@ -83,6 +83,10 @@ def prepare_programs(model: str | os.PathLike, simulator: str | os.PathLike | No
                      *, toolchain=None) -> PreparedPrograms:
     """The model and simulator to run, generating what is missing into ``directory``.
 
+    When the drafted simulator can draw data outside bounds the data block declares,
+    the model run is the (split) program with those bounds dropped
+    (:func:`~bread_stan.stan.draft.relax_data_bounds`; the same density).
+
     Raises :class:`~bread_stan.stan.draft.SplitError` or
     :class:`~bread_stan.errors.DraftError` (one line naming the statement) when the
     model cannot be split or no simulator can be drafted.
