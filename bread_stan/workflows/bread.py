@@ -62,16 +62,25 @@ __all__ = ["SamplerSettings", "RunSettings", "VerdictSettings", "bread", "compar
 log = logging.getLogger(__name__)
 
 
-def _run_problem(problems: list[Problem], simulator: Simulator, sampler: SamplerSettings,
-                 run: RunSettings, out_dir: Path | None, header: dict,
-                 known_log_ml_bounds: Mapping[str, float] | None,
-                 verdict: VerdictSettings, data: Mapping,
-                 executor: Executor | None = None, choice: PathChoice | None = None,
-                 fitted=None) -> BreadResult:
+def _run_problem(problems: list[Problem], *args, **kwargs) -> BreadResult:
     """Tune on the first problem, check the simulator with the frozen kernel, then run
     every step count over all problems on ``executor`` (here by default).  ``run`` and
-    ``sampler`` are concrete (path "prior" or "waypoint"); ``choice`` is the choice
-    behind the path and ``fitted`` the waypoint q when it was fitted already."""
+    ``sampler`` are concrete (path "prior", "waypoint" or "gaussian"); ``choice`` is the
+    choice behind the path and ``fitted`` the waypoint q when it was fitted already.  A
+    path the pilot could not measure names the simulated data's largest value (an
+    overflowing prior predictive is the usual cause)."""
+    try:
+        return _tune_check_and_run(problems, *args, **kwargs)
+    except ScheduleError as error:
+        raise ScheduleError(f"{error}; {largest_simulated_value(problems[0])}") from None
+
+
+def _tune_check_and_run(problems: list[Problem], simulator: Simulator,
+                        sampler: SamplerSettings, run: RunSettings, out_dir: Path | None,
+                        header: dict, known_log_ml_bounds: Mapping[str, float] | None,
+                        verdict: VerdictSettings, data: Mapping,
+                        executor: Executor | None = None, choice: PathChoice | None = None,
+                        fitted=None) -> BreadResult:
     kernel, base_params = sampler.make()
     first = problems[0]
     extra = {"truth": first.truth, "simulated_data": first.simulated_data,
@@ -95,35 +104,32 @@ def _run_problem(problems: list[Problem], simulator: Simulator, sampler: Sampler
     if run.path in ("waypoint", "gaussian") and sampler.kernel == "imh":
         raise InputError(f"path={run.path!r} tunes HMC or NUTS on each leg; use "
                          "kernel='nuts' (or 'hmc') with it, or path='prior' with kernel='imh'")
-    try:
-        if run.path == "gaussian":  # fitted again on a resume: the same seeds, the same path
-            start = time.perf_counter()
-            tuned = gaussian_path.fit_gaussian_path(
-                first.target, kernel, base_params,
-                prior_draws(first, simulator, sampler.pilot_chains, pilot_seed),
-                prior_draws(first, simulator, DEFAULT_FIT_DRAWS,
-                            derived_seed(run.seed, Purpose.NORMALISER_PRIOR)),
-                seed=pilot_seed, config=sampler.tuning_config(), progress=run.progress,
-                fitted=fitted)
-            seconds, check_kernel = time.perf_counter() - start, tuned.endpoints()
-            result.extra["path_choice"] = given(choice.requested, "gaussian", _gaussian_reason(
-                tuned), choice).to_dict()
-        elif run.path == "waypoint":  # fitted again on a resume: the same seeds, the same path
-            start = time.perf_counter()
-            tuned = waypoint.fit_waypoint(
-                first.target, kernel, base_params,
-                prior_draws(first, simulator, sampler.pilot_chains, pilot_seed), seed=pilot_seed,
-                config=sampler.tuning_config(), progress=run.progress, fitted=fitted)
-            seconds, check_kernel = time.perf_counter() - start, tuned.endpoints()
-        else:
-            tuned, seconds = load_or_tune(
-                out_dir / "tuning.json" if out_dir is not None else None, first.target, kernel,
-                base_params, sampler.tuning_config(), pilot_seed,
-                lambda seed: prior_draws(first, simulator, sampler.pilot_chains, seed),
-                progress=run.progress)
-            check_kernel = tuned
-    except ScheduleError as error:  # a pilot that cannot measure the path
-        raise ScheduleError(f"{error}; {largest_simulated_value(first)}") from None
+    if run.path == "gaussian":  # fitted again on a resume: the same seeds, the same path
+        start = time.perf_counter()
+        tuned = gaussian_path.fit_gaussian_path(
+            first.target, kernel, base_params,
+            prior_draws(first, simulator, sampler.pilot_chains, pilot_seed),
+            prior_draws(first, simulator, DEFAULT_FIT_DRAWS,
+                        derived_seed(run.seed, Purpose.NORMALISER_PRIOR)),
+            seed=pilot_seed, config=sampler.tuning_config(), progress=run.progress,
+            fitted=fitted)
+        seconds, check_kernel = time.perf_counter() - start, tuned.endpoints()
+        result.extra["path_choice"] = given(choice.requested, "gaussian", _gaussian_reason(
+            tuned), choice).to_dict()
+    elif run.path == "waypoint":  # fitted again on a resume: the same seeds, the same path
+        start = time.perf_counter()
+        tuned = waypoint.fit_waypoint(
+            first.target, kernel, base_params,
+            prior_draws(first, simulator, sampler.pilot_chains, pilot_seed), seed=pilot_seed,
+            config=sampler.tuning_config(), progress=run.progress, fitted=fitted)
+        seconds, check_kernel = time.perf_counter() - start, tuned.endpoints()
+    else:
+        tuned, seconds = load_or_tune(
+            out_dir / "tuning.json" if out_dir is not None else None, first.target, kernel,
+            base_params, sampler.tuning_config(), pilot_seed,
+            lambda seed: prior_draws(first, simulator, sampler.pilot_chains, seed),
+            progress=run.progress)
+        check_kernel = tuned
     if seconds is not None:
         result.extra["tuning_seconds"] = seconds
         log.info("%s: tuned %s along beta in %.1f s", first.name, sampler.kernel, seconds)
