@@ -221,13 +221,13 @@ def test_tail_smoothed_inner_moments_are_those_of_the_resamples():
     counts = _resample_counts(np.random.default_rng(9), n, 4)
     mean, var, k3 = _inner_moments(rows, counts, k, np.random.default_rng(5))
     hits = counts[:, n - k:].sum(axis=1).astype(int)
-    e = np.random.default_rng(5).standard_exponential(hits.sum())
+    e = np.random.default_rng(5).standard_exponential((3, hits.sum()))  # a set per row
     for b in range(3):
         u, excess = _tail(rows[b], k)
         used = 0
         for c in range(4):
             vals = np.concatenate([np.repeat(rows[b, :n - k], counts[c, :n - k].astype(int)),
-                                   u + excess * e[used:used + hits[c]]])
+                                   u + excess * e[b, used:used + hits[c]]])
             used += hits[c]
             m = vals.mean()
             assert (mean[b, c], var[b, c], k3[b, c]) == pytest.approx(
