@@ -288,8 +288,8 @@ def skew_corrected_interval(parts, *, level: float = 0.95, n_boot: int = 4000,
 
     The ends are then calibrated (Hall and Martin 1988, Beran's prepivoting): the first
     ``n_calibrate`` resamples are each resampled ``n_inner`` times from their own smoothed
-    tail, giving u* = the share of its own h** below its h* (ties count half); had the
-    bootstrap been exact, u* would be uniform.  The quantiles of u* at (1 -/+ level) / 2
+    tail (fresh exponential draws for each of them), giving u* = the share of its own
+    h** below its h* (ties count half); had the bootstrap been exact, u* would be uniform.  The quantiles of u* at (1 -/+ level) / 2
     replace those nominal levels in the quantiles of h*.  The inner resamples' moments are
     power sums by matrix product, about 6 * n_calibrate * n_inner * n multiply-adds per
     sample.  With fewer than 2 values in a sample the se and the interval are NaN.
