@@ -13,6 +13,15 @@ The delta-method rows are the "estimate -/+ z se" the sandwich used to print, ke
 comparison; they are not printed any more.  Run it niced (about 8 minutes on one busy core):
 
     nice python scripts/calibration.py
+
+``--only aide`` (or ``sandwich``, ``bound``, ``subjective``) reruns only those interval
+families and merges their rows into the table already in ``--out`` (same ``--seeds``
+and ``--first-seed``); ``--stem`` names the files (``calibration_seeds1000`` holds the
+rerun on seeds 1000-1199, ``aide_seeds1000`` AIDE's rows on seeds 0-999):
+
+    nice python scripts/calibration.py --only aide
+    nice python scripts/calibration.py --only aide --first-seed 1000 --stem calibration_seeds1000
+    nice python scripts/calibration.py --only aide --seeds 1000 --stem aide_seeds1000
 """
 
 from __future__ import annotations
@@ -35,18 +44,52 @@ from bread_stan.exact.calibration import (AIDE_PAIRS, aide_misses,  # noqa: E402
 OUT = Path(__file__).parent / "figures" / "calibration"
 
 
-def measure(seeds: int, first_seed: int = 0) -> pd.DataFrame:
-    """All rows, with the binomial limit and a verdict per row."""
+#: The interval families, in the table's order: each measures its own rows.
+FAMILIES = {
+    "sandwich": lambda seeds, kw: [sandwich_misses(seeds, **kw)],
+    "bound": lambda seeds, kw: [grid_bound_misses(seeds, **kw)],
+    "aide": lambda seeds, kw: [aide_misses(seeds, runs=(20, 50, 100), pair=pair,
+                                           compare=True, **kw) for pair in AIDE_PAIRS],
+    "subjective": lambda seeds, kw: [tractable_subjective_misses(seeds, draws=(20, 50, 100),
+                                                                 **kw)],
+}
+
+
+def family(interval: str) -> str:
+    """The family of a row's interval name."""
+    if interval.startswith(("sandwich", "delta-method")):
+        return "sandwich"
+    for name in ("bound", "AIDE", "subjective"):
+        if interval.startswith(name):
+            return name.lower()
+    raise ValueError(f"no family for the interval {interval!r}")
+
+
+def measure(seeds: int, first_seed: int = 0, only=None) -> pd.DataFrame:
+    """The rows of the families ``only`` (default all), with the binomial limit and a
+    verdict per row."""
     kw = {"first_seed": first_seed}
-    parts = [sandwich_misses(seeds, **kw), grid_bound_misses(seeds, **kw),
-             *[aide_misses(seeds, runs=(20, 50, 100), pair=pair, compare=True, **kw)
-               for pair in AIDE_PAIRS],
-             tractable_subjective_misses(seeds, draws=(20, 50, 100), **kw)]
+    parts = [part for name, rows in FAMILIES.items() if only is None or name in only
+             for part in rows(seeds, kw)]
     table = pd.concat(parts, ignore_index=True)
     table["limit"] = [binomial_limit(p, seeds) for p in table["nominal_miss"]]
     ok = (table["miss_low"] <= table["limit"]) & (table["miss_high"] <= table["limit"])
     table["verdict"] = ["ok" if v else "MISSES TOO OFTEN" for v in ok]
     return table
+
+
+def merge(old: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
+    """``old`` with the rows of the families in ``new`` replaced by ``new``'s, in the
+    families' order; both must be on the same number of seeds."""
+    if set(old["seeds"]) != set(new["seeds"]):
+        raise SystemExit(f"the table in --out is on {sorted(set(old['seeds']))} seeds, the new rows "
+                         f"on {sorted(set(new['seeds']))}: rerun with the same --seeds")
+    fams = set(new["interval"].map(family))
+    kept = old[~old["interval"].map(family).isin(fams)]
+    table = pd.concat([kept, new], ignore_index=True)
+    order = {name: i for i, name in enumerate(FAMILIES)}
+    key = table["interval"].map(family).map(order)
+    return table.iloc[key.argsort(kind="stable")].reset_index(drop=True)
 
 
 def markdown(table: pd.DataFrame) -> str:
@@ -112,13 +155,21 @@ def main() -> None:
                         help="first replication's seed (a fresh set of seeds re-checks a row "
                              "flagged by chance: at 200 seeds about 2.5% of correct sides are flagged)")
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--only", nargs="+", choices=list(FAMILIES),
+                        help="rerun only these interval families and merge their rows into "
+                             "the table already in --out (same --seeds and --first-seed)")
+    parser.add_argument("--stem", default="calibration",
+                        help="file names in --out: STEM.csv, STEM.md, STEM.png")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
+    csv = args.out / f"{args.stem}.csv"
     t0 = time.perf_counter()
-    table = measure(args.seeds, args.first_seed)
-    table.to_csv(args.out / "calibration.csv", index=False)
-    (args.out / "calibration.md").write_text(markdown(table))
-    figure(table, args.out / "calibration.png")
+    table = measure(args.seeds, args.first_seed, args.only)
+    if args.only and csv.exists():
+        table = merge(pd.read_csv(csv), table)
+    table.to_csv(csv, index=False)
+    (args.out / f"{args.stem}.md").write_text(markdown(table))
+    figure(table, args.out / f"{args.stem}.png")
     print(markdown(table))
     print(f"{time.perf_counter() - t0:.0f} s")
 

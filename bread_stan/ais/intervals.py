@@ -205,24 +205,43 @@ def _resample_counts(rng: np.random.Generator, n: int, n_boot: int) -> np.ndarra
     return counts.reshape(n_boot, n).astype(float)
 
 
+def _tail_power_sums(rng: np.random.Generator, hits: np.ndarray, rows: int) -> list:
+    """Sums of E^q, q = 0..3, over the ``hits[j]`` tail draws of inner resample j, with
+    standard exponentials E drawn afresh for every one of ``rows`` rows: q = 0 is
+    ``hits`` (n_inner,), the others (rows, n_inner)."""
+    counts = hits.astype(int)
+    starts = np.cumsum(counts) - counts
+    total = int(counts.sum())
+    block = max(1, 2_000_000 // (total + 1))
+    sums = [np.empty((rows, hits.size)) for _ in range(3)]
+    for r0 in range(0, rows, block):
+        m = min(block, rows - r0)
+        e = np.zeros((m, total + 1))  # a zero column closes the last segment
+        e[:, :total] = rng.standard_exponential((m, total))
+        power = e
+        for q in range(3):
+            seg = np.add.reduceat(power, starts, axis=1)
+            seg[:, counts == 0] = 0.0  # reduceat gives an empty segment's first value
+            sums[q][r0:r0 + m] = seg
+            power = power * e if q < 2 else power
+    return [hits] + sums
+
+
 def _inner_moments(outer: np.ndarray, counts: np.ndarray, k: int = 0, rng=None):
     """Mean, variance of the mean and third cumulant of the mean of every resample
     (``counts`` (n_inner, n)) of every row of ``outer`` (n_outer, n): (n_outer, n_inner)
     each, from power sums of the row-centred values.  With k > 0 the rows are sorted and
     a draw of one of a row's k largest is threshold + mean excess * E (:func:`_tail`),
-    with the exponentials E shared by all rows (one set per inner resample): their power
-    sums enter the row's power sums through the binomial expansion of (base + scale E)^p."""
+    the exponentials E drawn independently for every row and inner resample
+    (:func:`_tail_power_sums`): their power sums enter the row's power sums through the
+    binomial expansion of (base + scale E)^p."""
     n = outer.shape[1]
     centre = outer.mean(axis=1)
     d = outer - centre[:, None]
     body, tail_sums = counts, []
     if k:
         u, excess = _tail(outer, k)
-        hits = counts[:, n - k:].sum(axis=1)
-        e = rng.standard_exponential(int(hits.sum()))
-        rows = np.repeat(np.arange(counts.shape[0]), hits.astype(int))
-        tail_sums = [hits] + [np.bincount(rows, e ** q, minlength=counts.shape[0])
-                              for q in (1, 2, 3)]
+        tail_sums = _tail_power_sums(rng, counts[:, n - k:].sum(axis=1), outer.shape[0])
         body, d, base = counts[:, :n - k], d[:, :n - k], u - centre
     s = []
     for p in (1, 2, 3):
@@ -269,8 +288,8 @@ def skew_corrected_interval(parts, *, level: float = 0.95, n_boot: int = 4000,
 
     The ends are then calibrated (Hall and Martin 1988, Beran's prepivoting): the first
     ``n_calibrate`` resamples are each resampled ``n_inner`` times from their own smoothed
-    tail, giving u* = the share of its own h** below its h* (ties count half); had the
-    bootstrap been exact, u* would be uniform.  The quantiles of u* at (1 -/+ level) / 2
+    tail (fresh exponential draws for each of them), giving u* = the share of its own
+    h** below its h* (ties count half); had the bootstrap been exact, u* would be uniform.  The quantiles of u* at (1 -/+ level) / 2
     replace those nominal levels in the quantiles of h*.  The inner resamples' moments are
     power sums by matrix product, about 6 * n_calibrate * n_inner * n multiply-adds per
     sample.  With fewer than 2 values in a sample the se and the interval are NaN.
