@@ -511,3 +511,18 @@ def test_a_prior_too_vague_for_double_precision_is_named(tmp_path, capsys, scale
     err = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
     assert code == 2 and len(err) == 1, err
     assert re.search(message, err[0]), err[0]
+
+
+def test_a_uniform_prior_on_an_unbounded_parameter_is_proper(tmp_path, capsys):
+    """mu ~ uniform(-10, 10) on a `real mu` has a zero prior gradient inside (-10, 10), as
+    a missing prior has, but a log prior of -inf beyond it: the run goes ahead (posteriordb's
+    dogs_log was refused as improper).  A truly flat mu is still refused (the IMPROPER case
+    above).  Break tried: making _bounded_by_the_prior return all False refuses this run."""
+    (tmp_path / "unif.stan").write_text(
+        "data { int N; vector[N] y; }\nparameters { real mu; }\n"
+        "model { mu ~ uniform(-10, 10);\n y ~ normal(mu, 1); }\n")
+    (tmp_path / "d.json").write_text('{"N": 5, "y": [1, 2, 3, 4, 5]}')
+    rc, _, err = _cli(capsys, ["run", str(tmp_path / "unif.stan"), "--data",
+                               str(tmp_path / "d.json"), "--steps", "3", "--chains", "4",
+                               "--quiet", "--out", str(tmp_path / "o")])
+    assert rc in (0, 4), err

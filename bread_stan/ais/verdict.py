@@ -200,9 +200,11 @@ def judge_step(step, settings: VerdictSettings = VerdictSettings(), *,
                        f"({100 * bound.level:.0f}% upper limit; estimate {_fmt(bound.estimate)}).")
         else:
             status = "not converged"
+            where = (f"above the {scale:g}-nat scale" if bound.estimate > scale else
+                     f"its upper limit above the {scale:g}-nat scale (more chains narrow it)")
             message = (f"not converged: the bound is {_fmt(bound.estimate)} nats "
                        f"({100 * bound.level:.0f}% interval {_fmt(max(bound.ci_low, 0.0))} to "
-                       f"{_fmt(bound.ci_high)}), above the {scale:g}-nat scale.")
+                       f"{_fmt(bound.ci_high)}), {where}.")
             few = stranded.size and stranded.size <= max(1, 0.1 * L.size)
             others_agree = np.isfinite(rest_bound) and rest_bound <= max(scale, 0.1 * bound.estimate)
             if few and others_agree:

@@ -407,7 +407,8 @@ def _prepare(args) -> None:
         import tempfile
         base = Path(tempfile.mkdtemp(prefix="bread-check-"))
     else:
-        base = (args.out or Path(default)) / "programs"
+        from ..store import check_writable
+        base = check_writable(args.out or Path(default)) / "programs"
     simulator, prepared = args.simulator, []
     for model in models:
         directory = base / model.stem if len(models) > 1 else base

@@ -190,9 +190,27 @@ def check_split(target: StanTarget, points: np.ndarray) -> None:
             "Wrap every likelihood statement in it")
     flat = np.all(ev.grad_prior[ok] == 0, axis=0)
     if flat.any():
+        flat &= ~_bounded_by_the_prior(target, np.atleast_2d(points)[ok][0],
+                                       ev.log_prior[ok][0], flat)
+    if flat.any():
         names = [n for n, f in zip(target.param_unc_names(), flat) if f]
         raise ModelSetupError(
             f"in {name}, the log prior does not depend on {', '.join(names)} at any of the "
             f"{int(ok.sum())} prior draws checked: no prior statement covers "
             f"{'it' if len(names) == 1 else 'them'}, so the prior is improper and AIS from "
             "the prior is meaningless. Give every parameter a proper prior")
+
+
+def _bounded_by_the_prior(target: StanTarget, point: np.ndarray, log_prior: float,
+                          flat: np.ndarray) -> np.ndarray:
+    """Which of the ``flat`` coordinates the prior still bounds: a uniform(a, b) on an
+    unbounded parameter has a zero gradient inside (a, b) but a log prior of -inf beyond
+    it, so moving the coordinate far (1e2 to 1e12 either way) changes the log prior."""
+    steps = np.array([s * 10.0 ** k for k in (2, 4, 8, 12) for s in (1.0, -1.0)])
+    bounded = np.zeros_like(flat)
+    for j in np.flatnonzero(flat):
+        probes = np.repeat(point[None, :], steps.size, axis=0)
+        probes[:, j] += steps
+        moved = target.evaluate(probes, gradient=False).log_prior
+        bounded[j] = np.any(moved != log_prior)
+    return bounded
