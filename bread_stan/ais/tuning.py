@@ -303,7 +303,8 @@ def _metric_from(draws: np.ndarray, choice: str, threshold: float,
     """A dense inverse metric (d, d) from pooled pilot draws: the regularised
     covariance, or (``auto`` without strong correlation, or too few draws for a
     covariance) its diagonal as a diagonal matrix."""
-    cov = regularised_covariance(draws, ridge)
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is named just below
+        cov = regularised_covariance(draws, ridge)
     if not np.all(np.isfinite(cov)):
         top = float(np.max(np.abs(draws[np.isfinite(draws)]), initial=0.0))
         raise InputError(f"the pilot chains' draws reach |x| = {top:.3g} in the "
