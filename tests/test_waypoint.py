@@ -26,37 +26,19 @@ from bread_stan.ais.estimators import consistency_check, log_ml_sandwich
 from bread_stan.ais.gaussian_base import GaussianBase
 from bread_stan.ais.tuning import TuningConfig, regularised_covariance, regularised_variance
 from bread_stan.errors import InputError
-from bread_stan.exact.conjugate import simulate_regression
 from bread_stan.kernels import HMC, HMCParams
 from bread_stan.stan.compile import compile_many
-from bread_stan.target import Evaluation
 from bread_stan.workflows.bread import RunSettings, SamplerSettings, bread
+from shifted_regression import LOG_C, ShiftedPrior, regression_model
 from bread_stan.workflows.common import fingerprints
 
 N_SE = 3.5
-LOG_C = -3.0  # the program prior's normaliser, log c
 TEST_STAN = Path(__file__).resolve().parent / "stan"
-
-
-class ShiftedPrior:
-    """The regression with its prior density times c (an unnormalised program prior)."""
-
-    def __init__(self, model):
-        self.model = model
-
-    @property
-    def dim(self):
-        return self.model.dim
-
-    def evaluate(self, points, *, gradient=True):
-        ev = self.model.evaluate(points, gradient=gradient)
-        return Evaluation(ev.log_prior + LOG_C, ev.log_lik, ev.grad_prior, ev.grad_lik)
 
 
 @pytest.fixture(scope="module")
 def regression():
-    model, _ = simulate_regression(20, 3, correlation=0.6, prior_sd=1.5, noise_sd=0.7, seed=5)
-    return model
+    return regression_model()
 
 
 @pytest.fixture(scope="module")
