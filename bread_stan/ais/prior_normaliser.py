@@ -58,7 +58,7 @@ from scipy import special
 from ..errors import InputError
 
 __all__ = ["DefensiveProposal", "NormaliserEstimate", "estimate_log_normaliser",
-           "DEFAULT_DRAWS", "DEFAULT_FIT_DRAWS", "PARETO_K_LIMIT"]
+           "DEFAULT_DRAWS", "DEFAULT_FIT_DRAWS", "fit_draws", "PARETO_K_LIMIT"]
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +73,14 @@ TARGET_SE = 0.01
 PILOT_DRAWS = 4_096
 MAX_DRAWS = 262_144
 DEFAULT_DRAWS = None  # adaptive, as above
-DEFAULT_FIT_DRAWS = 512  # exact prior draws the proposal is fitted to
+DEFAULT_FIT_DRAWS = 512  # exact prior draws the proposal is fitted to (at least)
+
+
+def fit_draws(dim: int) -> int:
+    """Exact prior draws the proposal is fitted to in ``dim`` dimensions: at least
+    ``DEFAULT_FIT_DRAWS``, and 8 (d + 1) so that its d x d correlations are estimated
+    from many more draws than they have entries per row (a fit needs 2d + 2 at least)."""
+    return max(DEFAULT_FIT_DRAWS, 8 * (int(dim) + 1))
 PARETO_K_LIMIT = 0.7
 _WEIGHTS = (0.5, 0.25, 0.25)  # Gaussian, multivariate Cauchy, product of Cauchys
 # The components' scale, times the draws' robust scale: on the NHEFS prior (a funnel of
@@ -250,7 +257,8 @@ def _pareto_k(log_w: np.ndarray) -> float:
     b += 1 / tail[-1]
     k = np.log1p(-b[:, None] * tail).mean(axis=1)
     profile = n * (np.log(-(b / k)) - k - 1)
-    weights = 1 / np.exp(profile - profile[:, None]).sum(axis=1)
+    with np.errstate(over="ignore"):  # an overflow is a weight of 0, as it should be
+        weights = 1 / np.exp(profile - profile[:, None]).sum(axis=1)
     keep = weights >= 10 * np.finfo(float).eps
     weights = weights[keep] / weights[keep].sum()
     k_post = np.log1p(-np.sum(b[keep] * weights) * tail).mean()

@@ -32,7 +32,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..ais import engine, gaussian_path, smc, waypoint
-from ..ais.prior_normaliser import DEFAULT_FIT_DRAWS
+from ..ais.prior_normaliser import fit_draws
 from ..ais.betas import ScheduleError
 from ..ais.results import BreadResult, DirectionResult, StepResult
 from ..ais.tuning import TunedKernel
@@ -109,7 +109,7 @@ def _tune_check_and_run(problems: list[Problem], simulator: Simulator,
         tuned = gaussian_path.fit_gaussian_path(
             first.target, kernel, base_params,
             prior_draws(first, simulator, sampler.pilot_chains, pilot_seed),
-            prior_draws(first, simulator, DEFAULT_FIT_DRAWS,
+            prior_draws(first, simulator, fit_draws(first.target.dim),
                         derived_seed(run.seed, Purpose.NORMALISER_PRIOR)),
             seed=pilot_seed, config=sampler.tuning_config(), progress=run.progress,
             fitted=fitted)
