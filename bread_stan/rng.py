@@ -71,6 +71,9 @@ class Stream(enum.IntEnum):
     # (chain i of GAUSSIAN_BASE_STARTS + s for forward chain i of stream s).
     PRIOR_NORMALISER = 8_000_000
     GAUSSIAN_BASE_STARTS = 50_000_000
+    # The pilot chains that tune the simulator check's kernel at the prior for the
+    # Gaussian-base path (whose own pilot never visits the prior).
+    CHECK_PRIOR_END = 9_000_000
 
 
 @enum.unique

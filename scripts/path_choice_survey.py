@@ -1,9 +1,12 @@
-"""Which path ``path="auto"`` takes on the project's models, and the number behind it.
+"""Which path ``path="auto"`` takes on the project's models, and the numbers behind it.
 
-For each model and run seed, the decision :func:`bread` makes before its pilot
+For each model and run seed, the decision :func:`bread` makes before anything is scored
 (:func:`bread_stan.workflows.auto_path.resolve_path`): the sd of the log likelihood over
-the pilot's 32 exact prior draws against 1e12 nats, and, where that says "waypoint",
-whether the Laplace fit of the waypoint exists.  No AIS is run.
+the pilot's 32 exact prior draws (above 1e12 nats tempering from the prior strands
+chains), then, where the Gaussian-base path can run (a posterior mode, a trustworthy
+prior normaliser), its pilot's thermodynamic length L and gradients a transition g, and
+the prior path's pilot, abandoned once its cost g L^2 exceeds the Gaussian path's.  No
+AIS is run.
 
 Models: NHEFS linear regression and Pima logistic regression (``stan_models``), the
 vague-prior regression of issue 15, eight schools centred and non-centred (simulators
@@ -76,32 +79,54 @@ def cases(seeds: list[int]) -> list[tuple]:
     ]
 
 
+def _cost(cost: dict | None) -> str:
+    if cost is None:
+        return "-"
+    at_least = "" if cost["complete"] else ">= "
+    return (f"{at_least}{cost['length']:.3g} x {cost['gradients']:.3g} = "
+            f"{at_least}{cost['gradients'] * cost['length'] ** 2:.3g}")
+
+
+def _why(choice) -> str:
+    if "not a candidate" in choice.reason:
+        why = choice.reason.split("not a candidate: ")[-1].rstrip(")")
+        return "Gaussian path not a candidate: " + (why if len(why) < 70 else why[:67] + "...")
+    if "strand" in choice.reason:
+        return "spread above 1e12"
+    if "abandoned" in choice.reason or "already costs more" in choice.reason:
+        return "prior pilot abandoned"
+    return "lower cost"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     logging.basicConfig(level=logging.ERROR)
-    rows = ["| model | run seed | log lik sd over 32 prior draws | path | Laplace fit |",
-            "|---|---|---|---|---|"]
+    rows = ["| model | run seed | log lik sd over 32 prior draws | prior path: L x g | "
+            "Gaussian path: L x g | path | why |", "|---|---|---|---|---|---|---|"]
     for label, model, simulator, data, seeds in cases(list(range(args.seeds))):
         (compiled,), sim_compiled = compile_with_simulator([model], simulator)
         sim = Simulator(sim_compiled, data)
         for seed in seeds:
             problem = simulate_problem(label, compiled, sim, data, seed, None)
-            settled = resolve_path([problem], sim, SamplerSettings(), RunSettings(seed=seed),
-                                   label)
-            choice = settled.choice
-            fit = ("-" if not choice.tempering_strands else
-                   "found" if settled.fitted is not None else "failed: prior path")
-            row = f"| {label} | {seed} | {choice.loglik_sd:.3g} | {choice.path} | {fit} |"
-            print(row, flush=True)
-            rows.append(row)
+            choice = resolve_path([problem], sim, SamplerSettings(), RunSettings(seed=seed),
+                                  label).choice
+            costs = choice.costs or {}
+            rows.append(f"| {label} | {seed} | {choice.loglik_sd:.3g} | "
+                        f"{_cost(costs.get('prior'))} | {_cost(costs.get('gaussian'))} | "
+                        f"{choice.path} | {_why(choice)} |")
+            print(rows[-1], flush=True)
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text("# path='auto' on the project's models "
                             "(scripts/path_choice_survey.py)\n\n"
-                            "Limit: 1e12 nats (1 / the pilot's smallest floor).\n\n"
+                            "Spread limit: 1e12 nats (1 / the pilot's smallest floor). "
+                            "L: thermodynamic length of the path measured by its pilot; g: "
+                            "gradients a chain and transition; cost g L^2 (AIS's gap at T "
+                            "distributions is about L^2 / (2T)); '>=': the prior path's "
+                            "pilot was abandoned there.\n\n"
                             + "\n".join(rows) + "\n")
 
 

@@ -1,14 +1,20 @@
 """path="auto" (bread_stan.ais.path_choice, bread_stan.workflows.auto_path).
 
-Exact: the rule is the sd of the log likelihood at the pilot's prior draws against
-1 / floor_min = 1e12 nats, non-finite values ignored.  On Stan models: a small
-regression with an uncentred predictor (x in 5,000-20,000) and a half-Cauchy scale
-(``tests/stan/uncentred_halfcauchy.stan``, spread about 1e14 nats at run seed 4) takes
-the waypoint path, with the number in the result; where the waypoint path cannot run
-(SMC, two exact draws, no Gaussian waypoint) the same model falls back to the prior path
-with the reason and the number recorded.  The conjugate normal mean (spread about 1e2)
-takes the prior path and gives, bit for bit, the numbers and the fingerprint of
-``path="prior"`` with Stan's ridge, and resumes results saved under it.
+Exact: the spread rule is the sd of the log likelihood at the pilot's prior draws
+against 1 / floor_min = 1e12 nats, non-finite values ignored; a path's cost is its
+gradients a transition times its thermodynamic length squared; the prior path's pilot
+is abandoned exactly when the length it has measured so far already costs more than the
+Gaussian path (length_so_far of a whole grid is the schedule's thermodynamic_length, and
+grows with the grid).  On Stan models: a small regression with an uncentred predictor
+(x in 5,000-20,000) and a half-Cauchy scale (``tests/stan/uncentred_halfcauchy.stan``,
+spread about 1e14 nats at run seed 4) takes the Gaussian path without a prior pilot, and
+the waypoint where the Gaussian path cannot run for want of a trustworthy normaliser;
+where neither runs (SMC, two exact draws, IMH, no posterior mode) it falls back to the
+prior path with the reasons recorded.  The conjugate normal mean (prior path length about
+0.9 against 0.5) takes the Gaussian path, the prior path's pilot abandoned at its second
+grid beta; eight schools, non-centred (length about 1.25 against 3.1) takes the prior path
+and gives, bit for bit, the numbers and the fingerprint of ``path="prior"`` with Stan's
+ridge, and resumes results saved under it.
 """
 
 from __future__ import annotations
@@ -20,9 +26,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bread_stan.ais import waypoint
-from bread_stan.ais.path_choice import SPREAD_LIMIT, choose
+from bread_stan.ais import gaussian_path, waypoint
+from bread_stan.ais.betas import length_so_far, thermodynamic_length
+from bread_stan.ais.path_choice import (SPREAD_LIMIT, PathChoice, PathCost,
+                                        abandon_when_costlier, cheaper, choose)
 from bread_stan.ais.tuning import TuningConfig
+from bread_stan.stan.draft import draft_simulator
 from bread_stan.stan.compile import compile_many
 from bread_stan.stan.simulator import Simulator, compile_with_simulator
 from bread_stan.workflows.auto_path import resolve_path
@@ -32,6 +41,8 @@ from bread_stan.workflows.problem import simulate_problem
 TEST_STAN = Path(__file__).resolve().parent / "stan"
 HARD = TEST_STAN / "uncentred_halfcauchy.stan", TEST_STAN / "uncentred_halfcauchy_sim.stan"
 EASY = TEST_STAN / "normal_mean.stan", TEST_STAN / "normal_mean_sim.stan"
+EIGHT = TEST_STAN / "draft" / "eight_schools_noncentred.stan"
+EIGHT_DATA = {"J": 8, "sigma": [15, 10, 16, 11, 9, 11, 10, 18]}
 HARD_SEED = 4
 SMALL_PILOT = SamplerSettings(pilot_chains=16, pilot_grid=4, pilot_steps=4)
 
@@ -59,6 +70,34 @@ def test_the_rule_is_the_spread_of_the_log_likelihood_against_the_pilots_floor()
     assert choose(wild, limit=1e20).path == "prior"
 
 
+def test_cost_and_the_rule_that_abandons_the_prior_pilot():
+    rival = PathCost(0.5, 4.0)
+    assert rival.cost == pytest.approx(4.0 * 0.25, rel=1e-15)
+    grid = np.array([0.0, 1e-3, 1e-2, 1e-1, 1.0])
+    sd = np.array([50.0, 20.0, 8.0, 3.0, 1.0])
+    assert length_so_far(grid, sd) == pytest.approx(thermodynamic_length(grid, sd), rel=1e-12)
+    prefix = [length_so_far(grid[:k], sd[:k]) for k in range(2, grid.size + 1)]
+    assert np.all(np.diff(prefix) > 0)  # the rest of the path only adds length
+    give_up = abandon_when_costlier(rival)
+    for k in range(2, grid.size + 1):
+        for gradients in (1.0, 4.0, 16.0):
+            reason = give_up(grid[:k], sd[:k], gradients)
+            costlier = gradients * prefix[k - 2] ** 2 > rival.cost
+            assert (reason is not None) == costlier
+            assert give_up.partial == PathCost(prefix[k - 2], gradients, complete=False)
+    assert "already costs more" in give_up(grid, sd, 16.0)
+    spread = PathChoice("auto", "prior", "spread", 10.0, 32, SPREAD_LIMIT)
+    dear, cheap = PathCost(2.0, 10.0), PathCost(1.0, 10.0)
+    assert cheaper(cheap, dear, spread).path == "gaussian"
+    assert cheaper(dear, cheap, spread).path == "prior"
+    assert cheaper(cheap, cheap, spread).path == "prior"  # a tie: no normaliser needed
+    chosen = cheaper(dear, cheap, spread, abandoned="by beta = 0.01 it costs more")
+    assert chosen.path == "gaussian" and chosen.reason.startswith("by beta = 0.01")
+    assert chosen.costs == {"gaussian": {"length": 2.0, "gradients": 10.0, "complete": True},
+                            "prior": {"length": 1.0, "gradients": 10.0, "complete": True}}
+    assert chosen.loglik_sd == 10.0 and chosen.n_draws == 32
+
+
 @pytest.fixture(scope="module")
 def hard_problem():
     compile_many(list(HARD), workers=2)
@@ -68,12 +107,29 @@ def hard_problem():
     return simulate_problem("hard", compiled, sim, data, HARD_SEED, None), sim
 
 
-def test_auto_takes_the_waypoint_on_an_uncentred_half_cauchy_regression(hard_problem):
+def test_auto_takes_the_gaussian_path_on_an_uncentred_half_cauchy_regression(hard_problem):
     problem, sim = hard_problem
     settled = resolve_path([problem], sim, SMALL_PILOT, RunSettings(seed=HARD_SEED), "hard")
-    assert settled.choice.path == "waypoint" and settled.choice.requested == "auto"
+    assert settled.choice.path == "gaussian" and settled.choice.requested == "auto"
     assert settled.choice.loglik_sd > 100 * SPREAD_LIMIT  # about 1e14: far from the edge
-    assert settled.run.path == "waypoint" and settled.sampler.metric_ridge == "relative"
+    assert "strand" in settled.choice.reason and set(settled.choice.costs) == {"gaussian"}
+    assert settled.run.path == "gaussian" and settled.sampler.metric_ridge == "relative"
+    assert isinstance(settled.tuned, gaussian_path.GaussianPath)  # handed to the run
+    assert settled.tuned.normaliser.trustworthy
+
+
+def test_auto_takes_the_waypoint_where_the_normaliser_cannot_be_trusted(hard_problem,
+                                                                        monkeypatch):
+    problem, sim = hard_problem
+    real = gaussian_path.fit_gaussian_path
+
+    def untrusted(*args, **kwargs):
+        path = real(*args, **kwargs)
+        return replace(path, normaliser=replace(path.normaliser, pareto_k=1.5))
+
+    monkeypatch.setattr(gaussian_path, "fit_gaussian_path", untrusted)
+    settled = resolve_path([problem], sim, SMALL_PILOT, RunSettings(seed=HARD_SEED), "hard")
+    assert settled.choice.path == "waypoint" and "Pareto k 1.50" in settled.choice.reason
     assert settled.fitted is not None  # the Laplace fit, done before the fingerprint
     legs = waypoint.leg_targets(problem.target, settled.fitted[0])
     assert all(leg.native is not None for leg in legs)  # both legs run in the library
@@ -90,6 +146,7 @@ def test_auto_falls_back_to_the_prior_path_with_its_reason(hard_problem, monkeyp
         assert settled.sampler.metric_ridge == "stan" and settled.fitted is None
         assert settled.choice.loglik_sd > SPREAD_LIMIT  # the number is kept
         assert why in settled.choice.reason and "strand" in caplog.text
+        assert "Gaussian-base path is not a candidate" in settled.choice.reason
     imh = resolve_path([problem], sim, replace(SMALL_PILOT, kernel="imh"),
                        RunSettings(seed=HARD_SEED), "hard")
     assert imh.choice.path == "prior" and "this run is IMH" in imh.choice.reason
@@ -98,41 +155,66 @@ def test_auto_falls_back_to_the_prior_path_with_its_reason(hard_problem, monkeyp
         raise waypoint.WaypointError("no mode found: L-BFGS ran off")
 
     monkeypatch.setattr(waypoint, "fit_base", no_mode)
+    monkeypatch.setattr(gaussian_path, "fit_base", no_mode)
     settled = resolve_path([problem], sim, SMALL_PILOT, RunSettings(seed=HARD_SEED), "hard")
     assert settled.choice.path == "prior" and "no Gaussian waypoint" in settled.choice.reason
+    assert "no Laplace fit" in settled.choice.reason  # nor a Gaussian path
     explicit = resolve_path([problem], sim, SMALL_PILOT, RunSettings(path="prior"), "hard")
     assert explicit.choice.requested == "prior" and explicit.choice.loglik_sd is None
 
 
-def test_bread_records_the_choice_and_runs_the_waypoint(hard_problem):
+def test_bread_records_the_choice_and_runs_the_gaussian_path(hard_problem):
     run = RunSettings(steps=(4,), chains=4, seed=HARD_SEED, progress=False,
                       check_simulator=False)
     result = bread(*HARD, hard_data(), sampler=SMALL_PILOT, run=run)
     choice = result.extra["path_choice"]
-    assert choice["path"] == "waypoint" and choice["loglik_sd"] > 100 * SPREAD_LIMIT
-    assert result.settings["run"]["path"] == "waypoint"
+    assert choice["path"] == "gaussian" and choice["loglik_sd"] > 100 * SPREAD_LIMIT
+    assert "strand" in choice["reason"] and "Laplace Gaussian" in choice["reason"]
+    assert result.settings["run"]["path"] == "gaussian"
     assert result.settings["sampler"]["metric_ridge"] == "relative"
-    assert result.extra["tuning"]["path"] == "waypoint"
+    assert result.extra["tuning"]["path"] == "gaussian"
+    assert "tuning_seconds" not in result.extra  # the choice's pilot, not a second one
     assert np.all(np.isfinite(result.steps[0].forward.log_estimates))
 
 
-def test_auto_on_the_prior_path_is_the_old_default_bit_for_bit(tmp_path):
+def test_auto_takes_the_gaussian_path_on_the_conjugate_normal_mean():
     compile_many(list(EASY), workers=2)
     data = {"N": 20, "sigma": 1.0, "tau": 2.0}
+    (compiled,), sim_compiled = compile_with_simulator([EASY[0]], EASY[1])
+    sim = Simulator(sim_compiled, data)
+    problem = simulate_problem("easy", compiled, sim, data, 0, None)
+    sampler = SamplerSettings(pilot_chains=16, pilot_grid=6)
+    settled = resolve_path([problem], sim, sampler, RunSettings(seed=0), "easy")
+    costs = settled.choice.costs
+    assert settled.choice.path == "gaussian" and "already costs more" in settled.choice.reason
+    assert not costs["prior"]["complete"] and costs["gaussian"]["complete"]
+    assert (costs["prior"]["gradients"] * costs["prior"]["length"] ** 2
+            > costs["gaussian"]["gradients"] * costs["gaussian"]["length"] ** 2)
+    again = resolve_path([problem], sim, sampler, RunSettings(seed=0), "easy")
+    assert again.choice == settled.choice  # seeded pilots, costs in gradients
+
+
+def test_auto_on_the_prior_path_is_the_old_default_bit_for_bit(tmp_path):
+    simulator = draft_simulator(EIGHT)
+    compile_many([EIGHT], workers=1)
     steps = dict(steps=(3, 20), chains=12, seed=2, progress=False)
     sampler = SamplerSettings(kernel="hmc", n_leapfrog=5, pilot_chains=16, pilot_grid=6)
-    old = bread(*EASY, data, sampler=replace(sampler, metric_ridge="stan"),
+    old = bread(EIGHT, simulator, EIGHT_DATA, sampler=replace(sampler, metric_ridge="stan"),
                 run=RunSettings(**steps, path="prior"), out_dir=tmp_path / "old")
-    new = bread(*EASY, data, sampler=sampler, run=RunSettings(**steps))
+    new = bread(EIGHT, simulator, EIGHT_DATA, sampler=sampler, run=RunSettings(**steps))
     choice = new.extra["path_choice"]
     assert choice["requested"] == "auto" and choice["path"] == "prior"
+    assert choice["costs"]["prior"]["complete"]
     assert 0 < choice["loglik_sd"] < SPREAD_LIMIT
     assert old.extra["path_choice"]["requested"] == "prior"
     assert new.settings["fingerprint"] == old.settings["fingerprint"]
+    timing = "seconds_per_transition"
+    assert ({k: v for k, v in new.extra["tuning"].items() if k != timing}
+            == {k: v for k, v in old.extra["tuning"].items() if k != timing})
     for a, b in zip(old.steps, new.steps):
         np.testing.assert_array_equal(a.forward.log_estimates, b.forward.log_estimates)
         np.testing.assert_array_equal(a.reverse.log_estimates, b.reverse.log_estimates)
-    again = bread(*EASY, data, sampler=sampler, run=RunSettings(**steps),
+    again = bread(EIGHT, simulator, EIGHT_DATA, sampler=sampler, run=RunSettings(**steps),
                   out_dir=tmp_path / "old")  # auto resumes what path="prior" saved
     for a, b in zip(old.steps, again.steps):
         assert a.forward.wall_time == b.forward.wall_time  # loaded, not rerun

@@ -251,7 +251,7 @@ def test_a_full_disk_is_a_one_line_error(tmp_path, capsys, monkeypatch):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
 
     monkeypatch.setattr(store, "write_atomic", full)
-    rc, _, err = _cli(capsys, _run(tmp_path / "o"))
+    rc, _, err = _cli(capsys, _run(tmp_path / "o", "--path", "prior"))
     assert rc == 2 and "No space left on device" in err and "tuning.json" in err
 
 
@@ -260,7 +260,7 @@ def test_a_full_disk_is_a_one_line_error(tmp_path, capsys, monkeypatch):
 
 def test_resume_recovers_from_corrupt_and_half_written_files(tmp_path, capsys, caplog):
     out = tmp_path / "o"
-    assert _cli(capsys, _run(out))[0] in FINISHED
+    assert _cli(capsys, _run(out, "--path", "prior"))[0] in FINISHED  # writes tuning.json
     whole = BreadResult.load(out)
 
     (out / "steps_10.npz").write_bytes((out / "steps_10.npz").read_bytes()[:200])
@@ -274,7 +274,7 @@ def test_resume_recovers_from_corrupt_and_half_written_files(tmp_path, capsys, c
     assert rc == 2 and "run.json is corrupt or half-written (not valid JSON" in err
 
     caplog.clear()
-    rc, _, err = _cli(capsys, _run(out))
+    rc, _, err = _cli(capsys, _run(out, "--path", "prior"))
     assert rc in FINISHED
     assert "run.json is corrupt" in caplog.text and "tuning.json is corrupt" in caplog.text
     again = BreadResult.load(out)

@@ -106,6 +106,25 @@ def _halfnormal_mean_log_ml(y: np.ndarray) -> float:
     return float(np.log(value) - shift)
 
 
+def test_the_checks_prior_end_is_tuned_on_the_prior_not_at_q(regression, path):
+    prior_draws = regression.sample_prior(np.random.default_rng(11), 16)
+    end = gaussian_path.tune_prior_end(ShiftedPrior(regression), HMC(), HMCParams(0.1, 6),
+                                       path, prior_draws, seed=3,
+                                       config=TuningConfig(n_grid=6, adapt_steps=10))
+    np.testing.assert_array_equal(end.grid_betas, [0.0])
+    assert end.dense == path.leg.dense
+    # the prior is far wider than q (the posterior's Laplace fit) in every coordinate
+    variances = (lambda m: np.diagonal(m) if m.ndim == 2 else m)  # noqa: E731
+    assert np.all(variances(end.inv_metric[0]) > 10 * variances(path.leg.inv_metric[0]))
+    both = path.endpoints(end)
+    np.testing.assert_array_equal(both.grid_betas, [0.0, 1.0])
+    assert both.step_size[0] == end.step_size[0]
+    assert both.step_size[1] == path.leg.step_size[-1]
+    np.testing.assert_array_equal(both.inv_metric[0], end.inv_metric[0])
+    np.testing.assert_array_equal(both.inv_metric[1], path.leg.inv_metric[-1])
+    np.testing.assert_array_equal(path.endpoints().inv_metric[0], path.leg.inv_metric[0])
+
+
 def test_bread_on_the_gaussian_path_sandwiches_log_ml_with_a_half_normal_scale():
     model = TEST_STAN / "halfnormal_mean.stan"
     simulator = TEST_STAN / "halfnormal_mean_sim.stan"

@@ -198,7 +198,7 @@ def test_cli_check_exit_codes(tmp_path, capsys):
 def test_cli_run_no_check(tmp_path, capsys):
     data = _write(tmp_path, "d.json", {"N": 20, "sigma": 1.0, "tau": 2.0, "factor": 1.2})
     args = ["run", str(NORMAL_MEAN), "--simulator", str(NORMAL_MEAN_SIM), "--data", data,
-            "--steps", "3", "--chains", "20", "--quiet"]
+            "--steps", "3", "--chains", "20", "--path", "prior", "--quiet"]
     # The bounds are consistent (T = 3 cannot see a 1.2x prior scale); the check can.
     assert cli.main(args + ["--out", str(tmp_path / "a")]) == 3
     assert "simulator check: flagged: mu drifts inward" in capsys.readouterr().out

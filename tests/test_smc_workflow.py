@@ -59,7 +59,8 @@ def test_smc_run_sandwiches_log_ml_and_resumes(tmp_path):
 
 def test_smc_with_one_particle_is_the_ais_workflow_bit_for_bit():
     common = dict(steps=(5,), chains=10, seed=2, progress=False, check_simulator=False)
-    ais = bread(MODEL, SIMULATOR, DATA, sampler=SAMPLER, run=RunSettings(**common))
+    ais = bread(MODEL, SIMULATOR, DATA, sampler=SAMPLER, run=RunSettings(**common,
+                                                                     path="prior"))
     one = bread(MODEL, SIMULATOR, DATA, sampler=SAMPLER,
                 run=RunSettings(**common, algorithm="smc", particles=1))
     for d in ("forward", "reverse"):

@@ -115,7 +115,15 @@ def test_burn_in_runs_unadapted_transitions_and_keeps_the_format():
             assert calls[6:9] == [tuned.step_size[0]] * 3
         assert set(tuned.to_dict()) == {"kind", "grid_betas", "step_size", "inv_metric",
                                         "fixed", "beta_floor", "accept", "seconds_per_transition",
-                                        "loglik_sd", "max_depth_share"}
+                                        "loglik_sd", "max_depth_share",
+                                        "gradients_per_transition"}
+        assert tuned.gradients_per_transition == 4.0  # HMC: its leapfrog steps, exactly
+        assert TunedKernel.from_dict(tuned.to_dict()).gradients_per_transition == 4.0
+    calls.clear()  # one beta only (the simulator check's prior end)
+    tuned = tune(model, Counting(), HMCParams(0.5, 4), prior, seed=1, at=np.zeros(1),
+                 config=TuningConfig(adapt_steps=6, burn_in=3, adapt_metric=False,
+                                     beta_floor=1e-3, metric="diag"))
+    assert len(calls) == 6 and tuned.grid_betas.tolist() == [0.0]
     with pytest.raises(ValueError, match="burn_in"):
         tune(model, HMC(), HMCParams(0.5, 4), prior, seed=1, config=TuningConfig(burn_in=-1))
 

@@ -30,7 +30,7 @@ Z = 3.5
 
 SAMPLER = SamplerSettings(kernel="hmc", n_leapfrog=5, pilot_chains=16, pilot_grid=6,
                           pilot_steps=20)
-RUN = RunSettings(steps=(3, 30, 300), chains=200, seed=1, progress=False)
+RUN = RunSettings(steps=(3, 30, 300), chains=200, seed=1, progress=False, path="prior")
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -86,13 +86,15 @@ def test_result_records_settings_truth_and_draws(result):
 
 def test_same_seed_same_numbers_and_seed_matters(result):
     again = bread(MODEL, SIMULATOR, DATA, sampler=SAMPLER,
-                  run=RunSettings(steps=(3,), chains=200, seed=1, progress=False))
+                  run=RunSettings(steps=(3,), chains=200, seed=1, progress=False,
+                                  path="prior"))
     np.testing.assert_array_equal(again.step(3).forward.log_estimates,
                                   result.step(3).forward.log_estimates)
     np.testing.assert_array_equal(again.step(3).reverse.log_estimates,
                                   result.step(3).reverse.log_estimates)
     other = bread(MODEL, SIMULATOR, DATA, sampler=SAMPLER,
-                  run=RunSettings(steps=(3,), chains=200, seed=2, progress=False))
+                  run=RunSettings(steps=(3,), chains=200, seed=2, progress=False,
+                                  path="prior"))
     assert not np.array_equal(other.step(3).forward.log_estimates,
                               result.step(3).forward.log_estimates)
 
@@ -186,18 +188,24 @@ def test_compare_shares_one_simulated_data_set_and_truth(tmp_path):
 NOT_CONVERGED = 4
 
 
-def _cli_args(out: Path, steps: str) -> list[str]:
+def _cli_args(out: Path, steps: str, path: str = "prior") -> list[str]:
     data = out.parent / "data.json"
     data.write_text(json.dumps(DATA))
     return ["run", str(MODEL), "--simulator", str(SIMULATOR), "--data", str(data),
             "--steps", steps, "--chains", "30", "--seed", "3", "--leapfrog", "5",
-            "--out", str(out), "--quiet"]
+            "--path", path, "--out", str(out), "--quiet"]
 
 
-def test_cli_interrupt_and_resume_give_the_uninterrupted_results(tmp_path, monkeypatch):
+@pytest.mark.parametrize("path", ["prior", "auto"])
+def test_cli_interrupt_and_resume_give_the_uninterrupted_results(tmp_path, monkeypatch, path):
+    """On the prior path (not converged at T = 30) and on the path "auto" takes here, the
+    Gaussian one (converged), whose pilots run again on the resume."""
     whole = tmp_path / "whole"
-    assert cli.main(_cli_args(whole, "3,30")) == NOT_CONVERGED
+    code = cli.main(_cli_args(whole, "3,30", path))
+    assert code == (NOT_CONVERGED if path == "prior" else 0)
     assert (whole / "report.html").exists() and (whole / "summary.csv").exists()
+    taken = BreadResult.load(whole).extra["path_choice"]["path"]
+    assert taken == ("prior" if path == "prior" else "gaussian")
 
     # Each step count runs as one batch of both directions (engine.forward_and_reverse).
     real_run, calls = workflow.engine.forward_and_reverse, []
@@ -210,10 +218,10 @@ def test_cli_interrupt_and_resume_give_the_uninterrupted_results(tmp_path, monke
 
     parts = tmp_path / "parts"
     monkeypatch.setattr(workflow.engine, "forward_and_reverse", interrupted)
-    assert cli.main(_cli_args(parts, "3,30")) == 130
+    assert cli.main(_cli_args(parts, "3,30", path)) == 130
     assert [s.n_steps for s in BreadResult.load(parts).steps] == [3]
     monkeypatch.setattr(workflow.engine, "forward_and_reverse", real_run)
-    assert cli.main(_cli_args(parts, "3,30")) == NOT_CONVERGED
+    assert cli.main(_cli_args(parts, "3,30", path)) == code
 
     for a, b in zip(BreadResult.load(whole).steps, BreadResult.load(parts).steps, strict=True):
         assert a.n_steps == b.n_steps
@@ -255,7 +263,7 @@ def test_adaptive_schedule_and_dense_metric_in_the_workflow():
     sampler = SamplerSettings(kernel="hmc", n_leapfrog=5, pilot_chains=16, pilot_grid=6,
                               pilot_steps=20, metric="dense")
     run = RunSettings(steps=(30,), chains=100, seed=2, progress=False,
-                      schedule=ScheduleSpec("adaptive"))
+                      schedule=ScheduleSpec("adaptive"), path="prior")
     res = bread(MODEL, SIMULATOR, DATA, sampler=sampler, run=run)
     tuned = TunedKernel.from_dict(res.extra["tuning"])
     assert tuned.dense

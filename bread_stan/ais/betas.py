@@ -26,7 +26,7 @@ import numpy as np
 from ..errors import InputError
 
 __all__ = ["ScheduleError", "linear", "sigmoidal", "geometric", "thermodynamic", "validate",
-           "ScheduleSpec", "Betas", "thermodynamic_length"]
+           "ScheduleSpec", "Betas", "thermodynamic_length", "length_so_far"]
 
 
 class ScheduleError(InputError):
@@ -138,6 +138,19 @@ def thermodynamic_length(grid_betas, loglik_sd) -> float:
     measured sd curve, interpolated as :func:`thermodynamic` does (its gap at T
     distributions is about ``L^2 / (2 T)``)."""
     return float(_LengthCurve(grid_betas, loglik_sd).edges[-1])
+
+
+def length_so_far(grid_betas, loglik_sd) -> float:
+    """The thermodynamic length of the part of the path a pilot has measured so far:
+    ``grid_betas`` from 0 upward (not yet at 1), interpolated as :func:`thermodynamic`
+    does.  The rest of the path can only add to it."""
+    g = np.asarray(grid_betas, dtype=float)
+    s = np.asarray(loglik_sd, dtype=float)
+    if g.size < 2 or s.shape != g.shape or not np.all(np.isfinite(s) & (s >= 0)) \
+            or not s.max() > 0:
+        return 0.0
+    lengths, _ = _segment_lengths(g, np.maximum(s, 1e-6 * s[s > 0].min()))
+    return float(np.sum(lengths))
 
 
 class _LengthCurve:

@@ -36,7 +36,7 @@ import numpy as np
 from . import engine
 from .gaussian_base import DEFAULT_WIDEN, GaussianBase
 from .prior_normaliser import DEFAULT_DRAWS, NormaliserEstimate, estimate_log_normaliser
-from .tuning import TunedKernel, TuningConfig
+from .tuning import TunedKernel, TuningConfig, tune
 from .waypoint import base_leg_target, fit_base, tune_base_leg
 from ..kernels.base import Kernel
 from ..rng import Stream, chain_seed_sequences
@@ -44,7 +44,7 @@ from ..stan.model import StanModel
 from ..target import Target
 
 __all__ = ["GaussianPath", "fit_gaussian_path", "prior_log_density", "forward", "reverse",
-           "forward_and_reverse"]
+           "forward_and_reverse", "tune_prior_end"]
 
 log = logging.getLogger(__name__)
 
@@ -104,15 +104,21 @@ class GaussianPath:
                        "sandwich's shift by it, cannot be trusted")
         return out
 
-    def endpoints(self) -> TunedKernel:
+    def endpoints(self, prior_end: TunedKernel | None = None) -> TunedKernel:
         """A tuned kernel on the prior path's two ends, for the simulator check: the
-        leg's params at q serve the prior end (valid there, tuned to the posterior's
-        scale, so the check's prior chains move slowly) and at the posterior the
-        posterior end."""
+        leg's params at the posterior serve the posterior end; at the prior end, those
+        tuned at beta = 0 of the prior path (``prior_end``, from :func:`tune_prior_end`),
+        else the leg's params at q (valid there, but tuned to the posterior's scale, so
+        the check's prior chains move slowly: a funnel-shaped prior makes every tree
+        reach the maximum depth)."""
         leg = self.leg
-        metric = None if leg.inv_metric is None else leg.inv_metric[[0, -1]]
-        return TunedKernel(leg.kind, np.array([0.0, 1.0]), leg.step_size[[0, -1]], metric,
-                           dict(leg.fixed), leg.beta_floor, leg.accept[[0, -1]],
+        start = prior_end if prior_end is not None else leg
+        metric = None if leg.inv_metric is None else np.stack(
+            [start.inv_metric[0], leg.inv_metric[-1]])
+        return TunedKernel(leg.kind, np.array([0.0, 1.0]),
+                           np.array([start.step_size[0], leg.step_size[-1]]), metric,
+                           dict(leg.fixed), leg.beta_floor,
+                           np.array([start.accept[0], leg.accept[-1]]),
                            leg.seconds_per_transition)
 
     def to_dict(self) -> dict:
@@ -151,6 +157,17 @@ def fit_gaussian_path(model: Target, kernel: Kernel, base_params, pilot_draws,
     log.info("gaussian path: Laplace fit in %.2g s; log c = %.4f (se %.2g) in %.2g s",
              record["seconds"], normaliser.log_c, normaliser.se, time.perf_counter() - t0)
     return GaussianPath(base, leg, normaliser, record)
+
+
+def tune_prior_end(model: Target, kernel: Kernel, base_params, path: GaussianPath,
+                   prior_draws, *, seed, config: TuningConfig = TuningConfig()
+                   ) -> TunedKernel:
+    """The kernel tuned at beta = 0 of the prior path alone (the pilot's exact prior
+    draws ``prior_draws``, stream ``Stream.CHECK_PRIOR_END``), with the leg's kind of
+    metric, for :meth:`GaussianPath.endpoints`."""
+    metric = "dense" if path.leg.dense else "diag"
+    return tune(model, kernel, base_params, prior_draws, seed=seed, at=np.zeros(1),
+                config=replace(config, metric=metric, stream=int(Stream.CHECK_PRIOR_END)))
 
 
 def _shift(run: engine.AISRun, log_c: float) -> engine.AISRun:

@@ -1,28 +1,34 @@
-"""The rule behind ``path="auto"``: temper the likelihood from the prior, or go through a
-Gaussian waypoint (:mod:`bread_stan.ais.waypoint`).
+"""The rules behind ``path="auto"``: temper the likelihood from the prior, start from a
+Laplace Gaussian (:mod:`bread_stan.ais.gaussian_path`), or go through a Gaussian waypoint
+(:mod:`bread_stan.ais.waypoint`).  :mod:`bread_stan.workflows.auto_path` applies them.
 
-The number that decides is the standard deviation of the log likelihood over the
-pilot's exact prior draws, the quantity whose inverse the pilot takes as the first beta
-where the likelihood matters (``beta_floor`` of
-:class:`~bread_stan.ais.tuning.TuningConfig`).  The prior path's pilot cannot place
-its grid below ``floor_min`` = 1e-12, so a spread above ``1 / floor_min`` = 1e12 nats
-means the first tempered densities change faster than the pilot can follow, and the
-likelihood tempers a prior that is vague on the scale the data fix: the
-half-Cauchy regression with an uncentred predictor of ``scripts/bench_hard.py`` has
-spreads of 2e13 to 1e16 nats on its data sets, and tempering strands its chains (AIS
-bounds of 2.4e5 nats at T = 10,000, SMC's best 319 nats), while the waypoint path
-reaches 0.06 nats (``scripts/figures/bench_hard/results.md``).  Models where the prior
-path works sit far below: Pima about 1e3, NHEFS about 1e5, eight schools at most 3e4,
-the conjugate normal mean about 1e2, the vague-prior regression of issue 15 (three
-normal(0, 100) coefficients, a predictor near 100) 1e9 to 1e11
-(``scripts/path_choice_survey.py``).
+**The spread rule** (:func:`choose`).  The standard deviation of the log likelihood over
+the pilot's exact prior draws is the quantity whose inverse the pilot takes as the first
+beta where the likelihood matters (``beta_floor`` of
+:class:`~bread_stan.ais.tuning.TuningConfig`).  The prior path's pilot cannot place its
+grid below ``floor_min`` = 1e-12, so a spread above ``1 / floor_min`` = 1e12 nats means
+the first tempered densities change faster than the pilot can follow: tempering would
+strand chains (the half-Cauchy regression with an uncentred predictor of
+``scripts/bench_hard.py`` has spreads of 2e13 to 1e16 nats, and AIS bounds of 2.4e5 nats
+at T = 10,000).
 
-What it cannot see: a funnel that the likelihood's spread does not announce (a
-hierarchical scale whose prior is not vague on the data's scale), a prior path that
-strands chains at spreads below 1e12, nor whether the waypoint's Laplace fit exists
-(checked separately: no mode, and ``auto`` keeps the prior path).  Thirty-two draws of
-a heavy-tailed quantity give a noisy sd; the margins on the models above are one
-decade or more on either side.
+**The cost rule** (:class:`PathCost`, :func:`cheaper`, :class:`abandon_when_costlier`).
+Where both the prior path and the Gaussian path can run, each pilot measures its path's
+thermodynamic length L (:func:`~bread_stan.ais.betas.thermodynamic_length`) and its
+kernel's gradients per transition g.  AIS's gap at T distributions is about L^2 / (2T),
+so a gap eps costs about g L^2 / (2 eps) gradients a chain, and g L^2 ranks the paths at
+any accuracy; the cheaper is taken (a tie goes to the prior path, which needs no
+normaliser).  The Gaussian path's pilot runs first; the prior path's is abandoned as
+soon as the part of its path measured so far already costs more (the rest can only add
+length), so a funnel-shaped prior does not cost a full pilot.  Gradients, not seconds:
+the same seed makes the same choice on any machine.
+
+What the cost rule cannot see: how well the kernels mix (L^2 / (2T) is the gap of
+perfectly mixing transitions; a path whose chains lag has a larger gap than its length
+says), a pilot that mis-measures the sd of the log likelihood at its grid betas, and the
+Gaussian path's extra error from the estimate of the prior's normaliser (the path is a
+candidate only when that estimate is trustworthy).  Where the Gaussian path cannot run,
+the spread rule alone decides, as before: the waypoint above 1e12, else the prior path.
 """
 
 from __future__ import annotations
@@ -32,12 +38,76 @@ from typing import Any
 
 import numpy as np
 
+from .betas import length_so_far
 from .tuning import TuningConfig, loglik_sd
 
-__all__ = ["PathChoice", "PATHS", "SPREAD_LIMIT", "choose", "given"]
+__all__ = ["PathChoice", "PathCost", "PATHS", "SPREAD_LIMIT", "choose", "given",
+           "cheaper", "abandon_when_costlier"]
 
-PATHS = ("auto", "prior", "waypoint", "gaussian")  # "gaussian" only when asked for
+PATHS = ("auto", "prior", "waypoint", "gaussian")
 SPREAD_LIMIT = 1.0 / TuningConfig().floor_min  # 1e12 nats: the pilot's floor cannot go lower
+
+
+@dataclass(frozen=True)
+class PathCost:
+    """A path's cost as its pilot measured it: the thermodynamic length ``length``
+    (:func:`~bread_stan.ais.betas.thermodynamic_length`) and the kernel's mean
+    ``gradients`` per chain and transition.  AIS's gap at T distributions is about
+    L^2 / (2 T), so reaching a gap eps takes about g L^2 / (2 eps) gradients a chain:
+    ``cost`` = g L^2 compares paths at any accuracy.  ``complete`` False: the pilot
+    was abandoned part way, and ``length`` is the part it measured (a lower bound)."""
+
+    length: float
+    gradients: float
+    complete: bool = True
+
+    @property
+    def cost(self) -> float:
+        return float(self.gradients * self.length ** 2)
+
+    def describe(self) -> str:
+        bound = "" if self.complete else " at least"
+        return (f"length{bound} {self.length:.3g} x {self.gradients:.3g} gradients a "
+                f"transition")
+
+
+class abandon_when_costlier:  # noqa: N801 (used as a function)
+    """A ``give_up`` rule for the prior path's pilot (:func:`~bread_stan.ais.tuning.tune`):
+    stop once the length measured so far, at the gradients per transition so far,
+    already costs more than ``rival`` (the rest of the path can only add length).
+    ``partial`` keeps the prior path's cost at the last grid beta measured."""
+
+    def __init__(self, rival: PathCost):
+        self.rival = rival
+        self.partial: PathCost | None = None
+
+    def __call__(self, grid, sds, gradients: float) -> str | None:
+        self.partial = PathCost(length_so_far(grid, sds), gradients, complete=False)
+        if self.partial.cost <= self.rival.cost:
+            return None
+        return (f"by beta = {grid[-1]:.3g} the prior path already costs more "
+                f"({self.partial.describe()}) than the Gaussian path "
+                f"({self.rival.describe()})")
+
+
+def cheaper(gaussian: PathCost, prior: PathCost, choice: "PathChoice",
+            abandoned: str | None = None) -> "PathChoice":
+    """The path with the smaller cost g L^2 (ties to the prior path, which needs no
+    normaliser), ``choice`` the spread rule's record; ``abandoned`` the reason the
+    prior path's pilot was stopped, if it was."""
+    costs = {"gaussian": asdict(gaussian), "prior": asdict(prior)}
+    if abandoned is not None or gaussian.cost < prior.cost:
+        why = abandoned or (f"the Gaussian path costs less ({gaussian.describe()}) than "
+                            f"tempering from the prior ({prior.describe()})")
+        path = "gaussian"
+    else:
+        why = (f"tempering from the prior costs no more ({prior.describe()}) than the "
+               f"Gaussian path ({gaussian.describe()})")
+        path = "prior"
+    reason = (f"{why}; cost = gradients a transition x length^2, AIS's gap at T "
+              "distributions being about length^2 / (2T)")
+    return PathChoice("auto", path, reason, choice.loglik_sd, choice.n_draws, choice.limit,
+                      costs)
 
 
 @dataclass(frozen=True)
@@ -53,6 +123,7 @@ class PathChoice:
     loglik_sd: float | None = None
     n_draws: int | None = None
     limit: float | None = None
+    costs: dict | None = None  # path -> PathCost fields, when the pilots compared them
 
     @property
     def tempering_strands(self) -> bool:
@@ -75,12 +146,13 @@ def given(requested: str, path: str, reason: str,
     for): ``reason`` says why; ``choice`` keeps the rule's number when it was measured."""
     if choice is None:
         return PathChoice(requested, path, reason)
-    return PathChoice(requested, path, reason, choice.loglik_sd, choice.n_draws, choice.limit)
+    return PathChoice(requested, path, reason, choice.loglik_sd, choice.n_draws, choice.limit,
+                      choice.costs)
 
 
 def choose(log_lik, limit: float = SPREAD_LIMIT) -> PathChoice:
-    """The rule on the log likelihood at the pilot's prior draws (n,): "waypoint" when
-    its standard deviation (finite values only) exceeds ``limit``, else "prior"."""
+    """The spread rule on the log likelihood at the pilot's prior draws (n,): "waypoint"
+    when its standard deviation (finite values only) exceeds ``limit``, else "prior"."""
     values = np.asarray(log_lik, dtype=float).ravel()
     sd = loglik_sd(values)
     n = int(np.count_nonzero(np.isfinite(values)))

@@ -32,6 +32,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from functools import cached_property
 
@@ -47,7 +48,8 @@ from ..pace import PaceLog
 from ..target import Target
 from ..errors import InputError
 
-__all__ = ["TuningConfig", "TunedKernel", "tune", "progress_bar", "loglik_sd", "PILOT_STREAM"]
+__all__ = ["TuningConfig", "TunedKernel", "tune", "progress_bar", "loglik_sd", "PILOT_STREAM",
+           "PilotAbandoned"]
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +60,10 @@ _SANE_STEP = (1e-8, 1e6)   # step sizes outside this range flag a broken density
 _SANE_RATIO = 1e6          # nor should they vary more than this along beta
 _RIDGES = ("stan", "relative")
 _DEFAULT_FLOOR = 1e-3
+
+
+class PilotAbandoned(Exception):
+    """A pilot stopped by its ``give_up`` rule (the message says why); not an error."""
 
 
 @dataclass(frozen=True)
@@ -144,6 +150,8 @@ class TunedKernel:
     loglik_sd: np.ndarray | None = None
     # NUTS: share of the final window's transitions whose tree reached the maximum depth
     max_depth_share: np.ndarray | None = None
+    # the pilot's mean gradient evaluations per chain and transition (a machine-free cost)
+    gradients_per_transition: float = float("nan")
 
     def _coord(self, betas) -> np.ndarray:
         return np.log(np.asarray(betas, dtype=float) + self.beta_floor)
@@ -186,7 +194,8 @@ class TunedKernel:
                 "step_size": lst(self.step_size), "inv_metric": lst(self.inv_metric),
                 "fixed": self.fixed, "beta_floor": self.beta_floor, "accept": lst(self.accept),
                 "seconds_per_transition": self.seconds_per_transition,
-                "loglik_sd": lst(self.loglik_sd), "max_depth_share": lst(self.max_depth_share)}
+                "loglik_sd": lst(self.loglik_sd), "max_depth_share": lst(self.max_depth_share),
+                "gradients_per_transition": self.gradients_per_transition}
 
     @classmethod
     def from_dict(cls, data: dict) -> "TunedKernel":
@@ -195,7 +204,8 @@ class TunedKernel:
                    arr(data.get("inv_metric")), dict(data.get("fixed") or {}),
                    float(data["beta_floor"]), arr(data.get("accept")),
                    float(data.get("seconds_per_transition", float("nan"))),
-                   arr(data.get("loglik_sd")), arr(data.get("max_depth_share")))
+                   arr(data.get("loglik_sd")), arr(data.get("max_depth_share")),
+                   float(data.get("gradients_per_transition", float("nan"))))
 
     def problems(self) -> list[str]:
         """Signs that a tempered density is improper or absurdly scaled: step sizes
@@ -368,14 +378,20 @@ def progress_bar(total: int, enabled: bool, desc: str):
 
 
 def tune(target: Target, kernel: Kernel, base_params, prior_draws, *, seed,
-         config: TuningConfig = TuningConfig(), progress: bool = False) -> TunedKernel:
+         config: TuningConfig = TuningConfig(), progress: bool = False,
+         give_up: Callable[[np.ndarray, np.ndarray, float], str | None] | None = None,
+         at: np.ndarray | None = None) -> TunedKernel:
     """Tune the step size (and optionally the metric) of ``kernel`` along beta.
 
     ``base_params`` (HMCParams or NUTSParams) gives the fixed settings (leapfrog
     steps or maximum depth) and the initial step size; ``prior_draws`` (n, d)
     are exact prior draws reserved for the pilot (never reuse them for scored
     chains).  Pilot chains use random stream ``config.stream``.  ``progress``
-    shows a bar over the grid betas (on a terminal).
+    shows a bar over the grid betas (on a terminal).  ``give_up``, called after
+    each grid beta with the grid so far, the sds of the log likelihood measured
+    there and the mean gradients per chain and transition so far, stops the pilot
+    with :class:`PilotAbandoned` when it returns a reason.  ``at``: tune at these betas
+    only (increasing, from 0) instead of the grid up to 1.
     """
     kind = kind_of(base_params)
     if config.burn_in < 0 or config.adapt_steps < 1:
@@ -390,7 +406,7 @@ def tune(target: Target, kernel: Kernel, base_params, prior_draws, *, seed,
     floor, n_grid = config.beta_floor, config.n_grid
     if floor is None:
         floor, n_grid = _auto_floor(state.evaluation.log_lik, n_grid, config.floor_min)
-    grid = _grid(n_grid, floor)
+    grid = _grid(n_grid, floor) if at is None else np.asarray(at, dtype=float)
     step = float(base_params.step_size)
     metric = None if base_params.inv_metric is None else np.asarray(base_params.inv_metric, float)
     steps, metrics, accepts = [], [], []
@@ -404,12 +420,20 @@ def tune(target: Target, kernel: Kernel, base_params, prior_draws, *, seed,
 
     top = int(getattr(base_params, "max_depth", 0)) if kind == "nuts" else 0
 
+    gradients = [0, 0]  # gradient evaluations, chain transitions
+
+    def transition(state, beta, params):
+        state, info = kernel.step(rng, state, target, np.full(n, beta), params)
+        gradients[0] += int(np.sum(info.n_grad))
+        gradients[1] += n
+        return state, info
+
     def adapt(state, beta, step, metric, n_steps, record=None):
         da = DualAveraging(step, accept_target)
         acc, deep = [], []
         for _ in range(n_steps):
             params = replace(base_params, step_size=float(da.current), inv_metric=metric)
-            state, info = kernel.step(rng, state, target, np.full(n, beta), params)
+            state, info = transition(state, beta, params)
             a = float(np.mean(np.nan_to_num(info.accept_stat, nan=0.0)))
             da.update(a)
             acc.append(a)
@@ -430,7 +454,7 @@ def tune(target: Target, kernel: Kernel, base_params, prior_draws, *, seed,
         if i > 0 and config.burn_in > 0:
             params = replace(base_params, step_size=step, inv_metric=metric)
             for _ in range(config.burn_in):
-                state, _ = kernel.step(rng, state, target, np.full(n, beta), params)
+                state, _ = transition(state, beta, params)
         visited = []
         if dense:
             half = max(config.adapt_steps // 2, 1)
@@ -460,6 +484,12 @@ def tune(target: Target, kernel: Kernel, base_params, prior_draws, *, seed,
                   "%.0f%% of trees at the maximum depth", beta, step, acc, sds[-1], 100 * deep)
         if progress and bar is None:  # a log, not a terminal: lines, not a bar
             pace.tick(i + 1, f"beta = {beta:.3g}, step size {step:.3g}")
+        reason = None if give_up is None else give_up(
+            grid[:i + 1], np.array(sds), gradients[0] / max(gradients[1], 1))
+        if reason is not None:
+            if bar is not None:
+                bar.close()
+            raise PilotAbandoned(reason)
 
     if bar is not None:
         bar.close()
@@ -477,7 +507,8 @@ def tune(target: Target, kernel: Kernel, base_params, prior_draws, *, seed,
         inv_metric = np.repeat(base[None], grid.size, axis=0)
     return TunedKernel(kind, grid, np.array(steps), inv_metric, fixed, floor,
                        np.array(accepts), (time.perf_counter() - start) / max(transitions, 1),
-                       np.array(sds), np.array(depth_shares) if top else None)
+                       np.array(sds), np.array(depth_shares) if top else None,
+                       gradients[0] / max(gradients[1], 1))
 
 
 def loglik_sd(values: np.ndarray) -> float:

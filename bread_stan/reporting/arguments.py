@@ -309,9 +309,11 @@ def _add_path_options(p) -> None:
                    "to the posterior, for funnels that tempering creates (waypoint, AIS "
                    "only); or start from that Gaussian itself (gaussian: a different "
                    "sampler, Laplace then AIS, with the prior's normaliser estimated by "
-                   "importance sampling and subtracted); auto (default) takes the waypoint "
-                   "when the log likelihood's sd over the pilot's prior draws exceeds 1e12 "
-                   "nats and a posterior mode exists, else the prior path")
+                   "importance sampling and subtracted); auto (default): where the Gaussian "
+                   "path can run, the cheaper of it and the prior path by their pilots "
+                   "(gradients a transition x thermodynamic length squared), else the "
+                   "waypoint when the log likelihood's sd over the pilot's prior draws "
+                   "exceeds 1e12 nats, else the prior path")
     p.add_argument("--metric-ridge", choices=("auto", "stan", "relative"), default="auto",
                    help="regularisation of the pilot's metric: Stan's 1e-3 added to each "
                    "variance, or 1e-3 of each variance (for parameters with posterior sds "

@@ -1,14 +1,26 @@
 """Settle a run's annealing path before anything is scored: ``path="auto"`` made concrete.
 
 :func:`resolve_path` (bread and compare) evaluates the log likelihood at the pilot's
-exact prior draws (the very draws the pilot then tunes on), applies the rule of
-:mod:`bread_stan.ais.path_choice`, and, when it says "waypoint", fits the waypoint's
-Laplace approximation at once, so that a model without a posterior mode falls back to
-the prior path before the run's fingerprint is taken.  The settings it returns are
-concrete (path "prior" or "waypoint", ridge "stan" or "relative"): they are what the
-fingerprint and the saved header record, so a run that resolves to the prior path has
-the fingerprint of ``path="prior"`` and resumes results saved under it.  One decision
-serves the forward and the reverse runs and every step count.
+exact prior draws (the very draws the pilots then tune on) and lets the pilots of two
+paths bid (:mod:`bread_stan.ais.path_choice`):
+
+1. The Gaussian-base path (:mod:`bread_stan.ais.gaussian_path`), where it can run (AIS,
+   HMC or NUTS, one exact draw, a posterior mode with a Laplace fit, a prior normaliser
+   whose estimate can be trusted): its q is fitted, its leg tuned, and the leg's
+   thermodynamic length L and gradients a transition g measured.
+2. Tempering from the prior, unless the spread of the log likelihood says it would
+   strand chains: its pilot runs with the rule that abandons it once the part of the
+   path measured so far already costs more (g L^2) than the Gaussian path.
+
+The cheaper path is taken, and its tuning handed to the run (:attr:`Resolution.tuned`),
+so neither pilot runs twice.  Where the Gaussian path cannot run, the spread rule alone
+decides between the prior path and the Gaussian waypoint, as before.  A model without
+a posterior mode falls back to the prior path before the run's fingerprint is taken.
+The settings returned are concrete (path "prior", "waypoint" or "gaussian", ridge
+"stan" or "relative"): they are what the fingerprint and the saved header record.  One
+decision serves the forward and the reverse runs and every step count; the pilots are
+seeded, and their costs counted in gradients, not seconds, so the same seed makes the
+same choice on any machine.
 
 :func:`prior_path_only` is the same step for the workflows that run the prior path only
 (protocol, subjective, aide): "auto" falls back with a logged reason, an explicit
@@ -18,37 +30,97 @@ serves the forward and the reverse runs and every step count.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 
-from ..ais import waypoint
+from ..ais import gaussian_path, waypoint
+from ..ais.betas import ScheduleError, thermodynamic_length
 from ..ais.gaussian_base import GaussianBase
-from ..ais.path_choice import PathChoice, choose, given
+from ..ais.path_choice import (PathChoice, PathCost, abandon_when_costlier, cheaper, choose,
+                               given)
+from ..ais.prior_normaliser import fit_draws
+from ..ais.tuning import PilotAbandoned, TunedKernel, tune
 from ..errors import InputError
 from ..rng import Purpose, derived_seed
 from ..stan.simulator import Simulator
 from .problem import Problem, prior_draws
 from .settings import RunSettings, SamplerSettings
 
-__all__ = ["Resolution", "resolve_path", "prior_path_only"]
+__all__ = ["Resolution", "resolve_path", "prior_path_only", "fit_gaussian"]
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, eq=False)
 class Resolution:
-    """Concrete settings for the run, the choice behind them, and the waypoint q with
-    its fit record when the path is "waypoint" and it was fitted here."""
+    """Concrete settings for the run, the choice behind them, the waypoint q with its
+    fit record when the path is "waypoint" and it was fitted here, and the path's
+    tuning when a pilot here made it (a ``GaussianPath`` or a ``TunedKernel``)."""
 
     sampler: SamplerSettings
     run: RunSettings
     choice: PathChoice
     fitted: tuple[GaussianBase, dict] | None = None
+    tuned: gaussian_path.GaussianPath | TunedKernel | None = None
 
 
 def _concrete(sampler: SamplerSettings, run: RunSettings, choice: PathChoice,
-              fitted=None) -> Resolution:
+              fitted=None, tuned=None) -> Resolution:
     return Resolution(sampler.for_path(choice.path), replace(run, path=choice.path), choice,
-                      fitted)
+                      fitted, tuned)
+
+
+def fit_gaussian(problem: Problem, simulator: Simulator, sampler: SamplerSettings,
+                 run: RunSettings, fitted=None) -> gaussian_path.GaussianPath:
+    """The Gaussian-base path of ``problem``: q fitted on the pilot's exact prior draws,
+    its leg tuned and the prior's normaliser estimated, all on the run's seeds (so a
+    run that fits it again gets the same path)."""
+    concrete = sampler.for_path("gaussian")
+    kernel, base_params = concrete.make()
+    pilot_seed = derived_seed(run.seed, Purpose.PILOT)
+    return gaussian_path.fit_gaussian_path(
+        problem.target, kernel, base_params,
+        prior_draws(problem, simulator, concrete.pilot_chains, pilot_seed),
+        prior_draws(problem, simulator, fit_draws(problem.target.dim),
+                    derived_seed(run.seed, Purpose.NORMALISER_PRIOR)),
+        seed=pilot_seed, config=concrete.tuning_config(), progress=run.progress,
+        fitted=fitted)
+
+
+def _gaussian_unavailable(sampler: SamplerSettings, run: RunSettings) -> str | None:
+    if run.algorithm != "ais":
+        return "the Gaussian path runs AIS only and this run is SMC"
+    if sampler.kernel == "imh":
+        return "the Gaussian path tunes HMC or NUTS and this run is IMH"
+    if run.exact_draws != 1:
+        return (f"the Gaussian path is fitted to one data set and this run has "
+                f"{run.exact_draws} exact draws")
+    return None
+
+
+def _gaussian_candidate(problem, simulator, sampler, run, name
+                        ) -> tuple[gaussian_path.GaussianPath | None, str | None]:
+    """The fitted Gaussian path, or None and why it cannot run."""
+    why = _gaussian_unavailable(sampler, run)
+    if why is not None:
+        return None, why
+    log.info("%s: choosing the path: fitting the Gaussian-base path's pilot", name)
+    try:
+        path = fit_gaussian(problem, simulator, sampler, run)
+    except waypoint.WaypointError as error:
+        return None, f"no Laplace fit ({error})"
+    if not path.normaliser.trustworthy:
+        return None, (f"the prior normaliser's estimate cannot be trusted (Pareto k "
+                      f"{path.normaliser.pareto_k:.2f})")
+    try:
+        _leg_cost(path.leg)
+    except ScheduleError as error:
+        return None, f"its pilot could not measure the path ({error})"
+    return path, None
+
+
+def _leg_cost(tuned: TunedKernel, complete: bool = True) -> PathCost:
+    return PathCost(thermodynamic_length(tuned.grid_betas, tuned.loglik_sd),
+                    tuned.gradients_per_transition, complete)
 
 
 def resolve_path(problems: list[Problem], simulator: Simulator, sampler: SamplerSettings,
@@ -58,10 +130,14 @@ def resolve_path(problems: list[Problem], simulator: Simulator, sampler: Sampler
         choice = given(run.path, run.path, "set in RunSettings.path")
         return _concrete(sampler, run, choice)
     first = problems[0]
-    pilot = prior_draws(first, simulator, sampler.pilot_chains,
-                        derived_seed(run.seed, Purpose.PILOT))
+    pilot_seed = derived_seed(run.seed, Purpose.PILOT)
+    pilot = prior_draws(first, simulator, sampler.pilot_chains, pilot_seed)
     rule = choose(first.target.evaluate(pilot, gradient=False).log_lik)
-    fitted, choice = None, rule
+    gaussian, unavailable = _gaussian_candidate(first, simulator, sampler, run, name)
+    if gaussian is not None:
+        return _bid(first, sampler, run, name, rule, gaussian, pilot, pilot_seed)
+    fitted, choice = None, given("auto", rule.path, f"{rule.reason}; the Gaussian-base "
+                                 f"path is not a candidate: {unavailable}", rule)
     if rule.path == "waypoint":
         cannot = None
         if run.algorithm != "ais":
@@ -80,12 +156,49 @@ def resolve_path(problems: list[Problem], simulator: Simulator, sampler: Sampler
             reason = (f"the log likelihood's sd over {rule.n_draws} prior draws is "
                       f"{rule.loglik_sd:.3g} nats, above {rule.limit:.3g}: tempering from "
                       f"the prior may strand chains, but {cannot}; the run tempers from the "
-                      "prior")
+                      f"prior (the Gaussian-base path is not a candidate: {unavailable})")
             choice = given("auto", "prior", reason, rule)
             log.warning("%s: %s", name, choice.message)
             return _concrete(sampler, run, choice)
     log.info("%s: %s", name, choice.message)
     return _concrete(sampler, run, choice, fitted)
+
+
+def _bid(first: Problem, sampler: SamplerSettings, run: RunSettings, name: str,
+         rule: PathChoice, gaussian: gaussian_path.GaussianPath, pilot, pilot_seed
+         ) -> Resolution:
+    """The cheaper of the Gaussian path (fitted) and the prior path (its pilot run here,
+    abandoned once it costs more), with the winner's tuning."""
+    rival = _leg_cost(gaussian.leg)
+    if rule.tempering_strands:
+        reason = (f"the log likelihood's sd over {rule.n_draws} prior draws is "
+                  f"{rule.loglik_sd:.3g} nats, above {rule.limit:.3g}: tempering from the "
+                  "prior would strand chains; the Gaussian path (the waypoint's second leg "
+                  "alone, so cheaper than the waypoint path) runs instead")
+        choice = PathChoice("auto", "gaussian", reason, rule.loglik_sd, rule.n_draws,
+                            rule.limit, {"gaussian": asdict(rival)})
+        log.info("%s: %s", name, choice.message)
+        return _concrete(sampler, run, choice, tuned=gaussian)
+    concrete = sampler.for_path("prior")
+    kernel, base_params = concrete.make()
+    log.info("%s: choosing the path: the prior path's pilot (abandoned once it costs "
+             "more than the Gaussian path: %s)", name, rival.describe())
+    give_up = abandon_when_costlier(rival)
+    try:
+        tuned = tune(first.target, kernel, base_params, pilot, seed=pilot_seed,
+                     config=concrete.tuning_config(), progress=run.progress, give_up=give_up)
+    except PilotAbandoned as stopped:
+        choice = cheaper(rival, give_up.partial, rule, abandoned=str(stopped))
+        log.info("%s: %s", name, choice.message)
+        return _concrete(sampler, run, choice, tuned=gaussian)
+    try:
+        choice = cheaper(rival, _leg_cost(tuned), rule)
+    except ScheduleError as error:
+        choice = cheaper(rival, give_up.partial, rule, abandoned=(
+            f"the prior path's pilot could not measure its length ({error})"))
+    log.info("%s: %s", name, choice.message)
+    return _concrete(sampler, run, choice, tuned=gaussian if choice.path == "gaussian"
+                     else tuned)
 
 
 def prior_path_only(sampler: SamplerSettings, run: RunSettings,

@@ -32,7 +32,6 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..ais import engine, gaussian_path, smc, waypoint
-from ..ais.prior_normaliser import fit_draws
 from ..ais.betas import ScheduleError
 from ..ais.results import BreadResult, DirectionResult, StepResult
 from ..ais.tuning import TunedKernel
@@ -50,7 +49,7 @@ from .common import (ResumeMismatchError, check_program, default_name, load_or_t
 from .problem import (Problem, constrained, largest_simulated_value, prior_draws, problem_seed,
                       simulate_problem)
 from .settings import RunSettings, SamplerSettings
-from .auto_path import resolve_path
+from .auto_path import fit_gaussian, resolve_path
 from ..ais.path_choice import PathChoice, given
 from .simulator_check import (CheckSettings, SimulatorCheck, check_simulator,
                               simulate_check_draws)
@@ -80,7 +79,8 @@ def _tune_check_and_run(problems: list[Problem], simulator: Simulator,
                         header: dict, known_log_ml_bounds: Mapping[str, float] | None,
                         verdict: VerdictSettings, data: Mapping,
                         executor: Executor | None = None, choice: PathChoice | None = None,
-                        fitted=None) -> BreadResult:
+                        fitted=None, tuned_here=None, check_draws_simulated: bool = False
+                        ) -> BreadResult:
     kernel, base_params = sampler.make()
     first = problems[0]
     extra = {"truth": first.truth, "simulated_data": first.simulated_data,
@@ -97,7 +97,8 @@ def _tune_check_and_run(problems: list[Problem], simulator: Simulator,
     if out_dir is not None:
         done = resume_steps(result, out_dir, header)
 
-    if run.check_simulator and "simulator_check" not in result.extra:
+    if run.check_simulator and "simulator_check" not in result.extra and \
+            not check_draws_simulated:
         # the check's draws, simulated first: a failing simulator stops before the pilot
         simulate_check_draws(simulator, data, _check_settings(run), run.threads)
     pilot_seed = derived_seed(run.seed, Purpose.PILOT)
@@ -106,16 +107,20 @@ def _tune_check_and_run(problems: list[Problem], simulator: Simulator,
                          "kernel='nuts' (or 'hmc') with it, or path='prior' with kernel='imh'")
     if run.path == "gaussian":  # fitted again on a resume: the same seeds, the same path
         start = time.perf_counter()
-        tuned = gaussian_path.fit_gaussian_path(
-            first.target, kernel, base_params,
+        tuned = tuned_here if isinstance(tuned_here, gaussian_path.GaussianPath) else \
+            fit_gaussian(first, simulator, sampler, run, fitted)
+        seconds = None if tuned is tuned_here else time.perf_counter() - start
+        check_kernel = tuned.endpoints(gaussian_path.tune_prior_end(
+            first.target, kernel, base_params, tuned,
             prior_draws(first, simulator, sampler.pilot_chains, pilot_seed),
-            prior_draws(first, simulator, fit_draws(first.target.dim),
-                        derived_seed(run.seed, Purpose.NORMALISER_PRIOR)),
-            seed=pilot_seed, config=sampler.tuning_config(), progress=run.progress,
-            fitted=fitted)
-        seconds, check_kernel = time.perf_counter() - start, tuned.endpoints()
-        result.extra["path_choice"] = given(choice.requested, "gaussian", _gaussian_reason(
-            tuned), choice).to_dict()
+            seed=pilot_seed, config=sampler.tuning_config())) if (
+            run.check_simulator and "simulator_check" not in result.extra) else \
+            tuned.endpoints()
+        why = _gaussian_reason(tuned)
+        if choice.requested == "auto":
+            why = f"{choice.reason}. The Gaussian path: {why}"
+        result.extra["path_choice"] = given(choice.requested, "gaussian", why,
+                                            choice).to_dict()
     elif run.path == "waypoint":  # fitted again on a resume: the same seeds, the same path
         start = time.perf_counter()
         tuned = waypoint.fit_waypoint(
@@ -124,7 +129,11 @@ def _tune_check_and_run(problems: list[Problem], simulator: Simulator,
             config=sampler.tuning_config(), progress=run.progress, fitted=fitted)
         seconds, check_kernel = time.perf_counter() - start, tuned.endpoints()
     else:
-        tuned, seconds = load_or_tune(
+        if isinstance(tuned_here, TunedKernel) and out_dir is not None and \
+                not (out_dir / "tuning.json").exists():
+            tuned_here.save(out_dir / "tuning.json")  # the path choice's pilot: kept
+        tuned, seconds = (tuned_here, None) if isinstance(tuned_here, TunedKernel) and \
+            out_dir is None else load_or_tune(
             out_dir / "tuning.json" if out_dir is not None else None, first.target, kernel,
             base_params, sampler.tuning_config(), pilot_seed,
             lambda seed: prior_draws(first, simulator, sampler.pilot_chains, seed),
@@ -317,11 +326,14 @@ def bread(model, simulator, data=None, *, sampler: SamplerSettings = SamplerSett
         sim = Simulator(sim_compiled, data, hyper=hyper, threads=run.threads)
         problems = [simulate_problem(name, compiled, sim, data, run.seed, run.threads, truth)
                     for truth in _truth_draws(sim, run)]
+        if run.check_simulator:  # a failing simulator stops before any pilot
+            simulate_check_draws(sim, data, _check_settings(run), run.threads)
         settled = resolve_path(problems, sim, sampler, run, name)
         header = _header(name, model, simulator, data, settled.sampler, settled.run, hyper)
         return _run_problem(problems, sim, settled.sampler, settled.run, out, header,
                             known_log_ml_bounds, verdict or VerdictSettings(), data, executor,
-                            settled.choice, settled.fitted)
+                            settled.choice, settled.fitted, settled.tuned,
+                            check_draws_simulated=True)
 
 
 def _check_known_bounds(known: Mapping[str, float] | None) -> None:

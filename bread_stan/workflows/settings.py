@@ -183,23 +183,28 @@ class RunSettings:
     the funnels that tempering a vague prior's likelihood creates (a half-Cauchy
     regression with an uncentred predictor: ``scripts/bench_hard.py``).  It needs a
     posterior mode with a Gaussian approximation there, and runs AIS only with one
-    exact draw (``exact_draws`` = 1: the waypoint is fitted to that data set).  "auto"
-    (the default) decides from the pilot's prior draws, before any scored run
-    (:mod:`bread_stan.ais.path_choice`): the waypoint path when the sd of the log
-    likelihood over them exceeds 1e12 nats (tempering would strand chains), the prior
-    path otherwise, and the prior path with a logged reason wherever the waypoint path
-    cannot run (SMC, several exact draws, no posterior mode, protocol, subjective,
-    aide).  The choice and its number are in the result's ``extra["path_choice"]``; a
-    run that resolves to the prior path gives the numbers of ``path="prior"`` and
-    resumes its saved results.
+    exact draw (``exact_draws`` = 1: the waypoint is fitted to that data set).
 
-    "gaussian" (only when asked for) is a different sampler: the same Laplace q, then AIS
-    from exact draws of q to the posterior (the waypoint path's second leg alone,
+    "gaussian" is a different sampler: the same Laplace q, then AIS from exact draws of q
+    to the posterior (the waypoint path's second leg alone,
     :mod:`bread_stan.ais.gaussian_path`), with the program prior's normaliser c
     estimated by importance sampling from exact prior draws
     (:mod:`bread_stan.ais.prior_normaliser`) and subtracted from every estimate, so the
     sandwich is of log p(y); its record is in ``extra["tuning"]["normaliser"]``.  The
     bound is on the divergence of that sampler's output, and does not depend on c.
+
+    "auto" (the default) decides before any scored run
+    (:mod:`bread_stan.ais.path_choice`): where the Gaussian path can run (AIS, HMC or
+    NUTS, one exact draw, a posterior mode, a trustworthy estimate of c), the cheaper of
+    it and the prior path by their pilots' cost, gradients a transition times
+    thermodynamic length squared (the prior path's pilot abandoned once it costs more;
+    the Gaussian path alone when the sd of the log likelihood over the pilot's prior
+    draws exceeds 1e12 nats, where tempering would strand chains); elsewhere that sd
+    alone: the waypoint path above 1e12, the prior path below, and the prior path with
+    a logged reason wherever the waypoint cannot run (SMC, several exact draws, no
+    posterior mode; protocol, subjective and aide run the prior path only).  The choice
+    and its numbers are in the result's ``extra["path_choice"]``; a run that resolves to
+    the prior path gives the numbers of ``path="prior"`` and resumes its saved results.
     """
 
     steps: tuple[int, ...] = (10, 100, 1000)
