@@ -118,9 +118,10 @@ def _gaussian_candidate(problem, simulator, sampler, run, name
     return path, None
 
 
-def _leg_cost(tuned: TunedKernel, complete: bool = True) -> PathCost:
+def _leg_cost(tuned: TunedKernel) -> PathCost:
+    """The cost of a path its whole pilot measured."""
     return PathCost(thermodynamic_length(tuned.grid_betas, tuned.loglik_sd),
-                    tuned.gradients_per_transition, complete)
+                    tuned.gradients_per_transition)
 
 
 def resolve_path(problems: list[Problem], simulator: Simulator, sampler: SamplerSettings,
