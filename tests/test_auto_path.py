@@ -28,7 +28,7 @@ import pytest
 
 from bread_stan.ais import gaussian_path, waypoint
 from bread_stan.ais.betas import length_so_far, thermodynamic_length
-from bread_stan.ais.path_choice import (SPREAD_LIMIT, PathChoice, PathCost,
+from bread_stan.ais.path_choice import (GRADIENT_RATIO, SPREAD_LIMIT, PathChoice, PathCost,
                                         abandon_when_costlier, cheaper, choose)
 from bread_stan.ais.tuning import TuningConfig
 from bread_stan.stan.draft import draft_simulator
@@ -80,12 +80,15 @@ def test_cost_and_the_rule_that_abandons_the_prior_pilot():
     assert np.all(np.diff(prefix) > 0)  # the rest of the path only adds length
     give_up = abandon_when_costlier(rival)
     for k in range(2, grid.size + 1):
-        for gradients in (1.0, 4.0, 16.0):
+        for gradients in (1.0, 4.0, 16.0, 32.0, 33.0):
             reason = give_up(grid[:k], sd[:k], gradients)
             costlier = gradients * prefix[k - 2] ** 2 > rival.cost
-            assert (reason is not None) == costlier
+            assert (reason is not None) == (costlier or gradients > GRADIENT_RATIO * 4.0)
             assert give_up.partial == PathCost(prefix[k - 2], gradients, complete=False)
     assert "already costs more" in give_up(grid, sd, 16.0)
+    # the cap on the choice's own cost: from the first grid beta, length or not
+    assert GRADIENT_RATIO == 8.0 and give_up(grid[:1], sd[:1], 32.0) is None
+    assert "more than 8 times" in give_up(grid[:1], sd[:1], 33.0)
     spread = PathChoice("auto", "prior", "spread", 10.0, 32, SPREAD_LIMIT)
     dear, cheap = PathCost(2.0, 10.0), PathCost(1.0, 10.0)
     assert cheaper(cheap, dear, spread).path == "gaussian"

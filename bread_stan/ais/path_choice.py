@@ -20,7 +20,8 @@ so a gap eps costs about g L^2 / (2 eps) gradients a chain, and g L^2 ranks the 
 any accuracy; the cheaper is taken (a tie goes to the prior path, which needs no
 normaliser).  The Gaussian path's pilot runs first; the prior path's is abandoned as
 soon as the part of its path measured so far already costs more (the rest can only add
-length), so a funnel-shaped prior does not cost a full pilot.  Gradients, not seconds:
+length), or its transitions take more than ``GRADIENT_RATIO`` = 8 times the Gaussian
+path's gradients, so a funnel-shaped prior does not cost a full pilot.  Gradients, not seconds:
 the same seed makes the same choice on any machine.
 
 What the cost rule cannot see: how well the kernels mix (L^2 / (2T) is the gap of
@@ -42,7 +43,7 @@ from .betas import length_so_far
 from .tuning import TuningConfig, loglik_sd
 
 __all__ = ["PathChoice", "PathCost", "PATHS", "SPREAD_LIMIT", "choose", "given",
-           "cheaper", "abandon_when_costlier"]
+           "cheaper", "abandon_when_costlier", "GRADIENT_RATIO"]
 
 PATHS = ("auto", "prior", "waypoint", "gaussian")
 SPREAD_LIMIT = 1.0 / TuningConfig().floor_min  # 1e12 nats: the pilot's floor cannot go lower
@@ -71,10 +72,17 @@ class PathCost:
                 f"transition")
 
 
+GRADIENT_RATIO = 8.0  # the prior path's pilot stops above this many times the rival's g
+
+
 class abandon_when_costlier:  # noqa: N801 (used as a function)
     """A ``give_up`` rule for the prior path's pilot (:func:`~bread_stan.ais.tuning.tune`):
     stop once the length measured so far, at the gradients per transition so far,
-    already costs more than ``rival`` (the rest of the path can only add length).
+    already costs more than ``rival`` (the rest of the path can only add length), or
+    once its transitions take more than ``GRADIENT_RATIO`` times the rival's gradients.
+    The second rule is a cap on what the choice itself costs: a pilot whose trees reach
+    the maximum depth at every beta (a funnel-shaped prior) spends minutes a grid beta,
+    and it could win only on a path sqrt(8) = 2.8 times shorter than the Gaussian one.
     ``partial`` keeps the prior path's cost at the last grid beta measured."""
 
     def __init__(self, rival: PathCost):
@@ -83,6 +91,12 @@ class abandon_when_costlier:  # noqa: N801 (used as a function)
 
     def __call__(self, grid, sds, gradients: float) -> str | None:
         self.partial = PathCost(length_so_far(grid, sds), gradients, complete=False)
+        if gradients > GRADIENT_RATIO * self.rival.gradients:
+            return (f"by beta = {grid[-1]:.3g} the prior path's transitions take "
+                    f"{gradients:.3g} gradients, more than {GRADIENT_RATIO:g} times the "
+                    f"Gaussian path's {self.rival.gradients:.3g} (it could win only on a "
+                    f"path {GRADIENT_RATIO ** 0.5:.2g} times shorter than the Gaussian "
+                    f"path's {self.rival.length:.3g})")
         if self.partial.cost <= self.rival.cost:
             return None
         return (f"by beta = {grid[-1]:.3g} the prior path already costs more "
