@@ -6,7 +6,10 @@ Runs :mod:`bread_stan.exact.calibration` over ``--seeds`` replications (default 
 - ``calibration.csv``: every row (miss share on each side, nominal, mean reach of each
   end from the estimate);
 - ``calibration.md``: the table, with a verdict per row: ``ok`` when each side's miss
-  share is at most the 97.5% quantile of Binomial(seeds, nominal) / seeds;
+  share is at most the 97.5% quantile of Binomial(seeds, nominal) / seeds; a row over
+  it is flagged and, by the confirmatory rule, judged on its rerun on at least
+  :data:`CONFIRM_SEEDS` fresh seeds (``--confirm``); the footer gives the chance of a
+  flag and of a confirmed failure if every interval were exact;
 - ``calibration.png``: miss shares against T, one panel per interval.
 
 The delta-method rows are the "estimate -/+ z se" the sandwich used to print, kept for
@@ -22,6 +25,14 @@ rerun on seeds 1000-1199, ``aide_seeds1000`` AIDE's rows on seeds 0-999):
     nice python scripts/calibration.py --only aide
     nice python scripts/calibration.py --only aide --first-seed 1000 --stem calibration_seeds1000
     nice python scripts/calibration.py --only aide --seeds 1000 --stem aide_seeds1000
+
+The confirmatory reruns of the rows flagged on seeds 0-199 (one row each: ``--runs`` and
+``--pair`` narrow AIDE to it), then the official table judged on them (``--render``
+rewrites the table from its CSV without measuring):
+
+    nice python scripts/calibration.py --only bound --seeds 2000 --first-seed 2000 --stem bound_seeds2000
+    nice python scripts/calibration.py --only aide --runs 100 --pair "two Gaussians" --seeds 2000 --first-seed 2000 --stem aide_2d100_seeds2000
+    nice python scripts/calibration.py --confirm bound_seeds2000 aide_2d100_seeds2000
 """
 
 from __future__ import annotations
@@ -197,7 +208,8 @@ def multiplicity(table: pd.DataFrame) -> str:
     """The footer's paragraph on multiplicity and the confirmatory rule."""
     f = false_alarms(table)
     seeds = int(table["seeds"].iloc[0])
-    return (f"Multiplicity: the table checks {f['sides']} sides (one per one-sided limit).  "
+    return (f"Multiplicity: the table checks {f['sides']} sides (two per two-sided interval, "
+            "one per one-sided limit).  "
             f"Were every interval exact, a side would be flagged on these seeds with "
             f"probability {f['first']:.3f} (the chance that Binomial({seeds}, 0.05) exceeds "
             f"its 97.5% quantile), {f['flagged']:.1f} sides on average and at least one with "
@@ -248,8 +260,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=200)
     parser.add_argument("--first-seed", type=int, default=0,
-                        help="first replication's seed (a fresh set of seeds re-checks a row "
-                             "flagged by chance: at 200 seeds about 2.5% of correct sides are flagged)")
+                        help="first replication's seed (a confirmatory rerun of a flagged row "
+                             "takes seeds disjoint from the table's: at 200 seeds about 2.4%% of "
+                             "the sides of exact intervals are flagged)")
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--only", nargs="+", choices=list(FAMILIES),
                         help="rerun only these interval families and merge their rows into "
