@@ -308,8 +308,9 @@ def _add_path_options(p) -> None:
                    "from the prior to a Gaussian fitted to the posterior (Laplace) and on "
                    "to the posterior, for funnels that tempering creates (waypoint, AIS "
                    "only); or start from that Gaussian itself (gaussian: a different "
-                   "sampler, Laplace then AIS, with the prior's normaliser estimated by "
-                   "importance sampling and subtracted); auto (default) takes the waypoint "
+                   "sampler, Laplace then AIS, with the prior's normaliser computed by a "
+                   "drafted simulator or estimated by importance sampling, and "
+                   "subtracted); auto (default) takes the waypoint "
                    "when the log likelihood's sd over the pilot's prior draws exceeds 1e12 "
                    "nats and a posterior mode exists, else the prior path")
     p.add_argument("--metric-ridge", choices=("auto", "stan", "relative"), default="auto",

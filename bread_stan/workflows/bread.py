@@ -47,8 +47,9 @@ from ..parallel.steps import run_steps_in_shards
 from .common import (ResumeMismatchError, check_program, default_name, load_or_tune,
                      fingerprints, output_directory, program_text, resume_steps,
                      setup_warnings, warn_if_costly)
+from .known_normaliser import simulator_normaliser
 from .problem import (Problem, constrained, largest_simulated_value, prior_draws, problem_seed,
-                      simulate_problem)
+                      simulate_problem, unconstrained_draws)
 from .settings import RunSettings, SamplerSettings
 from .auto_path import resolve_path
 from ..ais.path_choice import PathChoice, given
@@ -106,13 +107,16 @@ def _tune_check_and_run(problems: list[Problem], simulator: Simulator,
                          "kernel='nuts' (or 'hmc') with it, or path='prior' with kernel='imh'")
     if run.path == "gaussian":  # fitted again on a resume: the same seeds, the same path
         start = time.perf_counter()
+        fit = simulator.simulate(fit_draws(first.target.dim),
+                                 derived_seed(run.seed, Purpose.NORMALISER_PRIOR))
+        known = simulator_normaliser(simulator, fit,
+                                     derived_seed(run.seed, Purpose.NORMALISER_TRIES))
         tuned = gaussian_path.fit_gaussian_path(
             first.target, kernel, base_params,
             prior_draws(first, simulator, sampler.pilot_chains, pilot_seed),
-            prior_draws(first, simulator, fit_draws(first.target.dim),
-                        derived_seed(run.seed, Purpose.NORMALISER_PRIOR)),
+            None if known is not None else unconstrained_draws(first, fit),
             seed=pilot_seed, config=sampler.tuning_config(), progress=run.progress,
-            fitted=fitted)
+            fitted=fitted, normaliser=known)
         seconds, check_kernel = time.perf_counter() - start, tuned.endpoints()
         result.extra["path_choice"] = given(choice.requested, "gaussian", _gaussian_reason(
             tuned), choice).to_dict()
@@ -169,12 +173,17 @@ def _tune_check_and_run(problems: list[Problem], simulator: Simulator,
 def _gaussian_reason(path: gaussian_path.GaussianPath) -> str:
     """What the Gaussian-base path is, for the path line of reports and the CLI."""
     c = path.normaliser
+    how = {"exact": f"computed exactly by the drafted simulator, log c = {c.log_c:.4f}",
+           "exact and rejection": (
+               f"computed by the drafted simulator, exactly up to its rejection loop's "
+               f"acceptance probability (estimated from {c.n_draws} draws' tries), log c = "
+               f"{c.log_c:.4f} (se {c.se:.2g})")}.get(c.method, (
+        f"estimated by importance sampling from exact prior draws, log c = {c.log_c:.4f} "
+        f"(se {c.se:.2g}, Pareto k {c.pareto_k:.2f}"
+        f"{'' if c.trustworthy else ': NOT trustworthy'})"))
     return (f"a Laplace Gaussian (sds times {path.fit['widen']:g}) then AIS from "
             "its exact draws to the posterior: a different sampler from AIS from the prior, "
-            "and the bound is on its output; the prior's normaliser c, estimated by "
-            f"importance sampling from exact prior draws, log c = {c.log_c:.4f} (se "
-            f"{c.se:.2g}, Pareto k {c.pareto_k:.2f}"
-            f"{'' if c.trustworthy else ': NOT trustworthy'}), "
+            f"and the bound is on its output; the prior's normaliser c, {how}, "
             "is subtracted from every estimate: the upper end stays a stochastic upper "
             "bound, the lower end's expectation may exceed log p(y) by about se^2/2 = "
             f"{c.jensen_gap:.2g} nats")

@@ -21,6 +21,7 @@ from typing import Sequence
 from ...errors import DraftError, StanCompileError
 from ..compile import Program, run_stanc, resolve_toolchain, read_program
 from .emit import emit
+from .normaliser import LOG_C_EXACT, PRIOR_TRIES
 from .parse import parse_program
 from .relax import relax_data_bounds
 from .replay import OBSERVED_SUFFIX, REJECTED, Replayable, Unreplayable
@@ -30,7 +31,8 @@ from .support import density_types, tilde_types
 from .translate import translate
 
 __all__ = ["draft_simulator", "draft_program", "DraftedSimulator", "relax_data_bounds",
-           "split_model", "DraftError", "Split", "SplitError", "OBSERVED_SUFFIX", "REJECTED"]
+           "split_model", "DraftError", "Split", "SplitError", "OBSERVED_SUFFIX", "REJECTED",
+           "LOG_C_EXACT", "PRIOR_TRIES"]
 
 
 @dataclass(frozen=True)

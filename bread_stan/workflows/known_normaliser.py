@@ -1,0 +1,45 @@
+"""The Gaussian path's prior normaliser from the simulator, when it computes it.
+
+A drafted simulator reports log c of the model's prior (:mod:`bread_stan.stan.draft.normaliser`:
+exact factors, and the tries of its rejection loop when a prior is truncated by its
+bounds); :func:`simulator_normaliser` turns that into the run's
+:class:`~bread_stan.ais.prior_normaliser.NormaliserEstimate`
+(:func:`~bread_stan.ais.known_normaliser.known_log_normaliser`), or says it cannot:
+a simulator that does not report it (written by hand, or one whose prior the drafter
+could not account for exactly) or one run with given hyperparameters (its draws are then
+not from the model's prior), where c is estimated by importance sampling as before.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Mapping
+
+import numpy as np
+
+from ..ais.known_normaliser import known_log_normaliser, tries_needed
+from ..ais.prior_normaliser import NormaliserEstimate
+from ..stan.draft import LOG_C_EXACT, PRIOR_TRIES
+from ..stan.simulator import Simulator
+
+__all__ = ["simulator_normaliser"]
+
+log = logging.getLogger(__name__)
+
+
+def simulator_normaliser(simulator: Simulator, draws: Mapping[str, np.ndarray], seed: int
+                         ) -> NormaliserEstimate | None:
+    """log c from the simulator's own account in ``draws`` (its prior draws; with a
+    rejection loop they are the pilot that sets how many fresh draws, seeded ``seed``,
+    estimate the acceptance probability), or None when it gives none."""
+    if LOG_C_EXACT not in draws:
+        return None
+    if simulator.hyper_given:
+        log.info("the simulator's exact prior normaliser is not used: the hyperparameters "
+                 "are given, so its draws are not from the model's prior")
+        return None
+    if PRIOR_TRIES not in draws:
+        return known_log_normaliser(draws[LOG_C_EXACT])
+    n = tries_needed(draws[PRIOR_TRIES])
+    fresh = simulator.simulate(n, seed)
+    return known_log_normaliser(fresh[LOG_C_EXACT], fresh[PRIOR_TRIES])
