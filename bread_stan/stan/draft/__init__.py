@@ -103,7 +103,8 @@ def draft_program(model_program: str | os.PathLike | Program,
         source = program.code
         if "#include" in source:   # parse stanc's printout, with the includes inlined
             source = run_stanc(program, toolchain, ["--print-canonical"], work, None)
-        source = targets_as_tildes(source)   # target += foo_lpdf(x | ...) read as x ~ foo(...)
+        constants: dict[int, list[str]] = {}   # the constant terms that reading drops
+        source = targets_as_tildes(source, constants)   # target += foo_lpdf(x | ...) as x ~ foo(...)
         text = Program(source, program.name)
         info = json.loads(run_stanc(text, toolchain, ["--info"], work, None))
         ast = run_stanc(text, toolchain, ["--debug-decorated-ast"], work, None)
@@ -113,11 +114,12 @@ def draft_program(model_program: str | os.PathLike | Program,
                  if "#include" in program.code else "")
         try:
             try:
-                draft = translate(parse_program(source), info, types, hyper, densities)
+                draft = translate(parse_program(source), info, types, hyper, densities,
+                                  constants=constants)
             except Replayable as direct:    # drawn in the model's statement order?
                 try:
                     draft = translate(parse_program(source), info, types, hyper, densities,
-                                      replay=True)
+                                      replay=True, constants=constants)
                 except Unreplayable:
                     raise DraftError(str(direct)) from None
         except DraftError as error:

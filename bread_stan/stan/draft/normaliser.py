@@ -49,21 +49,34 @@ class Normaliser:
     """What the translator learns of log c, statement by statement: the simulator's
     lines adding each factor, or why c is not known exactly."""
 
-    def __init__(self, source: str):
+    def __init__(self, source: str, constants: dict[int, list[str]]):
         names = {t.text for t in tokenize(source) if t.kind == "id"}
         clash = sorted({LOG_C_EXACT, PRIOR_TRIES} & names)
         self.unavailable: str | None = (f"the program uses the name {clash[0]}"
                                         if clash else None)
+        self.constants = {k: list(v) for k, v in constants.items()}
 
     def refuse(self, why: str) -> None:
         if self.unavailable is None:
             self.unavailable = why
 
     def tilde(self, s: Stmt, decl: Decl, half: bool, ordered: bool, lhs_type: Type,
-              lhs: str) -> str | None:
-        """The line adding the log factor of the prior statement ``s`` on ``decl`` (its
+              lhs: str) -> list[str]:
+        """The lines adding the log factor of the prior statement ``s`` on ``decl`` (its
         left side ``lhs``, of type ``lhs_type``, drawn with ``|draw|`` when ``half``,
-        sorted when ``ordered``), or None when the factor is 1."""
+        sorted when ``ordered``) and the constant terms its ``target +=`` had (brms's
+        ``- 1 * student_t_lccdf(0 | 3, 0, 2.5)``), added once per statement."""
+        lines = []
+        for term in self.constants.pop(s.line, []):
+            names = {t.text for t in tokenize(term) if t.kind == "id"}
+            if len(names) != 1:   # the cdf alone: no variable the simulator may lack
+                self.refuse(f"line {s.line}'s constant term {term} reads variables")
+            lines.append(f"{LOG_C_EXACT} += {term};")
+        factor = self._factor(s, decl, half, ordered, lhs_type, lhs)
+        return lines + ([factor] if factor else [])
+
+    def _factor(self, s: Stmt, decl: Decl, half: bool, ordered: bool, lhs_type: Type,
+                lhs: str) -> str | None:
         count = "" if lhs_type.scalar else f"num_elements({lhs}) * "
         if ordered:
             if decl.bounds:

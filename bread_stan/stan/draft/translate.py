@@ -16,7 +16,8 @@ from .coverage import Coverage, size_aliases
 from .mixture import fold_mixtures
 from .order import dependency_order
 from .parse import Decl, Expr, StanProgram, Stmt, tokenize
-from .statements import defines, flatten, has_tilde, is_prior_only_guard, lhs_form, walk
+from .statements import (defines, flatten, has_tilde, is_prior_only_guard, lhs_form,
+                         refuse_target_in, walk)
 from .copies import Copy, drop_copies, find_copies
 from .normaliser import LOG_C_EXACT, PRIOR_TRIES, Normaliser
 from .restrict import ORDERED, bound_condition, check_ordered, rejection_loop
@@ -50,7 +51,8 @@ class Draft:
 
 
 class _Translator:
-    def __init__(self, program: StanProgram, info: dict, types: list, replay: bool):
+    def __init__(self, program: StanProgram, info: dict, types: list, replay: bool,
+                 constants: dict[int, list[str]]):
         self.program = program
         self.replay = replay                       # draw the data in statement order
         self.sites: list[Site] = []                # ... at these ~ statements
@@ -71,8 +73,8 @@ class _Translator:
         self.not_copies: dict[str, str] = {}       # ... and why the others are not
         self.scalar_data = {n for n, d in self.decls.items() if n in self.inputs
                             and not d.dims and not d.sizes}
-        self.normaliser = Normaliser(program.source)   # log c, where it is exact
-        self.factor: str | None = None                 # ... the last ~'s line adding to it
+        self.normaliser = Normaliser(program.source, constants)   # log c, where exact
+        self.factor: list[str] = []                    # ... the last ~'s lines adding to it
 
     def is_transformed_data(self, name: str) -> bool:
         return any(s.kind == "decl" and s.decl.name == name
@@ -392,10 +394,10 @@ class _Translator:
         if self.replay and s.kind in ("mixture", "zero_inflated", "target"):
             raise Unreplayable("a mixture or target += is not replayed")
         if s.kind == "tilde":
-            n, self.factor = len(self.sites), None
+            n, self.factor = len(self.sites), []
             line = self.tilde(s, likelihood)
             return site_lines(self.sites[-1], indent) if len(self.sites) > n \
-                else [indent + line] + ([indent + self.factor] if self.factor else [])
+                else [indent + line] + [indent + x for x in self.factor]
         if s.kind == "mixture":
             return [indent + self.categorical(s, likelihood)]
         if s.kind == "zero_inflated":
@@ -456,14 +458,16 @@ class _Translator:
 
 
 def translate(program: StanProgram, info: dict, types: list, hyper=None,
-              densities: list | None = None, replay: bool = False) -> Draft:
+              densities: list | None = None, replay: bool = False,
+              constants: dict[int, list[str]] | None = None) -> Draft:
     """Translate a parsed model program (``info``: its ``stanc --info``; ``types``:
     :func:`tilde_types`; ``densities``: :func:`density_types`).  ``hyper``: names of the
     hyperparameters, or None for the scalar parameters whose prior uses no other
     parameter.  ``replay``: draw the data in the model's statement order
     (:mod:`.replay`); without it, a refusal that the replay may lift is
-    :class:`.Replayable`."""
-    tr = _Translator(program, info, types, replay)
+    :class:`.Replayable`.  ``constants``: the constant terms of ``target +=`` statements
+    that :func:`.targets_as_tildes` dropped, by line (for the prior's normaliser)."""
+    tr = _Translator(program, info, types, replay, constants or {})
     if "prior_only" not in tr.inputs:
         raise DraftError("the model does not declare `int<lower=0, upper=1> prior_only;` "
                          "with the likelihood inside if (!prior_only) { ... } "
@@ -474,7 +478,7 @@ def translate(program: StanProgram, info: dict, types: list, hyper=None,
     _copies(tr, program)
     for block in ("transformed data", "transformed parameters", "model"):
         for s in program.blocks.get(block, []):
-            _refuse_target_in(s)
+            refuse_target_in(s)
     units: list[Unit] = []
     statements = [(s, False) for s in program.blocks.get("transformed parameters", [])]
     statements += flatten(program.blocks.get("model", []))
@@ -587,14 +591,4 @@ def _copies(tr: _Translator, program: StanProgram) -> None:
     tr.decls.update({s.decl.name: s.decl for s in program.blocks.get("transformed parameters",
                                                                       []) if s.kind == "decl"
                      and s.decl.name in tr.copies})
-
-
-def _refuse_target_in(s: Stmt) -> None:
-    if s.kind == "target" and log_mix(s) is not None:
-        return
-    if s.kind == "target":
-        raise refuse(s, "target += has no _rng counterpart; write the simulator by hand "
-                         "(or state this term as a ~ statement)")
-    for b in (*s.body, *s.orelse):
-        _refuse_target_in(b)
 
