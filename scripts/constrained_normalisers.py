@@ -23,6 +23,7 @@ cases = {
  "wish": ("cov_matrix[2] S;", "S ~ wishart(4, [[1, 0.3], [0.3, 2]]);", "cov_matrix[2] S = wishart_rng(4, [[1, 0.3], [0.3, 2]]);", 0.0),
  "iwish": ("cov_matrix[2] S;", "S ~ inv_wishart(5, [[1, 0.3], [0.3, 2]]);", "cov_matrix[2] S = inv_wishart_rng(5, [[1, 0.3], [0.3, 2]]);", 0.0),
  "wchol": ("cholesky_factor_cov[2] L;", "L ~ wishart_cholesky(4, [[1, 0], [0.3, 2]]);", "cholesky_factor_cov[2] L = wishart_cholesky_rng(4, [[1, 0], [0.3, 2]]);", 0.0),
+ "iwchol": ("cholesky_factor_cov[2] L;", "L ~ inv_wishart_cholesky(5, [[1, 0], [0.3, 2]]);", "cholesky_factor_cov[2] L = inv_wishart_cholesky_rng(5, [[1, 0], [0.3, 2]]);", 0.0),
  "corrflat": ("corr_matrix[3] S;", "", "corr_matrix[3] S = lkj_corr_rng(3, 1);", np.log(np.pi**2/2)),
 }
 progs = []

@@ -17,10 +17,13 @@ same in every draw) sums, over the statements as they run (inside their loops):
 * a parameter bounded on both sides without a density (density 1): log(U - L) per
   element; a simplex of K elements without a density: -log Gamma(K) (the volume of the
   simplex in the first K - 1 coordinates, Stan 2.35's stick-breaking coordinates);
+* a constant term that reading ``target += ... - 1 * student_t_lccdf(0 | 3, 0, 2.5)``
+  as a ``~`` statement dropped (:mod:`.targets`; brms's normaliser of a half
+  distribution): the term itself, once per run of its statement;
 * everything else: 0 (a normalised density on exactly the declared support, a
   ``uniform(a, b)`` whose interval the bounds do not cut, the constrained matrices and
-  vectors with their own densities, checked by importance sampling in
-  ``tests/test_exact_normaliser.py``).
+  vectors with their own densities: checked by importance sampling in Stan 2.35's
+  coordinates, ``scripts/figures/constrained_normalisers/results.md``).
 
 A prior truncated by its declared bounds (:func:`.restrict.rejection_loop`) loses the
 mass the bounds cut away: the simulator redraws until they hold, and the acceptance
@@ -40,7 +43,7 @@ __all__ = ["LOG_C_EXACT", "PRIOR_TRIES", "Normaliser"]
 LOG_C_EXACT = "bread_log_c_exact_"
 PRIOR_TRIES = "bread_prior_tries_"
 # Constrained types whose Stan densities integrate to 1 in Stan's coordinates (checked
-# by importance sampling, tests/test_exact_normaliser.py).
+# by importance sampling: scripts/constrained_normalisers.py).
 NORMALISED = {"simplex", "cholesky_factor_corr", "corr_matrix", "cov_matrix",
               "cholesky_factor_cov"}
 
