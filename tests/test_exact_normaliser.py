@@ -213,3 +213,15 @@ def test_a_hand_written_simulator_or_given_hyperparameters_keep_importance_sampl
     draws = Simulator(programs["eight_schools_centred"][1], data).simulate(4, 1)
     del draws[LOG_C_EXACT]
     assert simulator_normaliser(sim, draws, seed=2) is None
+
+
+def test_the_known_normaliser_refuses_bad_input_and_never_claims_certainty():
+    from bread_stan.errors import InputError
+
+    with pytest.raises(InputError, match="differs between draws"):
+        known_log_normaliser(np.array([0.0, 0.1]))
+    with pytest.raises(InputError, match="at least 1"):
+        known_log_normaliser(np.zeros(3), np.array([1, 0, 2]))
+    never = known_log_normaliser(np.zeros(100), np.ones(100))   # never rejected
+    assert never.log_c == 0 and never.se == pytest.approx(np.sqrt(1 / 100 / 100))
+    assert known_log_normaliser(np.full(5, -2.0)).log_c == -2.0
