@@ -40,7 +40,8 @@ def main(model: str, data_path: str, out: str | None = None) -> None:
     d = problem.target.dim
     draws = sim.simulate(fit_draws(d), derived_seed(SEED, Purpose.NORMALISER_PRIOR))
     t0 = time.perf_counter()
-    known = simulator_normaliser(sim, draws, derived_seed(SEED, Purpose.NORMALISER_TRIES))
+    known = simulator_normaliser(sim, draws, derived_seed(SEED, Purpose.NORMALISER_TRIES),
+                                 problem.target.compiled.program.code)
     t_known = time.perf_counter() - t0
     rng = np.random.Generator(np.random.PCG64(
         chain_seed_sequences(derived_seed(SEED, Purpose.PILOT), int(Stream.PRIOR_NORMALISER),

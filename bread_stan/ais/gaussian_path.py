@@ -18,8 +18,8 @@ in general).  c is estimated once per run from exact prior draws
 (:func:`~bread_stan.ais.prior_normaliser.estimate_log_normaliser`, unbiased for c), or
 given by the caller when a drafted simulator computes it
 (:mod:`~bread_stan.ais.known_normaliser`: exact, or unbiased up to a rejection loop's
-acceptance probability), and subtracted from every chain's estimate in both directions, so the sandwich is
-[L - log c_hat, U - log c_hat].  What that costs in rigour: exp(-U) c_hat is unbiased for
+acceptance probability), and subtracted from every chain's estimate in both
+directions, so the sandwich is [L - log c_hat, U - log c_hat].  What that costs in rigour: exp(-U) c_hat is unbiased for
 1/p(y), so the upper end stays a stochastic upper bound; the lower end's expectation may
 exceed log p(y) by Jensen's gap of -log c_hat, about se(log c_hat)^2 / 2
 (``normaliser.jensen_gap``), which the run records.  The raw AIS weights

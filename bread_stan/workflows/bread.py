@@ -110,7 +110,8 @@ def _tune_check_and_run(problems: list[Problem], simulator: Simulator,
         fit = simulator.simulate(fit_draws(first.target.dim),
                                  derived_seed(run.seed, Purpose.NORMALISER_PRIOR))
         known = simulator_normaliser(simulator, fit,
-                                     derived_seed(run.seed, Purpose.NORMALISER_TRIES))
+                                     derived_seed(run.seed, Purpose.NORMALISER_TRIES),
+                                     first.target.compiled.program.code)
         tuned = gaussian_path.fit_gaussian_path(
             first.target, kernel, base_params,
             prior_draws(first, simulator, sampler.pilot_chains, pilot_seed),

@@ -6,7 +6,9 @@ bounds); :func:`simulator_normaliser` turns that into the run's
 :class:`~bread_stan.ais.prior_normaliser.NormaliserEstimate`
 (:func:`~bread_stan.ais.known_normaliser.known_log_normaliser`), or says it cannot:
 a simulator that does not report it (written by hand, or one whose prior the drafter
-could not account for exactly) or one run with given hyperparameters (its draws are then
+could not account for exactly), one drafted from another program (``compare`` runs the
+first program's simulator beside the others; the drafter's digest of the prior's blocks
+must match the program run), or one run with given hyperparameters (its draws are then
 not from the model's prior), where c is estimated by importance sampling as before.
 """
 
@@ -19,7 +21,7 @@ import numpy as np
 
 from ..ais.known_normaliser import known_log_normaliser, tries_needed
 from ..ais.prior_normaliser import NormaliserEstimate
-from ..stan.draft import LOG_C_EXACT, PRIOR_TRIES
+from ..stan.draft import DIGEST_TAG, LOG_C_EXACT, PRIOR_TRIES, prior_digest
 from ..stan.simulator import Simulator
 
 __all__ = ["simulator_normaliser"]
@@ -27,12 +29,18 @@ __all__ = ["simulator_normaliser"]
 log = logging.getLogger(__name__)
 
 
-def simulator_normaliser(simulator: Simulator, draws: Mapping[str, np.ndarray], seed: int
-                         ) -> NormaliserEstimate | None:
-    """log c from the simulator's own account in ``draws`` (its prior draws; with a
-    rejection loop they are the pilot that sets how many fresh draws, seeded ``seed``,
-    estimate the acceptance probability), or None when it gives none."""
+def simulator_normaliser(simulator: Simulator, draws: Mapping[str, np.ndarray], seed: int,
+                         model_code: str) -> NormaliserEstimate | None:
+    """log c of the program ``model_code`` from the simulator's own account in ``draws``
+    (its prior draws; with a rejection loop they are the pilot that sets how many fresh
+    draws, seeded ``seed``, estimate the acceptance probability), or None when it gives
+    none for that program."""
     if LOG_C_EXACT not in draws:
+        return None
+    digest = prior_digest(model_code)
+    if digest is None or f"{DIGEST_TAG} {digest}\n" not in simulator.compiled.program.code:
+        log.info("the simulator's exact prior normaliser is not used: it was drafted from "
+                 "a program whose prior blocks differ from this one's")
         return None
     if simulator.hyper_given:
         log.info("the simulator's exact prior normaliser is not used: the hyperparameters "

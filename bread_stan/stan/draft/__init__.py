@@ -21,7 +21,7 @@ from typing import Sequence
 from ...errors import DraftError, StanCompileError
 from ..compile import Program, run_stanc, resolve_toolchain, read_program
 from .emit import emit
-from .normaliser import LOG_C_EXACT, PRIOR_TRIES
+from .normaliser import DIGEST_TAG, LOG_C_EXACT, PRIOR_TRIES, prior_digest
 from .parse import parse_program
 from .relax import relax_data_bounds
 from .replay import OBSERVED_SUFFIX, REJECTED, Replayable, Unreplayable
@@ -32,7 +32,7 @@ from .translate import translate
 
 __all__ = ["draft_simulator", "draft_program", "DraftedSimulator", "relax_data_bounds",
            "split_model", "DraftError", "Split", "SplitError", "OBSERVED_SUFFIX", "REJECTED",
-           "LOG_C_EXACT", "PRIOR_TRIES"]
+           "LOG_C_EXACT", "PRIOR_TRIES", "DIGEST_TAG", "prior_digest"]
 
 
 @dataclass(frozen=True)
@@ -103,8 +103,9 @@ def draft_program(model_program: str | os.PathLike | Program,
         source = program.code
         if "#include" in source:   # parse stanc's printout, with the includes inlined
             source = run_stanc(program, toolchain, ["--print-canonical"], work, None)
+        digest = prior_digest(source)        # the program the simulator's c belongs to
         constants: dict[int, list[str]] = {}   # the constant terms that reading drops
-        source = targets_as_tildes(source, constants)   # target += foo_lpdf(x | ...) as x ~ foo(...)
+        source = targets_as_tildes(source, constants)   # target += foo_lpdf(x | ..): x ~ foo(..)
         text = Program(source, program.name)
         info = json.loads(run_stanc(text, toolchain, ["--info"], work, None))
         ast = run_stanc(text, toolchain, ["--debug-decorated-ast"], work, None)
@@ -125,6 +126,8 @@ def draft_program(model_program: str | os.PathLike | Program,
         except DraftError as error:
             raise DraftError(f"cannot draft a simulator for {label}{lines}: {error}") from None
         simulator = emit(draft, label)
+        if draft.normaliser and digest is not None:
+            simulator = f"{DIGEST_TAG} {digest}\n" + simulator
         try:
             run_stanc(Program(simulator, f"{program.name}_sim"), toolchain, ["--info"], work,
                    None)

@@ -35,13 +35,33 @@ name clash) leaves both quantities out; the caller then estimates c as before.
 
 from __future__ import annotations
 
-from .parse import Decl, Stmt, tokenize
+import hashlib
+
+from ...errors import DraftError
+from .parse import Decl, Stmt, parse_program, tokenize
 from .support import Type
 
-__all__ = ["LOG_C_EXACT", "PRIOR_TRIES", "Normaliser"]
+__all__ = ["LOG_C_EXACT", "PRIOR_TRIES", "DIGEST_TAG", "Normaliser", "prior_digest"]
 
 LOG_C_EXACT = "bread_log_c_exact_"
 PRIOR_TRIES = "bread_prior_tries_"
+# The simulator's comment naming the program its c belongs to (compare runs one drafted
+# simulator beside other programs, whose priors may differ).
+DIGEST_TAG = "// prior normaliser drafted for the program with prior digest"
+_PRIOR_BLOCKS = ("functions", "transformed data", "parameters", "transformed parameters",
+                 "model")
+
+
+def prior_digest(source: str) -> str | None:
+    """A digest of the blocks that define a program's prior (all but data and generated
+    quantities, whitespace aside), or None when the drafter cannot parse it."""
+    try:
+        program = parse_program(source)
+    except DraftError:
+        return None
+    text = "\n".join(f"{b}:{' '.join(program.block_text(b).split())}" for b in _PRIOR_BLOCKS
+                     if b in program.spans)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 # Constrained types whose Stan densities integrate to 1 in Stan's coordinates (checked
 # by importance sampling: scripts/constrained_normalisers.py).
 NORMALISED = {"simplex", "cholesky_factor_corr", "corr_matrix", "cov_matrix",
