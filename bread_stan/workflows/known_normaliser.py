@@ -49,5 +49,15 @@ def simulator_normaliser(simulator: Simulator, draws: Mapping[str, np.ndarray], 
     if PRIOR_TRIES not in draws:
         return known_log_normaliser(draws[LOG_C_EXACT])
     n = tries_needed(draws[PRIOR_TRIES])
-    fresh = simulator.simulate(n, seed)
-    return known_log_normaliser(fresh[LOG_C_EXACT], fresh[PRIOR_TRIES])
+    exact, tries = _columns(simulator, n, seed, [LOG_C_EXACT, PRIOR_TRIES]).T
+    return known_log_normaliser(exact, tries)
+
+
+def _columns(simulator: Simulator, n: int, seed: int, names: list[str]) -> np.ndarray:
+    """The scalar outputs ``names`` of draws 0 .. n - 1 (n, len(names)), simulated in
+    batches so that the simulated data of many draws are never held at once."""
+    where = [simulator.names.index(name) for name in names]
+    batch = simulator.batch_size
+    return np.concatenate([simulator.simulate_flat(min(batch, n - start), seed,
+                                                   first=start)[:, where]
+                           for start in range(0, n, batch)])
