@@ -114,6 +114,7 @@ class Purpose(enum.Enum):
     AIDE = ("run", 23)
     # run: bread / compare on the Gaussian-base path
     NORMALISER_PRIOR = ("run", 24)  # the exact prior draws the normaliser's proposal fits
+    NORMALISER_TRIES = ("run", 25)  # the draws whose rejection tries estimate its factor
     # subjective
     SUBJECTIVE_FIT = ("subjective", 10)
     SUBJECTIVE_PILOT = ("subjective", 11)

@@ -9,7 +9,9 @@ estimated log c is within 4 of its own standard errors of -3.  Exact: the estima
 the raw AIS weights shifted by log c_hat in both directions (so the bound B does not
 depend on c); a block of chains gives the numbers of the batch; same seed, same numbers.
 Workflow: bread(..., path="gaussian") on a Stan model with a half-normal scale
-(c = 1/2; log p(y) by a 1-D quadrature to 1e-9) sandwiches log p(y), not log(p(y)/2).
+(c = 1/2; log p(y) by a 1-D quadrature to 1e-9) sandwiches log p(y), not log(p(y)/2),
+with a hand-written simulator (c by importance sampling) and with the drafted one (c
+exact, from the simulator).
 """
 
 from __future__ import annotations
@@ -146,6 +148,31 @@ def test_bread_on_the_gaussian_path_sandwiches_log_ml_with_a_half_normal_scale()
     assert np.log(2) > 5 * N_SE * max(_se(L), _se(U))  # log(p(y)/2) would be caught
     again = bread(model, simulator, data, sampler=sampler, run=run)
     np.testing.assert_array_equal(L, again.steps[0].forward.log_estimates)
+
+
+def test_a_drafted_simulator_gives_the_exact_normaliser_and_the_sandwich_holds(tmp_path):
+    """The drafted simulator computes c = 1/2 (the half-normal tau) itself: the run takes
+    it (method "exact", se 0) instead of importance sampling, says so on its path line,
+    and sandwiches log p(y)."""
+    from bread_stan.stan.draft import draft_program
+
+    model = TEST_STAN / "halfnormal_mean.stan"
+    simulator = tmp_path / "halfnormal_mean_drafted_sim.stan"
+    simulator.write_text(draft_program(model).text)
+    data = {"N": 10}
+    sampler = SamplerSettings(kernel="hmc", n_leapfrog=5, pilot_chains=16, pilot_grid=6)
+    run = RunSettings(steps=(300,), chains=100, seed=1, progress=False, path="gaussian")
+    result = bread(model, simulator, data, sampler=sampler, run=run)
+    c = result.extra["tuning"]["normaliser"]
+    assert c["method"] == "exact" and c["se"] == 0 and c["log_c"] == pytest.approx(
+        np.log(0.5), abs=1e-12)
+    assert "computed exactly by the drafted simulator" in result.extra["path_choice"]["reason"]
+    y = np.asarray(result.extra["simulated_data"]["y"])
+    exact = _halfnormal_mean_log_ml(y)
+    (step,) = result.steps
+    L, U = step.forward.log_estimates, step.reverse.log_estimates
+    assert log_ml_sandwich(L, U).contains(exact, n_se=N_SE)
+    assert np.log(2) > 5 * N_SE * max(_se(L), _se(U))  # log(p(y)/2) would be caught
 
 
 def test_settings_and_other_workflows_refuse_the_gaussian_path_in_one_line():

@@ -15,9 +15,11 @@ depend on the prior's normaliser.
 The weights estimate log(c p(y)), where c is the integral of the program's prior
 density (1/2 for each half-normal or half-Cauchy on a ``<lower=0>`` parameter, unknown
 in general).  c is estimated once per run from exact prior draws
-(:func:`~bread_stan.ais.prior_normaliser.estimate_log_normaliser`, unbiased for c) and
-subtracted from every chain's estimate in both directions, so the sandwich is
-[L - log c_hat, U - log c_hat].  What that costs in rigour: exp(-U) c_hat is unbiased for
+(:func:`~bread_stan.ais.prior_normaliser.estimate_log_normaliser`, unbiased for c), or
+given by the caller when a drafted simulator computes it
+(:mod:`~bread_stan.ais.known_normaliser`: exact, or unbiased up to a rejection loop's
+acceptance probability), and subtracted from every chain's estimate in both
+directions, so the sandwich is [L - log c_hat, U - log c_hat].  What that costs in rigour: exp(-U) c_hat is unbiased for
 1/p(y), so the upper end stays a stochastic upper bound; the lower end's expectation may
 exceed log p(y) by Jensen's gap of -log c_hat, about se(log c_hat)^2 / 2
 (``normaliser.jensen_gap``), which the run records.  The raw AIS weights
@@ -140,22 +142,29 @@ def fit_gaussian_path(model: Target, kernel: Kernel, base_params, pilot_draws,
                       normaliser_draws, *, seed, config: TuningConfig = TuningConfig(),
                       widen: float = DEFAULT_WIDEN, n_normaliser: int = DEFAULT_DRAWS,
                       progress: bool = False,
-                      fitted: tuple[GaussianBase, dict] | None = None) -> GaussianPath:
+                      fitted: tuple[GaussianBase, dict] | None = None,
+                      normaliser: NormaliserEstimate | None = None) -> GaussianPath:
     """q fitted as the waypoint path fits it (from the pilot's exact prior draws
     ``pilot_draws``), the leg from q to the posterior tuned on a pilot of as many exact
     draws of q, and log c estimated from ``n_normaliser`` importance draws (stream
     ``Stream.PRIOR_NORMALISER``) with a proposal fitted to the exact prior draws
-    ``normaliser_draws``.  ``fitted``: q and its record, when fitted already."""
+    ``normaliser_draws``.  ``fitted``: q and its record, when fitted already;
+    ``normaliser``: log c when known otherwise (:mod:`.known_normaliser`; then
+    ``normaliser_draws`` is not read)."""
     pilot = np.ascontiguousarray(np.asarray(pilot_draws, dtype=float))
     base, record = fitted if fitted is not None else fit_base(model, pilot, widen)
     leg = tune_base_leg(base_leg_target(model, base), kernel, base_params, base,
                         pilot.shape[0], seed=seed, config=config, progress=progress)
     t0 = time.perf_counter()
-    normaliser = estimate_log_normaliser(prior_log_density(model), normaliser_draws,
-                                         _generator(seed, Stream.PRIOR_NORMALISER),
-                                         n_normaliser)
-    log.info("gaussian path: Laplace fit in %.2g s; log c = %.4f (se %.2g) in %.2g s",
-             record["seconds"], normaliser.log_c, normaliser.se, time.perf_counter() - t0)
+    if normaliser is None:
+        normaliser = estimate_log_normaliser(prior_log_density(model), normaliser_draws,
+                                             _generator(seed, Stream.PRIOR_NORMALISER),
+                                             n_normaliser)
+    else:
+        log.info("%s", normaliser.message)
+    log.info("gaussian path: Laplace fit in %.2g s; log c = %.4f (se %.2g, %s) in %.2g s",
+             record["seconds"], normaliser.log_c, normaliser.se, normaliser.method,
+             time.perf_counter() - t0)
     return GaussianPath(base, leg, normaliser, record)
 
 

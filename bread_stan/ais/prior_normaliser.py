@@ -186,7 +186,12 @@ class NormaliserEstimate:
     """log c_hat, the delta-method standard error of it, and what the draws say about
     its reliability: the weights' relative variance (var w / mean(w)^2), the Pareto
     shape of their upper tail (``pareto_k``; above 0.7 the standard error is not
-    trustworthy), the Jensen gap of the sandwich's lower end (about se^2 / 2)."""
+    trustworthy), the Jensen gap of the sandwich's lower end (about se^2 / 2).
+
+    ``method``: "importance sampling" (here), or, from a drafted simulator's own account
+    (:mod:`.known_normaliser`), "exact" (se 0; ``n_fit`` the draws that agreed on it) or
+    "exact and rejection" (``n_draws`` the draws whose tries estimate the acceptance
+    probability); ``pareto_k`` is NaN for those."""
 
     log_c: float
     se: float
@@ -197,6 +202,7 @@ class NormaliserEstimate:
     seconds: float
     failed: int = 0  # draws where the density was NaN (taken as 0: far out in a tail)
     proposal: dict | None = None
+    method: str = "importance sampling"
 
     @property
     def jensen_gap(self) -> float:
@@ -206,11 +212,22 @@ class NormaliserEstimate:
 
     @property
     def trustworthy(self) -> bool:
-        """Whether the standard error can be believed (Pareto k at most 0.7)."""
+        """Whether the standard error can be believed (Pareto k at most 0.7; no tail to
+        judge for the simulator's own account)."""
+        if self.method != "importance sampling":
+            return bool(np.isfinite(self.se))
         return bool(np.isfinite(self.se) and self.pareto_k <= PARETO_K_LIMIT)
 
     @property
     def message(self) -> str:
+        if self.method == "exact":
+            return (f"prior normaliser log c = {self.log_c:.4f} (exact, computed by the "
+                    "drafted simulator)")
+        if self.method != "importance sampling":
+            return (f"prior normaliser log c = {self.log_c:.4f} (se {self.se:.2g}: exact, "
+                    "computed by the drafted simulator, times its rejection loop's "
+                    f"acceptance probability estimated from the tries of {self.n_draws} "
+                    "draws)")
         text = (f"prior normaliser log c = {self.log_c:.4f} (se {self.se:.2g}, "
                 f"{self.n_draws} importance draws from a defensive mixture fitted to "
                 f"{self.n_fit} prior draws; Pareto k {self.pareto_k:.2f})")
@@ -229,7 +246,8 @@ class NormaliserEstimate:
         keep = {k: values[k] for k in ("log_c", "se", "n_draws", "n_fit",
                                        "relative_variance", "pareto_k", "seconds",
                                        "failed")}
-        return cls(**keep, proposal=values.get("proposal"))
+        return cls(**keep, proposal=values.get("proposal"),
+                   method=values.get("method", "importance sampling"))
 
 
 def _pareto_k(log_w: np.ndarray) -> float:

@@ -58,6 +58,7 @@ class Simulator:
         if not isinstance(program, CompiledModel):
             program = compile_model(program, stanc_args=stanc_args, **compile_options)
         self.compiled = program
+        self.hyper_given = bool(hyper)   # the hyperparameters fixed, not drawn
         inputs = program.data_variables
         self.hyperparameters = sorted(name[:-len(_SUFFIX)] for name in inputs
                                       if name.endswith(_SUFFIX) and name != _HYPER_FLAG)

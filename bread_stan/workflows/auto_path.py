@@ -42,7 +42,8 @@ from ..ais.tuning import PilotAbandoned, TunedKernel, tune
 from ..errors import InputError
 from ..rng import Purpose, derived_seed
 from ..stan.simulator import Simulator
-from .problem import Problem, prior_draws
+from .known_normaliser import simulator_normaliser
+from .problem import Problem, prior_draws, unconstrained_draws
 from .settings import RunSettings, SamplerSettings
 
 __all__ = ["Resolution", "resolve_path", "prior_path_only", "fit_gaussian"]
@@ -77,13 +78,17 @@ def fit_gaussian(problem: Problem, simulator: Simulator, sampler: SamplerSetting
     concrete = sampler.for_path("gaussian")
     kernel, base_params = concrete.make()
     pilot_seed = derived_seed(run.seed, Purpose.PILOT)
+    fit = simulator.simulate(fit_draws(problem.target.dim),
+                             derived_seed(run.seed, Purpose.NORMALISER_PRIOR))
+    known = simulator_normaliser(simulator, fit,
+                                 derived_seed(run.seed, Purpose.NORMALISER_TRIES),
+                                 problem.target.compiled.program.code)
     return gaussian_path.fit_gaussian_path(
         problem.target, kernel, base_params,
         prior_draws(problem, simulator, concrete.pilot_chains, pilot_seed),
-        prior_draws(problem, simulator, fit_draws(problem.target.dim),
-                    derived_seed(run.seed, Purpose.NORMALISER_PRIOR)),
+        None if known is not None else unconstrained_draws(problem, fit),
         seed=pilot_seed, config=concrete.tuning_config(), progress=run.progress,
-        fitted=fitted)
+        fitted=fitted, normaliser=known)
 
 
 def _gaussian_unavailable(sampler: SamplerSettings, run: RunSettings) -> str | None:

@@ -178,12 +178,17 @@ def _tune_check_and_run(problems: list[Problem], simulator: Simulator,
 def _gaussian_reason(path: gaussian_path.GaussianPath) -> str:
     """What the Gaussian-base path is, for the path line of reports and the CLI."""
     c = path.normaliser
+    how = {"exact": f"computed exactly by the drafted simulator, log c = {c.log_c:.4f}",
+           "exact and rejection": (
+               f"computed by the drafted simulator, exactly up to its rejection loop's "
+               f"acceptance probability (estimated from {c.n_draws} draws' tries), log c = "
+               f"{c.log_c:.4f} (se {c.se:.2g})")}.get(c.method, (
+        f"estimated by importance sampling from exact prior draws, log c = {c.log_c:.4f} "
+        f"(se {c.se:.2g}, Pareto k {c.pareto_k:.2f}"
+        f"{'' if c.trustworthy else ': NOT trustworthy'})"))
     return (f"a Laplace Gaussian (sds times {path.fit['widen']:g}) then AIS from "
             "its exact draws to the posterior: a different sampler from AIS from the prior, "
-            "and the bound is on its output; the prior's normaliser c, estimated by "
-            f"importance sampling from exact prior draws, log c = {c.log_c:.4f} (se "
-            f"{c.se:.2g}, Pareto k {c.pareto_k:.2f}"
-            f"{'' if c.trustworthy else ': NOT trustworthy'}), "
+            f"and the bound is on its output; the prior's normaliser c, {how}, "
             "is subtracted from every estimate: the upper end stays a stochastic upper "
             "bound, the lower end's expectation may exceed log p(y) by about se^2/2 = "
             f"{c.jensen_gap:.2g} nats")

@@ -20,7 +20,7 @@ from ..stan.simulator import Simulator, check_data_names, draw_at, split_draw
 from ..stan.tempered import StanTarget, check_split, compile_tempered
 
 __all__ = ["Problem", "constrained", "prior_draws", "problem_seed", "simulate_problem",
-           "largest_simulated_value"]
+           "largest_simulated_value", "unconstrained_draws"]
 
 _CHECK_DRAWS = 8  # prior draws at which the model's prior/likelihood split is checked
 
@@ -75,7 +75,11 @@ def _as_lists(values: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def prior_draws(problem: Problem, simulator: Simulator, n: int, seed: int) -> np.ndarray:
-    draws = simulator.simulate(n, seed)
+    return unconstrained_draws(problem, simulator.simulate(n, seed))
+
+
+def unconstrained_draws(problem: Problem, draws: Mapping[str, np.ndarray]) -> np.ndarray:
+    """The model parameters of a batch of simulator draws, unconstrained (n, d)."""
     params, _ = split_draw(draws, problem.target.compiled)
     return problem.target.param_unconstrain_batch(params)
 

@@ -188,8 +188,9 @@ class RunSettings:
     "gaussian" is a different sampler: the same Laplace q, then AIS from exact draws of q
     to the posterior (the waypoint path's second leg alone,
     :mod:`bread_stan.ais.gaussian_path`), with the program prior's normaliser c
+    computed by a drafted simulator (:mod:`bread_stan.workflows.known_normaliser`), else
     estimated by importance sampling from exact prior draws
-    (:mod:`bread_stan.ais.prior_normaliser`) and subtracted from every estimate, so the
+    (:mod:`bread_stan.ais.prior_normaliser`), and subtracted from every estimate, so the
     sandwich is of log p(y); its record is in ``extra["tuning"]["normaliser"]``.  The
     bound is on the divergence of that sampler's output, and does not depend on c.
 

@@ -21,6 +21,7 @@ from typing import Sequence
 from ...errors import DraftError, StanCompileError
 from ..compile import Program, run_stanc, resolve_toolchain, read_program
 from .emit import emit
+from .normaliser import DIGEST_TAG, LOG_C_EXACT, PRIOR_TRIES, prior_digest
 from .parse import parse_program
 from .relax import relax_data_bounds
 from .replay import OBSERVED_SUFFIX, REJECTED, Replayable, Unreplayable
@@ -30,7 +31,8 @@ from .support import density_types, tilde_types
 from .translate import translate
 
 __all__ = ["draft_simulator", "draft_program", "DraftedSimulator", "relax_data_bounds",
-           "split_model", "DraftError", "Split", "SplitError", "OBSERVED_SUFFIX", "REJECTED"]
+           "split_model", "DraftError", "Split", "SplitError", "OBSERVED_SUFFIX", "REJECTED",
+           "LOG_C_EXACT", "PRIOR_TRIES", "DIGEST_TAG", "prior_digest"]
 
 
 @dataclass(frozen=True)
@@ -101,7 +103,9 @@ def draft_program(model_program: str | os.PathLike | Program,
         source = program.code
         if "#include" in source:   # parse stanc's printout, with the includes inlined
             source = run_stanc(program, toolchain, ["--print-canonical"], work, None)
-        source = targets_as_tildes(source)   # target += foo_lpdf(x | ...) read as x ~ foo(...)
+        digest = prior_digest(source)        # the program the simulator's c belongs to
+        constants: dict[int, list[str]] = {}   # the constant terms that reading drops
+        source = targets_as_tildes(source, constants)   # target += foo_lpdf(x | ..): x ~ foo(..)
         text = Program(source, program.name)
         info = json.loads(run_stanc(text, toolchain, ["--info"], work, None))
         ast = run_stanc(text, toolchain, ["--debug-decorated-ast"], work, None)
@@ -111,16 +115,19 @@ def draft_program(model_program: str | os.PathLike | Program,
                  if "#include" in program.code else "")
         try:
             try:
-                draft = translate(parse_program(source), info, types, hyper, densities)
+                draft = translate(parse_program(source), info, types, hyper, densities,
+                                  constants=constants)
             except Replayable as direct:    # drawn in the model's statement order?
                 try:
                     draft = translate(parse_program(source), info, types, hyper, densities,
-                                      replay=True)
+                                      replay=True, constants=constants)
                 except Unreplayable:
                     raise DraftError(str(direct)) from None
         except DraftError as error:
             raise DraftError(f"cannot draft a simulator for {label}{lines}: {error}") from None
         simulator = emit(draft, label)
+        if draft.normaliser and digest is not None:
+            simulator = f"{DIGEST_TAG} {digest}\n" + simulator
         try:
             run_stanc(Program(simulator, f"{program.name}_sim"), toolchain, ["--info"], work,
                    None)

@@ -21,6 +21,7 @@ def emit(draft: Draft, model_name: str) -> str:
            "// every parameter from its prior (hyperparameters unless given), then the",
            f"// simulated data {', '.join(draft.simulated)}. Hyperparameters: {hyper}."]
     out += [f"// Declared without its data-block bounds: {why}" for why in draft.relaxed.values()]
+    out += [draft.normaliser_note] if draft.normaliser_note else []
     if draft.functions is not None:
         out += ["functions {" + draft.functions + "}"]
     data = [f"  {d.type_text()} {d.name};" for d in draft.data]
@@ -33,6 +34,6 @@ def emit(draft: Draft, model_name: str) -> str:
     if draft.transformed_data is not None:
         out += ["transformed data {" + draft.transformed_data + "}"]
     gq = [f"  {d.type_text(bounds=d.name not in draft.relaxed)} {d.name};"
-          for d in draft.outputs]
+          for d in draft.outputs] + draft.normaliser
     out += _block("generated quantities", gq + draft.statements)
     return "\n".join(out) + "\n"

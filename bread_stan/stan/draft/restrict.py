@@ -55,10 +55,11 @@ def bound_condition(decl: Decl, scalar_data: set[str]) -> str | None:
 
 
 def rejection_loop(head: list[str], tail: list[str], conditions: dict[str, str],
-                   hyper: list[str]) -> list[str]:
+                   hyper: list[str], tries: str | None = None) -> list[str]:
     """The simulator's statements (``head`` up to the last draw of a truncated prior, then
     ``tail``) repeated until every condition holds after ``head``, so that ``tail`` runs
-    only with accepted draws; a given hyperparameter's condition is not tested."""
+    only with accepted draws; a given hyperparameter's condition is not tested.
+    ``tries``: the output that records how many tries the draw took."""
     if not conditions:
         return head + tail
     tests = " && ".join(f"(hyper_given || ({c}))" if name in hyper else f"({c})"
@@ -72,6 +73,7 @@ def rejection_loop(head: list[str], tail: list[str], conditions: dict[str, str],
             *["  " + x for x in head],
             f"    if (!({tests})) continue;",
             *["  " + x for x in tail],
+            *([f"    {tries} = try_;"] if tries else []),
             "    break;",
             "  }"]
 

@@ -4,9 +4,10 @@ guard, the form of a ``~`` left side, and what a top-level statement defines and
 from __future__ import annotations
 
 from .parse import Expr, Stmt
-from .support import log_mix
+from .support import log_mix, refuse
 
-__all__ = ["is_prior_only_guard", "flatten", "lhs_form", "defines", "has_tilde", "walk"]
+__all__ = ["is_prior_only_guard", "flatten", "lhs_form", "defines", "has_tilde", "walk",
+           "refuse_target_in"]
 
 
 def is_prior_only_guard(stmt: Stmt) -> bool:
@@ -83,3 +84,15 @@ def walk(stmts):
     for s in stmts:
         yield s
         yield from walk([*s.body, *s.orelse])
+
+
+def refuse_target_in(s: Stmt) -> None:
+    """Refuse a ``target +=`` in ``s`` or its body, unless it is a ``log_mix`` the
+    drafter folds."""
+    if s.kind == "target" and log_mix(s) is not None:
+        return
+    if s.kind == "target":
+        raise refuse(s, "target += has no _rng counterpart; write the simulator by hand "
+                         "(or state this term as a ~ statement)")
+    for b in (*s.body, *s.orelse):
+        refuse_target_in(b)

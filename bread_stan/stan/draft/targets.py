@@ -8,7 +8,8 @@ rewritten, on the same source line, as one ``~`` statement per term.  A ``_lcdf`
 bound the parameter is declared with) and is dropped: it does not change the
 distribution, whose support the drafter then checks against the declaration.  The
 drawing distribution of the rewritten program is the model's; its normalising constants
-are not, so the rewrite is for drafting only.
+are not, so the rewrite is for drafting only, and the dropped terms are handed back (by
+line) to whoever accounts for the prior's normaliser (:mod:`.normaliser`).
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ def _unknowns(program: StanProgram) -> set[str]:
     return names
 
 
-def _as_tildes(source: str, s: Stmt, unknowns: set[str]) -> str | None:
+def _as_tildes(source: str, s: Stmt, unknowns: set[str], dropped: list[str]
+               ) -> str | None:
     spans = split_sum(s.rhs.tokens)
     if spans is None:
         return None
@@ -55,6 +57,7 @@ def _as_tildes(source: str, s: Stmt, unknowns: set[str]) -> str | None:
             names = {t.text for t in term.tokens if t.kind == "id"}
             if names & unknowns:
                 return None
+            dropped.append(_text(source, term.tokens))
             continue
         if [t.text for t in term.prefix] not in ([], ["+"]) or not DENSITY.search(term.call):
             return None
@@ -65,18 +68,22 @@ def _as_tildes(source: str, s: Stmt, unknowns: set[str]) -> str | None:
     return " ".join(out) if out else None
 
 
-def targets_as_tildes(source: str) -> str:
+def targets_as_tildes(source: str, constants: dict[int, list[str]] | None = None) -> str:
     """The program with every ``target +=`` sum of densities of the model block written
-    as ``~`` statements (line numbers kept); other statements unchanged."""
+    as ``~`` statements (line numbers kept); other statements unchanged.  ``constants``
+    receives the constant terms dropped, by the line of their statement."""
     program = parse_program(source)
     unknowns = _unknowns(program)
     patches = []
     for s in _walk(program.blocks.get("model", [])):
         if s.kind != "target":
             continue
-        text = _as_tildes(source, s, unknowns)
+        dropped: list[str] = []
+        text = _as_tildes(source, s, unknowns, dropped)
         if text is None:
             continue
+        if dropped and constants is not None:
+            constants.setdefault(s.line, []).extend(dropped)
         start = source.rfind("target", 0, s.rhs.tokens[0].start)
         end = start + len(s.text)
         old = source[start:end]

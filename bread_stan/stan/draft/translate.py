@@ -16,8 +16,10 @@ from .coverage import Coverage, size_aliases
 from .mixture import fold_mixtures
 from .order import dependency_order
 from .parse import Decl, Expr, StanProgram, Stmt, tokenize
-from .statements import defines, flatten, has_tilde, is_prior_only_guard, lhs_form, walk
+from .statements import (defines, flatten, has_tilde, is_prior_only_guard, lhs_form,
+                         refuse_target_in, walk)
 from .copies import Copy, drop_copies, find_copies
+from .normaliser import LOG_C_EXACT, PRIOR_TRIES, Normaliser
 from .restrict import ORDERED, bound_condition, check_ordered, rejection_loop
 from .tdata import simulator_transformed_data, transformed_data_split
 from .replay import (OBSERVED_SUFFIX, Replayable, Site, Unreplayable, lpdf_text,
@@ -44,10 +46,13 @@ class Draft:
     simulated: list[str]
     observed: list[Decl]       # simulated data whose observed values the simulator reads
     relaxed: dict[str, str] = field(default_factory=dict)   # data -> why its bounds go
+    normaliser: list[str] = field(default_factory=list)     # its outputs' declarations
+    normaliser_note: str = ""                                 # what it says of c
 
 
 class _Translator:
-    def __init__(self, program: StanProgram, info: dict, types: list, replay: bool):
+    def __init__(self, program: StanProgram, info: dict, types: list, replay: bool,
+                 constants: dict[int, list[str]]):
         self.program = program
         self.replay = replay                       # draw the data in statement order
         self.sites: list[Site] = []                # ... at these ~ statements
@@ -68,6 +73,8 @@ class _Translator:
         self.not_copies: dict[str, str] = {}       # ... and why the others are not
         self.scalar_data = {n for n, d in self.decls.items() if n in self.inputs
                             and not d.dims and not d.sizes}
+        self.normaliser = Normaliser(program.source, constants)   # log c, where exact
+        self.factor: list[str] = []                    # ... the last ~'s lines adding to it
 
     def is_transformed_data(self, name: str) -> bool:
         return any(s.kind == "decl" and s.decl.name == name
@@ -140,6 +147,9 @@ class _Translator:
         elif var in self.parameters or var in self.copies:
             half = self.support(s, self.decls[var], dist, args)
         target = var if shape == "to_vector" else s.lhs.text
+        if var in self.parameters or var in self.copies:
+            self.factor = self.normaliser.tilde(s, self.decls[var], half, ordered, lhs_type,
+                                                target)
         draw = self.draw(s, dist, args, arg_types, lhs_type, s.lhs.text)
         if half:
             draw = f"abs({draw})"
@@ -384,10 +394,10 @@ class _Translator:
         if self.replay and s.kind in ("mixture", "zero_inflated", "target"):
             raise Unreplayable("a mixture or target += is not replayed")
         if s.kind == "tilde":
-            n = len(self.sites)
+            n, self.factor = len(self.sites), []
             line = self.tilde(s, likelihood)
             return site_lines(self.sites[-1], indent) if len(self.sites) > n \
-                else [indent + line]
+                else [indent + line] + [indent + x for x in self.factor]
         if s.kind == "mixture":
             return [indent + self.categorical(s, likelihood)]
         if s.kind == "zero_inflated":
@@ -448,14 +458,16 @@ class _Translator:
 
 
 def translate(program: StanProgram, info: dict, types: list, hyper=None,
-              densities: list | None = None, replay: bool = False) -> Draft:
+              densities: list | None = None, replay: bool = False,
+              constants: dict[int, list[str]] | None = None) -> Draft:
     """Translate a parsed model program (``info``: its ``stanc --info``; ``types``:
     :func:`tilde_types`; ``densities``: :func:`density_types`).  ``hyper``: names of the
     hyperparameters, or None for the scalar parameters whose prior uses no other
     parameter.  ``replay``: draw the data in the model's statement order
     (:mod:`.replay`); without it, a refusal that the replay may lift is
-    :class:`.Replayable`."""
-    tr = _Translator(program, info, types, replay)
+    :class:`.Replayable`.  ``constants``: the constant terms of ``target +=`` statements
+    that :func:`.targets_as_tildes` dropped, by line (for the prior's normaliser)."""
+    tr = _Translator(program, info, types, replay, constants or {})
     if "prior_only" not in tr.inputs:
         raise DraftError("the model does not declare `int<lower=0, upper=1> prior_only;` "
                          "with the likelihood inside if (!prior_only) { ... } "
@@ -466,7 +478,7 @@ def translate(program: StanProgram, info: dict, types: list, hyper=None,
     _copies(tr, program)
     for block in ("transformed data", "transformed parameters", "model"):
         for s in program.blocks.get(block, []):
-            _refuse_target_in(s)
+            refuse_target_in(s)
     units: list[Unit] = []
     statements = [(s, False) for s in program.blocks.get("transformed parameters", [])]
     statements += flatten(program.blocks.get("model", []))
@@ -495,6 +507,8 @@ def translate(program: StanProgram, info: dict, types: list, hyper=None,
     simulated = set(tr.simulated)
     for p in [p for p in tr.parameters if p not in tr.tilde_of]:
         units.append(uniform_unit(tr.decls[p], tr.scalar_data, len(units)))
+        factor = tr.normaliser.uniform(tr.decls[p])
+        units[-1].lines += ["  " + factor] if factor else []
     outputs = [tr.decls[p] for p in tr.parameters] + [tr.decls[v] for v in tr.simulated]
     sizes = {n for d in outputs for e in (*d.bounds.values(), *d.sizes, *d.dims)
              for n in e.names()}
@@ -519,7 +533,7 @@ def translate(program: StanProgram, info: dict, types: list, hyper=None,
             raise Replayable(str(error)) from None
     order = dependency_order(prior)
     hyper_names = hyperparameters(tr.parameters, tr.transformed, tr.decls, units, hyper)
-    lines: list[str] = []
+    lines: list[str] = [f"  {LOG_C_EXACT} = 0;"]   # reset at every try of a rejection
     cut = 0         # the lines up to the last draw of a prior truncated by its bounds
     for u in order:
         drawn = u.tildes & set(hyper_names)
@@ -534,14 +548,17 @@ def translate(program: StanProgram, info: dict, types: list, hyper=None,
             lines += u.lines
         cut = len(lines) if u.tildes & set(tr.truncated) else cut
     lines += replayed
-    lines = rejection_loop(lines[:cut], lines[cut:], tr.truncated, hyper_names)
+    known = tr.normaliser
+    lines = rejection_loop(known.finish(lines[:cut]), known.finish(lines[cut:]), tr.truncated,
+                           hyper_names, None if known.unavailable else PRIOR_TRIES)
     kept = [s.decl for s in program.blocks.get("data", [])
             if s.kind == "decl" and s.decl.name not in simulated
             and s.decl.name != "prior_only"]
     functions = program.block_text("functions") if "functions" in program.spans else None
     return Draft(kept, [tr.decls[h] for h in hyper_names], functions, td, outputs, lines,
                  list(tr.simulated), [tr.decls[v] for v in tr.simulated] if replay else [],
-                 dict(tr.relaxed))
+                 dict(tr.relaxed), known.outputs(bool(tr.truncated)),
+                 known.note(bool(tr.truncated)))
 
 
 def _direct_checks(units: list[Unit], simulated: set[str]) -> None:
@@ -574,14 +591,4 @@ def _copies(tr: _Translator, program: StanProgram) -> None:
     tr.decls.update({s.decl.name: s.decl for s in program.blocks.get("transformed parameters",
                                                                       []) if s.kind == "decl"
                      and s.decl.name in tr.copies})
-
-
-def _refuse_target_in(s: Stmt) -> None:
-    if s.kind == "target" and log_mix(s) is not None:
-        return
-    if s.kind == "target":
-        raise refuse(s, "target += has no _rng counterpart; write the simulator by hand "
-                         "(or state this term as a ~ statement)")
-    for b in (*s.body, *s.orelse):
-        _refuse_target_in(b)
 
