@@ -149,7 +149,7 @@ def fit_gaussian_path(model: Target, kernel: Kernel, base_params, pilot_draws,
     draws of q, and log c estimated from ``n_normaliser`` importance draws (stream
     ``Stream.PRIOR_NORMALISER``) with a proposal fitted to the exact prior draws
     ``normaliser_draws``.  ``fitted``: q and its record, when fitted already;
-    ``normaliser``: log c when known otherwise (:mod:`.known_normaliser`; then
+    ``normaliser``: log c when known otherwise (:mod:`bread_stan.ais.known_normaliser`; then
     ``normaliser_draws`` is not read)."""
     pilot = np.ascontiguousarray(np.asarray(pilot_draws, dtype=float))
     base, record = fitted if fitted is not None else fit_base(model, pilot, widen)

@@ -189,7 +189,7 @@ class NormaliserEstimate:
     trustworthy), the Jensen gap of the sandwich's lower end (about se^2 / 2).
 
     ``method``: "importance sampling" (here), or, from a drafted simulator's own account
-    (:mod:`.known_normaliser`), "exact" (se 0; ``n_fit`` the draws that agreed on it) or
+    (:mod:`bread_stan.ais.known_normaliser`), "exact" (se 0; ``n_fit`` the draws that agreed on it) or
     "exact and rejection" (``n_draws`` the draws whose tries estimate the acceptance
     probability); ``pareto_k`` is NaN for those."""
 
