@@ -1,6 +1,6 @@
 """The prior normaliser c of a program two ways: from its drafted simulator (exact, or
 exact up to a rejection loop's acceptance) and by importance sampling, as the Gaussian
-path computes each (bread_stan.workflows.known_normaliser,
+path computes each (bread_stan.workflows.simulator_normaliser,
 bread_stan.ais.prior_normaliser), with the run's default seeds.
 
     PYTHONPATH=$PWD nice python scripts/drafted_normaliser.py MODEL.stan DATA.json [OUT.md]
@@ -24,7 +24,7 @@ from bread_stan.rng import Purpose, Stream, chain_seed_sequences, derived_seed
 from bread_stan.stan.data import load_data
 from bread_stan.stan.prepare import prepare_programs
 from bread_stan.stan.simulator import Simulator
-from bread_stan.workflows.known_normaliser import simulator_normaliser
+from bread_stan.workflows.simulator_normaliser import simulator_normaliser
 from bread_stan.workflows.problem import simulate_problem, unconstrained_draws
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,5 +1,5 @@
 """The prior normaliser c from the drafted simulator (bread_stan.stan.draft.normaliser,
-bread_stan.ais.known_normaliser, bread_stan.workflows.known_normaliser).
+bread_stan.ais.known_normaliser, bread_stan.workflows.simulator_normaliser).
 
 Known answers: on drafted test programs with bounded parameters the simulator's exact
 log c equals the closed form (eight schools' half-Cauchy or half-normal tau, centred or
@@ -51,7 +51,7 @@ from bread_stan.stan.compile import Program, compile_many
 from bread_stan.stan.draft import LOG_C_EXACT, PRIOR_TRIES, draft_program, split_model
 from bread_stan.stan.simulator import Simulator, split_draw
 from bread_stan.stan.tempered import StanTarget
-from bread_stan.workflows.known_normaliser import simulator_normaliser
+from bread_stan.workflows.simulator_normaliser import simulator_normaliser
 
 N_SE = 4.0
 DRAFT = Path(__file__).resolve().parent / "stan" / "draft"

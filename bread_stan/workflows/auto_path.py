@@ -42,7 +42,7 @@ from ..ais.tuning import PilotAbandoned, TunedKernel, tune
 from ..errors import InputError
 from ..rng import Purpose, derived_seed
 from ..stan.simulator import Simulator
-from .known_normaliser import simulator_normaliser
+from .simulator_normaliser import simulator_normaliser
 from .problem import Problem, prior_draws, unconstrained_draws
 from .settings import RunSettings, SamplerSettings
 
@@ -91,36 +91,32 @@ def fit_gaussian(problem: Problem, simulator: Simulator, sampler: SamplerSetting
         fitted=fitted, normaliser=known)
 
 
-def _gaussian_unavailable(sampler: SamplerSettings, run: RunSettings) -> str | None:
+def _cannot_fit(sampler: SamplerSettings, run: RunSettings) -> str | None:
+    """Why neither path that starts from a Laplace fit (Gaussian, waypoint) can run
+    here, or None."""
     if run.algorithm != "ais":
-        return "the Gaussian path runs AIS only and this run is SMC"
+        return "a path from a Laplace fit runs AIS only and this run is SMC"
     if sampler.kernel == "imh":
-        return "the Gaussian path tunes HMC or NUTS and this run is IMH"
+        return "a path from a Laplace fit tunes HMC or NUTS and this run is IMH"
     if run.exact_draws != 1:
-        return (f"the Gaussian path is fitted to one data set and this run has "
+        return (f"a Laplace fit is made to one data set and this run has "
                 f"{run.exact_draws} exact draws")
     return None
 
 
-def _gaussian_candidate(problem, simulator, sampler, run, name
-                        ) -> tuple[gaussian_path.GaussianPath | None, str | None]:
-    """The fitted Gaussian path, or None and why it cannot run."""
-    why = _gaussian_unavailable(sampler, run)
-    if why is not None:
-        return None, why
+def _gaussian_candidate(problem, simulator, sampler, run, name, fitted
+                        ) -> tuple[gaussian_path.GaussianPath | None, PathCost | None, str]:
+    """The Gaussian path on the Laplace fit ``fitted`` and its cost, or None, None and
+    why it cannot run."""
     log.info("%s: choosing the path: fitting the Gaussian-base path's pilot", name)
-    try:
-        path = fit_gaussian(problem, simulator, sampler, run)
-    except waypoint.WaypointError as error:
-        return None, f"no Laplace fit ({error})"
+    path = fit_gaussian(problem, simulator, sampler, run, fitted)
     if not path.normaliser.trustworthy:
-        return None, (f"the prior normaliser's estimate cannot be trusted (Pareto k "
-                      f"{path.normaliser.pareto_k:.2f})")
+        return None, None, (f"the prior normaliser's estimate cannot be trusted (Pareto k "
+                            f"{path.normaliser.pareto_k:.2f})")
     try:
-        _leg_cost(path.leg)
+        return path, _leg_cost(path.leg), ""
     except ScheduleError as error:
-        return None, f"its pilot could not measure the path ({error})"
-    return path, None
+        return None, None, f"its pilot could not measure the path ({error})"
 
 
 def _leg_cost(tuned: TunedKernel) -> PathCost:
@@ -139,43 +135,39 @@ def resolve_path(problems: list[Problem], simulator: Simulator, sampler: Sampler
     pilot_seed = derived_seed(run.seed, Purpose.PILOT)
     pilot = prior_draws(first, simulator, sampler.pilot_chains, pilot_seed)
     rule = choose(first.target.evaluate(pilot, gradient=False).log_lik)
-    gaussian, unavailable = _gaussian_candidate(first, simulator, sampler, run, name)
-    if gaussian is not None:
-        return _bid(first, sampler, run, name, rule, gaussian, pilot, pilot_seed)
-    fitted, choice = None, given("auto", rule.path, f"{rule.reason}; the Gaussian-base "
-                                 f"path is not a candidate: {unavailable}", rule)
-    if rule.path == "waypoint":
-        cannot = None
-        if run.algorithm != "ais":
-            cannot = "the waypoint path runs AIS only and this run is SMC"
-        elif sampler.kernel == "imh":
-            cannot = "the waypoint path tunes HMC or NUTS on each leg and this run is IMH"
-        elif run.exact_draws != 1:
-            cannot = (f"the waypoint is fitted to one data set and this run has "
-                      f"{run.exact_draws} exact draws")
-        else:
-            try:
-                fitted = waypoint.fit_base(first.target, pilot)
-            except waypoint.WaypointError as error:
-                cannot = f"no Gaussian waypoint ({error})"
-        if cannot is not None:
-            reason = (f"the log likelihood's sd over {rule.n_draws} prior draws is "
-                      f"{rule.loglik_sd:.3g} nats, above {rule.limit:.3g}: tempering from "
-                      f"the prior may strand chains, but {cannot}; the run tempers from the "
-                      f"prior (the Gaussian-base path is not a candidate: {unavailable})")
-            choice = given("auto", "prior", reason, rule)
-            log.warning("%s: %s", name, choice.message)
-            return _concrete(sampler, run, choice)
+    # One Laplace fit serves both paths that start from it.
+    cannot = unavailable = _cannot_fit(sampler, run)
+    fitted = None
+    if cannot is None:
+        try:
+            fitted = waypoint.fit_base(first.target, pilot)
+        except waypoint.WaypointError as error:
+            cannot, unavailable = (f"no Gaussian waypoint ({error})",
+                                   f"no Laplace fit ({error})")
+    if fitted is not None:
+        gaussian, cost, unavailable = _gaussian_candidate(first, simulator, sampler, run,
+                                                          name, fitted)
+        if gaussian is not None:
+            return _bid(first, sampler, run, name, rule, gaussian, cost, pilot, pilot_seed)
+    if rule.path == "waypoint" and cannot is not None:
+        reason = (f"the log likelihood's sd over {rule.n_draws} prior draws is "
+                  f"{rule.loglik_sd:.3g} nats, above {rule.limit:.3g}: tempering from "
+                  f"the prior may strand chains, but {cannot}; the run tempers from the "
+                  f"prior (the Gaussian-base path is not a candidate: {unavailable})")
+        choice = given("auto", "prior", reason, rule)
+        log.warning("%s: %s", name, choice.message)
+        return _concrete(sampler, run, choice)
+    choice = given("auto", rule.path, f"{rule.reason}; the Gaussian-base path is not a "
+                   f"candidate: {unavailable}", rule)
     log.info("%s: %s", name, choice.message)
-    return _concrete(sampler, run, choice, fitted)
+    return _concrete(sampler, run, choice, fitted if rule.path == "waypoint" else None)
 
 
 def _bid(first: Problem, sampler: SamplerSettings, run: RunSettings, name: str,
-         rule: PathChoice, gaussian: gaussian_path.GaussianPath, pilot, pilot_seed
-         ) -> Resolution:
-    """The cheaper of the Gaussian path (fitted) and the prior path (its pilot run here,
-    abandoned once it costs more), with the winner's tuning."""
-    rival = _leg_cost(gaussian.leg)
+         rule: PathChoice, gaussian: gaussian_path.GaussianPath, rival: PathCost, pilot,
+         pilot_seed) -> Resolution:
+    """The cheaper of the Gaussian path (fitted, costing ``rival``) and the prior path
+    (its pilot run here, abandoned once it costs more), with the winner's tuning."""
     if rule.tempering_strands:
         reason = (f"the log likelihood's sd over {rule.n_draws} prior draws is "
                   f"{rule.loglik_sd:.3g} nats, above {rule.limit:.3g}: tempering from the "

@@ -188,7 +188,7 @@ class RunSettings:
     "gaussian" is a different sampler: the same Laplace q, then AIS from exact draws of q
     to the posterior (the waypoint path's second leg alone,
     :mod:`bread_stan.ais.gaussian_path`), with the program prior's normaliser c
-    computed by a drafted simulator (:mod:`bread_stan.workflows.known_normaliser`), else
+    computed by a drafted simulator (:mod:`bread_stan.workflows.simulator_normaliser`), else
     estimated by importance sampling from exact prior draws
     (:mod:`bread_stan.ais.prior_normaliser`), and subtracted from every estimate, so the
     sandwich is of log p(y); its record is in ``extra["tuning"]["normaliser"]``.  The
