@@ -110,12 +110,13 @@ def _tune_check_and_run(problems: list[Problem], simulator: Simulator,
         tuned = tuned_here if isinstance(tuned_here, gaussian_path.GaussianPath) else \
             fit_gaussian(first, simulator, sampler, run, fitted)
         seconds = None if tuned is tuned_here else time.perf_counter() - start
-        check_kernel = tuned.endpoints(gaussian_path.tune_prior_end(
-            first.target, kernel, base_params, tuned,
-            prior_draws(first, simulator, sampler.pilot_chains, pilot_seed),
-            seed=pilot_seed, config=sampler.tuning_config())) if (
-            run.check_simulator and "simulator_check" not in result.extra) else \
-            tuned.endpoints()
+        prior_end = None
+        if run.check_simulator and "simulator_check" not in result.extra:
+            prior_end = gaussian_path.tune_prior_end(
+                first.target, kernel, base_params, tuned,
+                prior_draws(first, simulator, sampler.pilot_chains, pilot_seed),
+                seed=pilot_seed, config=sampler.tuning_config())
+        check_kernel = tuned.endpoints(prior_end)
         why = _gaussian_reason(tuned)
         if choice.requested == "auto":
             why = f"{choice.reason}. The Gaussian path: {why}"
@@ -129,15 +130,16 @@ def _tune_check_and_run(problems: list[Problem], simulator: Simulator,
             config=sampler.tuning_config(), progress=run.progress, fitted=fitted)
         seconds, check_kernel = time.perf_counter() - start, tuned.endpoints()
     else:
-        if isinstance(tuned_here, TunedKernel) and out_dir is not None and \
-                not (out_dir / "tuning.json").exists():
-            tuned_here.save(out_dir / "tuning.json")  # the path choice's pilot: kept
-        tuned, seconds = (tuned_here, None) if isinstance(tuned_here, TunedKernel) and \
-            out_dir is None else load_or_tune(
-            out_dir / "tuning.json" if out_dir is not None else None, first.target, kernel,
-            base_params, sampler.tuning_config(), pilot_seed,
-            lambda seed: prior_draws(first, simulator, sampler.pilot_chains, seed),
-            progress=run.progress)
+        saved = out_dir / "tuning.json" if out_dir is not None else None
+        if isinstance(tuned_here, TunedKernel) and not (saved is not None and saved.exists()):
+            if saved is not None:
+                tuned_here.save(saved)  # the path choice's pilot, kept for a resume
+            tuned, seconds = tuned_here, None
+        else:
+            tuned, seconds = load_or_tune(
+                saved, first.target, kernel, base_params, sampler.tuning_config(),
+                pilot_seed, lambda seed: prior_draws(first, simulator, sampler.pilot_chains,
+                                                     seed), progress=run.progress)
         check_kernel = tuned
     if seconds is not None:
         result.extra["tuning_seconds"] = seconds
