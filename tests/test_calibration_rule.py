@@ -4,22 +4,15 @@ states.  Exact: small tables written by hand, numbers from scipy's binomial."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pandas as pd
 import pytest
 from scipy import stats
 
-ROOT = Path(__file__).resolve().parent.parent
+from script_module import load_script
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("calibration_script",
-                                                  ROOT / "scripts" / "calibration.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("calibration")
 
 
 def _table(seeds, first_seed, rows):

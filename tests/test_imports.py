@@ -4,19 +4,16 @@ listed in scripts/import_debt.txt.  Exact: reads the source, runs nothing of it.
 
 from __future__ import annotations
 
-import importlib.util
 import textwrap
 from pathlib import Path
+
+from script_module import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def _checker():
-    spec = importlib.util.spec_from_file_location("check_imports",
-                                                  ROOT / "scripts" / "check_imports.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("check_imports")
 
 
 def test_the_package_has_no_new_circle_private_import_or_long_module(capsys):

@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from pathlib import Path
 
 import pytest
+
+from script_module import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 
 
 def _runner():
-    spec = importlib.util.spec_from_file_location("run_notebooks",
-                                                  ROOT / "scripts" / "run_notebooks.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("run_notebooks")
 
 
 @pytest.mark.slow
