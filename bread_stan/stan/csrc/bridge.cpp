@@ -471,13 +471,17 @@ struct Hamiltonian {
   double beta;
   bool dense;
   const double* minv;  // d (diagonal) or d x d (dense, row-major)
+  // At beta = 0 of the prior path the likelihood moves nothing: the leapfrog steps
+  // evaluate the prior instance alone, and finish() evaluates the likelihood once, at
+  // the point the transition returns (the same numbers, bit for bit).
+  bool prior_alone;
   double* scratch;  // d doubles each, owned by the thread (no allocation per chain)
   double* vel;
 
   Hamiltonian(const bs_model* prior, const bs_model* full, const double* base,
               bool base_dense, int d, double beta, bool dense, const double* minv)
       : prior(prior), full(full), base(base), base_dense(base_dense), d(d), beta(beta),
-        dense(dense), minv(minv) {
+        dense(dense), minv(minv), prior_alone(!base && prior && beta == 0.0) {
     static thread_local std::vector<double> buffer;
     if (buffer.size() < 2 * static_cast<size_t>(d)) buffer.resize(2 * d);
     scratch = buffer.data();
@@ -512,7 +516,9 @@ struct Hamiltonian {
     for (int j = 0; j < d; ++j) p[j] = p[j] + half * g[j];
     velocity(p, vel);
     for (int j = 0; j < d; ++j) q[j] = q[j] + e * vel[j];
-    if (base && prior)
+    if (prior_alone)
+      split_point(nullptr, prior, true, q, lp, ll, gp, gl, nullptr);  // ll, gl: 0, unused
+    else if (base && prior)
       prior_base_point(base, base_dense, prior, q, lp, ll, gp, gl);
     else if (base)
       base_split_point(base, base_dense, full, q, lp, ll, gp, gl);
@@ -531,6 +537,13 @@ struct ChainIn {  // a chain's current state
 struct ChainOut {  // where a chain's new state goes
   double *q, *gp, *gl, *lp, *ll;
 };
+
+// The likelihood of a transition's new point, where the leapfrog steps left it out
+// (Hamiltonian::prior_alone); a point the chain did not leave keeps its own.
+void finish(const Hamiltonian& H, const ChainIn& in, const ChainOut& out) {
+  if (!H.prior_alone || std::equal(out.q, out.q + H.d, in.q)) return;
+  split_point(H.prior, H.full, true, out.q, out.lp, out.ll, out.gp, out.gl, nullptr);
+}
 
 // Static HMC, as bread_stan.kernels.hmc.HMC.step for one chain.
 // stats: [h0 - h1 (-inf when rejected outright), h1 - h0 (inf when stopped)];
@@ -1141,6 +1154,7 @@ int bread_hmc_transition(const bs_model* prior, const bs_model* full,
     ChainOut out{q + i * d, gp + i * d, gl + i * d, lp + i, ll + i};
     hmc_chain(H, in, momentum + i * d, step_size[i], n_leapfrog[i], log_u[i], out,
               stats + 2 * i, flags + 3 * i);
+    finish(H, in, out);
   });
   return 0;
   BREAD_CATCH(error_msg)
@@ -1170,6 +1184,7 @@ int bread_nuts_transition(const bs_model* prior, const bs_model* full,
     nuts_chain(H, in, momentum + i * d, step_size[i], max_depth,
                Uniforms{log_u + static_cast<long>(i) * k, k}, out, stats + 2 * i,
                flags + 4 * i);
+    finish(H, in, out);
   });
   return 0;
   BREAD_CATCH(error_msg)
