@@ -184,6 +184,23 @@ def test_compare_shares_one_simulated_data_set_and_truth(tmp_path):
     assert (tmp_path / "a" / "run.json").exists() and (tmp_path / "b" / "run.json").exists()
 
 
+def test_compare_runs_each_program_on_the_pilot_that_chose_its_path(tmp_path):
+    """path="auto" settles every program's path with its pilots before the tasks run; an
+    in-process task then runs on that pilot (no tuning time recorded, as ``bread`` hands
+    it on) and gives bit for bit what ``bread`` gives with the same settings."""
+    run = RunSettings(steps=(3,), chains=20, seed=4, progress=False, path="auto")
+    results = compare({"a": MODEL}, SIMULATOR, DATA, sampler=SAMPLER, run=run,
+                      out_dir=tmp_path / "compare")
+    alone = bread(MODEL, SIMULATOR, DATA, sampler=SAMPLER, run=run, out_dir=tmp_path / "one")
+    a = results["a"]
+    assert a.extra["path_choice"]["path"] == alone.extra["path_choice"]["path"] == "gaussian"
+    assert "tuning_seconds" not in a.extra and "tuning_seconds" not in alone.extra
+    np.testing.assert_array_equal(a.step(3).forward.log_estimates,
+                                  alone.step(3).forward.log_estimates)
+    np.testing.assert_array_equal(a.step(3).reverse.log_estimates,
+                                  alone.step(3).reverse.log_estimates)
+
+
 # These runs are short: they finish and pass their checks, but do not converge.
 NOT_CONVERGED = 4
 

@@ -49,7 +49,7 @@ from .common import (ResumeMismatchError, check_program, default_name, load_or_t
 from .problem import (Problem, constrained, largest_simulated_value, prior_draws, problem_seed,
                       simulate_problem)
 from .settings import RunSettings, SamplerSettings
-from .auto_path import fit_gaussian, resolve_path
+from .auto_path import Resolution, fit_gaussian, resolve_path
 from ..ais.path_choice import PathChoice, given
 from .simulator_check import (CheckSettings, SimulatorCheck, check_simulator,
                               simulate_check_draws)
@@ -414,6 +414,7 @@ class _ProgramJob:
     verdict: VerdictSettings
     out_dir: Path | None = None
     choice: PathChoice | None = None
+    settled: Resolution | None = None  # in this process: the path choice's pilot, reused
 
 
 def _run_program(job: _ProgramJob, executor: Executor | None = None) -> BreadResult:
@@ -423,8 +424,10 @@ def _run_program(job: _ProgramJob, executor: Executor | None = None) -> BreadRes
     sim = Simulator(job.simulator, job.data, hyper=job.hyper, threads=threads)
     problems = [simulate_problem(job.label, job.model, sim, job.data, job.run.seed, threads,
                                  truth) for truth in job.truths]
+    fitted, tuned = ((job.settled.fitted, job.settled.tuned) if job.settled is not None
+                     else (None, None))
     return _run_problem(problems, sim, job.sampler, job.run, job.out_dir, job.header, None,
-                        job.verdict, job.data, executor, job.choice)
+                        job.verdict, job.data, executor, job.choice, fitted, tuned)
 
 
 def _run_programs(executor: Executor, models: Mapping, compiled, sim_compiled, data,
@@ -439,23 +442,26 @@ def _run_programs(executor: Executor, models: Mapping, compiled, sim_compiled, d
     tasks, results = {}, {}
     settled = _settle(models, compiled, sim_compiled, data, hyper, truths, sampler, run)
     for (label, program), built in zip(models.items(), compiled):
-        own_sampler, own_run, choice = settled[label]  # this program's concrete path
-        header = _header(label, program, simulator, data, own_sampler, own_run, hyper)
+        own = settled[label]  # this program's concrete path
+        header = _header(label, program, simulator, data, own.sampler, own.run, hyper)
         sub = out / label if out is not None else None
         if sub is not None:
             sub.mkdir(exist_ok=True)
-        job_run = own_run
+        job_run = own.run
         if not here:
             done = (resume_steps(BreadResult(label, header, [], {}), sub, header)
                     if sub is not None else set())
             missing = tuple(T for T in run.steps if T not in done)
             if not missing:
                 continue
-            job_run = replace(own_run, steps=missing, progress=False, threads=1)
+            job_run = replace(own.run, steps=missing, progress=False, threads=1)
+        # A task sent to a cluster tunes again (the same seeds, the same kernel): the
+        # pilot stays here rather than travel with every task.
         tasks[label] = (_ProgramJob(label, built, sim_compiled, dict(data),
                                     None if hyper is None else dict(hyper), truths,
-                                    own_sampler, job_run, header, verdict,
-                                    sub if here else None, choice),)
+                                    own.sampler, job_run, header, verdict,
+                                    sub if here else None, own.choice,
+                                    own if here else None),)
 
     def arrived(label: str, result: BreadResult) -> None:
         if here or out is None:
@@ -479,12 +485,13 @@ def _run_programs(executor: Executor, models: Mapping, compiled, sim_compiled, d
 
 
 def _settle(models: Mapping, compiled, sim_compiled, data, hyper, truths,
-            sampler: SamplerSettings, run: RunSettings) -> dict[str, tuple]:
-    """Each program's concrete (sampler, run, path choice), decided here before any task
-    runs (:func:`~bread_stan.workflows.auto_path.resolve_path` on its first problem)."""
+            sampler: SamplerSettings, run: RunSettings) -> dict[str, Resolution]:
+    """Each program's :class:`~bread_stan.workflows.auto_path.Resolution` (concrete
+    sampler and run, path choice, and the pilot that decided it), settled here before any
+    task runs (:func:`~bread_stan.workflows.auto_path.resolve_path` on its first problem)."""
     if run.path != "auto":
         resolved = resolve_path([], None, sampler, run, "")
-        return {label: (resolved.sampler, resolved.run, resolved.choice) for label in models}
+        return {label: resolved for label in models}
     sim = Simulator(sim_compiled, data, hyper=hyper, threads=run.threads)
     out = {}
     for label, built in zip(models, compiled):
@@ -494,10 +501,10 @@ def _settle(models: Mapping, compiled, sim_compiled, data, hyper, truths,
         except BreadStanError:  # the program's own task fails with this error, as before
             choice = given("auto", "prior", "not decided: the program's problem could not "
                            "be built")
-            out[label] = (sampler.for_path("prior"), replace(run, path="prior"), choice)
+            out[label] = Resolution(sampler.for_path("prior"), replace(run, path="prior"),
+                                    choice)
             continue
-        resolved = resolve_path([problem], sim, sampler, run, label)
-        out[label] = (resolved.sampler, resolved.run, resolved.choice)
+        out[label] = resolve_path([problem], sim, sampler, run, label)
     return out
 
 
@@ -506,11 +513,12 @@ def _reloads(models, compiled, sim_compiled, data, hyper, truths, settled, out,
     """The programs whose results the cluster saved in ``out`` (jobs that load them)."""
     for (label, program), built in zip(models.items(), compiled):
         if label not in results:
-            sampler, run, choice = settled[label]
-            header = _header(label, program, simulator, data, sampler, run, hyper)
+            own = settled[label]
+            header = _header(label, program, simulator, data, own.sampler, own.run, hyper)
             yield label, _ProgramJob(label, built, sim_compiled, dict(data),
-                                     None if hyper is None else dict(hyper), truths, sampler,
-                                     run, header, verdict, out / label, choice)
+                                     None if hyper is None else dict(hyper), truths,
+                                     own.sampler, own.run, header, verdict, out / label,
+                                     own.choice)
 
 
 def _labels(programs: Sequence) -> list[str]:
