@@ -87,12 +87,21 @@ def _cost(cost: dict | None) -> str:
             f"{at_least}{cost['gradients'] * cost['length'] ** 2:.3g}")
 
 
+def _spent(costs: dict) -> str:
+    """The gradients each pilot spent (the prior pilot's budget is BUDGET_RATIO times
+    the Gaussian pilot's)."""
+    spent = [(costs.get(path) or {}).get("pilot_gradients") for path in ("prior", "gaussian")]
+    return " / ".join("-" if value is None else f"{value:.3g}" for value in spent)
+
+
 def _why(choice) -> str:
     if "not a candidate" in choice.reason:
         why = choice.reason.split("not a candidate: ")[-1].rstrip(")")
         return "Gaussian path not a candidate: " + (why if len(why) < 70 else why[:67] + "...")
     if "strand" in choice.reason:
         return "spread above 1e12"
+    if "whole pilot" in choice.reason:
+        return "prior pilot over its budget"
     if "abandoned" in choice.reason or "already costs more" in choice.reason:
         return "prior pilot abandoned"
     return "lower cost"
@@ -102,11 +111,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--only", nargs="*", default=None,
+                    help="models whose label contains one of these strings (default: all)")
     args = ap.parse_args()
     logging.basicConfig(level=logging.ERROR)
     rows = ["| model | run seed | log lik sd over 32 prior draws | prior path: L x g | "
-            "Gaussian path: L x g | path | why |", "|---|---|---|---|---|---|---|"]
+            "Gaussian path: L x g | pilots' gradients: prior / Gaussian | path | why |",
+            "|---|---|---|---|---|---|---|---|"]
     for label, model, simulator, data, seeds in cases(list(range(args.seeds))):
+        if args.only and not any(part in label for part in args.only):
+            continue
         (compiled,), sim_compiled = compile_with_simulator([model], simulator)
         sim = Simulator(sim_compiled, data)
         for seed in seeds:
@@ -116,7 +130,7 @@ def main() -> None:
             costs = choice.costs or {}
             rows.append(f"| {label} | {seed} | {choice.loglik_sd:.3g} | "
                         f"{_cost(costs.get('prior'))} | {_cost(costs.get('gaussian'))} | "
-                        f"{choice.path} | {_why(choice)} |")
+                        f"{_spent(costs)} | {choice.path} | {_why(choice)} |")
             print(rows[-1], flush=True)
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -28,8 +28,8 @@ import pytest
 
 from bread_stan.ais import gaussian_path, waypoint
 from bread_stan.ais.betas import length_so_far, thermodynamic_length
-from bread_stan.ais.path_choice import (GRADIENT_RATIO, SPREAD_LIMIT, PathChoice, PathCost,
-                                        abandon_when_costlier, cheaper, choose)
+from bread_stan.ais.path_choice import (BUDGET_RATIO, GRADIENT_RATIO, SPREAD_LIMIT, PathChoice,
+                                        PathCost, abandon_when_costlier, cheaper, choose)
 from bread_stan.ais.tuning import TuningConfig
 from bread_stan.stan.draft import draft_simulator
 from bread_stan.stan.compile import compile_many
@@ -84,11 +84,18 @@ def test_cost_and_the_rule_that_abandons_the_prior_pilot():
             reason = give_up(grid[:k], sd[:k], gradients)
             costlier = gradients * prefix[k - 2] ** 2 > rival.cost
             assert (reason is not None) == (costlier or gradients > GRADIENT_RATIO * 4.0)
-            assert give_up.partial == PathCost(prefix[k - 2], gradients, complete=False)
+            assert give_up.partial == PathCost(prefix[k - 2], gradients, complete=False,
+                                               pilot_gradients=0.0)
     assert "already costs more" in give_up(grid, sd, 16.0)
     # the cap on the choice's own cost: from the first grid beta, length or not
     assert GRADIENT_RATIO == 8.0 and give_up(grid[:1], sd[:1], 32.0) is None
     assert "more than 8 times" in give_up(grid[:1], sd[:1], 33.0)
+    # the cap in total: more than BUDGET_RATIO times the rival pilot's gradients spent
+    budgeted = abandon_when_costlier(PathCost(0.5, 4.0, pilot_gradients=1000.0))
+    assert BUDGET_RATIO == 2.0 and budgeted(grid[:2], sd[:2], 1.0, 2000) is None
+    assert "whole pilot" in budgeted(grid[:2], sd[:2], 1.0, 2001)
+    assert budgeted.partial.pilot_gradients == 2001
+    assert give_up(grid[:2], sd[:2], 1.0, 10 ** 9) is None  # no budget: the rival's unknown
     spread = PathChoice("auto", "prior", "spread", 10.0, 32, SPREAD_LIMIT)
     dear, cheap = PathCost(2.0, 10.0), PathCost(1.0, 10.0)
     assert cheaper(cheap, dear, spread).path == "gaussian"
@@ -96,8 +103,10 @@ def test_cost_and_the_rule_that_abandons_the_prior_pilot():
     assert cheaper(cheap, cheap, spread).path == "prior"  # a tie: no normaliser needed
     chosen = cheaper(dear, cheap, spread, abandoned="by beta = 0.01 it costs more")
     assert chosen.path == "gaussian" and chosen.reason.startswith("by beta = 0.01")
-    assert chosen.costs == {"gaussian": {"length": 2.0, "gradients": 10.0, "complete": True},
-                            "prior": {"length": 1.0, "gradients": 10.0, "complete": True}}
+    assert chosen.costs == {"gaussian": {"length": 2.0, "gradients": 10.0, "complete": True,
+                                         "pilot_gradients": None},
+                            "prior": {"length": 1.0, "gradients": 10.0, "complete": True,
+                                      "pilot_gradients": None}}
     assert chosen.loglik_sd == 10.0 and chosen.n_draws == 32
 
 

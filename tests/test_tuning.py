@@ -116,9 +116,11 @@ def test_burn_in_runs_unadapted_transitions_and_keeps_the_format():
         assert set(tuned.to_dict()) == {"kind", "grid_betas", "step_size", "inv_metric",
                                         "fixed", "beta_floor", "accept", "seconds_per_transition",
                                         "loglik_sd", "max_depth_share",
-                                        "gradients_per_transition"}
+                                        "gradients_per_transition", "pilot_gradients"}
         assert tuned.gradients_per_transition == 4.0  # HMC: its leapfrog steps, exactly
         assert TunedKernel.from_dict(tuned.to_dict()).gradients_per_transition == 4.0
+        assert tuned.pilot_gradients == 4.0 * 8 * len(calls)  # 8 chains, every transition
+        assert TunedKernel.from_dict(tuned.to_dict()).pilot_gradients == tuned.pilot_gradients
     calls.clear()  # one beta only (the simulator check's prior end)
     tuned = tune(model, Counting(), HMCParams(0.5, 4), prior, seed=1, at=np.zeros(1),
                  config=TuningConfig(adapt_steps=6, burn_in=3, adapt_metric=False,

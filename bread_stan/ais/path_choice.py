@@ -43,7 +43,7 @@ from .betas import length_so_far
 from .tuning import TuningConfig, loglik_sd
 
 __all__ = ["PathChoice", "PathCost", "PATHS", "SPREAD_LIMIT", "choose", "given",
-           "cheaper", "abandon_when_costlier", "GRADIENT_RATIO"]
+           "cheaper", "abandon_when_costlier", "GRADIENT_RATIO", "BUDGET_RATIO"]
 
 PATHS = ("auto", "prior", "waypoint", "gaussian")
 SPREAD_LIMIT = 1.0 / TuningConfig().floor_min  # 1e12 nats: the pilot's floor cannot go lower
@@ -56,11 +56,14 @@ class PathCost:
     ``gradients`` per chain and transition.  AIS's gap at T distributions is about
     L^2 / (2 T), so reaching a gap eps takes about g L^2 / (2 eps) gradients a chain:
     ``cost`` = g L^2 compares paths at any accuracy.  ``complete`` False: the pilot
-    was abandoned part way, and ``length`` is the part it measured (a lower bound)."""
+    was abandoned part way, and ``length`` is the part it measured (a lower bound).
+    ``pilot_gradients``: the gradient evaluations the pilot spent (all chains; None:
+    not known)."""
 
     length: float
     gradients: float
     complete: bool = True
+    pilot_gradients: float | None = None
 
     @property
     def cost(self) -> float:
@@ -73,6 +76,7 @@ class PathCost:
 
 
 GRADIENT_RATIO = 8.0  # the prior path's pilot stops above this many times the rival's g
+BUDGET_RATIO = 2.0  # ... or once it has spent this many times the rival pilot's gradients
 
 
 class abandon_when_costlier:  # noqa: N801 (used as a function)
@@ -83,14 +87,27 @@ class abandon_when_costlier:  # noqa: N801 (used as a function)
     The second rule is a cap on what the choice itself costs: a pilot whose trees reach
     the maximum depth at every beta (a funnel-shaped prior) spends minutes a grid beta,
     and it could win only on a path sqrt(8) = 2.8 times shorter than the Gaussian one.
+    The third caps it in total: once the pilot has spent more than ``BUDGET_RATIO``
+    times the gradients of the Gaussian path's whole pilot, the prior path is not shown
+    cheaper within the budget and the Gaussian path runs (on a hierarchical model with
+    many observations the prior path's length grows slowly over many grid betas, and
+    its pilot would otherwise cost as much as AIS itself).  Both caps trade a possibly
+    cheaper path for a bounded choice; neither affects what the bounds guarantee.
     ``partial`` keeps the prior path's cost at the last grid beta measured."""
 
     def __init__(self, rival: PathCost):
         self.rival = rival
         self.partial: PathCost | None = None
 
-    def __call__(self, grid, sds, gradients: float) -> str | None:
-        self.partial = PathCost(length_so_far(grid, sds), gradients, complete=False)
+    def __call__(self, grid, sds, gradients: float, spent: float = 0.0) -> str | None:
+        self.partial = PathCost(length_so_far(grid, sds), gradients, complete=False,
+                                pilot_gradients=float(spent))
+        budget = self.rival.pilot_gradients
+        if budget is not None and spent > BUDGET_RATIO * budget:
+            return (f"by beta = {grid[-1]:.3g} the prior path's pilot has spent {spent:.3g} "
+                    f"gradients, more than {BUDGET_RATIO:g} times the Gaussian path's "
+                    f"whole pilot ({budget:.3g}), without costing less "
+                    f"({self.partial.describe()} against {self.rival.describe()})")
         if gradients > GRADIENT_RATIO * self.rival.gradients:
             return (f"by beta = {grid[-1]:.3g} the prior path's transitions take "
                     f"{gradients:.3g} gradients, more than {GRADIENT_RATIO:g} times the "

@@ -152,6 +152,7 @@ class TunedKernel:
     max_depth_share: np.ndarray | None = None
     # the pilot's mean gradient evaluations per chain and transition (a machine-free cost)
     gradients_per_transition: float = float("nan")
+    pilot_gradients: float = float("nan")  # the pilot's gradient evaluations, all chains
 
     def _coord(self, betas) -> np.ndarray:
         return np.log(np.asarray(betas, dtype=float) + self.beta_floor)
@@ -195,7 +196,8 @@ class TunedKernel:
                 "fixed": self.fixed, "beta_floor": self.beta_floor, "accept": lst(self.accept),
                 "seconds_per_transition": self.seconds_per_transition,
                 "loglik_sd": lst(self.loglik_sd), "max_depth_share": lst(self.max_depth_share),
-                "gradients_per_transition": self.gradients_per_transition}
+                "gradients_per_transition": self.gradients_per_transition,
+                "pilot_gradients": self.pilot_gradients}
 
     @classmethod
     def from_dict(cls, data: dict) -> "TunedKernel":
@@ -205,7 +207,8 @@ class TunedKernel:
                    float(data["beta_floor"]), arr(data.get("accept")),
                    float(data.get("seconds_per_transition", float("nan"))),
                    arr(data.get("loglik_sd")), arr(data.get("max_depth_share")),
-                   float(data.get("gradients_per_transition", float("nan"))))
+                   float(data.get("gradients_per_transition", float("nan"))),
+                   float(data.get("pilot_gradients", float("nan"))))
 
     def problems(self) -> list[str]:
         """Signs that a tempered density is improper or absurdly scaled: step sizes
@@ -379,7 +382,7 @@ def progress_bar(total: int, enabled: bool, desc: str):
 
 def tune(target: Target, kernel: Kernel, base_params, prior_draws, *, seed,
          config: TuningConfig = TuningConfig(), progress: bool = False,
-         give_up: Callable[[np.ndarray, np.ndarray, float], str | None] | None = None,
+         give_up: Callable[[np.ndarray, np.ndarray, float, int], str | None] | None = None,
          at: np.ndarray | None = None) -> TunedKernel:
     """Tune the step size (and optionally the metric) of ``kernel`` along beta.
 
@@ -389,8 +392,9 @@ def tune(target: Target, kernel: Kernel, base_params, prior_draws, *, seed,
     chains).  Pilot chains use random stream ``config.stream``.  ``progress``
     shows a bar over the grid betas (on a terminal).  ``give_up``, called after
     each grid beta with the grid so far, the sds of the log likelihood measured
-    there and the mean gradients per chain and transition so far, stops the pilot
-    with :class:`PilotAbandoned` when it returns a reason.  ``at``: tune at these betas
+    there, the mean gradients per chain and transition so far and the gradients spent so
+    far (all chains), stops the pilot with :class:`PilotAbandoned` when it returns a
+    reason.  ``at``: tune at these betas
     only (increasing, from 0) instead of the grid up to 1.
     """
     kind = kind_of(base_params)
@@ -485,7 +489,7 @@ def tune(target: Target, kernel: Kernel, base_params, prior_draws, *, seed,
         if progress and bar is None:  # a log, not a terminal: lines, not a bar
             pace.tick(i + 1, f"beta = {beta:.3g}, step size {step:.3g}")
         reason = None if give_up is None else give_up(
-            grid[:i + 1], np.array(sds), gradients[0] / max(gradients[1], 1))
+            grid[:i + 1], np.array(sds), gradients[0] / max(gradients[1], 1), gradients[0])
         if reason is not None:
             if bar is not None:
                 bar.close()
@@ -508,7 +512,7 @@ def tune(target: Target, kernel: Kernel, base_params, prior_draws, *, seed,
     return TunedKernel(kind, grid, np.array(steps), inv_metric, fixed, floor,
                        np.array(accepts), (time.perf_counter() - start) / max(transitions, 1),
                        np.array(sds), np.array(depth_shares) if top else None,
-                       gradients[0] / max(gradients[1], 1))
+                       gradients[0] / max(gradients[1], 1), float(gradients[0]))
 
 
 def loglik_sd(values: np.ndarray) -> float:

@@ -32,6 +32,8 @@ from __future__ import annotations
 import logging
 from dataclasses import asdict, dataclass, replace
 
+import numpy as np
+
 from ..ais import gaussian_path, waypoint
 from ..ais.betas import ScheduleError, thermodynamic_length
 from ..ais.gaussian_base import GaussianBase
@@ -122,7 +124,9 @@ def _gaussian_candidate(problem, simulator, sampler, run, name, fitted
 def _leg_cost(tuned: TunedKernel) -> PathCost:
     """The cost of a path its whole pilot measured."""
     return PathCost(thermodynamic_length(tuned.grid_betas, tuned.loglik_sd),
-                    tuned.gradients_per_transition)
+                    tuned.gradients_per_transition,
+                    pilot_gradients=(tuned.pilot_gradients if np.isfinite(tuned.pilot_gradients)
+                                     else None))
 
 
 def resolve_path(problems: list[Problem], simulator: Simulator, sampler: SamplerSettings,
