@@ -140,7 +140,10 @@ def main() -> None:
                             "L: thermodynamic length of the path measured by its pilot; g: "
                             "gradients a chain and transition; cost g L^2 (AIS's gap at T "
                             "distributions is about L^2 / (2T)); '>=': the prior path's "
-                            "pilot was abandoned there.\n\n"
+                            "pilot was abandoned there.  Pilots' gradients: the gradient "
+                            "evaluations each pilot spent, all chains (the prior path's "
+                            "pilot stops beyond BUDGET_RATIO = 2 times the Gaussian "
+                            "pilot's).\n\n"
                             + "\n".join(rows) + "\n")
 
 
