@@ -201,24 +201,28 @@ def run_stage(row: dict, program: Path, data: Path, work: Path, timeout: float) 
                "--data", str(data), "--steps", "100,1000", "--chains", "30",
                "--out", str(out)]
     start = time.perf_counter()
-    # a session of its own, so a time-out ends the compilers it started too
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               text=True, start_new_session=True)
-    try:
-        text, _ = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        text, _ = process.communicate()
-        (work / "runs").mkdir(parents=True, exist_ok=True)
-        (work / "runs" / f"{row['program']}.log").write_text(text or "")
-        reached = [line for line in (text or "").splitlines() if " INFO " in line]
+    (work / "runs").mkdir(parents=True, exist_ok=True)
+    log = work / "runs" / f"{row['program']}.log"
+    # written as the run goes (a long program's progress can be read there); a session
+    # of its own, so a time-out ends the compilers it started too
+    timed_out = False
+    with open(log, "w") as sink:
+        process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, text=True,
+                                   start_new_session=True)
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            timed_out = True
+    text = log.read_text()
+    if timed_out:
+        reached = [line for line in text.splitlines() if " INFO " in line]
         return {**row, "status": "timed out", "timeout": timeout,
                 "seconds": round(time.perf_counter() - start),
                 "message": f"timed out after {timeout:.0f} s; last progress line: "
                            f"{reached[-1].split(' INFO ', 1)[1][:150] if reached else 'none'}"}
     seconds = round(time.perf_counter() - start)
-    (work / "runs").mkdir(parents=True, exist_ok=True)
-    (work / "runs" / f"{row['program']}.log").write_text(text)
     last_line = text.strip().splitlines()[-1] if text.strip() else ""
     traceback = "Traceback (most recent call last)" in text
     row = {**row, "sim_check": _sim_check(text)}
