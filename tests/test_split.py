@@ -20,7 +20,7 @@ from bread_stan.stan.draft import SplitError, split_model
 from bread_stan.stan.split_check import check_split_exact
 
 HERE = Path(__file__).parent / "stan" / "split"
-PROGRAMS = ["brms_regression", "hierarchical", "glm_logistic", "mixed_loop"]
+PROGRAMS = ["brms_regression", "hierarchical", "glm_logistic", "mixed_loop", "linear_predictor"]
 
 ROLES = {
     "brms_regression": [(23, "likelihood"), (24, "prior"), (25, "prior"), (26, "prior"),
@@ -29,6 +29,8 @@ ROLES = {
     "glm_logistic": [(13, "prior"), (13, "prior"), (13, "likelihood")],
     "mixed_loop": [(16, "prior"), (18, "prior"), (23, "likelihood"), (25, "likelihood"),
                    (29, "prior")],
+    "linear_predictor": [(18, "prior"), (19, "prior"), (20, "prior"), (24, "likelihood"),
+                         (25, "likelihood")],
 }
 
 
@@ -97,6 +99,27 @@ def test_likelihood_option_names_transformed_data():
     assert [(r.line, r.role) for r in split.rows] == [(5, "prior"), (6, "likelihood")]
     with pytest.raises(SplitError, match="--likelihood names z, not declared"):
         split_model(program, likelihood=["z"])
+
+
+def test_likelihood_work_is_skipped_under_prior_only():
+    """What only feeds the likelihood (a linear predictor declared with its value, a loop
+    filling probabilities from it) is computed only when prior_only is 0, and left out of
+    the prior alone; a local the prior reads, or a loop that prints, is computed always.
+    (test_split_is_exact checks the densities.)"""
+    split = split_model(HERE / "linear_predictor.stan")
+    lines = split.program.splitlines()
+    assert lines[14].strip() == "vector[N] eta ; if (!prior_only) { eta = a + b * x; }"
+    assert lines[16].strip() == "real s = exp(log_s);"
+    assert lines[20].strip() == "if (!prior_only) { for (n in 1:N) {"
+    assert lines[22].strip() == "} }"
+    assert "eta = " not in split.prior_program and "inv_logit" not in split.prior_program
+    printing = split_model(_program(DATA, "real mu;", "vector[N] m;\nfor (n in 1:N) "
+                                    "{ m[n] = mu; print(n); }\nmu ~ normal(0, 1);\n"
+                                    "y ~ normal(m, 1);"))
+    assert "if (!prior_only) { for" not in printing.program
+    read_by_prior = split_model(_program(DATA, "real mu;", "real m = 2 * mu;\n"
+                                         "mu ~ normal(m - mu, 1);\ny ~ normal(m, 1);"))
+    assert "real m = 2 * mu;" in read_by_prior.program
 
 
 def test_own_prior_only_is_kept():

@@ -172,6 +172,7 @@ class Stmt:
     body: list["Stmt"] = field(default_factory=list)
     orelse: list["Stmt"] = field(default_factory=list)
     draw: str = ""                       # a folded statement's simulator line
+    start: int = -1                      # source offset of its first token (text follows)
 
     def exprs(self) -> list[Expr]:
         """Every expression of this statement and its body (declarations included)."""
@@ -283,6 +284,11 @@ class _Parser:
         first = self.peek()
         if first is None:
             raise DraftError("unexpected end of the program")
+        stmt = self._statement(first)
+        stmt.start = first.start
+        return stmt
+
+    def _statement(self, first: Token) -> Stmt:
         if first.text == "{" and first.kind == "op":
             self.next()
             body = []

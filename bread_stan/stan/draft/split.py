@@ -306,9 +306,64 @@ def split_program(source: str, info: dict, likelihood: Sequence[str] | None = No
                          "--likelihood NAME,...")
     bare = {id(b) for p in _walk(model) if p.kind in ("if", "for", "foreach", "while")
             for b in (*p.body, *p.orelse)}     # an unbraced body: an edit there needs braces
-    return Split(_rewrite(program, edits, bare, keep_likelihood=True),
-                 _rewrite(program, edits, bare, keep_likelihood=False), rows,
-                 sorted(c.modelled))
+    skipped = _likelihood_work(model, edits)
+    return Split(_rewrite(program, edits, bare, keep_likelihood=True, skipped=skipped),
+                 _rewrite(program, edits, bare, keep_likelihood=False, skipped=skipped),
+                 rows, sorted(c.modelled))
+
+
+_CONTROL = ("for", "foreach", "while", "if", "block")
+
+
+def _likelihood_work(model: Sequence[Stmt], edits) -> list[Stmt]:
+    """Top-level statements of the model block that only do the likelihood's work, for
+    the tempered program to skip whole under ``prior_only`` (so that the prior instance
+    does not compute, say, a linear predictor over every observation): loops, blocks,
+    assignments and declarations with a value, in which every density statement is
+    likelihood and every other statement an assignment or a declaration, and whose
+    assigned model-block locals nothing else reads (likelihood statements aside, which
+    ``prior_only`` skips anyway)."""
+    role = {id(s): {r for _, r in roles} for s, roles in edits}
+
+    def likelihood(s: Stmt) -> bool:
+        return role.get(id(s)) == {"likelihood"}
+
+    def only_likelihood_work(s: Stmt) -> bool:
+        if id(s) in role:
+            return likelihood(s)
+        if s.kind in ("assign", "decl"):
+            return True
+        if s.kind in _CONTROL:
+            return all(only_likelihood_work(b) for b in (*s.body, *s.orelse))
+        return False           # a call (print, reject), or a statement the parser kept whole
+
+    def written(s: Stmt) -> set[str]:
+        if s.kind == "decl":
+            return {s.decl.name}
+        inner = list(_walk([s]))
+        names = {x.lhs.tokens[0].text for x in inner if x.kind == "assign" and x.lhs
+                 and x.lhs.tokens}
+        return names - {x.decl.name for x in inner if x.kind == "decl" and x.decl}
+
+    def reads(s: Stmt) -> set[str]:
+        return set().union(*(_all_names(e.tokens) for e in s.exprs()))
+
+    def candidate(s: Stmt) -> bool:
+        if id(s) in role:      # a density statement: wrapped on its own
+            return False
+        if s.kind == "decl":
+            return s.decl is not None and s.decl.init is not None
+        return s.kind in (*_CONTROL, "assign") and only_likelihood_work(s) and any(
+            x.kind == "assign" or likelihood(x) for x in _walk([s]))
+
+    skipped = {id(s) for s in model if candidate(s)}
+    while True:                # until nothing kept reads what a skipped statement assigns
+        needed = set().union(set(), *(reads(s) for s in model
+                                      if id(s) not in skipped and not likelihood(s)))
+        dropped = {id(s) for s in model if id(s) in skipped and written(s) & needed}
+        if not dropped:
+            return [s for s in model if id(s) in skipped]
+        skipped -= dropped
 
 
 def _density_outcomes(tokens: Sequence[Token]) -> list[tuple[Token, ...]]:
@@ -323,14 +378,31 @@ def _density_outcomes(tokens: Sequence[Token]) -> list[tuple[Token, ...]]:
     return out
 
 
-def _rewrite(program: StanProgram, edits, bare: set[int], keep_likelihood: bool) -> str:
+def _rewrite(program: StanProgram, edits, bare: set[int], keep_likelihood: bool,
+             skipped: Sequence[Stmt] = ()) -> str:
     """The source with prior_only declared and each likelihood term wrapped in
-    ``if (!prior_only)`` (or deleted), every edit on its own line."""
+    ``if (!prior_only)`` (or deleted), every edit on its own line; each statement of
+    ``skipped`` (:func:`_likelihood_work`) wrapped whole, a declaration's value assigned
+    inside the wrap."""
     source = program.source
     patches: list[tuple[int, int, str]] = []       # (start, end, replacement)
+    for s in skipped:          # in the prior alone: declared, not computed
+        end = s.start + len(s.text)
+        if s.kind == "decl":   # `T x = e;` -> `T x; if (!prior_only) { x = e; }`
+            init = s.decl.init.tokens
+            equals = source.rfind("=", s.start, init[0].start)
+            value = source[init[0].start:init[-1].end]
+            assigned = f" if (!prior_only) {{ {s.decl.name} = {value}; }}"
+            patches.append((equals, end, _padded(
+                source[equals:end], ";" + (assigned if keep_likelihood else ""))))
+        elif keep_likelihood:
+            patches += [(s.start, s.start, "if (!prior_only) { "), (end, end, " }")]
+        else:
+            patches.append((s.start, end, _padded(source[s.start:end], "{ }")))
+    inside = {id(x) for s in skipped for x in _walk([s])}
     for s, roles in edits:
-        if all(r == "prior" for _, r in roles):
-            continue
+        if all(r == "prior" for _, r in roles) or (id(s) in inside and not keep_likelihood):
+            continue           # (a statement deleted with the skipped one around it)
         first, last = _stmt_span(source, s)
         braces = "{{ {} }}" if id(s) in bare else "{}"
         if s.kind == "tilde" or all(r == "likelihood" for _, r in roles):
