@@ -358,8 +358,8 @@ def _likelihood_work(model: Sequence[Stmt], edits) -> list[Stmt]:
 
     skipped = {id(s) for s in model if candidate(s)}
     while True:                # until nothing kept reads what a skipped statement assigns
-        needed = set().union(set(), *(reads(s) for s in model
-                                      if id(s) not in skipped and not likelihood(s)))
+        needed = set().union(*(reads(s) for s in model
+                               if id(s) not in skipped and not likelihood(s)))
         dropped = {id(s) for s in model if id(s) in skipped and written(s) & needed}
         if not dropped:
             return [s for s in model if id(s) in skipped]
