@@ -116,7 +116,8 @@ def test_burn_in_runs_unadapted_transitions_and_keeps_the_format():
         assert set(tuned.to_dict()) == {"kind", "grid_betas", "step_size", "inv_metric",
                                         "fixed", "beta_floor", "accept", "seconds_per_transition",
                                         "loglik_sd", "max_depth_share",
-                                        "gradients_per_transition", "pilot_gradients"}
+                                        "gradients_per_transition", "pilot_gradients",
+                                        "separated"}
         assert tuned.gradients_per_transition == 4.0  # HMC: its leapfrog steps, exactly
         assert TunedKernel.from_dict(tuned.to_dict()).gradients_per_transition == 4.0
         assert tuned.pilot_gradients == 4.0 * 8 * len(calls)  # 8 chains, every transition
@@ -160,3 +161,71 @@ def test_log_likelihoods_whose_sd_overflows_give_the_lowest_floor_without_a_warn
         warnings.simplefilter("error")
         floor, n_grid = _auto_floor(np.array([1e200, -1e200, 3.0]), 16, 1e-12)
     assert floor == 1e-12 and n_grid == 64  # 16 points over 3 decades -> 12 decades
+
+
+class _SeparatedModes:
+    """Prior N(0, 10^2) on each of 3 coordinates; the likelihood puts each coordinate
+    near +5 or -5 with sd 0.1, so the posterior has 8 modes of variance 0.01 each,
+    whose pooled spread (about 25 per coordinate) is the distance between them."""
+
+    dim = 3
+
+    def evaluate(self, x, gradient=True):
+        from bread_stan.target import Evaluation
+        up, down = -0.5 * ((x - 5) / 0.1) ** 2, -0.5 * ((x + 5) / 0.1) ** 2
+        log_lik = np.logaddexp(up, down)
+        w_up = np.exp(up - log_lik)
+        grad_lik = (w_up * -(x - 5) + (1 - w_up) * -(x + 5)) / 0.01
+        return Evaluation(-0.5 * np.sum((x / 10) ** 2, axis=1), log_lik.sum(axis=1),
+                          -x / 100, grad_lik)
+
+
+@pytest.mark.parametrize("metric", ["diag", "dense"])
+def test_chains_in_separate_modes_get_the_metric_of_one_mode(metric):
+    """Pooled over chains in different modes, the metric would be about 25 (the
+    distance between modes) and the step size about 0.02; from the spread within each
+    chain it is the mode's variance 0.01.  Its estimate pools 32 chains x 12 draws
+    (relative sd about sqrt(2 / 384) = 7%, more with autocorrelation): a factor 2 is
+    wide.  Once the chains separate, the rest of the grid stays separated."""
+    model = _SeparatedModes()
+    draws = np.random.default_rng(0).normal(0, 10, (32, 3))
+    tuned = tune(model, NUTS(), NUTSParams(1.0, max_depth=10), draws, seed=1,
+                 config=TuningConfig(n_grid=8, beta_floor=1e-3, metric=metric))
+    final = tuned.inv_metric[-1]
+    variances = np.diag(final) if final.ndim == 2 else final
+    assert np.all((variances > 0.005) & (variances < 0.02)), variances
+    assert tuned.step_size[-1] > 0.5
+    assert tuned.separated[-1] and not tuned.separated[0]
+    first = int(np.argmax(tuned.separated))
+    assert np.all(tuned.separated[first:])
+    assert "separate modes at" in tuned.separated_note()
+    back = TunedKernel.from_dict(tuned.to_dict())
+    np.testing.assert_array_equal(back.separated, tuned.separated)
+
+
+def test_one_mode_keeps_the_pooled_metric():
+    """A unimodal posterior is never flagged, so its metric is the pooled one."""
+    model, _ = simulate_regression(40, 3, correlation=0.7, noise_sd=0.5, seed=1)
+    draws = model.sample_prior(np.random.default_rng(0), 32)
+    for metric in ("diag", "dense"):
+        tuned = tune(model, NUTS(), NUTSParams(1.0, max_depth=8), draws, seed=3,
+                     config=TuningConfig(n_grid=8, beta_floor=1e-3, metric=metric))
+        assert not tuned.separated.any() and tuned.separated_note() is None
+
+
+def test_separated_chains_are_told_from_one_mode_exactly():
+    """Two chains at -5 and +5 moving by +-1 over 4 transitions: within-chain variance
+    4/3 (ddof 1), pooled variance 26 (ratio 19.5 < 100); at -50 and +50 the pooled
+    variance is 2,501 (ratio 1,876 > 100).  A coordinate in which no chain moved has
+    no width to measure, so nothing is flagged."""
+    from bread_stan.ais.tuning import chains_separated, within_chain_deviations
+    wiggle = np.array([-1.0, 1.0, -1.0, 1.0])[:, None, None]
+    near = wiggle + np.array([-5.0, 5.0])[None, :, None]
+    far = wiggle + np.array([-50.0, 50.0])[None, :, None]
+    np.testing.assert_allclose(np.var(within_chain_deviations(far), axis=0, ddof=0),
+                               [4 / 3])  # each chain's variance with ddof 1
+    assert not chains_separated(near) and chains_separated(far)
+    frozen = far.copy()
+    frozen[:, :, 0] = np.array([-50.0, 50.0])
+    assert not chains_separated(frozen)
+    assert not chains_separated(far[:1])

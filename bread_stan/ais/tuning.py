@@ -13,6 +13,19 @@ over the pilot chains) sets the step size toward a target acceptance; with
 regularised variance there (diagonal) or regularised covariance (dense, as
 Stan's ``dense_e``), and the step size adapted in two windows.
 
+Pooling the chains measures the spread of the whole tempered distribution, which
+is the scale each chain needs only when that distribution has one mode.  Where
+the chains sit in separate modes (label switching in a mixture: each chain in
+its own ordering of the components), the pooled spread is the distance between
+the modes, not their width, and a metric that wide makes the step size as small
+as the ratio and every NUTS tree as deep as allowed.  So after the first window
+the pilot compares, coordinate by coordinate, the variance of all the window's
+draws with the mean variance within each chain: where one is more than
+``SEPARATED_RATIO`` (100) times the other (modes more than about ten widths apart)
+the metric comes from the spread within each chain instead, and the next grid
+beta starts from it.  A single, well-mixed mode is never near that ratio, and
+the metric there is the pooled one, as before.
+
 The pilot also records, at each grid beta, the standard deviation of the log
 likelihood over the pilot chains during the last window: the curve from which
 the adaptive schedule (:func:`~bread_stan.ais.betas.thermodynamic`) places its
@@ -49,7 +62,7 @@ from ..target import Target
 from ..errors import InputError
 
 __all__ = ["TuningConfig", "TunedKernel", "tune", "progress_bar", "loglik_sd", "PILOT_STREAM",
-           "PilotAbandoned"]
+           "PilotAbandoned", "SEPARATED_RATIO", "chains_separated", "within_chain_deviations"]
 
 log = logging.getLogger(__name__)
 
@@ -153,6 +166,8 @@ class TunedKernel:
     # the pilot's mean gradient evaluations per chain and transition (a machine-free cost)
     gradients_per_transition: float = float("nan")
     pilot_gradients: float = float("nan")  # the pilot's gradient evaluations, all chains
+    # grid betas at which the pilot chains sat in separate modes (metric from within chains)
+    separated: np.ndarray | None = None
 
     def _coord(self, betas) -> np.ndarray:
         return np.log(np.asarray(betas, dtype=float) + self.beta_floor)
@@ -197,7 +212,7 @@ class TunedKernel:
                 "seconds_per_transition": self.seconds_per_transition,
                 "loglik_sd": lst(self.loglik_sd), "max_depth_share": lst(self.max_depth_share),
                 "gradients_per_transition": self.gradients_per_transition,
-                "pilot_gradients": self.pilot_gradients}
+                "pilot_gradients": self.pilot_gradients, "separated": lst(self.separated)}
 
     @classmethod
     def from_dict(cls, data: dict) -> "TunedKernel":
@@ -208,7 +223,9 @@ class TunedKernel:
                    float(data.get("seconds_per_transition", float("nan"))),
                    arr(data.get("loglik_sd")), arr(data.get("max_depth_share")),
                    float(data.get("gradients_per_transition", float("nan"))),
-                   float(data.get("pilot_gradients", float("nan"))))
+                   float(data.get("pilot_gradients", float("nan"))),
+                   None if data.get("separated") is None
+                   else np.asarray(data["separated"], dtype=bool))
 
     def problems(self) -> list[str]:
         """Signs that a tempered density is improper or absurdly scaled: step sizes
@@ -236,6 +253,18 @@ class TunedKernel:
                 f"(beta {self.grid_betas[hit].min():.3g} to {self.grid_betas[hit].max():.3g}): "
                 "a metric that does not fit the posterior there, such as one pooled over "
                 "several modes (label switching), makes every transition that long")
+
+    def separated_note(self) -> str | None:
+        """A sentence when the pilot chains sat in separate modes at some grid betas
+        (the metric there measures the spread within each chain), else None."""
+        if self.separated is None or not np.any(self.separated):
+            return None
+        at = self.grid_betas[self.separated]
+        return (f"the pilot chains sat in separate modes at {int(at.size)} of "
+                f"{self.separated.size} grid betas (beta {at.min():.3g} to {at.max():.3g}; "
+                "some coordinate spread more than 100 times as much across chains as "
+                "within them): the metric there comes from the spread within each chain, "
+                "the width of a mode, not the distance between modes")
 
     def save(self, path) -> None:
         """Write the tuned kernel as JSON, atomically."""
@@ -309,6 +338,30 @@ def regularised_covariance(draws: np.ndarray, ridge: str = "stan") -> np.ndarray
         diag = np.maximum(np.diag(cov), np.finfo(float).tiny)
         return (n / (n + 5.0)) * cov + 1e-3 * (5.0 / (n + 5.0)) * np.diag(diag)
     return (n / (n + 5.0)) * cov + 1e-3 * (5.0 / (n + 5.0)) * np.eye(d)
+
+
+SEPARATED_RATIO = 100.0  # pooled / within-chain variance beyond which chains sit apart
+
+
+def within_chain_deviations(draws: np.ndarray) -> np.ndarray:
+    """Each chain's deviations from its own mean, pooled: draws (T, n, d) of n chains
+    over T >= 2 transitions -> (T * n, d), scaled by sqrt(T / (T - 1)) so that their
+    variance estimates the mean variance within a chain."""
+    t = draws.shape[0]
+    deviations = (draws - draws.mean(axis=0)) * np.sqrt(t / (t - 1))
+    return deviations.reshape(-1, draws.shape[2])
+
+
+def chains_separated(draws: np.ndarray, ratio: float = SEPARATED_RATIO) -> bool:
+    """Whether chains (draws (T, n, d)) sit in separate modes: some coordinate's
+    variance over all the draws exceeds ``ratio`` times its mean variance within a
+    chain, and some chain moved in every coordinate (where none moved there is no
+    width to measure)."""
+    if draws.shape[0] < 2:
+        return False
+    within = np.var(within_chain_deviations(draws), axis=0)
+    pooled = np.var(draws.reshape(-1, draws.shape[2]), axis=0)
+    return bool(np.all(within > 0) and np.any(pooled > ratio * within))
 
 
 def _metric_from(draws: np.ndarray, choice: str, threshold: float,
@@ -421,6 +474,7 @@ def tune(target: Target, kernel: Kernel, base_params, prior_draws, *, seed,
     if dense and metric is not None and metric.ndim == 1:
         metric = np.diag(metric)[None]
     sds, depth_shares = [], []
+    separated = [False]  # per grid beta after the first entry; a separated beta keeps its metric
 
     top = int(getattr(base_params, "max_depth", 0)) if kind == "nuts" else 0
 
@@ -462,22 +516,33 @@ def tune(target: Target, kernel: Kernel, base_params, prior_draws, *, seed,
         visited = []
         if dense:
             half = max(config.adapt_steps // 2, 1)
-            metric = _metric_from(state.position, "dense", 1.0, config.ridge)[None]
+            if not separated[-1]:
+                metric = _metric_from(state.position, "dense", 1.0, config.ridge)[None]
             state, step, _, _ = adapt(state, beta, step, metric, half, visited)
-            pooled = np.concatenate([s.position for s in visited])
+            draws = np.stack([s.position for s in visited])
+            separated.append(chains_separated(draws))
+            pooled = (within_chain_deviations(draws) if separated[-1]
+                      else draws.reshape(-1, d))
             metric = _metric_from(pooled, config.metric, config.dense_correlation,
                                   config.ridge)[None]
             visited = []
             state, step, acc, deep = adapt(state, beta, step, metric, half, visited)
         elif config.adapt_metric:
             half = max(config.adapt_steps // 2, 1)
-            metric = regularised_variance(state.position, config.ridge)
-            state, step, _, _ = adapt(state, beta, step, metric, half)
-            metric = regularised_variance(state.position, config.ridge)
+            if not separated[-1]:
+                metric = regularised_variance(state.position, config.ridge)
+            first = []
+            state, step, _, _ = adapt(state, beta, step, metric, half, first)
+            draws = np.stack([s.position for s in first])
+            separated.append(chains_separated(draws))
+            metric = regularised_variance(
+                within_chain_deviations(draws) if separated[-1] else state.position,
+                config.ridge)
             state, step, acc, deep = adapt(state, beta, step, metric, half, visited)
         else:
             state, step, acc, deep = adapt(state, beta, step, metric, config.adapt_steps,
                                            visited)
+            separated.append(False)
         window = visited[len(visited) // 2:] or [state]
         sds.append(loglik_sd(np.concatenate([s.evaluation.log_lik for s in window])))
         steps.append(step)
@@ -497,6 +562,9 @@ def tune(target: Target, kernel: Kernel, base_params, prior_draws, *, seed,
 
     if bar is not None:
         bar.close()
+    if any(separated):
+        log.info("the pilot chains sat in separate modes at %d of %d grid betas: the metric "
+                 "there comes from the spread within each chain", sum(separated), grid.size)
     transitions = n * (grid.size * (config.adapt_steps + config.burn_in) - config.burn_in)
     fixed = {k: v for k, v in asdict(base_params).items() if k not in ("step_size", "inv_metric")}
     inv_metric = None
@@ -512,7 +580,8 @@ def tune(target: Target, kernel: Kernel, base_params, prior_draws, *, seed,
     return TunedKernel(kind, grid, np.array(steps), inv_metric, fixed, floor,
                        np.array(accepts), (time.perf_counter() - start) / max(transitions, 1),
                        np.array(sds), np.array(depth_shares) if top else None,
-                       gradients[0] / max(gradients[1], 1), float(gradients[0]))
+                       gradients[0] / max(gradients[1], 1), float(gradients[0]),
+                       np.array(separated[1:], dtype=bool))
 
 
 def loglik_sd(values: np.ndarray) -> float:

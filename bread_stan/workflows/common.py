@@ -176,9 +176,10 @@ def warn_if_costly(name: str, tuned: TunedKernel, steps: Sequence[int], chains: 
     text = (f"{name}: {', '.join(map(str, steps))} distributions will take about "
             f"{duration(seconds)} and {peak / 2**30:.2g} GB of memory (estimated from the "
             "pilot)")
-    note = tuned.depth_note() if hasattr(tuned, "depth_note") else None
-    if note:
-        text += f"; {note}"
+    for note in (getattr(tuned, "depth_note", lambda: None)(),
+                 getattr(tuned, "separated_note", lambda: None)()):
+        if note:
+            text += f"; {note}"
     if seconds > _LONG_SECONDS or peak > _LARGE_BYTES:
         log.warning("%s; interrupt now (Ctrl-C) and choose fewer --steps if that is too "
                     "much", text)
