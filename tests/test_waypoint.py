@@ -182,3 +182,84 @@ def test_other_workflows_refuse_the_waypoint_path_in_one_line():
                  lambda: subjective("m.stan", {}, run=run), lambda: aide("m.stan", {}, run=run)):
         with pytest.raises(InputError, match="bread and compare"):
             call()
+
+
+class _TwoModes:
+    """Prior N(0, 3^2) on each of 2 coordinates; the likelihood a mixture of two normals
+    (sd 0.3) at (-3, -3) and (3, 3) with weights ``1 - minor`` and ``minor``."""
+
+    dim = 2
+
+    def __init__(self, minor: float):
+        self.minor = minor
+
+    def evaluate(self, x, gradient=True):
+        from bread_stan.target import Evaluation
+        low = np.log1p(-self.minor) - 0.5 * np.sum(((x + 3) / 0.3) ** 2, axis=1)
+        high = np.log(self.minor) - 0.5 * np.sum(((x - 3) / 0.3) ** 2, axis=1)
+        log_lik = np.logaddexp(low, high)
+        w = np.exp(high - log_lik)[:, None]
+        grad_lik = ((1 - w) * -(x + 3) + w * -(x - 3)) / 0.09
+        return Evaluation(-0.5 * np.sum((x / 3) ** 2, axis=1), log_lik, -x / 9, grad_lik)
+
+
+def test_separate_modes_refuse_one_gaussian_and_a_negligible_one_does_not():
+    """Searches started near each mode find both: at equal weights (28 of the Laplace fit's sds
+    apart, equal mass) the Gaussian base is refused in one line (the automatic path
+    then tempers from the prior, as for a program without a mode); at weight 1e-3 the second mode holds about
+    0.1% of the mass (below the 1% that counts) and the best mode is fitted."""
+    starts = np.array([[-2.5, -3.2], [3.1, 2.8], [-3.3, -2.9], [2.7, 3.3]])
+    with pytest.raises(waypoint.WaypointError, match="separate modes .*100% of the first"):
+        waypoint.fit_base(_TwoModes(0.5), starts)
+    base, record = waypoint.fit_base(_TwoModes(1e-3), starts)
+    np.testing.assert_allclose(base.mean, -3 * (1 / 0.09) / (1 / 0.09 + 1 / 9), rtol=1e-4)
+    assert record["failed_searches"] == 0
+
+
+class _Correlated:
+    """Prior N(0, 10^2 I) on d = 30 coordinates; a Gaussian likelihood whose posterior
+    pairs coordinates with correlation 0.99 (sd about 0.1): a diagonal metric sees sds
+    0.1 where the narrow direction is 0.1 * sqrt(0.01) = 0.01 wide."""
+
+    dim = 30
+
+    def __init__(self):
+        pair = np.array([[1.0, 0.99], [0.99, 1.0]]) * 0.01
+        self.precision = np.kron(np.eye(15), np.linalg.inv(pair))
+
+    def evaluate(self, x, gradient=True):
+        from bread_stan.target import Evaluation
+        shifted = x - 1.0
+        g = -shifted @ self.precision
+        return Evaluation(-0.5 * np.sum((x / 10) ** 2, axis=1), 0.5 * np.sum(g * shifted, axis=1),
+                          -x / 100, g)
+
+
+def test_a_strongly_correlated_base_is_the_metric_of_its_leg():
+    """Above 20 parameters "auto" estimates a diagonal metric; where q is strongly
+    correlated its covariance is the leg's metric at every beta instead, recorded once
+    (the leg names it).  The step size at the posterior is then several times the
+    diagonal metric's (about 0.1 / 0.01 = 10 in theory; 3 is asserted)."""
+    from bread_stan.ais.tuning import metric_from_base, tune
+    from bread_stan.kernels import NUTS, NUTSParams
+    model = _Correlated()
+    pilot = np.random.default_rng(0).normal(0, 10, (32, model.dim))
+    base, _ = waypoint.fit_base(model, pilot)
+    config = TuningConfig(n_grid=6, adapt_steps=12)
+    leg_target = waypoint.base_leg_target(model, base)
+    leg = waypoint.tune_base_leg(leg_target, NUTS(), NUTSParams(0.5, max_depth=8), base, 32,
+                                 seed=1, config=config)
+    assert leg.dense and leg.inv_metric.shape == (1, 30, 30)
+    np.testing.assert_array_equal(leg.inv_metric[0], base.cov)
+    assert waypoint.leg_record(leg, base)["inv_metric"] == waypoint.BASE_METRIC
+    step, metric = leg.interpolate(np.array([0.0, 0.5, 1.0]))
+    assert metric.shape == (3, 30, 30) and np.array_equal(metric[2], base.cov)
+    diagonal = waypoint.tune_base_leg(leg_target, NUTS(), NUTSParams(0.5, max_depth=8), base,
+                                      32, seed=1, config=TuningConfig(n_grid=6, adapt_steps=12,
+                                                                      metric="diag"))
+    assert not diagonal.dense and leg.step_size[-1] > 3 * diagonal.step_size[-1]
+    # the rule: only where "auto" would go diagonal, and only for strong correlation
+    assert metric_from_base(base.cov, config, 32) is not None
+    assert metric_from_base(np.diag(np.diag(base.cov)), config, 32) is None
+    assert metric_from_base(base.cov[:2, :2], config, 32) is None  # d = 2: auto estimates
+    assert metric_from_base(base.cov, TuningConfig(metric="diag"), 32) is None

@@ -39,7 +39,7 @@ from . import engine
 from .gaussian_base import DEFAULT_WIDEN, GaussianBase
 from .prior_normaliser import DEFAULT_DRAWS, NormaliserEstimate, estimate_log_normaliser
 from .tuning import TunedKernel, TuningConfig, tune
-from .waypoint import base_leg_target, fit_base, tune_base_leg
+from .waypoint import base_leg_target, fit_base, leg_record, tune_base_leg
 from ..kernels.base import Kernel
 from ..rng import Stream, chain_seed_sequences
 from ..stan.model import StanModel
@@ -115,8 +115,12 @@ class GaussianPath:
         reach the maximum depth)."""
         leg = self.leg
         start = prior_end if prior_end is not None else leg
-        metric = None if leg.inv_metric is None else np.stack(
-            [start.inv_metric[0], leg.inv_metric[-1]])
+        metric = None
+        if leg.inv_metric is not None:
+            first = start.inv_metric[0]
+            if leg.dense and first.ndim == 1:  # a diagonal prior end beside q's covariance
+                first = np.diag(first)
+            metric = np.stack([first, leg.inv_metric[-1]])
         return TunedKernel(leg.kind, np.array([0.0, 1.0]),
                            np.array([start.step_size[0], leg.step_size[-1]]), metric,
                            dict(leg.fixed), leg.beta_floor,
@@ -124,7 +128,8 @@ class GaussianPath:
                            leg.seconds_per_transition)
 
     def to_dict(self) -> dict:
-        return {"path": "gaussian", "base": self.base.to_dict(), "legs": [self.leg.to_dict()],
+        return {"path": "gaussian", "base": self.base.to_dict(),
+                "legs": [leg_record(self.leg, self.base)],
                 "normaliser": self.normaliser.to_dict(), "fit": self.fit}
 
 
@@ -174,7 +179,9 @@ def tune_prior_end(model: Target, kernel: Kernel, base_params, path: GaussianPat
     """The kernel tuned at beta = 0 of the prior path alone (the pilot's exact prior
     draws ``prior_draws``, stream ``Stream.CHECK_PRIOR_END``), with the leg's kind of
     metric, for :meth:`GaussianPath.endpoints`."""
-    metric = "dense" if path.leg.dense else "diag"
+    # q's covariance as the leg's metric is no reason for a dense one at the prior end
+    from_base = path.leg.dense and len(path.leg.inv_metric) == 1
+    metric = "dense" if path.leg.dense and not from_base else "diag"
     return tune(model, kernel, base_params, prior_draws, seed=seed, at=np.zeros(1),
                 config=replace(config, metric=metric, stream=int(Stream.CHECK_PRIOR_END)))
 

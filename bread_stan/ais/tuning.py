@@ -62,7 +62,8 @@ from ..target import Target
 from ..errors import InputError
 
 __all__ = ["TuningConfig", "TunedKernel", "tune", "progress_bar", "loglik_sd", "PILOT_STREAM",
-           "PilotAbandoned", "SEPARATED_RATIO", "chains_separated", "within_chain_deviations"]
+           "PilotAbandoned", "SEPARATED_RATIO", "chains_separated", "within_chain_deviations",
+           "metric_from_base"]
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +147,8 @@ class TuningConfig:
 class TunedKernel:
     """Step size (and inverse metric) at grid betas, for any schedule by interpolation.
 
-    ``inv_metric`` is (G, d) diagonal, (G, d, d) dense or None; ``loglik_sd`` (G,)
+    ``inv_metric`` is (G, d) diagonal, (G, d, d) dense, (1, d, d) (one dense metric
+    at every grid beta) or None; ``loglik_sd`` (G,)
     is the pilot's standard deviation of the log likelihood at each grid beta
     (None for kernels tuned before it was recorded), used by the adaptive
     schedule.
@@ -191,7 +193,9 @@ class TunedKernel:
         x, grid = self._coord(betas), self._coord(self.grid_betas)
         step = np.exp(np.interp(x, grid, np.log(self.step_size)))
         metric = None
-        if self.dense:
+        if self.dense and len(self.inv_metric) == 1:  # one metric at every beta
+            metric = np.broadcast_to(self.inv_metric, (x.size, *self.inv_metric.shape[1:]))
+        elif self.dense:
             metric = _interp_spd(x, grid, self._log_metrics)
         elif self.inv_metric is not None:
             log_m = np.log(self.inv_metric)
@@ -364,6 +368,28 @@ def chains_separated(draws: np.ndarray, ratio: float = SEPARATED_RATIO) -> bool:
     return bool(np.all(within > 0) and np.any(pooled > ratio * within))
 
 
+def metric_from_base(cov: np.ndarray, config: TuningConfig, n_draws: int
+                     ) -> np.ndarray | None:
+    """The covariance ``cov`` (d, d) of the Gaussian a path starts from, as the fixed
+    dense inverse metric of that path's pilot, when "auto" would estimate a diagonal
+    one (more than ``AUTO_DENSE_MAX_DIM`` parameters, or fewer than 10 d pooled pilot
+    draws) and the Gaussian is strongly correlated (some absolute correlation above
+    ``dense_correlation``); else None.  A diagonal metric on a strongly correlated
+    posterior makes the step size as small as the narrowest direction, in units of
+    the coordinates' sds, and every NUTS tree as deep as allowed; the Gaussian's own
+    covariance is exact at its end of the path and near the posterior's at the other
+    (the step size takes up the Gaussian's widening)."""
+    cov = np.asarray(cov, dtype=float)
+    d = cov.shape[0]
+    pooled = n_draws * max(config.adapt_steps // 2, 1)
+    if (config.metric != "auto" or not config.adapt_metric
+            or (d <= AUTO_DENSE_MAX_DIM and pooled >= 10 * d)):
+        return None
+    sd = np.sqrt(np.diag(cov))
+    corr = cov / np.outer(sd, sd) - np.eye(d)
+    return cov if np.max(np.abs(corr), initial=0.0) > config.dense_correlation else None
+
+
 def _metric_from(draws: np.ndarray, choice: str, threshold: float,
                  ridge: str = "stan") -> np.ndarray:
     """A dense inverse metric (d, d) from pooled pilot draws: the regularised
@@ -436,7 +462,8 @@ def progress_bar(total: int, enabled: bool, desc: str):
 def tune(target: Target, kernel: Kernel, base_params, prior_draws, *, seed,
          config: TuningConfig = TuningConfig(), progress: bool = False,
          give_up: Callable[[np.ndarray, np.ndarray, float, int], str | None] | None = None,
-         at: np.ndarray | None = None) -> TunedKernel:
+         at: np.ndarray | None = None, base_metric: np.ndarray | None = None
+         ) -> TunedKernel:
     """Tune the step size (and optionally the metric) of ``kernel`` along beta.
 
     ``base_params`` (HMCParams or NUTSParams) gives the fixed settings (leapfrog
@@ -448,7 +475,9 @@ def tune(target: Target, kernel: Kernel, base_params, prior_draws, *, seed,
     there, the mean gradients per chain and transition so far and the gradients spent so
     far (all chains), stops the pilot with :class:`PilotAbandoned` when it returns a
     reason.  ``at``: tune at these betas
-    only (increasing, from 0) instead of the grid up to 1.
+    only (increasing, from 0) instead of the grid up to 1.  ``base_metric``: a dense
+    inverse metric (d, d) used at every grid beta, the step size alone adapted (the
+    covariance of the Gaussian a path starts from: see :func:`metric_from_base`).
     """
     kind = kind_of(base_params)
     if config.burn_in < 0 or config.adapt_steps < 1:
@@ -514,7 +543,11 @@ def tune(target: Target, kernel: Kernel, base_params, prior_draws, *, seed,
             for _ in range(config.burn_in):
                 state, _ = transition(state, beta, params)
         visited = []
-        if dense:
+        if base_metric is not None:
+            state, step, acc, deep = adapt(state, beta, step, base_metric[None],
+                                           config.adapt_steps, visited)
+            separated.append(False)
+        elif dense:
             half = max(config.adapt_steps // 2, 1)
             if not separated[-1]:
                 metric = _metric_from(state.position, "dense", 1.0, config.ridge)[None]
@@ -568,7 +601,9 @@ def tune(target: Target, kernel: Kernel, base_params, prior_draws, *, seed,
     transitions = n * (grid.size * (config.adapt_steps + config.burn_in) - config.burn_in)
     fixed = {k: v for k, v in asdict(base_params).items() if k not in ("step_size", "inv_metric")}
     inv_metric = None
-    if dense:
+    if base_metric is not None:
+        inv_metric = np.asarray(base_metric, dtype=float)[None]  # one for every grid beta
+    elif dense:
         inv_metric = np.concatenate(metrics)
         if config.metric == "auto" and all(_is_diagonal(m) for m in inv_metric):
             inv_metric = np.stack([np.diag(m) for m in inv_metric])

@@ -48,7 +48,7 @@ import numpy as np
 from . import engine
 from .betas import thermodynamic_length
 from .gaussian_base import DEFAULT_WIDEN, BaseFitError, GaussianBase, GaussianBaseTarget
-from .tuning import TunedKernel, TuningConfig, tune
+from .tuning import TunedKernel, TuningConfig, metric_from_base, tune
 from ..errors import InputError
 from ..kernels.base import Kernel
 from ..rng import Stream, chain_seed_sequences
@@ -57,7 +57,7 @@ from ..stan.native import NativeKernels
 from ..target import Evaluation, Target
 
 __all__ = ["PriorToBase", "TiedEnd", "WaypointPath", "WaypointError", "fit_base", "fit_waypoint",
-           "leg_targets", "base_leg_target", "tune_base_leg",
+           "leg_targets", "base_leg_target", "tune_base_leg", "leg_record", "BASE_METRIC",
            "forward", "reverse", "forward_and_reverse", "LEG1_FLOOR_MIN"]
 
 log = logging.getLogger(__name__)
@@ -192,8 +192,21 @@ class WaypointPath:
 
     def to_dict(self) -> dict:
         return {"path": "waypoint", "base": self.base.to_dict(),
-                "legs": [leg.to_dict() for leg in self.legs],
+                "legs": [leg_record(leg, self.base) for leg in self.legs],
                 "lengths": list(self.lengths), "fit": self.fit}
+
+
+BASE_METRIC = "the base's covariance"
+
+
+def leg_record(leg: TunedKernel, base: GaussianBase) -> dict:
+    """A leg's tuned kernel as plain JSON, its metric named :data:`BASE_METRIC` when it
+    is q's covariance (recorded once, with q)."""
+    record = leg.to_dict()
+    if (leg.dense and len(leg.inv_metric) == 1
+            and np.array_equal(leg.inv_metric[0], base.cov)):
+        record["inv_metric"] = BASE_METRIC
+    return record
 
 
 def leg_targets(model: Target, base: GaussianBase) -> tuple[Target, Target]:
@@ -212,16 +225,43 @@ def base_leg_target(model: Target, base: GaussianBase) -> GaussianBaseTarget:
     return GaussianBaseTarget(source, base)
 
 
+MODE_DISTANCE = 3.0  # sds (of the best mode's Laplace fit) between two modes found
+MODE_MASS = 0.01  # share of the best mode's Laplace mass a second mode must hold to count
+
+
+def second_mode(best: tuple, found: list[tuple]) -> str | None:
+    """A sentence on a mode found besides the best, more than ``MODE_DISTANCE`` sds from
+    it (Mahalanobis, in the best mode's Laplace covariance) and holding at least
+    ``MODE_MASS`` of its Laplace mass, or None.  ``found``: (base, log joint at the
+    mode, start) per successful search.  Searches that end at the same mode agree to
+    the optimiser's tolerance, far inside one sd."""
+    base, value, _ = best
+    cov = base.cov / base.widen ** 2
+    log_mass = value + 0.5 * np.linalg.slogdet(cov)[1]
+    for other, other_value, _ in found:
+        offset = other.mean - base.mean
+        distance = float(np.sqrt(offset @ np.linalg.solve(cov, offset)))
+        with np.errstate(over="ignore"):  # a far wider second mode: share inf, as it is
+            share = np.exp(other_value + 0.5 * np.linalg.slogdet(other.cov / other.widen ** 2)[1]
+                           - log_mass)
+        if distance > MODE_DISTANCE and share >= MODE_MASS:
+            return (f"log joint {value:.4g} and {other_value:.4g} at modes {distance:.3g} sds "
+                    f"apart, the second holding about {min(share, 1.0):.0%} of the first's "
+                    "Laplace mass")
+    return None
+
+
 def fit_base(model: Target, pilot, widen: float = DEFAULT_WIDEN) -> tuple[GaussianBase, dict]:
     """The waypoint q: the Laplace approximation (sds times ``widen``) from the best of
     mode searches started at the pilot draws of highest joint density, and the search's
-    record.  :class:`WaypointError` when no search finds a mode with downward curvature."""
+    record.  :class:`WaypointError` when no search finds a mode with downward curvature,
+    or when the searches find separate modes (:func:`second_mode`)."""
     pilot = np.ascontiguousarray(np.asarray(pilot, dtype=float))
     t0 = time.perf_counter()
     ev = model.evaluate(pilot, gradient=False)
     joint = ev.log_prior + ev.log_lik
     order = [i for i in np.argsort(-np.nan_to_num(joint, nan=-np.inf)) if np.isfinite(joint[i])]
-    best, errors = None, []
+    found, errors = [], []
     for i in order[:_STARTS]:
         try:
             base = GaussianBase.laplace(model, pilot[i], widen)
@@ -229,14 +269,19 @@ def fit_base(model: Target, pilot, widen: float = DEFAULT_WIDEN) -> tuple[Gaussi
             errors.append(str(error))
             continue
         at = model.evaluate(base.mean[None, :], gradient=False)
-        value = float(at.log_prior[0] + at.log_lik[0])
-        if best is None or value > best[1]:
-            best = (base, value, int(i))
-    if best is None:
+        found.append((base, float(at.log_prior[0] + at.log_lik[0]), int(i)))
+    if not found:
         reason = errors[0] if errors else "no pilot draw has a finite joint density"
         raise WaypointError(f"the waypoint path needs a posterior mode with a Gaussian "
                             f"approximation there: {reason}; use the prior path "
                             "(RunSettings(path='prior'))")
+    best = max(found, key=lambda f: f[1])
+    other = second_mode(best, found)
+    if other is not None:
+        raise WaypointError(f"mode searches from the {len(order[:_STARTS])} prior draws of "
+                            f"highest joint density found separate modes ({other}): one "
+                            "Gaussian cannot stand for a posterior with several modes; use "
+                            "the prior path (RunSettings(path='prior'))")
     return best[0], {"log_joint_at_mode": best[1], "start": best[2],
                      "failed_searches": len(errors), "widen": widen,
                      "seconds": time.perf_counter() - t0}
@@ -273,11 +318,14 @@ def tune_base_leg(leg: Target, kernel: Kernel, base_params, base: GaussianBase, 
     :func:`leg_targets`): a pilot of ``n`` chains started from exact draws of q (stream
     ``Stream.WAYPOINT_BASE_DRAWS``), its transitions on stream ``Stream.WAYPOINT_PILOT``.
     Leg 2 of the waypoint path, and the whole of the Gaussian-base path
-    (:mod:`bread_stan.ais.gaussian_path`)."""
+    (:mod:`bread_stan.ais.gaussian_path`).  Where "auto" would estimate a diagonal
+    metric and q is strongly correlated, q's covariance is the metric at every beta
+    (:func:`~bread_stan.ais.tuning.metric_from_base`)."""
     gen = np.random.Generator(np.random.PCG64(
         chain_seed_sequences(seed, int(Stream.WAYPOINT_BASE_DRAWS), [0])[0]))
     return tune(leg, kernel, base_params, base.sample(gen, int(n)), seed=seed,
-                config=replace(config, stream=int(Stream.WAYPOINT_PILOT)), progress=progress)
+                config=replace(config, stream=int(Stream.WAYPOINT_PILOT)), progress=progress,
+                base_metric=metric_from_base(base.cov, config, int(n)))
 
 
 def _join(direction: str, first: engine.AISRun, second: engine.AISRun,
