@@ -218,7 +218,7 @@ def test_separated_chains_are_told_from_one_mode_exactly():
     4/3 (ddof 1), pooled variance 26 (ratio 19.5 < 100); at -50 and +50 the pooled
     variance is 2,501 (ratio 1,876 > 100).  A coordinate in which no chain moved has
     no width to measure, so nothing is flagged."""
-    from bread_stan.ais.tuning import chains_separated, within_chain_deviations
+    from bread_stan.ais.metric_estimates import chains_separated, within_chain_deviations
     wiggle = np.array([-1.0, 1.0, -1.0, 1.0])[:, None, None]
     near = wiggle + np.array([-5.0, 5.0])[None, :, None]
     far = wiggle + np.array([-50.0, 50.0])[None, :, None]

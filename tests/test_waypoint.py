@@ -24,7 +24,8 @@ from bread_stan.ais import engine, waypoint
 from bread_stan.ais.betas import ScheduleSpec
 from bread_stan.ais.estimators import consistency_check, log_ml_sandwich
 from bread_stan.ais.gaussian_base import GaussianBase
-from bread_stan.ais.tuning import TuningConfig, regularised_covariance, regularised_variance
+from bread_stan.ais.metric_estimates import regularised_covariance, regularised_variance
+from bread_stan.ais.tuning import TuningConfig
 from bread_stan.errors import InputError
 from bread_stan.kernels import HMC, HMCParams
 from bread_stan.stan.compile import compile_many

@@ -55,7 +55,8 @@ from ..rng import ChainRandom, Stream, chain_seed_sequences
 from ..store import CorruptFileError, load_json, save_json
 from ..target import Target
 from .betas import Betas, validate
-from .tuning import PILOT_STREAM, progress_bar, regularised_covariance
+from .metric_estimates import regularised_covariance
+from .tuning import PILOT_STREAM, progress_bar
 
 __all__ = ["IMHTuningConfig", "TunedIMH", "IMHSchedule", "tune_imh", "next_beta"]
 
@@ -72,7 +73,7 @@ class IMHTuningConfig:
     pilot's; ``ess_fraction``: the pilot's effective sample size kept per stage;
     ``move_fraction`` and ``max_steps``: a stage's MH steps; ``ridge``: the
     covariance's regularisation (``ridge`` of
-    :func:`~bread_stan.ais.tuning.regularised_covariance`).
+    :func:`~bread_stan.ais.metric_estimates.regularised_covariance`).
     """
 
     df: int | None = 10

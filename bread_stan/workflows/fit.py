@@ -45,7 +45,8 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from ..ais.tuning import DualAveraging, regularised_variance
+from ..ais.metric_estimates import regularised_variance
+from ..ais.tuning import DualAveraging
 from ..errors import InputError, ToolchainError
 from ..kernels.base import initial_state
 from ..kernels.nuts import NUTS, NUTSParams
