@@ -14,7 +14,8 @@ from the same exact draws of q with the same seed, two ways:
 The group effects and their mean are correlated in q up to about 0.99, so a diagonal
 metric sees a narrow direction as wide as the coordinates' sds.  Prints, per metric,
 the tuned step sizes at the pilot betas (q first, the posterior last), the pilot's
-gradients a transition and its seconds, and the ratios.  The grid is cut to ``--betas`` grid betas up to 1.
+gradients a transition, its seconds and milliseconds a gradient (what a dense metric's
+O(d^2) products add to each leapfrog step), and the ratios.  The grid is cut to ``--betas`` grid betas up to 1.
 Usage: ``python scripts/bench_base_metric.py [--groups 85] [--obs 919] [--betas 4]``.
 """
 
@@ -117,9 +118,10 @@ def main() -> None:
     for label, metric in (("diagonal", None), ("q's covariance", fixed)):
         tuned, seconds = pilot(leg, base, metric, betas, args.chains, seed=2)
         rows[label] = (tuned, seconds)
+        per_gradient = 1e3 * seconds / tuned.pilot_gradients
         print(f"{label:15s} step sizes " + ", ".join(f"{h:.3g}" for h in tuned.step_size)
               + f"; {tuned.gradients_per_transition:7.1f} gradients a transition; "
-              f"{seconds:7.1f} s")
+              f"{seconds:7.1f} s ({per_gradient:.3g} ms a gradient)")
     (d_tuned, d_sec), (q_tuned, q_sec) = rows.values()
     fewer = d_tuned.gradients_per_transition / q_tuned.gradients_per_transition
     print(f"q's covariance against diagonal: {fewer:.1f}x fewer gradients a transition, "

@@ -508,6 +508,14 @@ struct Hamiltonian {
     return row_dot(vel, v, d, scratch);
   }
   double kinetic(const double* p) const { return 0.5 * dot_velocity(p, p); }
+  // The kinetic energy, leaving M^-1 p in v (the same numbers as kinetic(p)): NUTS keeps
+  // the velocities of its trees' end momenta, so that the no-U-turn checks cost O(d)
+  // each, not a dense metric's O(d^2).
+  double kinetic_into(const double* p, double* v) const {
+    velocity(p, v);
+    return 0.5 * row_dot(v, p, d, scratch);
+  }
+  double dot(const double* a, const double* b) const { return row_dot(a, b, d, scratch); }
 
   // One leapfrog step of signed size e from (q, p, g); evaluates the new point.
   void leapfrog(double* q, double* p, double* g, double e, double* lp, double* ll,
@@ -596,20 +604,21 @@ void hmc_chain(const Hamiltonian& H, const ChainIn& in, const double* p0, double
   flags[2] = n_grad;
 }
 
-// A NUTS subtree: momenta at its first and last point built, summed momentum,
-// its proposal (position, gradients, log prior, log lik, H - H0) and log sum
-// of weights.
+// A NUTS subtree: momenta at its first and last point built and their velocities
+// M^-1 p, summed momentum, its proposal (position, gradients, log prior, log lik,
+// H - H0) and log sum of weights.
 struct Subtree {
-  std::vector<double> beg, end, rho, q, gp, gl;
+  std::vector<double> beg, end, vbeg, vend, rho, q, gp, gl;
   double lsw = 0, lp = 0, ll = 0, dh = 0;
-  explicit Subtree(int d) : beg(d), end(d), rho(d), q(d), gp(d), gl(d) {}
+  explicit Subtree(int d) : beg(d), end(d), vbeg(d), vend(d), rho(d), q(d), gp(d), gl(d) {}
 };
 
 // Stan's no-U-turn checks when `left` (built first) is joined by `right`
-// (kernels.nuts._merge_ok).
-bool merge_ok(const Hamiltonian& H, const std::vector<double>& l_beg,
-              const std::vector<double>& l_end, const std::vector<double>& l_rho,
-              const Subtree& r, std::vector<double>* spans) {
+// (kernels.nuts._merge_ok); v_beg and v_end are the velocities of left's end momenta.
+bool merge_ok(const Hamiltonian& H, const std::vector<double>& v_beg,
+              const std::vector<double>& l_end, const std::vector<double>& v_end,
+              const std::vector<double>& l_rho, const Subtree& r,
+              std::vector<double>* spans) {
   const int d = H.d;
   std::vector<double>& whole = spans[0];
   std::vector<double>& left_ext = spans[1];
@@ -619,12 +628,12 @@ bool merge_ok(const Hamiltonian& H, const std::vector<double>& l_beg,
     left_ext[j] = l_rho[j] + r.beg[j];
     right_ext[j] = r.rho[j] + l_end[j];
   }
-  return H.dot_velocity(l_beg.data(), whole.data()) > 0
-         && H.dot_velocity(l_beg.data(), left_ext.data()) > 0
-         && H.dot_velocity(l_end.data(), right_ext.data()) > 0
-         && H.dot_velocity(r.end.data(), whole.data()) > 0
-         && H.dot_velocity(r.beg.data(), left_ext.data()) > 0
-         && H.dot_velocity(r.end.data(), right_ext.data()) > 0;
+  return H.dot(v_beg.data(), whole.data()) > 0
+         && H.dot(v_beg.data(), left_ext.data()) > 0
+         && H.dot(v_end.data(), right_ext.data()) > 0
+         && H.dot(r.vend.data(), whole.data()) > 0
+         && H.dot(r.vbeg.data(), left_ext.data()) > 0
+         && H.dot(r.vend.data(), right_ext.data()) > 0;
 }
 
 // Log-uniforms of one chain, handed out in order; running out is reported.
@@ -647,14 +656,16 @@ struct NutsWork {
   int d = -1;
   std::vector<Subtree> slots;
   Subtree cur{0};
-  std::vector<double> g0, end_q[2], end_p[2], end_g[2], rho, spans[3], cq, cp, cg, gp, gl;
+  std::vector<double> g0, end_q[2], end_p[2], end_v[2], end_g[2], rho, spans[3], cq, cp, cv,
+      cg, gp, gl;
   void prepare(int dim, int max_depth) {
     if (dim == d && static_cast<int>(slots.size()) >= max_depth) return;
     d = dim;
     slots.assign(max_depth, Subtree(d));
     cur = Subtree(d);
-    for (auto* v : {&g0, &end_q[0], &end_q[1], &end_p[0], &end_p[1], &end_g[0], &end_g[1],
-                    &rho, &spans[0], &spans[1], &spans[2], &cq, &cp, &cg, &gp, &gl})
+    for (auto* v : {&g0, &end_q[0], &end_q[1], &end_p[0], &end_p[1], &end_v[0], &end_v[1],
+                    &end_g[0], &end_g[1], &rho, &spans[0], &spans[1], &spans[2], &cq, &cp,
+                    &cv, &cg, &gp, &gl})
       v->assign(d, 0.0);
   }
 };
@@ -670,7 +681,8 @@ void nuts_chain(const Hamiltonian& H, const ChainIn& in, const double* p0, doubl
   using Vec = std::vector<double>;
   static thread_local NutsWork work;  // no allocation per chain
   work.prepare(d, max_depth);
-  const double h0 = H.kinetic(p0) - H.logp(in.lp, in.ll);
+  Vec& cv = work.cv;  // the velocity of the current leaf's momentum
+  const double h0 = H.kinetic_into(p0, cv.data()) - H.logp(in.lp, in.ll);
   Vec& g0 = work.g0;
   H.grad(in.gp, in.gl, g0.data());
   // The sample: the initial point until a proposal is accepted.
@@ -686,10 +698,12 @@ void nuts_chain(const Hamiltonian& H, const ChainIn& in, const double* p0, doubl
   // Both ends of the trajectory (0 backward, 1 forward): position, momentum, gradient.
   Vec* end_q = work.end_q;
   Vec* end_p = work.end_p;
+  Vec* end_v = work.end_v;
   Vec* end_g = work.end_g;
   for (int side = 0; side < 2; ++side) {
     end_q[side].assign(in.q, in.q + d);
     end_p[side].assign(p0, p0 + d);
+    end_v[side] = cv;
     end_g[side] = g0;
   }
   Vec& rho = work.rho;
@@ -713,7 +727,7 @@ void nuts_chain(const Hamiltonian& H, const ChainIn& in, const double* p0, doubl
   while (true) {
     H.leapfrog(cq.data(), cp.data(), cg.data(), side == 1 ? eps : -eps, &lp, &ll,
                gp.data(), gl.data());
-    double dh = (H.kinetic(cp.data()) - H.logp(lp, ll)) - h0;
+    double dh = (H.kinetic_into(cp.data(), cv.data()) - H.logp(lp, ll)) - h0;
     if (std::isnan(dh)) dh = std::numeric_limits<double>::infinity();
     ++n_leap;
     sum_metro += std::exp(std::min(-dh, 0.0));
@@ -723,6 +737,8 @@ void nuts_chain(const Hamiltonian& H, const ChainIn& in, const double* p0, doubl
     if (alive) {
       cur.beg = cp;
       cur.end = cp;
+      cur.vbeg = cv;
+      cur.vend = cv;
       cur.rho = cp;
       cur.q = cq;
       cur.gp = gp;
@@ -737,7 +753,7 @@ void nuts_chain(const Hamiltonian& H, const ChainIn& in, const double* p0, doubl
           break;
         }
         Subtree& left = slots[level];
-        const bool ok = merge_ok(H, left.beg, left.end, left.rho, cur, spans);
+        const bool ok = merge_ok(H, left.vbeg, left.end, left.vend, left.rho, cur, spans);
         const double merged = log_add_exp(left.lsw, cur.lsw);
         const bool take_right = u.next() < cur.lsw - merged;
         if (!take_right) {
@@ -749,6 +765,7 @@ void nuts_chain(const Hamiltonian& H, const ChainIn& in, const double* p0, doubl
           cur.dh = left.dh;
         }
         std::swap(cur.beg, left.beg);
+        std::swap(cur.vbeg, left.vbeg);
         for (int j = 0; j < d; ++j) cur.rho[j] = left.rho[j] + cur.rho[j];
         cur.lsw = merged;
         if (!ok) {
@@ -775,10 +792,12 @@ void nuts_chain(const Hamiltonian& H, const ChainIn& in, const double* p0, doubl
       }
       lsw = log_add_exp(lsw, sub.lsw);
       // The old trajectory is the left part: its far end is on the other side.
-      const bool ok = merge_ok(H, end_p[1 - side], end_p[side], rho, sub, spans);
+      const bool ok = merge_ok(H, end_v[1 - side], end_p[side], end_v[side], rho, sub,
+                               spans);
       for (int j = 0; j < d; ++j) rho[j] = rho[j] + sub.rho[j];
       end_q[side] = cq;
       end_p[side] = cp;
+      end_v[side] = cv;
       end_g[side] = cg;
       ++depth;
       finished = !ok || depth >= max_depth;
@@ -786,6 +805,7 @@ void nuts_chain(const Hamiltonian& H, const ChainIn& in, const double* p0, doubl
         side = u.next() < LOG_HALF ? 1 : 0;
         cq = end_q[side];
         cp = end_p[side];
+        cv = end_v[side];
         cg = end_g[side];
         leaf = 0;
       }
