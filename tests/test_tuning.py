@@ -198,7 +198,7 @@ def test_chains_in_separate_modes_get_the_metric_of_one_mode(metric):
     assert tuned.separated[-1] and not tuned.separated[0]
     first = int(np.argmax(tuned.separated))
     assert np.all(tuned.separated[first:])
-    assert "separate modes at" in tuned.separated_note()
+    assert "sat apart at" in tuned.separated_note()
     back = TunedKernel.from_dict(tuned.to_dict())
     np.testing.assert_array_equal(back.separated, tuned.separated)
 

@@ -24,7 +24,10 @@ draws with the mean variance within each chain: where one is more than
 ``SEPARATED_RATIO`` (100) times the other (modes more than about ten widths apart)
 the metric comes from the spread within each chain instead, and the next grid
 beta starts from it.  A single, well-mixed mode is never near that ratio, and
-the metric there is the pooled one, as before.
+the metric there is the pooled one, as before.  The test also fires where chains
+in one mode mix too slowly to meet within a window, as in the funnel of a centred
+hierarchical prior (chains in its neck and its mouth): the metric is then the
+mean of the chains' own spreads, not the spread between them.
 
 The pilot also records, at each grid beta, the standard deviation of the log
 likelihood over the pilot chains during the last window: the curve from which
@@ -169,7 +172,7 @@ class TunedKernel:
     # the pilot's mean gradient evaluations per chain and transition (a machine-free cost)
     gradients_per_transition: float = float("nan")
     pilot_gradients: float = float("nan")  # the pilot's gradient evaluations, all chains
-    # grid betas at which the pilot chains sat in separate modes (metric from within chains)
+    # grid betas at which the pilot chains sat apart (metric from the spread within chains)
     separated: np.ndarray | None = None
 
     def _coord(self, betas) -> np.ndarray:
@@ -260,16 +263,16 @@ class TunedKernel:
                 "several modes (label switching), makes every transition that long")
 
     def separated_note(self) -> str | None:
-        """A sentence when the pilot chains sat in separate modes at some grid betas
-        (the metric there measures the spread within each chain), else None."""
+        """A sentence when the pilot chains sat apart at some grid betas (the metric
+        there measures the spread within each chain), else None."""
         if self.separated is None or not np.any(self.separated):
             return None
         at = self.grid_betas[self.separated]
-        return (f"the pilot chains sat in separate modes at {int(at.size)} of "
+        return (f"the pilot chains sat apart at {int(at.size)} of "
                 f"{self.separated.size} grid betas (beta {at.min():.3g} to {at.max():.3g}; "
                 "some coordinate spread more than 100 times as much across chains as "
-                "within them): the metric there comes from the spread within each chain, "
-                "the width of a mode, not the distance between modes")
+                "within them, as in separate modes or a slowly mixing funnel): the metric "
+                "there comes from the spread within each chain, not between chains")
 
     def save(self, path) -> None:
         """Write the tuned kernel as JSON, atomically."""
@@ -524,8 +527,9 @@ def tune(target: Target, kernel: Kernel, base_params, prior_draws, *, seed,
     if bar is not None:
         bar.close()
     if any(separated):
-        log.info("the pilot chains sat in separate modes at %d of %d grid betas: the metric "
-                 "there comes from the spread within each chain", sum(separated), grid.size)
+        log.info("the pilot chains sat apart (separate modes, or a slowly mixing funnel) "
+                 "at %d of %d grid betas: the metric there comes from the spread within "
+                 "each chain", sum(separated), grid.size)
     transitions = n * (grid.size * (config.adapt_steps + config.burn_in) - config.burn_in)
     fixed = {k: v for k, v in asdict(base_params).items() if k not in ("step_size", "inv_metric")}
     inv_metric = None

@@ -295,9 +295,10 @@ def _schedule_section(result: BreadResult) -> str:
         separated = np.asarray(tuning.get("separated") or [], dtype=bool)
         if separated.any():
             lines.append(f"- At {int(separated.sum())} of {separated.size} pilot betas the "
-                         "pilot chains sat in separate modes (a coordinate spread more than "
-                         "100 times as much across chains as within them): the metric there "
-                         "is the spread within each chain, a mode's width.")
+                         "pilot chains sat apart (a coordinate spread more than 100 times as "
+                         "much across chains as within them: separate modes, or a funnel "
+                         "the chains cross slowly): the metric there is the spread within "
+                         "each chain.")
     longest = max(result.steps, key=lambda st: st.n_steps)
     betas = longest.betas  # an array or a lazy Betas
     at = [int(q * (betas.size - 1)) for q in (0.1, 0.25, 0.5, 0.75, 0.9)]
