@@ -16,12 +16,16 @@ metric sees a narrow direction as wide as the coordinates' sds.  Prints, per met
 the tuned step sizes at the pilot betas (q first, the posterior last), the pilot's
 gradients a transition, its seconds and milliseconds a gradient (what a dense metric's
 O(d^2) products add to each leapfrog step), and the ratios.  The grid is cut to ``--betas`` grid betas up to 1.
-Usage: ``python scripts/bench_base_metric.py [--groups 85] [--obs 919] [--betas 4]``.
+``--program`` and ``--data`` run a program of your own instead (one with ``prior_only``,
+as the automatic split generates it; the mode search starts at 0).
+Usage: ``python scripts/bench_base_metric.py [--groups 85] [--obs 919] [--betas 4]
+[--program P.stan --data D.json]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import tempfile
 import time
@@ -95,13 +99,20 @@ def main() -> None:
     parser.add_argument("--obs", type=int, default=919)
     parser.add_argument("--chains", type=int, default=32)
     parser.add_argument("--betas", type=int, default=4)
+    parser.add_argument("--program", type=Path, default=None)
+    parser.add_argument("--data", type=Path, default=None)
     args = parser.parse_args()
     rng = np.random.default_rng(1)
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "radon_slopes_noncentred.stan"
-        path.write_text(PROGRAM)
-        target = StanTarget(path, data(rng, args.groups, args.obs))
-    start = np.concatenate([np.full(3, -1.0), np.zeros(target.dim - 3)])
+    if args.program is not None:
+        target = StanTarget(args.program, json.loads(args.data.read_text()))
+        start = np.zeros(target.dim)
+        args.obs = "the data's"
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "radon_slopes_noncentred.stan"
+            path.write_text(PROGRAM)
+            target = StanTarget(path, data(rng, args.groups, args.obs))
+        start = np.concatenate([np.full(3, -1.0), np.zeros(target.dim - 3)])
     base = GaussianBase.laplace(target, start, 1.5)
     sd = np.sqrt(np.diag(base.cov))
     corr = np.max(np.abs(base.cov / np.outer(sd, sd) - np.eye(target.dim)))

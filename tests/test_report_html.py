@@ -113,3 +113,18 @@ def test_comparison_figure_is_drawn(tmp_path):
     md = write_comparison({"a": _result(0.2), "b": _result(3.0)}, tmp_path).read_text()
     assert "![comparison](comparison.png)" in md and "could not be drawn" not in md
     assert (tmp_path / "comparison.png").stat().st_size > 0
+
+
+def test_schedule_section_names_the_pilot_betas_where_chains_sat_apart():
+    """The report's Schedule section says at how many pilot betas the metric came from
+    the spread within each chain (``TunedKernel.separated``), and says nothing when
+    there were none."""
+    from bread_stan.reporting.report import _schedule_section
+    result = _result(0.2)
+    result.settings["run"] = {"schedule": {"kind": "adaptive"}}
+    tuning = {"grid_betas": [0.0, 0.01, 0.1, 1.0], "inv_metric": [[1.0]] * 4,
+              "separated": [False, False, True, True]}
+    result.extra["tuning"] = tuning
+    assert "At 2 of 4 pilot betas the pilot chains sat apart" in _schedule_section(result)
+    tuning["separated"] = [False] * 4
+    assert "sat apart" not in _schedule_section(result)
