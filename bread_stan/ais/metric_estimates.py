@@ -1,7 +1,7 @@
 """Inverse metrics estimated from pilot draws: Stan's regularised variance and
 covariance, the choice between a dense and a diagonal metric, and the test for pilot
-chains that sit in separate modes (whose metric must come from the spread within each
-chain, not the pooled spread).  Used by the HMC/NUTS pilot (:mod:`bread_stan.ais.tuning`),
+chains that sit apart, in separate modes or a funnel they cross slowly (whose metric must
+come from the spread within each chain, not the pooled spread).  Used by the HMC/NUTS pilot (:mod:`bread_stan.ais.tuning`),
 the IMH pilot and the reference fits."""
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def within_chain_deviations(draws: np.ndarray) -> np.ndarray:
 
 
 def chains_separated(draws: np.ndarray, ratio: float = SEPARATED_RATIO) -> bool:
-    """Whether chains (draws (T, n, d)) sit in separate modes: some coordinate's
+    """Whether chains (draws (T, n, d)) sit apart: some coordinate's
     variance over all the draws exceeds ``ratio`` times its mean variance within a
     chain, and some chain moved in every coordinate (where none moved there is no
     width to measure)."""
@@ -66,7 +66,7 @@ def chains_separated(draws: np.ndarray, ratio: float = SEPARATED_RATIO) -> bool:
 
 
 def metric_from_draws(draws: np.ndarray, choice: str, threshold: float,
-                 ridge: str = "stan") -> np.ndarray:
+                      ridge: str = "stan") -> np.ndarray:
     """A dense inverse metric (d, d) from pooled pilot draws: the regularised
     covariance, or (``auto`` without strong correlation, or too few draws for a
     covariance) its diagonal as a diagonal matrix."""

@@ -433,6 +433,8 @@ def tune(target: Target, kernel: Kernel, base_params, prior_draws, *, seed,
         config.metric == "auto" and d <= AUTO_DENSE_MAX_DIM and pooled >= 10 * d))
     if dense and metric is not None and metric.ndim == 1:
         metric = np.diag(metric)[None]
+    if base_metric is not None:  # every transition of the pilot, burn-in included
+        metric = np.asarray(base_metric, dtype=float)[None]
     sds, depth_shares = [], []
     separated = [False]  # per grid beta after the first entry; a separated beta keeps its metric
 
@@ -475,8 +477,8 @@ def tune(target: Target, kernel: Kernel, base_params, prior_draws, *, seed,
                 state, _ = transition(state, beta, params)
         visited = []
         if base_metric is not None:
-            state, step, acc, deep = adapt(state, beta, step, base_metric[None],
-                                           config.adapt_steps, visited)
+            state, step, acc, deep = adapt(state, beta, step, metric, config.adapt_steps,
+                                           visited)
             separated.append(False)
         elif dense:
             half = max(config.adapt_steps // 2, 1)
@@ -488,7 +490,7 @@ def tune(target: Target, kernel: Kernel, base_params, prior_draws, *, seed,
             pooled = (within_chain_deviations(draws) if separated[-1]
                       else draws.reshape(-1, d))
             metric = metric_from_draws(pooled, config.metric, config.dense_correlation,
-                                  config.ridge)[None]
+                                       config.ridge)[None]
             visited = []
             state, step, acc, deep = adapt(state, beta, step, metric, half, visited)
         elif config.adapt_metric:
@@ -534,7 +536,7 @@ def tune(target: Target, kernel: Kernel, base_params, prior_draws, *, seed,
     fixed = {k: v for k, v in asdict(base_params).items() if k not in ("step_size", "inv_metric")}
     inv_metric = None
     if base_metric is not None:
-        inv_metric = np.asarray(base_metric, dtype=float)[None]  # one for every grid beta
+        inv_metric = metric  # (1, d, d): one for every grid beta
     elif dense:
         inv_metric = np.concatenate(metrics)
         if config.metric == "auto" and all(_is_diagonal(m) for m in inv_metric):
