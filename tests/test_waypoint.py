@@ -264,3 +264,25 @@ def test_a_strongly_correlated_base_is_the_metric_of_its_leg():
     assert metric_from_base(np.diag(np.diag(base.cov)), config, 32) is None
     assert metric_from_base(base.cov[:2, :2], config, 32) is None  # d = 2: auto estimates
     assert metric_from_base(base.cov, TuningConfig(metric="diag"), 32) is None
+
+
+def test_a_diagonal_prior_end_beside_q_covariance_stays_diagonal():
+    """The simulator check runs at the two ends only: with q's dense covariance on the
+    leg and a diagonal metric tuned at the prior end, each end keeps its own kind (a
+    diagonal stored as a dense matrix would cost O(d^2) a leapfrog step), with the
+    stored values; any other beta is refused."""
+    from bread_stan.ais.tuning import TunedKernel
+    d = 3
+    cov = np.array([[1.0, 0.9, 0.0], [0.9, 1.0, 0.0], [0.0, 0.0, 2.0]])
+    leg = TunedKernel("nuts", np.array([0.0, 0.5, 1.0]), np.array([0.4, 0.3, 0.2]), cov[None],
+                      {"max_depth": 8}, 1e-3, np.full(3, 0.8))
+    prior_end = TunedKernel("nuts", np.zeros(1), np.array([0.7]), np.array([[1.0, 2.0, 3.0]]),
+                            {"max_depth": 8}, 1e-3, np.full(1, 0.8))
+    ends = waypoint.EndKernels.of(prior_end, leg).schedule(np.array([0.0, 1.0]))
+    at_prior, at_posterior = ends.params_at(0), ends.params_at(1)
+    np.testing.assert_allclose(at_prior.inv_metric, [1.0, 2.0, 3.0], rtol=1e-15)  # exp(log)
+    assert at_prior.step_size == 0.7 and at_posterior.step_size == 0.2
+    np.testing.assert_array_equal(at_posterior.inv_metric, cov[None])
+    assert np.shape(at_prior.inv_metric) == (d,)
+    with pytest.raises(InputError, match="betas 0 and 1"):
+        ends.schedule(np.array([0.0, 0.5, 1.0]))

@@ -39,7 +39,7 @@ from . import engine
 from .gaussian_base import DEFAULT_WIDEN, GaussianBase
 from .prior_normaliser import DEFAULT_DRAWS, NormaliserEstimate, estimate_log_normaliser
 from .tuning import TunedKernel, TuningConfig, tune
-from .waypoint import base_leg_target, fit_base, leg_record, tune_base_leg
+from .waypoint import EndKernels, base_leg_target, fit_base, leg_record, tune_base_leg
 from ..kernels.base import Kernel
 from ..rng import Stream, chain_seed_sequences
 from ..stan.model import StanModel
@@ -106,7 +106,7 @@ class GaussianPath:
                        "sandwich's shift by it, cannot be trusted")
         return out
 
-    def endpoints(self, prior_end: TunedKernel | None = None) -> TunedKernel:
+    def endpoints(self, prior_end: TunedKernel | None = None) -> "TunedKernel | EndKernels":
         """A tuned kernel on the prior path's two ends, for the simulator check: the
         leg's params at the posterior serve the posterior end; at the prior end, those
         tuned at beta = 0 of the prior path (``prior_end``, from :func:`tune_prior_end`),
@@ -115,12 +115,10 @@ class GaussianPath:
         reach the maximum depth)."""
         leg = self.leg
         start = prior_end if prior_end is not None else leg
-        metric = None
-        if leg.inv_metric is not None:
-            first = start.inv_metric[0]
-            if leg.dense and first.ndim == 1:  # a diagonal prior end beside q's covariance
-                first = np.diag(first)
-            metric = np.stack([first, leg.inv_metric[-1]])
+        if leg.inv_metric is not None and start.dense != leg.dense:
+            return EndKernels.of(start, leg)  # a diagonal prior end beside q's covariance
+        metric = None if leg.inv_metric is None else np.stack(
+            [start.inv_metric[0], leg.inv_metric[-1]])
         return TunedKernel(leg.kind, np.array([0.0, 1.0]),
                            np.array([start.step_size[0], leg.step_size[-1]]), metric,
                            dict(leg.fixed), leg.beta_floor,

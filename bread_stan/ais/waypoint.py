@@ -58,6 +58,7 @@ from ..target import Evaluation, Target
 
 __all__ = ["PriorToBase", "TiedEnd", "WaypointPath", "WaypointError", "fit_base", "fit_waypoint",
            "leg_targets", "base_leg_target", "tune_base_leg", "leg_record", "BASE_METRIC",
+           "EndKernels",
            "forward", "reverse", "forward_and_reverse", "LEG1_FLOOR_MIN"]
 
 log = logging.getLogger(__name__)
@@ -175,17 +176,17 @@ class WaypointPath:
         return [f"leg {i + 1}: {text}" for i, leg in enumerate(self.legs)
                 for text in leg.problems()]
 
-    def endpoints(self) -> TunedKernel:
+    def endpoints(self) -> "TunedKernel | EndKernels":
         """A tuned kernel on the prior path's two ends (leg 1's params at the prior, leg
         2's at the posterior), for the simulator check, which runs there only."""
         first, last = self.legs
+        if first.inv_metric is not None and last.inv_metric is not None and (
+                first.dense != last.dense):
+            return EndKernels.of(first, last)
         step = np.array([first.step_size[0], last.step_size[-1]])
         metric = None
         if first.inv_metric is not None and last.inv_metric is not None:
-            a, b = first.inv_metric[0], last.inv_metric[-1]
-            if a.ndim != b.ndim:
-                a, b = (np.diag(m) if m.ndim == 1 else m for m in (a, b))
-            metric = np.stack([a, b])
+            metric = np.stack([first.inv_metric[0], last.inv_metric[-1]])
         return TunedKernel(first.kind, np.array([0.0, 1.0]), step, metric, dict(first.fixed),
                            first.beta_floor, np.array([first.accept[0], last.accept[-1]]),
                            self.seconds_per_transition)
@@ -194,6 +195,31 @@ class WaypointPath:
         return {"path": "waypoint", "base": self.base.to_dict(),
                 "legs": [leg_record(leg, self.base) for leg in self.legs],
                 "lengths": list(self.lengths), "fit": self.fit}
+
+
+@dataclass(frozen=True)
+class EndKernels:
+    """Kernel params at the prior path's two ends, each with its own kind of metric (a
+    diagonal one at the prior beside q's dense covariance at the posterior): what the
+    simulator check reads, ``schedule([0, 1]).params_at(0 or 1)``.  A diagonal metric
+    stored as a dense matrix would cost the check O(d^2) a leapfrog step."""
+
+    at_prior: object
+    at_posterior: object
+
+    @classmethod
+    def of(cls, prior_end: TunedKernel, posterior_end: TunedKernel) -> "EndKernels":
+        ends = np.array([0.0, 1.0])
+        return cls(prior_end.schedule(ends).params_at(0),
+                   posterior_end.schedule(ends).params_at(1))
+
+    def schedule(self, betas) -> "EndKernels":
+        if not np.array_equal(np.asarray(betas, dtype=float), [0.0, 1.0]):
+            raise InputError("the two ends' kernels serve betas 0 and 1 only")
+        return self
+
+    def params_at(self, t: int):
+        return (self.at_prior, self.at_posterior)[int(t)]
 
 
 BASE_METRIC = "the base's covariance"
