@@ -39,7 +39,8 @@ from . import engine
 from .gaussian_base import DEFAULT_WIDEN, GaussianBase
 from .prior_normaliser import DEFAULT_DRAWS, NormaliserEstimate, estimate_log_normaliser
 from .tuning import TunedKernel, TuningConfig, tune
-from .waypoint import EndKernels, base_leg_target, fit_base, leg_record, tune_base_leg
+from .waypoint import (EndKernels, base_leg_target, fit_base, leg_record, tune_base_leg,
+                       two_ends)
 from ..kernels.base import Kernel
 from ..rng import Stream, chain_seed_sequences
 from ..stan.model import StanModel
@@ -113,17 +114,8 @@ class GaussianPath:
         else the leg's params at q (valid there, but tuned to the posterior's scale, so
         the check's prior chains move slowly: a funnel-shaped prior makes every tree
         reach the maximum depth)."""
-        leg = self.leg
-        start = prior_end if prior_end is not None else leg
-        if leg.inv_metric is not None and start.dense != leg.dense:
-            return EndKernels.of(start, leg)  # a diagonal prior end beside q's covariance
-        metric = None if leg.inv_metric is None else np.stack(
-            [start.inv_metric[0], leg.inv_metric[-1]])
-        return TunedKernel(leg.kind, np.array([0.0, 1.0]),
-                           np.array([start.step_size[0], leg.step_size[-1]]), metric,
-                           dict(leg.fixed), leg.beta_floor,
-                           np.array([start.accept[0], leg.accept[-1]]),
-                           leg.seconds_per_transition)
+        start = prior_end if prior_end is not None else self.leg
+        return two_ends(start, self.leg, self.leg.seconds_per_transition)
 
     def to_dict(self) -> dict:
         return {"path": "gaussian", "base": self.base.to_dict(),

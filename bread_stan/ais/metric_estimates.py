@@ -12,7 +12,8 @@ from ..errors import InputError
 from ..linalg import covariance
 
 __all__ = ["regularised_variance", "regularised_covariance", "metric_from_draws",
-           "SEPARATED_RATIO", "within_chain_deviations", "chains_separated"]
+           "strongly_correlated", "SEPARATED_RATIO", "within_chain_deviations",
+           "chains_separated"]
 
 
 def regularised_variance(draws: np.ndarray, ridge: str = "stan") -> np.ndarray:
@@ -65,6 +66,14 @@ def chains_separated(draws: np.ndarray, ratio: float = SEPARATED_RATIO) -> bool:
     return bool(np.all(within > 0) and np.any(pooled > ratio * within))
 
 
+def strongly_correlated(cov: np.ndarray, threshold: float) -> bool:
+    """Whether some absolute correlation of the covariance ``cov`` (d, d) exceeds
+    ``threshold``."""
+    sd = np.sqrt(np.diag(cov))
+    corr = cov / np.outer(sd, sd) - np.eye(cov.shape[0])
+    return bool(np.max(np.abs(corr), initial=0.0) > threshold)
+
+
 def metric_from_draws(draws: np.ndarray, choice: str, threshold: float,
                       ridge: str = "stan") -> np.ndarray:
     """A dense inverse metric (d, d) from pooled pilot draws: the regularised
@@ -81,8 +90,6 @@ def metric_from_draws(draws: np.ndarray, choice: str, threshold: float,
     if choice == "dense":
         return cov
     n, d = draws.shape
-    sd = np.sqrt(np.diag(cov))
-    corr = cov / np.outer(sd, sd) - np.eye(d)
-    if n >= 10 * d and np.max(np.abs(corr), initial=0.0) > threshold:
+    if n >= 10 * d and strongly_correlated(cov, threshold):
         return cov
     return np.diag(np.diag(cov))

@@ -56,7 +56,7 @@ import numpy as np
 
 from .frozen_kernels import InterpolatedSchedule, kind_of
 from .metric_estimates import (chains_separated, metric_from_draws, regularised_variance,
-                               within_chain_deviations)
+                               strongly_correlated, within_chain_deviations)
 from ..kernels.base import Kernel, initial_state
 from ..kernels.registry import KERNELS
 from ..linalg import spd_log, symmetric_exp
@@ -339,9 +339,7 @@ def metric_from_base(cov: np.ndarray, config: TuningConfig, n_draws: int
     if (config.metric != "auto" or not config.adapt_metric
             or (d <= AUTO_DENSE_MAX_DIM and pooled >= 10 * d)):
         return None
-    sd = np.sqrt(np.diag(cov))
-    corr = cov / np.outer(sd, sd) - np.eye(d)
-    return cov if np.max(np.abs(corr), initial=0.0) > config.dense_correlation else None
+    return cov if strongly_correlated(cov, config.dense_correlation) else None
 
 
 class DualAveraging:

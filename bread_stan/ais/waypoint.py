@@ -58,7 +58,7 @@ from ..target import Evaluation, Target
 
 __all__ = ["PriorToBase", "TiedEnd", "WaypointPath", "WaypointError", "fit_base", "fit_waypoint",
            "leg_targets", "base_leg_target", "tune_base_leg", "leg_record", "BASE_METRIC",
-           "EndKernels",
+           "EndKernels", "two_ends",
            "forward", "reverse", "forward_and_reverse", "LEG1_FLOOR_MIN"]
 
 log = logging.getLogger(__name__)
@@ -179,17 +179,7 @@ class WaypointPath:
     def endpoints(self) -> "TunedKernel | EndKernels":
         """A tuned kernel on the prior path's two ends (leg 1's params at the prior, leg
         2's at the posterior), for the simulator check, which runs there only."""
-        first, last = self.legs
-        if first.inv_metric is not None and last.inv_metric is not None and (
-                first.dense != last.dense):
-            return EndKernels.of(first, last)
-        step = np.array([first.step_size[0], last.step_size[-1]])
-        metric = None
-        if first.inv_metric is not None and last.inv_metric is not None:
-            metric = np.stack([first.inv_metric[0], last.inv_metric[-1]])
-        return TunedKernel(first.kind, np.array([0.0, 1.0]), step, metric, dict(first.fixed),
-                           first.beta_floor, np.array([first.accept[0], last.accept[-1]]),
-                           self.seconds_per_transition)
+        return two_ends(*self.legs, self.seconds_per_transition)
 
     def to_dict(self) -> dict:
         return {"path": "waypoint", "base": self.base.to_dict(),
@@ -220,6 +210,22 @@ class EndKernels:
 
     def params_at(self, t: int):
         return (self.at_prior, self.at_posterior)[int(t)]
+
+
+def two_ends(prior_end: TunedKernel, posterior_end: TunedKernel, seconds: float
+             ) -> "TunedKernel | EndKernels":
+    """The kernel of the prior path's two ends, for the simulator check: ``prior_end``'s
+    params at beta 0 (its first grid beta), ``posterior_end``'s at 1 (its last); where
+    one metric is dense and the other diagonal, each keeps its own kind
+    (:class:`EndKernels`).  ``seconds``: the pilot's seconds a transition."""
+    both = prior_end.inv_metric is not None and posterior_end.inv_metric is not None
+    if both and prior_end.dense != posterior_end.dense:
+        return EndKernels.of(prior_end, posterior_end)
+    metric = np.stack([prior_end.inv_metric[0], posterior_end.inv_metric[-1]]) if both else None
+    return TunedKernel(posterior_end.kind, np.array([0.0, 1.0]),
+                       np.array([prior_end.step_size[0], posterior_end.step_size[-1]]), metric,
+                       dict(posterior_end.fixed), posterior_end.beta_floor,
+                       np.array([prior_end.accept[0], posterior_end.accept[-1]]), seconds)
 
 
 BASE_METRIC = "the base's covariance"
@@ -262,14 +268,18 @@ def second_mode(best: tuple, found: list[tuple]) -> str | None:
     mode, start) per successful search.  Searches that end at the same mode agree to
     the optimiser's tolerance, far inside one sd."""
     base, value, _ = best
-    cov = base.cov / base.widen ** 2
-    log_mass = value + 0.5 * np.linalg.slogdet(cov)[1]
+
+    def peak(q: GaussianBase, at: np.ndarray) -> float:
+        return float(q.log_density(at[None, :])[0][0])
+
+    # From q's own factorisation: log q(m) - log q(x) = (Mahalanobis / widen)^2 / 2, and
+    # log p(mode) - log q(mode) is the log Laplace mass up to the widening's constant.
+    top = peak(base, base.mean)
+    log_mass = value - top
     for other, other_value, _ in found:
-        offset = other.mean - base.mean
-        distance = float(np.sqrt(offset @ np.linalg.solve(cov, offset)))
+        distance = base.widen * np.sqrt(max(2.0 * (top - peak(base, other.mean)), 0.0))
         with np.errstate(over="ignore"):  # a far wider second mode: share inf, as it is
-            share = np.exp(other_value + 0.5 * np.linalg.slogdet(other.cov / other.widen ** 2)[1]
-                           - log_mass)
+            share = np.exp(other_value - peak(other, other.mean) - log_mass)
         if distance > MODE_DISTANCE and share >= MODE_MASS:
             return (f"log joint {value:.4g} and {other_value:.4g} at modes {distance:.3g} sds "
                     f"apart, the second holding about {min(share, 1.0):.0%} of the first's "
