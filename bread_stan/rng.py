@@ -115,6 +115,7 @@ class Purpose(enum.Enum):
     # run: bread / compare on the Gaussian-base path
     NORMALISER_PRIOR = ("run", 24)  # the exact prior draws the normaliser's proposal fits
     NORMALISER_TRIES = ("run", 25)  # the draws whose rejection tries estimate its factor
+    PATHFINDER_BASE = ("run", 26)  # q by Pathfinder where the posterior has no Laplace fit
     # subjective
     SUBJECTIVE_FIT = ("subjective", 10)
     SUBJECTIVE_PILOT = ("subjective", 11)

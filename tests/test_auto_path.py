@@ -9,8 +9,9 @@ grows with the grid).  On Stan models: a small regression with an uncentred pred
 (x in 5,000-20,000) and a half-Cauchy scale (``tests/stan/uncentred_halfcauchy.stan``,
 spread about 1e14 nats at run seed 4) takes the Gaussian path without a prior pilot, and
 the waypoint where the Gaussian path cannot run for want of a trustworthy normaliser;
-where neither runs (SMC, two exact draws, IMH, no posterior mode) it falls back to the
-prior path with the reasons recorded.  The conjugate normal mean (prior path length about
+where neither runs (SMC, two exact draws, IMH, neither a posterior mode nor a Pathfinder
+fit, separate modes) it falls back to the prior path with the reasons recorded; without
+a posterior mode q is Pathfinder's.  The conjugate normal mean (prior path length about
 0.9 against 0.5) takes the Gaussian path, the prior path's pilot abandoned at its second
 grid beta; eight schools, non-centred (length about 1.25 against 3.1) takes the prior path
 and gives, bit for bit, the numbers and the fingerprint of ``path="prior"`` with Stan's
@@ -31,9 +32,11 @@ from bread_stan.ais.betas import length_so_far, thermodynamic_length
 from bread_stan.ais.path_choice import (BUDGET_RATIO, GRADIENT_RATIO, SPREAD_LIMIT, PathChoice,
                                         PathCost, abandon_when_costlier, cheaper, choose)
 from bread_stan.ais.tuning import TuningConfig
+from bread_stan.approx import ApproximationError, pathfinder
 from bread_stan.stan.draft import draft_simulator
 from bread_stan.stan.compile import compile_many
 from bread_stan.stan.simulator import Simulator, compile_with_simulator
+from bread_stan.workflows import base_fit
 from bread_stan.workflows.auto_path import resolve_path
 from bread_stan.workflows.bread import RunSettings, SamplerSettings, bread
 from bread_stan.workflows.problem import simulate_problem
@@ -168,9 +171,28 @@ def test_auto_falls_back_to_the_prior_path_with_its_reason(hard_problem, monkeyp
 
     monkeypatch.setattr(waypoint, "fit_base", no_mode)
     monkeypatch.setattr(gaussian_path, "fit_base", no_mode)
+    # no Laplace fit: q is Pathfinder's, and the Gaussian path runs from it
+    settled = resolve_path([problem], sim, SMALL_PILOT, RunSettings(seed=HARD_SEED), "hard")
+    assert settled.choice.path == "gaussian" and settled.tuned.fit["fit"] == "pathfinder"
+    assert "no mode found" in settled.tuned.fit["no_laplace"]
+
+    def no_pathfinder(*args, **kwargs):
+        raise ApproximationError("pathfinder: no iterate gave a finite ELBO")
+
+    monkeypatch.setattr(base_fit, "pathfinder", no_pathfinder)
     settled = resolve_path([problem], sim, SMALL_PILOT, RunSettings(seed=HARD_SEED), "hard")
     assert settled.choice.path == "prior" and "no Gaussian waypoint" in settled.choice.reason
-    assert "no Laplace fit" in settled.choice.reason  # nor a Gaussian path
+    assert "no Gaussian q" in settled.choice.reason  # nor a Gaussian path
+    assert "nor a Pathfinder fit (pathfinder: no iterate" in settled.choice.reason
+
+    def separate(*args, **kwargs):
+        raise waypoint.SeparateModesError("separate modes 12 sds apart")
+
+    monkeypatch.setattr(waypoint, "fit_base", separate)
+    monkeypatch.setattr(base_fit, "pathfinder", pathfinder)  # Pathfinder would fit
+    settled = resolve_path([problem], sim, SMALL_PILOT, RunSettings(seed=HARD_SEED), "hard")
+    assert settled.choice.path == "prior" and "separate modes" in settled.choice.reason
+    assert "Pathfinder" not in settled.choice.reason  # one Gaussian is refused outright
     explicit = resolve_path([problem], sim, SMALL_PILOT, RunSettings(path="prior"), "hard")
     assert explicit.choice.requested == "prior" and explicit.choice.loglik_sd is None
 

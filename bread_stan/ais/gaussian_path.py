@@ -39,8 +39,8 @@ from . import engine
 from .gaussian_base import DEFAULT_WIDEN, GaussianBase
 from .prior_normaliser import DEFAULT_DRAWS, NormaliserEstimate, estimate_log_normaliser
 from .tuning import TunedKernel, TuningConfig, tune
-from .waypoint import (EndKernels, base_leg_target, fit_base, leg_record, tune_base_leg,
-                       two_ends)
+from .waypoint import (EndKernels, base_leg_target, fit_base, fit_name, leg_record,
+                       tune_base_leg, two_ends)
 from ..kernels.base import Kernel
 from ..rng import Stream, chain_seed_sequences
 from ..stan.model import StanModel
@@ -157,8 +157,8 @@ def fit_gaussian_path(model: Target, kernel: Kernel, base_params, pilot_draws,
                                              n_normaliser)
     else:
         log.info("%s", normaliser.message)
-    log.info("gaussian path: Laplace fit in %.2g s; log c = %.4f (se %.2g, %s) in %.2g s",
-             record["seconds"], normaliser.log_c, normaliser.se, normaliser.method,
+    log.info("gaussian path: %s fit in %.2g s; log c = %.4f (se %.2g, %s) in %.2g s",
+             fit_name(record), record["seconds"], normaliser.log_c, normaliser.se, normaliser.method,
              time.perf_counter() - t0)
     return GaussianPath(base, leg, normaliser, record)
 

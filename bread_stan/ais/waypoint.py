@@ -56,7 +56,7 @@ from ..stan.model import StanModel
 from ..stan.native import NativeKernels
 from ..target import Evaluation, Target
 
-__all__ = ["PriorToBase", "TiedEnd", "WaypointPath", "WaypointError", "fit_base", "fit_waypoint",
+__all__ = ["PriorToBase", "TiedEnd", "WaypointPath", "WaypointError", "SeparateModesError", "fit_base", "fit_name", "fit_waypoint",
            "leg_targets", "base_leg_target", "tune_base_leg", "leg_record", "BASE_METRIC",
            "EndKernels", "two_ends",
            "forward", "reverse", "forward_and_reverse", "LEG1_FLOOR_MIN"]
@@ -69,6 +69,10 @@ _STARTS = 4  # mode searches, from the pilot's prior draws of highest joint dens
 
 class WaypointError(InputError):
     """No Gaussian waypoint could be fitted (no mode, no curvature there)."""
+
+
+class SeparateModesError(WaypointError):
+    """The mode searches found separate modes: no one Gaussian stands for the posterior."""
 
 
 class PriorToBase:
@@ -314,13 +318,18 @@ def fit_base(model: Target, pilot, widen: float = DEFAULT_WIDEN) -> tuple[Gaussi
     best = max(found, key=lambda f: f[1])
     other = second_mode(best, found)
     if other is not None:
-        raise WaypointError(f"mode searches from the {len(order[:_STARTS])} prior draws of "
+        raise SeparateModesError(f"mode searches from the {len(order[:_STARTS])} prior draws of "
                             f"highest joint density found separate modes ({other}): one "
                             "Gaussian cannot stand for a posterior with several modes; use "
                             "the prior path (RunSettings(path='prior'))")
-    return best[0], {"log_joint_at_mode": best[1], "start": best[2],
+    return best[0], {"fit": "laplace", "log_joint_at_mode": best[1], "start": best[2],
                      "failed_searches": len(errors), "widen": widen,
                      "seconds": time.perf_counter() - t0}
+
+
+def fit_name(record: dict) -> str:
+    """How q was fitted, for messages: "Laplace" or "Pathfinder"."""
+    return {"pathfinder": "Pathfinder"}.get(record.get("fit", "laplace"), "Laplace")
 
 
 def fit_waypoint(model: Target, kernel: Kernel, base_params, pilot_draws, *, seed,
@@ -342,8 +351,8 @@ def fit_waypoint(model: Target, kernel: Kernel, base_params, pilot_draws, *, see
     tuned2 = tune_base_leg(leg2, kernel, base_params, base, pilot.shape[0], seed=seed,
                            config=config, progress=progress)
     lengths = tuple(thermodynamic_length(t.grid_betas, t.loglik_sd) for t in (tuned1, tuned2))
-    log.info("waypoint: Laplace fit in %.2g s; thermodynamic lengths %.3g (prior to q) and "
-             "%.3g (q to posterior)", record["seconds"], *lengths)
+    log.info("waypoint: %s fit in %.2g s; thermodynamic lengths %.3g (prior to q) and "
+             "%.3g (q to posterior)", fit_name(record), record["seconds"], *lengths)
     return WaypointPath(base, (tuned1, tuned2), lengths, record)
 
 

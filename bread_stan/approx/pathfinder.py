@@ -8,11 +8,12 @@ Stan's ``form_diag``; a pair is accepted when y.s > 0 and |y.y / y.s| <= 1e12, S
 code keeps it) gives the Gaussian N(x_l + Sigma_l grad log p(x_l), Sigma_l); its ELBO is
 estimated with ``elbo_draws`` draws and the Gaussian with the largest ELBO is returned.
 
-Sigma_l is formed as a dense (d, d) matrix by the BFGS inverse update applied pair by
-pair to the diagonal (the same matrix as the paper's low-rank factored form); that costs
-O(d^3) per iterate, which is fine at the dimensions of the models here (d up to a few
-hundred), not for d in the tens of thousands.  The importance resampling of the paper's
-multi-path variant is not done: the output is the Gaussian itself.
+Sigma_l is never formed while the path is searched: it is diag(alpha) plus a rank-2m
+correction (the compact form of the BFGS inverse update; Byrd, Nocedal and Schnabel 1994),
+and its draws, log density and ELBO take O(d m^2) per iterate through a thin QR of the
+correction, as in the paper's Algorithm 4.  Only the chosen Gaussian's covariance is made
+dense (d, d).  The importance resampling of the paper's multi-path variant is not done:
+the output is the Gaussian itself.
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ import time
 from typing import Any
 
 import numpy as np
-from scipy import optimize
+from scipy import linalg, optimize
 
-from ..ais.gaussian_base import BaseFitError, GaussianBase, joint_density
+from ..ais.gaussian_base import joint_density
 from .gaussian import ApproximationError, GaussianApproximation, initial_point
 from ..errors import InputError
 
@@ -44,15 +45,47 @@ def _update_diagonal(alpha: np.ndarray, y: np.ndarray, s: np.ndarray) -> np.ndar
 
 
 def _inverse_hessian(alpha: np.ndarray, pairs: list[tuple[np.ndarray, np.ndarray]]
-                     ) -> np.ndarray:
-    """Dense L-BFGS inverse Hessian: BFGS inverse updates of diag(alpha), oldest first."""
-    h = np.diag(alpha)
-    eye = np.eye(alpha.size)
-    for s, y in pairs:
-        rho = 1.0 / float(y @ s)
-        left = eye - rho * np.outer(s, y)
-        h = left @ h @ left.T + rho * np.outer(s, s)
-    return 0.5 * (h + h.T)
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """``W`` (d, 2m) and ``M`` (2m, 2m) with the L-BFGS inverse Hessian (BFGS inverse
+    updates of diag(alpha), oldest pair first) equal to ``diag(alpha) + W M W'``."""
+    d = alpha.size
+    if not pairs:
+        return np.zeros((d, 0)), np.zeros((0, 0))
+    s = np.column_stack([p[0] for p in pairs])
+    y = np.column_stack([p[1] for p in pairs])
+    sy = s.T @ y
+    r_inv = linalg.solve_triangular(np.triu(sy), np.eye(len(pairs)))
+    middle = r_inv.T @ (np.diag(np.diag(sy)) + y.T @ (alpha[:, None] * y)) @ r_inv
+    zero = np.zeros_like(r_inv)
+    return (np.hstack([alpha[:, None] * y, s]),
+            np.block([[zero, -r_inv], [-r_inv.T, middle]]))
+
+
+class _LowRankGaussian:
+    """N(mean, diag(alpha) + W M W') drawn and scored through a thin QR of W, O(d m^2)."""
+
+    def __init__(self, point, grad, alpha, w, m):
+        self.alpha, self.w, self.m = alpha, w, m
+        self.mean = point + alpha * grad + w @ (m @ (w.T @ grad))
+        self.root = np.sqrt(alpha)
+        self.q, r = np.linalg.qr(w / self.root[:, None])
+        chol = np.linalg.cholesky(np.eye(r.shape[0]) + r @ m @ r.T)  # LinAlgError: not PD
+        self.l_minus_eye = chol - np.eye(chol.shape[0])
+        self.log_det = 2 * float(np.sum(np.log(self.root))) + 2 * float(
+            np.sum(np.log(np.diag(chol))))
+
+    def sample(self, rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """(n, d) draws and their log densities."""
+        z = rng.standard_normal((n, self.mean.size))
+        x = self.mean + self.root * (z + ((z @ self.q) @ self.l_minus_eye.T) @ self.q.T)
+        log_q = -0.5 * (self.mean.size * np.log(2 * np.pi) + self.log_det
+                        + np.sum(z * z, axis=1))
+        return x, log_q
+
+    def dense(self) -> tuple[np.ndarray, np.ndarray]:
+        """The mean and the (d, d) covariance."""
+        cov = np.diag(self.alpha) + self.w @ self.m @ self.w.T
+        return self.mean, 0.5 * (cov + cov.T)
 
 
 def pathfinder(model: Any, *, seed: int = 0, start: np.ndarray | None = None,
@@ -107,17 +140,16 @@ def pathfinder(model: Any, *, seed: int = 0, start: np.ndarray | None = None,
         if _curvature_ok(y, s):
             alpha = _update_diagonal(alpha, y, s)
             pairs = (pairs + [(s, y)])[-int(history_size):]
-        sigma = _inverse_hessian(alpha, pairs)
         try:
-            q = GaussianBase(points[l] + sigma @ grads[l], sigma)
-        except BaseFitError:
+            q = _LowRankGaussian(points[l], grads[l], alpha, *_inverse_hessian(alpha, pairs))
+        except np.linalg.LinAlgError:
             candidates.append(None)
             trace.append(-np.inf)
             continue
-        draws = q.sample(rng, int(elbo_draws))
+        draws, log_q = q.sample(rng, int(elbo_draws))
         lp, _ = density(draws, False)
         with np.errstate(invalid="ignore"):
-            elbo = float(np.mean(lp - q.log_density(draws)[0]))
+            elbo = float(np.mean(lp - log_q))
         candidates.append(q)
         trace.append(elbo if np.isfinite(elbo) else -np.inf)
     if not trace or not np.any(np.isfinite(trace)):
@@ -126,11 +158,11 @@ def pathfinder(model: Any, *, seed: int = 0, start: np.ndarray | None = None,
                                  "density may be flat (improper), or not finite near the "
                                  "path); try another start")
     best = int(np.argmax(trace))
-    chosen = candidates[best]
+    mean, cov = candidates[best].dense()
     diagnostics = {"iterations": len(points) - 1, "converged": bool(result.success),
                    "message": str(result.message), "elbo_trace": np.asarray(trace),
                    "best_iteration": best + 1, "gradient_evaluations": calls[0],
                    "density_evaluations": len(trace) * int(elbo_draws),
                    "seconds": time.perf_counter() - t0}
-    return GaussianApproximation(chosen.mean, chosen.cov, method="pathfinder",
+    return GaussianApproximation(mean, cov, method="pathfinder",
                                  diagnostics=diagnostics)

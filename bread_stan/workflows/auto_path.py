@@ -5,17 +5,19 @@ exact prior draws (the very draws the pilots then tune on) and lets the pilots o
 paths bid (:mod:`bread_stan.ais.path_choice`):
 
 1. The Gaussian-base path (:mod:`bread_stan.ais.gaussian_path`), where it can run (AIS,
-   HMC or NUTS, one exact draw, a posterior mode with a Laplace fit, a prior normaliser
-   whose estimate can be trusted): its q is fitted, its leg tuned, and the leg's
-   thermodynamic length L and gradients a transition g measured.
+   HMC or NUTS, one exact draw, a Gaussian q (:mod:`bread_stan.workflows.base_fit`: a
+   Laplace fit at the posterior's mode, or Pathfinder's where there is none), a prior
+   normaliser whose estimate can be trusted): its q is fitted, its leg tuned, and the
+   leg's thermodynamic length L and gradients a transition g measured.
 2. Tempering from the prior, unless the spread of the log likelihood says it would
    strand chains: its pilot runs with the rule that abandons it once the part of the
    path measured so far already costs more (g L^2) than the Gaussian path.
 
 The cheaper path is taken, and its tuning handed to the run (:attr:`Resolution.tuned`),
 so neither pilot runs twice.  Where the Gaussian path cannot run, the spread rule alone
-decides between the prior path and the Gaussian waypoint, as before.  A model without
-a posterior mode falls back to the prior path before the run's fingerprint is taken.
+decides between the prior path and the Gaussian waypoint, as before.  A model for which
+no q can be fitted (no mode and no Pathfinder fit, or separate modes) falls back to the
+prior path before the run's fingerprint is taken.
 The settings returned are concrete (path "prior", "waypoint" or "gaussian", ridge
 "stan" or "relative"): they are what the fingerprint and the saved header record.  One
 decision serves the forward and the reverse runs and every step count; the pilots are
@@ -44,6 +46,7 @@ from ..ais.tuning import PilotAbandoned, TunedKernel, tune
 from ..errors import InputError
 from ..rng import Purpose, derived_seed
 from ..stan.simulator import Simulator
+from .base_fit import fit_q
 from .simulator_normaliser import simulator_normaliser
 from .problem import Problem, prior_draws, unconstrained_draws
 from .settings import RunSettings, SamplerSettings
@@ -74,41 +77,44 @@ def _concrete(sampler: SamplerSettings, run: RunSettings, choice: PathChoice,
 
 def fit_gaussian(problem: Problem, simulator: Simulator, sampler: SamplerSettings,
                  run: RunSettings, fitted=None) -> gaussian_path.GaussianPath:
-    """The Gaussian-base path of ``problem``: q fitted on the pilot's exact prior draws,
-    its leg tuned and the prior's normaliser estimated, all on the run's seeds (so a
-    run that fits it again gets the same path)."""
+    """The Gaussian-base path of ``problem``: q fitted on the pilot's exact prior draws
+    (:func:`~bread_stan.workflows.base_fit.fit_q`), its leg tuned and the prior's
+    normaliser estimated, all on the run's seeds (so a run that fits it again gets the
+    same path)."""
     concrete = sampler.for_path("gaussian")
     kernel, base_params = concrete.make()
     pilot_seed = derived_seed(run.seed, Purpose.PILOT)
+    pilot = prior_draws(problem, simulator, concrete.pilot_chains, pilot_seed)
+    if fitted is None:
+        fitted = fit_q(problem.target, pilot, run.seed)
     fit = simulator.simulate(fit_draws(problem.target.dim),
                              derived_seed(run.seed, Purpose.NORMALISER_PRIOR))
     known = simulator_normaliser(simulator, fit,
                                  derived_seed(run.seed, Purpose.NORMALISER_TRIES),
                                  problem.target.compiled.program.code)
     return gaussian_path.fit_gaussian_path(
-        problem.target, kernel, base_params,
-        prior_draws(problem, simulator, concrete.pilot_chains, pilot_seed),
+        problem.target, kernel, base_params, pilot,
         None if known is not None else unconstrained_draws(problem, fit),
         seed=pilot_seed, config=concrete.tuning_config(), progress=run.progress,
         fitted=fitted, normaliser=known)
 
 
 def _cannot_fit(sampler: SamplerSettings, run: RunSettings) -> str | None:
-    """Why neither path that starts from a Laplace fit (Gaussian, waypoint) can run
+    """Why neither path that starts from a fitted Gaussian q (Gaussian, waypoint) can run
     here, or None."""
     if run.algorithm != "ais":
-        return "a path from a Laplace fit runs AIS only and this run is SMC"
+        return "a path from a fitted Gaussian runs AIS only and this run is SMC"
     if sampler.kernel == "imh":
-        return "a path from a Laplace fit tunes HMC or NUTS and this run is IMH"
+        return "a path from a fitted Gaussian tunes HMC or NUTS and this run is IMH"
     if run.exact_draws != 1:
-        return (f"a Laplace fit is made to one data set and this run has "
+        return (f"a Gaussian q is fitted to one data set and this run has "
                 f"{run.exact_draws} exact draws")
     return None
 
 
 def _gaussian_candidate(problem, simulator, sampler, run, name, fitted
                         ) -> tuple[gaussian_path.GaussianPath | None, PathCost | None, str]:
-    """The Gaussian path on the Laplace fit ``fitted`` and its cost, or None, None and
+    """The Gaussian path on the fitted q ``fitted`` and its cost, or None, None and
     why it cannot run."""
     log.info("%s: choosing the path: fitting the Gaussian-base path's pilot", name)
     path = fit_gaussian(problem, simulator, sampler, run, fitted)
@@ -139,15 +145,15 @@ def resolve_path(problems: list[Problem], simulator: Simulator, sampler: Sampler
     pilot_seed = derived_seed(run.seed, Purpose.PILOT)
     pilot = prior_draws(first, simulator, sampler.pilot_chains, pilot_seed)
     rule = choose(first.target.evaluate(pilot, gradient=False).log_lik)
-    # One Laplace fit serves both paths that start from it.
+    # One fit of q serves both paths that start from it.
     cannot = unavailable = _cannot_fit(sampler, run)
     fitted = None
     if cannot is None:
         try:
-            fitted = waypoint.fit_base(first.target, pilot)
+            fitted = fit_q(first.target, pilot, run.seed)
         except waypoint.WaypointError as error:
             cannot, unavailable = (f"no Gaussian waypoint ({error})",
-                                   f"no Laplace fit ({error})")
+                                   f"no Gaussian q ({error})")
     if fitted is not None:
         gaussian, cost, unavailable = _gaussian_candidate(first, simulator, sampler, run,
                                                           name, fitted)

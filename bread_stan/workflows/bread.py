@@ -50,6 +50,7 @@ from .problem import (Problem, constrained, largest_simulated_value, prior_draws
                       simulate_problem)
 from .settings import RunSettings, SamplerSettings
 from .auto_path import Resolution, fit_gaussian, resolve_path
+from .base_fit import fit_q
 from ..ais.path_choice import PathChoice, given
 from .simulator_check import (CheckSettings, SimulatorCheck, check_simulator,
                               simulate_check_draws)
@@ -124,9 +125,11 @@ def _tune_check_and_run(problems: list[Problem], simulator: Simulator,
                                             choice).to_dict()
     elif run.path == "waypoint":  # fitted again on a resume: the same seeds, the same path
         start = time.perf_counter()
+        pilot = prior_draws(first, simulator, sampler.pilot_chains, pilot_seed)
+        if fitted is None:
+            fitted = fit_q(first.target, pilot, run.seed)
         tuned = waypoint.fit_waypoint(
-            first.target, kernel, base_params,
-            prior_draws(first, simulator, sampler.pilot_chains, pilot_seed), seed=pilot_seed,
+            first.target, kernel, base_params, pilot, seed=pilot_seed,
             config=sampler.tuning_config(), progress=run.progress, fitted=fitted)
         seconds, check_kernel = time.perf_counter() - start, tuned.endpoints()
     else:
@@ -188,7 +191,8 @@ def _gaussian_reason(path: gaussian_path.GaussianPath) -> str:
         f"estimated by importance sampling from exact prior draws, log c = {c.log_c:.4f} "
         f"(se {c.se:.2g}, Pareto k {c.pareto_k:.2f}"
         f"{'' if c.trustworthy else ': NOT trustworthy'})"))
-    return (f"a Laplace Gaussian (sds times {path.fit['widen']:g}) then AIS from "
+    return (f"a {waypoint.fit_name(path.fit)} Gaussian (sds times {path.fit['widen']:g}) "
+            "then AIS from "
             "its exact draws to the posterior: a different sampler from AIS from the prior, "
             f"and the bound is on its output; the prior's normaliser c, {how}, "
             "is subtracted from every estimate: the upper end stays a stochastic upper "

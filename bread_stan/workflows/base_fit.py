@@ -1,0 +1,91 @@
+"""The Gaussian q that the Gaussian-base and waypoint paths start from.
+
+:func:`fit_q` is the Laplace fit of :func:`bread_stan.ais.waypoint.fit_base` (the best of
+a few mode searches from the pilot's exact prior draws) where the posterior has a mode
+with downward curvature.  Where none has (a hierarchical posterior whose density grows
+without bound as a group scale goes to 0, so that the mode search ends in a funnel's
+neck), q is the Pathfinder Gaussian instead: the normal approximation of largest ELBO
+along the L-BFGS path from the pilot draw of highest joint density
+(:func:`bread_stan.approx.pathfinder`), its sds widened as the Laplace fit's are.  The
+path then runs as from a Laplace q: AIS from exact draws of q corrects whatever q gets
+wrong, at the price of a longer path.  A posterior whose mode searches end at separate
+modes is refused whichever way q would be fitted: one Gaussian cannot stand for it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import numpy as np
+
+from ..ais import waypoint
+from ..ais.gaussian_base import DEFAULT_WIDEN, BaseFitError, GaussianBase
+from ..approx import ApproximationError, pathfinder
+from ..errors import InputError
+from ..rng import Purpose, derived_seed
+from ..target import Target
+
+__all__ = ["fit_q"]
+
+log = logging.getLogger(__name__)
+
+STARTS = 4  # Pathfinder runs, from the pilot draws of highest joint density
+ELBO_DRAWS = 256  # draws that compare the runs' Gaussians
+
+
+def fit_q(target: Target, pilot: np.ndarray, seed: int, widen: float = DEFAULT_WIDEN
+          ) -> tuple[GaussianBase, dict]:
+    """q and its record (``record["fit"]`` is "laplace" or "pathfinder") from the pilot's
+    exact prior draws ``pilot``; ``seed`` (the run's) seeds Pathfinder's draws.
+    :class:`~bread_stan.ais.waypoint.WaypointError` when neither fit can be made, or
+    when the mode searches find separate modes."""
+    pilot = np.ascontiguousarray(np.asarray(pilot, dtype=float))
+    try:
+        return waypoint.fit_base(target, pilot, widen)
+    except waypoint.SeparateModesError:
+        raise
+    except waypoint.WaypointError as error:
+        no_laplace = str(error)
+    t0 = time.perf_counter()
+    ev = target.evaluate(pilot, gradient=False)
+    joint = np.nan_to_num(ev.log_prior + ev.log_lik, nan=-np.inf)
+    starts = [int(i) for i in np.argsort(-joint)[:STARTS] if np.isfinite(joint[i])]
+    fits, errors = [], []
+    for k, start in enumerate(starts):
+        seed_k = derived_seed(seed, Purpose.PATHFINDER_BASE, k)
+        try:
+            fitted = pathfinder(target, seed=seed_k, start=pilot[start])
+        except (ApproximationError, InputError) as error:
+            errors.append(str(error))
+            continue
+        fits.append((_elbo(target, fitted, seed_k), start, fitted))
+    if not fits:
+        reason = errors[0] if errors else "no pilot draw has a finite joint density"
+        raise waypoint.WaypointError(f"{no_laplace}; nor a Pathfinder fit ({reason})")
+    elbo, start, fitted = max(fits, key=lambda f: f[0])
+    try:
+        base = GaussianBase(fitted.mean, widen ** 2 * fitted.cov, widen)
+    except BaseFitError as error:
+        raise waypoint.WaypointError(f"{no_laplace}; nor a Pathfinder fit ({error})") from None
+    info = fitted.diagnostics
+    record = {"fit": "pathfinder", "no_laplace": no_laplace, "start": start, "elbo": elbo,
+              "elbos": [f[0] for f in fits], "failed_searches": len(errors),
+              "best_iteration": int(info["best_iteration"]),
+              "iterations": int(info["iterations"]), "widen": widen,
+              "seconds": time.perf_counter() - t0}
+    log.info("no Laplace fit (%s); q is the Pathfinder Gaussian of largest ELBO over %d "
+             "starts instead: ELBO %.6g (at L-BFGS iterate %d of %d), %.3g s", no_laplace,
+             len(fits), elbo, record["best_iteration"], record["iterations"],
+             record["seconds"])
+    return base, record
+
+
+def _elbo(target: Target, fitted, seed: int) -> float:
+    """The ELBO of Pathfinder's Gaussian from :data:`ELBO_DRAWS` draws: the comparison of
+    starts needs more than the 25 draws each iterate gets along one path."""
+    draws = fitted.sample(np.random.default_rng(seed), ELBO_DRAWS)
+    ev = target.evaluate(draws, gradient=False)
+    with np.errstate(invalid="ignore"):
+        elbo = float(np.mean(ev.log_prior + ev.log_lik - fitted.log_q(draws)))
+    return elbo if np.isfinite(elbo) else -np.inf
