@@ -29,8 +29,9 @@ import pytest
 
 from bread_stan.ais import gaussian_path, waypoint
 from bread_stan.ais.betas import length_so_far, thermodynamic_length
-from bread_stan.ais.path_choice import (BUDGET_RATIO, GRADIENT_RATIO, SPREAD_LIMIT, PathChoice,
-                                        PathCost, abandon_when_costlier, cheaper, choose)
+from bread_stan.ais.path_choice import (BUDGET_RATIO, CAPPED_GAP, GRADIENT_RATIO, SPREAD_LIMIT,
+                                        PathChoice, PathCost, abandon_when_costlier, cheaper,
+                                        choose)
 from bread_stan.ais.tuning import TuningConfig
 from bread_stan.approx import ApproximationError, pathfinder
 from bread_stan.stan.draft import draft_simulator
@@ -99,6 +100,16 @@ def test_cost_and_the_rule_that_abandons_the_prior_pilot():
     assert "whole pilot" in budgeted(grid[:2], sd[:2], 1.0, 2001)
     assert budgeted.partial.pilot_gradients == 2001
     assert give_up(grid[:2], sd[:2], 1.0, 10 ** 9) is None  # no budget: the rival's unknown
+    # the caps apply only where the rival converges anyway: L^2 / (2 T) <= CAPPED_GAP
+    long_rival = PathCost(50.0, 4.0, pilot_gradients=1000.0)  # gap 1.25 at T = 1000
+    assert CAPPED_GAP == 1.0 and abandon_when_costlier(long_rival, steps=1250).capped
+    uncapped = abandon_when_costlier(long_rival, steps=1000)
+    assert not uncapped.capped
+    assert uncapped(grid[:2], sd[:2], 1000.0, 10 ** 9) is None  # neither cap fires
+    assert "already costs more" in uncapped(grid, sd, 1e6, 10 ** 9)  # the sure rule does
+    capped = abandon_when_costlier(long_rival, steps=1250)
+    assert "whole pilot" in capped(grid[:2], sd[:2], 1.0, 2001)
+    assert "more than 8 times" in capped(grid[:2], sd[:2], 33.0)
     spread = PathChoice("auto", "prior", "spread", 10.0, 32, SPREAD_LIMIT)
     dear, cheap = PathCost(2.0, 10.0), PathCost(1.0, 10.0)
     assert cheaper(cheap, dear, spread).path == "gaussian"

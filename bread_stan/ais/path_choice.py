@@ -21,8 +21,13 @@ any accuracy; the cheaper is taken (a tie goes to the prior path, which needs no
 normaliser).  The Gaussian path's pilot runs first; the prior path's is abandoned as
 soon as the part of its path measured so far already costs more (the rest can only add
 length), or its transitions take more than ``GRADIENT_RATIO`` = 8 times the Gaussian
-path's gradients, so a funnel-shaped prior does not cost a full pilot.  Gradients, not seconds:
-the same seed makes the same choice on any machine.
+path's gradients, so a funnel-shaped prior does not cost a full pilot, or it has spent
+``BUDGET_RATIO`` times the Gaussian pilot's gradients.  Those two caps apply only where
+the Gaussian path is predicted to be accurate anyway (its gap L^2 / (2T) at the run's
+largest T at most ``CAPPED_GAP`` = 1 nat): where it is not (a long path from a poor q,
+such as a Pathfinder fit to a funnel), the choice matters and the prior pilot runs until
+it is shown costlier or finishes.  Gradients, not seconds: the same seed makes the same
+choice on any machine.
 
 What the cost rule cannot see: how well the kernels mix (L^2 / (2T) is the gap of
 perfectly mixing transitions; a path whose chains lag has a larger gap than its length
@@ -43,7 +48,8 @@ from .betas import length_so_far
 from .tuning import TuningConfig, loglik_sd
 
 __all__ = ["PathChoice", "PathCost", "PATHS", "SPREAD_LIMIT", "choose", "given",
-           "cheaper", "abandon_when_costlier", "GRADIENT_RATIO", "BUDGET_RATIO"]
+           "cheaper", "abandon_when_costlier", "GRADIENT_RATIO", "BUDGET_RATIO",
+           "CAPPED_GAP"]
 
 PATHS = ("auto", "prior", "waypoint", "gaussian")
 SPREAD_LIMIT = 1.0 / TuningConfig().floor_min  # 1e12 nats: the pilot's floor cannot go lower
@@ -77,6 +83,7 @@ class PathCost:
 
 GRADIENT_RATIO = 8.0  # the prior path's pilot stops above this many times the rival's g
 BUDGET_RATIO = 2.0  # ... or once it has spent this many times the rival pilot's gradients
+CAPPED_GAP = 1.0  # nats: the two caps apply only where the rival's L^2 / (2 T) is below
 
 
 class abandon_when_costlier:  # noqa: N801 (used as a function)
@@ -92,23 +99,27 @@ class abandon_when_costlier:  # noqa: N801 (used as a function)
     cheaper within the budget and the Gaussian path runs (on a hierarchical model with
     many observations the prior path's length grows slowly over many grid betas, and
     its pilot would otherwise cost as much as AIS itself).  Both caps trade a possibly
-    cheaper path for a bounded choice; neither affects what the bounds guarantee.
+    cheaper path for a bounded choice; neither affects what the bounds guarantee.  They
+    apply only where the rival's predicted gap at ``steps`` distributions (the run's
+    largest T; None: always), L^2 / (2T), is at most ``CAPPED_GAP``: giving up a
+    possibly cheaper path is harmless only where the rival converges anyway.
     ``partial`` keeps the prior path's cost at the last grid beta measured."""
 
-    def __init__(self, rival: PathCost):
+    def __init__(self, rival: PathCost, steps: int | None = None):
         self.rival = rival
         self.partial: PathCost | None = None
+        self.capped = steps is None or rival.length ** 2 / (2 * steps) <= CAPPED_GAP
 
     def __call__(self, grid, sds, gradients: float, spent: float = 0.0) -> str | None:
         self.partial = PathCost(length_so_far(grid, sds), gradients, complete=False,
                                 pilot_gradients=float(spent))
         budget = self.rival.pilot_gradients
-        if budget is not None and spent > BUDGET_RATIO * budget:
+        if self.capped and budget is not None and spent > BUDGET_RATIO * budget:
             return (f"by beta = {grid[-1]:.3g} the prior path's pilot has spent {spent:.3g} "
                     f"gradients, more than {BUDGET_RATIO:g} times the Gaussian path's "
                     f"whole pilot ({budget:.3g}), without costing less "
                     f"({self.partial.describe()} against {self.rival.describe()})")
-        if gradients > GRADIENT_RATIO * self.rival.gradients:
+        if self.capped and gradients > GRADIENT_RATIO * self.rival.gradients:
             return (f"by beta = {grid[-1]:.3g} the prior path's transitions take "
                     f"{gradients:.3g} gradients, more than {GRADIENT_RATIO:g} times the "
                     f"Gaussian path's {self.rival.gradients:.3g} (it could win only on a "
