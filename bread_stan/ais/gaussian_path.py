@@ -158,8 +158,8 @@ def fit_gaussian_path(model: Target, kernel: Kernel, base_params, pilot_draws,
     else:
         log.info("%s", normaliser.message)
     log.info("gaussian path: %s fit in %.2g s; log c = %.4f (se %.2g, %s) in %.2g s",
-             fit_name(record), record["seconds"], normaliser.log_c, normaliser.se, normaliser.method,
-             time.perf_counter() - t0)
+             fit_name(record), record["seconds"], normaliser.log_c, normaliser.se,
+             normaliser.method, time.perf_counter() - t0)
     return GaussianPath(base, leg, normaliser, record)
 
 

@@ -56,7 +56,8 @@ from ..stan.model import StanModel
 from ..stan.native import NativeKernels
 from ..target import Evaluation, Target
 
-__all__ = ["PriorToBase", "TiedEnd", "WaypointPath", "WaypointError", "SeparateModesError", "fit_base", "fit_name", "fit_waypoint",
+__all__ = ["PriorToBase", "TiedEnd", "WaypointPath", "WaypointError", "SeparateModesError",
+           "fit_base", "fit_name", "fit_waypoint",
            "leg_targets", "base_leg_target", "tune_base_leg", "leg_record", "BASE_METRIC",
            "EndKernels", "two_ends",
            "forward", "reverse", "forward_and_reverse", "LEG1_FLOOR_MIN"]
@@ -318,10 +319,10 @@ def fit_base(model: Target, pilot, widen: float = DEFAULT_WIDEN) -> tuple[Gaussi
     best = max(found, key=lambda f: f[1])
     other = second_mode(best, found)
     if other is not None:
-        raise SeparateModesError(f"mode searches from the {len(order[:_STARTS])} prior draws of "
-                            f"highest joint density found separate modes ({other}): one "
-                            "Gaussian cannot stand for a posterior with several modes; use "
-                            "the prior path (RunSettings(path='prior'))")
+        raise SeparateModesError(
+            f"mode searches from the {len(order[:_STARTS])} prior draws of highest joint "
+            f"density found separate modes ({other}): one Gaussian cannot stand for a "
+            "posterior with several modes; use the prior path (RunSettings(path='prior'))")
     return best[0], {"fit": "laplace", "log_joint_at_mode": best[1], "start": best[2],
                      "failed_searches": len(errors), "widen": widen,
                      "seconds": time.perf_counter() - t0}
