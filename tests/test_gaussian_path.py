@@ -16,6 +16,7 @@ exact, from the simulator).
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -91,6 +92,25 @@ def test_a_block_of_chains_gives_the_numbers_of_the_batch_and_seeds_repeat(regre
     rev_part = gaussian_path.reverse(model, HMC(), path, CONFIG, 12, x_star, seed=9,
                                      n_chains=2, first_chain=4)
     np.testing.assert_array_equal(rev.log_estimates[4:], rev_part.log_estimates)
+
+
+def test_the_runs_log_their_progress_when_asked(regression, path, caplog):
+    """Under pytest stderr is not a terminal, so ``progress=True`` gives lines, not a bar,
+    on the Gaussian path as on the prior path; the same numbers either way."""
+    model, start = ShiftedPrior(regression), path.start_draws(4, 6)
+    x_star = regression.sample_posterior(np.random.default_rng(12), 1)[0]
+    with caplog.at_level(logging.INFO, logger="bread_stan"):
+        loud = gaussian_path.forward_and_reverse(model, HMC(), path, CONFIG, 12, start, x_star,
+                                                 seed=9, progress=True)
+    assert any("AIS forward+reverse, 12 distributions: 11 of 11 transitions" in r.getMessage()
+               for r in caplog.records)
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="bread_stan"):
+        quiet = gaussian_path.forward_and_reverse(model, HMC(), path, CONFIG, 12, start,
+                                                  x_star, seed=9)
+    assert not [r for r in caplog.records if "transitions" in r.getMessage()]
+    for a, b in zip(loud, quiet):
+        np.testing.assert_array_equal(a.log_estimates, b.log_estimates)
 
 
 def _halfnormal_mean_log_ml(y: np.ndarray) -> float:
@@ -191,11 +211,12 @@ def _centred_groups_log_ml(y: np.ndarray) -> float:
     return float(np.log(value) - shift)
 
 
-def test_without_a_mode_q_is_pathfinders_and_the_sandwich_holds(tmp_path):
+def test_without_a_mode_q_is_pathfinders_and_the_sandwich_holds(tmp_path, caplog):
     """centred_groups.stan has no posterior mode (the density grows like tau^-3 toward
     tau = 0), so no Laplace fit: q is the Pathfinder Gaussian, recorded and named on the
     path line, and AIS from it sandwiches log p(y) (1-D quadrature) within 3.5 standard
-    errors and not log(p(y)/2); the same seed refits the same q.  Of the four Pathfinder
+    errors and not log(p(y)/2); the same seed refits the same q; the run logs its
+    progress.  Of the four Pathfinder
     runs, the one of largest ELBO is kept."""
     from bread_stan.ais.waypoint import WaypointError, fit_base
     from bread_stan.stan.draft import draft_program
@@ -207,8 +228,12 @@ def test_without_a_mode_q_is_pathfinders_and_the_sandwich_holds(tmp_path):
     simulator.write_text(draft_program(model).text)
     data = {"J": 4}
     sampler = SamplerSettings(kernel="hmc", n_leapfrog=5, pilot_chains=16, pilot_grid=6)
-    run = RunSettings(steps=(300,), chains=100, seed=1, progress=False, path="gaussian")
-    result = bread(model, simulator, data, sampler=sampler, run=run)
+    run = RunSettings(steps=(300,), chains=100, seed=1, progress=True, path="gaussian")
+    with caplog.at_level(logging.INFO, logger="bread_stan"):
+        result = bread(model, simulator, data, sampler=sampler, run=run)
+    # the run's progress, through the shards (lines: stderr is not a terminal here)
+    assert any("AIS forward+reverse, 300 distributions: 299 of 299" in r.getMessage()
+               for r in caplog.records)
     y = np.asarray(result.extra["simulated_data"]["y"])
     target = StanTarget(model, {"J": 4, "y": y.tolist()})
     pilot = np.random.default_rng(0).normal(0, 1, (8, target.dim))

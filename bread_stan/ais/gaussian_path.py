@@ -184,38 +184,41 @@ def _shift(run: engine.AISRun, log_c: float) -> engine.AISRun:
 
 def forward(model: Target, kernel: Kernel, path: GaussianPath, config: engine.RunConfig,
             T: int, start, *, seed, stream: int = 0, increments: bool = True,
-            first_chain: int = 0) -> engine.AISRun:
+            first_chain: int = 0, progress: bool = False) -> engine.AISRun:
     """Forward AIS from exact draws of q ``start`` (n, d) (:meth:`GaussianPath.start_draws`):
     estimates of log p(y) (L - log c_hat)."""
     _, schedule, every = path.schedule(config, T)
     out = engine.forward(base_leg_target(model, path.base), kernel, schedule, start,
                          seed=seed, stream=stream,
                          increments_every=every if increments else None,
-                         first_chain=first_chain)
+                         first_chain=first_chain, progress=progress)
     return _shift(out, path.log_c)
 
 
 def reverse(model: Target, kernel: Kernel, path: GaussianPath, config: engine.RunConfig,
             T: int, start, *, seed, stream: int = 1, increments: bool = True,
-            first_chain: int = 0, n_chains: int | None = None) -> engine.AISRun:
+            first_chain: int = 0, n_chains: int | None = None,
+            progress: bool = False) -> engine.AISRun:
     """Reverse AIS from exact posterior draws ``start`` (or one repeated for
     ``n_chains``): upper bounds on log p(y) (U - log c_hat)."""
     _, schedule, every = path.schedule(config, T)
     out = engine.reverse(base_leg_target(model, path.base), kernel, schedule, start,
                          seed=seed, stream=stream,
                          increments_every=every if increments else None,
-                         first_chain=first_chain, n_chains=n_chains)
+                         first_chain=first_chain, n_chains=n_chains, progress=progress)
     return _shift(out, path.log_c)
 
 
 def forward_and_reverse(model: Target, kernel: Kernel, path: GaussianPath,
                         config: engine.RunConfig, T: int, base_draws, posterior_draws, *,
-                        seed, streams: tuple[int, int] = (0, 1), increments: bool = True
-                        ) -> tuple[engine.AISRun, engine.AISRun]:
+                        seed, streams: tuple[int, int] = (0, 1), increments: bool = True,
+                        progress: bool = False) -> tuple[engine.AISRun, engine.AISRun]:
     """Both directions in one batch (a single posterior draw repeated for as many
-    reverse chains as base draws)."""
+    reverse chains as base draws); ``progress``: a bar, or lines when there is no
+    terminal."""
     _, schedule, every = path.schedule(config, T)
     runs = engine.forward_and_reverse(base_leg_target(model, path.base), kernel, schedule,
                                       base_draws, posterior_draws, seed=seed, streams=streams,
-                                      increments_every=every if increments else None)
+                                      increments_every=every if increments else None,
+                                      progress=progress)
     return tuple(_shift(r, path.log_c) for r in runs)

@@ -403,7 +403,8 @@ def _join(direction: str, first: engine.AISRun, second: engine.AISRun,
 
 def _run(direction: str, model: Target, kernel: Kernel, path: WaypointPath,
          config: engine.RunConfig, T: int, start, *, seed, stream: int,
-         increments: bool, first_chain: int, n_chains: int | None) -> engine.AISRun:
+         increments: bool, first_chain: int, n_chains: int | None,
+         progress: bool = False) -> engine.AISRun:
     targets = path.targets(model)
     legs = path.schedules(config, T)
     order = (0, 1) if direction == "forward" else (1, 0)
@@ -415,42 +416,45 @@ def _run(direction: str, model: Target, kernel: Kernel, path: WaypointPath,
         runs.append(step(targets[i], kernel, schedule, x, seed=seed,
                          stream=stream + (int(Stream.WAYPOINT) if i == 1 else 0),
                          increments_every=every if increments else None,
-                         first_chain=first_chain, **extra))
+                         first_chain=first_chain, progress=progress, **extra))
         x = runs[-1].final_positions
     return _join(direction, runs[0], runs[1], len(legs[0][0]) - 1)
 
 
 def forward(model: Target, kernel: Kernel, path: WaypointPath, config: engine.RunConfig,
             T: int, start, *, seed, stream: int = 0, increments: bool = True,
-            first_chain: int = 0) -> engine.AISRun:
+            first_chain: int = 0, progress: bool = False) -> engine.AISRun:
     """Forward AIS over both legs from exact prior draws ``start`` (n, d): lower bounds
     on log p(y).  ``config`` gives the schedule family, the steps per temperature and
     the increment blocks (per leg); chain i uses streams (seed, stream, first_chain + i)
     on leg 1 and (seed, ``Stream.WAYPOINT`` + stream, first_chain + i) on leg 2."""
     return _run("forward", model, kernel, path, config, T, start, seed=seed, stream=stream,
-                increments=increments, first_chain=first_chain, n_chains=None)
+                increments=increments, first_chain=first_chain, n_chains=None,
+                progress=progress)
 
 
 def reverse(model: Target, kernel: Kernel, path: WaypointPath, config: engine.RunConfig,
             T: int, start, *, seed, stream: int = 1, increments: bool = True,
-            first_chain: int = 0, n_chains: int | None = None) -> engine.AISRun:
+            first_chain: int = 0, n_chains: int | None = None,
+            progress: bool = False) -> engine.AISRun:
     """Reverse AIS over both legs from exact posterior draws ``start`` (or one draw
     repeated for ``n_chains``): upper bounds on log p(y)."""
     return _run("reverse", model, kernel, path, config, T, start, seed=seed, stream=stream,
-                increments=increments, first_chain=first_chain, n_chains=n_chains)
+                increments=increments, first_chain=first_chain, n_chains=n_chains,
+                progress=progress)
 
 
 def forward_and_reverse(model: Target, kernel: Kernel, path: WaypointPath,
                         config: engine.RunConfig, T: int, prior_draws, posterior_draws, *,
-                        seed, streams: tuple[int, int] = (0, 1), increments: bool = True
-                        ) -> tuple[engine.AISRun, engine.AISRun]:
+                        seed, streams: tuple[int, int] = (0, 1), increments: bool = True,
+                        progress: bool = False) -> tuple[engine.AISRun, engine.AISRun]:
     """Both directions (a single posterior draw repeated for as many reverse chains as
     prior draws)."""
     n = np.shape(prior_draws)[0]
     return (forward(model, kernel, path, config, T, prior_draws, seed=seed,
-                    stream=streams[0], increments=increments),
+                    stream=streams[0], increments=increments, progress=progress),
             reverse(model, kernel, path, config, T, posterior_draws, seed=seed,
-                    stream=streams[1], increments=increments,
+                    stream=streams[1], increments=increments, progress=progress,
                     n_chains=n if np.ndim(posterior_draws) == 1
                     or np.shape(posterior_draws)[0] == 1 else None))
 

@@ -184,7 +184,8 @@ def _run_waypoint_shard(target: Target, context: ShardContext, shard: Shard, see
     if shard.direction == "both":
         runs = runner.forward_and_reverse(
             target, context.kernel, path, context.config, T, start[0], start[1],
-            streams=(_STREAMS["forward"], _STREAMS["reverse"]), **kw)
+            streams=(_STREAMS["forward"], _STREAMS["reverse"]),
+            progress=context.config.progress, **kw)
         arrays = {f"{r.direction}__{k}": v for r in runs for k, v in _arrays(r).items()}
         return arrays, {"shard": shard.key,
                         "wall_time": {r.direction: r.wall_time for r in runs}}
