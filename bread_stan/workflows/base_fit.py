@@ -2,11 +2,13 @@
 
 :func:`fit_q` is the Laplace fit of :func:`bread_stan.ais.waypoint.fit_base` (the best of
 a few mode searches from the pilot's exact prior draws) where the posterior has a mode
-with downward curvature.  Where none has (a hierarchical posterior whose density grows
-without bound as a group scale goes to 0, so that the mode search ends in a funnel's
-neck), q is the Pathfinder Gaussian instead: the normal approximation of largest ELBO
-along the L-BFGS path from the pilot draw of highest joint density
-(:func:`bread_stan.approx.pathfinder`), its sds widened as the Laplace fit's are.  The
+with downward curvature.  Where there is none (a hierarchical posterior whose density
+grows without bound as a group scale goes to 0, so that the mode search ends in a
+funnel's neck), q is a Pathfinder Gaussian instead (:func:`bread_stan.approx.pathfinder`:
+the normal approximation of largest ELBO along an L-BFGS path): Pathfinder runs from
+each of the ``STARTS`` pilot draws of highest joint density, the runs' Gaussians are
+compared by their ELBO on ``ELBO_DRAWS`` draws each (one run alone can stop in the
+funnel's neck), and the best one's sds are widened as the Laplace fit's are.  The
 path then runs as from a Laplace q: AIS from exact draws of q corrects whatever q gets
 wrong, at the price of a longer path.  A posterior whose mode searches end at separate
 modes is refused whichever way q would be fitted: one Gaussian cannot stand for it.
