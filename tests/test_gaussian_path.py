@@ -170,19 +170,24 @@ def test_bread_on_the_gaussian_path_sandwiches_log_ml_with_a_half_normal_scale()
     np.testing.assert_array_equal(L, again.steps[0].forward.log_estimates)
 
 
+def _drafted_gaussian_run(tmp_path, name: str, data: dict, progress: bool = False):
+    """bread on ``tests/stan/NAME.stan`` with a drafted simulator, on the Gaussian path:
+    HMC, 100 chains, T = 300, seed 1."""
+    from bread_stan.stan.draft import draft_program
+
+    model = TEST_STAN / f"{name}.stan"
+    simulator = tmp_path / f"{name}_drafted_sim.stan"
+    simulator.write_text(draft_program(model).text)
+    sampler = SamplerSettings(kernel="hmc", n_leapfrog=5, pilot_chains=16, pilot_grid=6)
+    run = RunSettings(steps=(300,), chains=100, seed=1, progress=progress, path="gaussian")
+    return bread(model, simulator, data, sampler=sampler, run=run)
+
+
 def test_a_drafted_simulator_gives_the_exact_normaliser_and_the_sandwich_holds(tmp_path):
     """The drafted simulator computes c = 1/2 (the half-normal tau) itself: the run takes
     it (method "exact", se 0) instead of importance sampling, says so on its path line,
     and sandwiches log p(y)."""
-    from bread_stan.stan.draft import draft_program
-
-    model = TEST_STAN / "halfnormal_mean.stan"
-    simulator = tmp_path / "halfnormal_mean_drafted_sim.stan"
-    simulator.write_text(draft_program(model).text)
-    data = {"N": 10}
-    sampler = SamplerSettings(kernel="hmc", n_leapfrog=5, pilot_chains=16, pilot_grid=6)
-    run = RunSettings(steps=(300,), chains=100, seed=1, progress=False, path="gaussian")
-    result = bread(model, simulator, data, sampler=sampler, run=run)
+    result = _drafted_gaussian_run(tmp_path, "halfnormal_mean", {"N": 10})
     c = result.extra["tuning"]["normaliser"]
     assert c["method"] == "exact" and c["se"] == 0 and c["log_c"] == pytest.approx(
         np.log(0.5), abs=1e-12)
@@ -215,22 +220,15 @@ def test_without_a_mode_q_is_pathfinders_and_the_sandwich_holds(tmp_path, caplog
     """centred_groups.stan has no posterior mode (the density grows like tau^-3 toward
     tau = 0), so no Laplace fit: q is the Pathfinder Gaussian, recorded and named on the
     path line, and AIS from it sandwiches log p(y) (1-D quadrature) within 3.5 standard
-    errors and not log(p(y)/2); the same seed refits the same q; the run logs its
-    progress.  Of the four Pathfinder
-    runs, the one of largest ELBO is kept."""
+    errors and not log(p(y)/2); the same seed refits the same q (of the four Pathfinder
+    runs, the one of largest ELBO); the run logs its progress."""
     from bread_stan.ais.waypoint import WaypointError, fit_base
-    from bread_stan.stan.draft import draft_program
     from bread_stan.stan.tempered import StanTarget
     from bread_stan.workflows.base_fit import fit_q
 
     model = TEST_STAN / "centred_groups.stan"
-    simulator = tmp_path / "centred_groups_sim.stan"
-    simulator.write_text(draft_program(model).text)
-    data = {"J": 4}
-    sampler = SamplerSettings(kernel="hmc", n_leapfrog=5, pilot_chains=16, pilot_grid=6)
-    run = RunSettings(steps=(300,), chains=100, seed=1, progress=True, path="gaussian")
     with caplog.at_level(logging.INFO, logger="bread_stan"):
-        result = bread(model, simulator, data, sampler=sampler, run=run)
+        result = _drafted_gaussian_run(tmp_path, "centred_groups", {"J": 4}, progress=True)
     # the run's progress, through the shards (lines: stderr is not a terminal here)
     assert any("AIS forward+reverse, 300 distributions: 299 of 299" in r.getMessage()
                for r in caplog.records)

@@ -57,7 +57,7 @@ from ..stan.native import NativeKernels
 from ..target import Evaluation, Target
 
 __all__ = ["PriorToBase", "TiedEnd", "WaypointPath", "WaypointError", "SeparateModesError",
-           "fit_base", "fit_name", "fit_waypoint",
+           "best_starts", "fit_base", "fit_name", "fit_waypoint",
            "leg_targets", "base_leg_target", "tune_base_leg", "leg_record", "BASE_METRIC",
            "EndKernels", "two_ends",
            "forward", "reverse", "forward_and_reverse", "LEG1_FLOOR_MIN"]
@@ -292,6 +292,15 @@ def second_mode(best: tuple, found: list[tuple]) -> str | None:
     return None
 
 
+def best_starts(model: Target, pilot: np.ndarray, n: int = _STARTS) -> list[int]:
+    """The indices of the ``n`` pilot draws of highest finite joint density, best first:
+    where the searches for q start (Laplace's mode searches, Pathfinder's runs)."""
+    ev = model.evaluate(pilot, gradient=False)
+    joint = ev.log_prior + ev.log_lik
+    order = np.argsort(-np.nan_to_num(joint, nan=-np.inf))
+    return [int(i) for i in order if np.isfinite(joint[i])][:n]
+
+
 def fit_base(model: Target, pilot, widen: float = DEFAULT_WIDEN) -> tuple[GaussianBase, dict]:
     """The waypoint q: the Laplace approximation (sds times ``widen``) from the best of
     mode searches started at the pilot draws of highest joint density, and the search's
@@ -299,11 +308,9 @@ def fit_base(model: Target, pilot, widen: float = DEFAULT_WIDEN) -> tuple[Gaussi
     or when the searches find separate modes (:func:`second_mode`)."""
     pilot = np.ascontiguousarray(np.asarray(pilot, dtype=float))
     t0 = time.perf_counter()
-    ev = model.evaluate(pilot, gradient=False)
-    joint = ev.log_prior + ev.log_lik
-    order = [i for i in np.argsort(-np.nan_to_num(joint, nan=-np.inf)) if np.isfinite(joint[i])]
+    starts = best_starts(model, pilot)
     found, errors = [], []
-    for i in order[:_STARTS]:
+    for i in starts:
         try:
             base = GaussianBase.laplace(model, pilot[i], widen)
         except BaseFitError as error:
@@ -320,7 +327,7 @@ def fit_base(model: Target, pilot, widen: float = DEFAULT_WIDEN) -> tuple[Gaussi
     other = second_mode(best, found)
     if other is not None:
         raise SeparateModesError(
-            f"mode searches from the {len(order[:_STARTS])} prior draws of highest joint "
+            f"mode searches from the {len(starts)} prior draws of highest joint "
             f"density found separate modes ({other}): one Gaussian cannot stand for a "
             "posterior with several modes; use the prior path (RunSettings(path='prior'))")
     return best[0], {"fit": "laplace", "log_joint_at_mode": best[1], "start": best[2],

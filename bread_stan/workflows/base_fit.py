@@ -6,9 +6,10 @@ with downward curvature.  Where there is none (a hierarchical posterior whose de
 grows without bound as a group scale goes to 0, so that the mode search ends in a
 funnel's neck), q is a Pathfinder Gaussian instead (:func:`bread_stan.approx.pathfinder`:
 the normal approximation of largest ELBO along an L-BFGS path): Pathfinder runs from
-each of the ``STARTS`` pilot draws of highest joint density, the runs' Gaussians are
-compared by their ELBO on ``ELBO_DRAWS`` draws each (one run alone can stop in the
-funnel's neck), and the best one's sds are widened as the Laplace fit's are.  The
+each pilot draw the mode searches started from
+(:func:`~bread_stan.ais.waypoint.best_starts`), the runs' Gaussians are compared by
+their ELBO on ``ELBO_DRAWS`` draws each (one run alone can stop in the funnel's neck),
+and the best one's sds are widened as the Laplace fit's are.  The
 path then runs as from a Laplace q: AIS from exact draws of q corrects whatever q gets
 wrong, at the price of a longer path.  A posterior whose mode searches end at separate
 modes is refused whichever way q would be fitted: one Gaussian cannot stand for it.
@@ -32,7 +33,6 @@ __all__ = ["fit_q"]
 
 log = logging.getLogger(__name__)
 
-STARTS = 4  # Pathfinder runs, from the pilot draws of highest joint density
 ELBO_DRAWS = 256  # draws that compare the runs' Gaussians
 
 
@@ -50,11 +50,8 @@ def fit_q(target: Target, pilot: np.ndarray, seed: int, widen: float = DEFAULT_W
     except waypoint.WaypointError as error:
         no_laplace = str(error)
     t0 = time.perf_counter()
-    ev = target.evaluate(pilot, gradient=False)
-    joint = np.nan_to_num(ev.log_prior + ev.log_lik, nan=-np.inf)
-    starts = [int(i) for i in np.argsort(-joint)[:STARTS] if np.isfinite(joint[i])]
     fits, errors = [], []
-    for k, start in enumerate(starts):
+    for k, start in enumerate(waypoint.best_starts(target, pilot)):
         seed_k = derived_seed(seed, Purpose.PATHFINDER_BASE, k)
         try:
             fitted = pathfinder(target, seed=seed_k, start=pilot[start])
