@@ -222,6 +222,89 @@ def test_bread_records_the_choice_and_runs_the_gaussian_path(hard_problem):
     assert np.all(np.isfinite(result.steps[0].forward.log_estimates))
 
 
+def _same_path(a: gaussian_path.GaussianPath, b: gaussian_path.GaussianPath) -> None:
+    """Bit for bit: q, the leg's tuning, log c and the fit's record."""
+    np.testing.assert_array_equal(a.base.mean, b.base.mean)
+    np.testing.assert_array_equal(a.base.cov, b.base.cov)
+    assert a.base.widen == b.base.widen
+    for name in ("grid_betas", "step_size", "inv_metric", "accept", "loglik_sd"):
+        np.testing.assert_array_equal(getattr(a.leg, name), getattr(b.leg, name))
+    assert a.leg.kind == b.leg.kind and a.leg.fixed == b.leg.fixed
+    assert repr(a.normaliser) == repr(b.normaliser) and a.fit == b.fit  # NaN != NaN
+
+
+def test_a_resumed_run_reads_its_path_and_pilots_nothing(hard_problem, tmp_path,
+                                                          monkeypatch, caplog):
+    """A run interrupted after its first step count resumes from the saved choice and
+    Gaussian path (no fit of q, no pilot) and gives the numbers of an uninterrupted run.
+    Break tried: bread() calling resolve_path again instead of settle fails it (the
+    patched fit of q raises)."""
+    run = RunSettings(steps=(4, 6), chains=4, seed=HARD_SEED, progress=False,
+                      check_simulator=False)
+    whole = bread(*HARD, hard_data(), sampler=SMALL_PILOT, run=run)
+    out = tmp_path / "run"
+    bread(*HARD, hard_data(), sampler=SMALL_PILOT, run=replace(run, steps=(4,)), out_dir=out)
+    first = gaussian_path.GaussianPath.load(out / "gaussian_path.json")
+    assert (out / "path_choice.json").is_file() and first.fit["fit"] == "laplace"
+
+    def no_pilot(*args, **kwargs):
+        raise AssertionError("a resumed run piloted again")
+    for pilot in ("auto_path.fit_q", "auto_path.tune", "auto_path.fit_gaussian",
+                  "bread.fit_gaussian"):
+        monkeypatch.setattr(f"bread_stan.workflows.{pilot}", no_pilot)
+    with caplog.at_level(logging.INFO, logger="bread_stan"):
+        resumed = bread(*HARD, hard_data(), sampler=SMALL_PILOT, run=run, out_dir=out)
+    assert "the path choice saved in" in caplog.text
+    assert "the Gaussian path saved in" in caplog.text
+    assert resumed.extra["path_choice"] == whole.extra["path_choice"]
+    assert resumed.settings["fingerprint"] == whole.settings["fingerprint"]
+    for a, b in zip(whole.steps, resumed.steps):
+        np.testing.assert_array_equal(a.forward.log_estimates, b.forward.log_estimates)
+        np.testing.assert_array_equal(a.reverse.log_estimates, b.reverse.log_estimates)
+    _same_path(first, gaussian_path.GaussianPath.from_dict(resumed.extra["tuning"]))
+    # saved for other settings, neither file is read: the choice is made again
+    assert gaussian_path.GaussianPath.load(out / "gaussian_path.json", "other") is None
+    monkeypatch.undo()
+    other = bread(*HARD, hard_data(), sampler=SMALL_PILOT, run=replace(run, seed=5, steps=(4,)),
+                  out_dir=tmp_path / "other")
+    (tmp_path / "other" / "path_choice.json").write_bytes((out / "path_choice.json").read_bytes())
+    monkeypatch.setattr("bread_stan.workflows.auto_path.fit_q", no_pilot)
+    with pytest.raises(AssertionError, match="piloted again"):
+        bread(*HARD, hard_data(), sampler=SMALL_PILOT, run=replace(run, seed=5),
+              out_dir=tmp_path / "other")
+    assert other.extra["path_choice"]["path"] == "gaussian"
+
+
+def test_the_base_metric_leg_and_a_pathfinder_path_survive_a_save(tmp_path):
+    """GaussianPath.save/load and leg_record/leg_from_record are exact, including a leg
+    whose metric is q's covariance (written as a name, read back as the matrix).
+    Break tried: leg_from_record leaving the metric None fails it."""
+    from bread_stan.ais.gaussian_base import GaussianBase
+    from bread_stan.ais.prior_normaliser import NormaliserEstimate
+    from bread_stan.ais.tuning import TunedKernel
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((5, 5))
+    base = GaussianBase(rng.standard_normal(5) / 3, a @ a.T / 5 + np.eye(5), 1.5)
+    leg = TunedKernel("nuts", np.array([0.0, 0.3, 1.0]), np.array([0.41, 0.3, 0.1 / 3]),
+                      base.cov[None].copy(), {"max_depth": 8}, 1e-3,
+                      np.array([0.8, 0.79, 0.81]), 1e-5, np.array([0.0, 1.5, 2.0 / 3]),
+                      np.array([0.0, 0.1, 0.2]), 12.5, 3000.0)
+    assert waypoint.leg_record(leg, base)["inv_metric"] == waypoint.BASE_METRIC
+    normaliser = NormaliserEstimate(-0.6931471805599453, 0.0, 100, 100, 0.0, float("nan"),
+                                    0.01, method="exact")
+    path = gaussian_path.GaussianPath(base, leg, normaliser,
+                                      {"fit": "pathfinder", "elbo": -3.25, "seconds": 1.0,
+                                       "widen": 1.5})
+    path.save(tmp_path / "g.json", "abc")
+    back = gaussian_path.GaussianPath.load(tmp_path / "g.json", "abc")
+    _same_path(path, back)
+    assert back.leg.inv_metric.shape == (1, 5, 5) and np.isnan(back.normaliser.pareto_k)
+    assert gaussian_path.GaussianPath.load(tmp_path / "g.json", "xyz") is None
+    (tmp_path / "g.json").write_text("[1, 2]")
+    with pytest.raises(Exception, match="not a Gaussian path"):
+        gaussian_path.GaussianPath.load(tmp_path / "g.json")
+
+
 def test_auto_takes_the_gaussian_path_on_the_conjugate_normal_mean():
     compile_many(list(EASY), workers=2)
     data = {"N": 20, "sigma": 1.0, "tau": 2.0}
@@ -239,14 +322,15 @@ def test_auto_takes_the_gaussian_path_on_the_conjugate_normal_mean():
     assert again.choice == settled.choice  # seeded pilots, costs in gradients
 
 
-def test_auto_on_the_prior_path_is_the_old_default_bit_for_bit(tmp_path):
+def test_auto_on_the_prior_path_is_the_old_default_bit_for_bit(tmp_path, monkeypatch):
     simulator = draft_simulator(EIGHT)
     compile_many([EIGHT], workers=1)
     steps = dict(steps=(3, 20), chains=12, seed=2, progress=False)
     sampler = SamplerSettings(kernel="hmc", n_leapfrog=5, pilot_chains=16, pilot_grid=6)
     old = bread(EIGHT, simulator, EIGHT_DATA, sampler=replace(sampler, metric_ridge="stan"),
                 run=RunSettings(**steps, path="prior"), out_dir=tmp_path / "old")
-    new = bread(EIGHT, simulator, EIGHT_DATA, sampler=sampler, run=RunSettings(**steps))
+    new = bread(EIGHT, simulator, EIGHT_DATA, sampler=sampler, run=RunSettings(**steps),
+                out_dir=tmp_path / "new")
     choice = new.extra["path_choice"]
     assert choice["requested"] == "auto" and choice["path"] == "prior"
     assert choice["costs"]["prior"]["complete"]
@@ -263,3 +347,10 @@ def test_auto_on_the_prior_path_is_the_old_default_bit_for_bit(tmp_path):
                   out_dir=tmp_path / "old")  # auto resumes what path="prior" saved
     for a, b in zip(old.steps, again.steps):
         assert a.forward.wall_time == b.forward.wall_time  # loaded, not rerun
+    # the choice and the prior path's tuning are read back: no pilot runs again
+    for pilot in ("auto_path.fit_q", "auto_path.tune", "common.tune_kernel"):
+        monkeypatch.setattr(f"bread_stan.workflows.{pilot}", None)
+    resumed = bread(EIGHT, simulator, EIGHT_DATA, sampler=sampler,
+                    run=RunSettings(**{**steps, "steps": (3, 20, 30)}), out_dir=tmp_path / "new")
+    assert resumed.extra["path_choice"] == new.extra["path_choice"]
+    assert [s.n_steps for s in resumed.steps] == [3, 20, 30]

@@ -38,7 +38,8 @@ SHAPES = {
     MODELS / "linear_regression.stan": [
         "beta = to_vector(normal_rng(rep_array(0, num_elements(beta)), sqrt(scale_sq)));",
         "y = to_vector(normal_rng(alpha + X * beta, sqrt(sigma_sq)));"],
-    MODELS / "logistic_regression.stan": ["y = bernoulli_logit_rng(alpha + X * beta);"],
+    MODELS / "logistic_regression.stan": [
+        "y = bernoulli_rng(bread_inv_logit_(alpha + X * beta));"],
     TEST_STAN / "poisson_regression.stan": ["y = poisson_log_rng(alpha + X * beta);"],
     DRAFT / "eight_schools_centred.stan": [
         "tau = abs(cauchy_rng(0, 5));", "theta[j] = normal_rng(mu, tau);",
@@ -69,7 +70,8 @@ SHAPES = {
         "a = to_vector(normal_rng(rep_array(0, num_elements(a)), sigma_a));",
         "s = gamma_rng(rep_array(2, num_elements(s)), 2);",
         "real eta = a[g[n]] + beta * x[n] + Z[1, g[n]];",
-        "y[n] = bernoulli_logit_rng(eta);", "k = binomial_rng(trials, inv_logit(a[g] * s[1]));"],
+        "y[n] = bernoulli_rng(bread_inv_logit_(eta));",
+        "k = binomial_rng(trials, inv_logit(a[g] * s[1]));"],
     TEST_STAN / "trial" / "surgical.stan": [  # Stan 2.35 has no binomial_logit_rng
         "r = binomial_rng(n, inv_logit(b));"],
     MODELS / "matrix_factorisation.stan": [
@@ -359,7 +361,7 @@ def test_target_densities_are_read_as_tildes():
 
 @pytest.mark.parametrize("likelihood, draw", [
     ("y ~ bernoulli_logit_glm(x, alpha, beta);",
-     "y = bernoulli_logit_rng((alpha) + (x) * (beta));"),
+     "y = bernoulli_rng(bread_inv_logit_((alpha) + (x) * (beta)));"),
     ("target += poisson_log_glm_lpmf(y | x, alpha, beta);",
      "y = poisson_log_rng((alpha) + (x) * (beta));"),
 ])
@@ -530,3 +532,48 @@ def test_k_component_mixture_is_a_categorical_draw():
               "target += log_sum_exp(lp);"), "data y is in a mixture outside")]:
         with pytest.raises(DraftError, match=message):
             draft_simulator(_MIXTURE.replace(*change))
+
+
+def test_an_infinite_logit_is_a_certain_outcome():
+    """bernoulli_logit is drafted as bernoulli_rng(inv_logit(.)) (inv_logit through a
+    function of the simulator's, since stanc rewrites the plain call as
+    bernoulli_logit_rng), what Stan's bernoulli_logit_rng computes draw for draw, except
+    that an infinite logit (a prior draw that overflows it, as posteriordb's irt_2pl's
+    lognormal discriminations with half-Cauchy scales do) gives the certain outcome
+    instead of an error.  Here a is
+    lognormal with a half-Cauchy(200) scale, infinite in about one prior draw in six:
+    every such draw has y = 1 where x > 0 and 0 where x < 0, and the finite draws
+    match bernoulli_logit_rng's from the same seed exactly.  Break tried: drafting
+    bernoulli_logit_rng again fails the simulation ("is inf, but must be finite")."""
+    import numpy as np
+
+    from bread_stan.errors import StanDataError
+    from bread_stan.stan.simulator import Simulator
+
+    program = ("data { int N; vector[N] x; array[N] int<lower=0, upper=1> y;\n"
+               "int<lower=0, upper=1> prior_only; }\n"
+               "parameters { real<lower=0> s; real<lower=0> a; }\n"
+               "model { s ~ cauchy(0, 200); a ~ lognormal(0, s);\n"
+               "if (!prior_only) { y ~ bernoulli_logit(a * x); } }\n")
+    text = draft_simulator(program)
+    assert "y = bernoulli_rng(bread_inv_logit_(a * x));" in text
+    data = {"N": 4, "x": [1.0, -1.0, 0.5, -2.0], "y": [0, 0, 0, 0]}
+    drafted = Program(text, "infinite_logit_drafted")
+    stan_own = Program(text.replace("bernoulli_rng(bread_inv_logit_(a * x))",
+                                    "bernoulli_logit_rng(a * x)"), "infinite_logit_stan")
+    compile_many([drafted, stan_own], workers=2)
+    draws = Simulator(drafted, data).simulate(600, seed=5)
+    infinite = np.isinf(draws["a"].ravel())
+    assert 40 < infinite.sum() < 200  # P(a = inf) = P(s |z| > 709.8) is about 0.18
+    np.testing.assert_array_equal(draws["y"][infinite],
+                                  np.tile([1, 0, 1, 0], (infinite.sum(), 1)))
+    compared = 0
+    for seed in range(20):  # Stan's own draws, where they are finite, are the drafted ones
+        try:
+            own = Simulator(stan_own, data).simulate(1, seed=seed)
+        except StanDataError:
+            continue
+        compared += 1
+        np.testing.assert_array_equal(
+            own["y"], Simulator(drafted, data).simulate(1, seed=seed)["y"])
+    assert compared >= 10

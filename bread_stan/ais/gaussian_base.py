@@ -268,6 +268,12 @@ class GaussianBase:
     def to_dict(self) -> dict[str, Any]:
         return {"mean": self.mean.tolist(), "cov": self.cov.tolist(), "widen": self.widen}
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "GaussianBase":
+        """The base :meth:`to_dict` wrote, bit for bit."""
+        return cls(np.asarray(data["mean"], dtype=float), np.asarray(data["cov"], dtype=float),
+                   float(data["widen"]))
+
 
 def _check_widen(widen: float) -> None:
     if not np.isfinite(widen) or widen <= 0:

@@ -39,11 +39,12 @@ from . import engine
 from .gaussian_base import DEFAULT_WIDEN, GaussianBase
 from .prior_normaliser import DEFAULT_DRAWS, NormaliserEstimate, estimate_log_normaliser
 from .tuning import TunedKernel, TuningConfig, tune
-from .waypoint import (EndKernels, base_leg_target, fit_base, fit_name, leg_record,
-                       tune_base_leg, two_ends)
+from .waypoint import (EndKernels, base_leg_target, fit_base, fit_name, leg_from_record,
+                       leg_record, tune_base_leg, two_ends)
 from ..kernels.base import Kernel
 from ..rng import Stream, chain_seed_sequences
 from ..stan.model import StanModel
+from ..store import CorruptFileError, load_json, save_json
 from ..target import Target
 
 __all__ = ["GaussianPath", "fit_gaussian_path", "prior_log_density", "forward", "reverse",
@@ -121,6 +122,34 @@ class GaussianPath:
         return {"path": "gaussian", "base": self.base.to_dict(),
                 "legs": [leg_record(self.leg, self.base)],
                 "normaliser": self.normaliser.to_dict(), "fit": self.fit}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "GaussianPath":
+        """The path :meth:`to_dict` wrote, bit for bit."""
+        base = GaussianBase.from_dict(data["base"])
+        (leg,) = data["legs"]
+        return cls(base, leg_from_record(leg, base),
+                   NormaliserEstimate.from_dict(data["normaliser"]), dict(data["fit"]))
+
+    def save(self, path, fingerprint: str | None = None) -> None:
+        """Write the path (q, the leg's tuning, log c, the fit's record) as JSON,
+        atomically, with the ``fingerprint`` of the run it was fitted for, so that a
+        resumed run neither refits q nor tunes the leg again."""
+        save_json(path, {**self.to_dict(), "fingerprint": fingerprint})
+
+    @classmethod
+    def load(cls, path, fingerprint: str | None = None) -> "GaussianPath | None":
+        """Read a path saved by :meth:`save` (None when it was saved for a run of
+        another ``fingerprint``); CorruptFileError if damaged."""
+        data = load_json(path)
+        if not isinstance(data, dict):
+            raise CorruptFileError(path, "not a Gaussian path")
+        if fingerprint is not None and data.get("fingerprint") != fingerprint:
+            return None
+        try:
+            return cls.from_dict(data)
+        except (KeyError, TypeError, ValueError) as error:
+            raise CorruptFileError(path, f"not a Gaussian path: {error!r}") from None
 
 
 def prior_log_density(model: Target) -> Callable[[np.ndarray], np.ndarray]:

@@ -58,7 +58,8 @@ from ..target import Evaluation, Target
 
 __all__ = ["PriorToBase", "TiedEnd", "WaypointPath", "WaypointError", "SeparateModesError",
            "best_starts", "fit_base", "fit_name", "fit_waypoint",
-           "leg_targets", "base_leg_target", "tune_base_leg", "leg_record", "BASE_METRIC",
+           "leg_targets", "base_leg_target", "tune_base_leg", "leg_record", "leg_from_record",
+           "BASE_METRIC",
            "EndKernels", "two_ends",
            "forward", "reverse", "forward_and_reverse", "LEG1_FLOOR_MIN"]
 
@@ -244,6 +245,14 @@ def leg_record(leg: TunedKernel, base: GaussianBase) -> dict:
             and np.array_equal(leg.inv_metric[0], base.cov)):
         record["inv_metric"] = BASE_METRIC
     return record
+
+
+def leg_from_record(record: dict, base: GaussianBase) -> TunedKernel:
+    """The tuned kernel :func:`leg_record` wrote, bit for bit."""
+    if record.get("inv_metric") == BASE_METRIC:
+        return replace(TunedKernel.from_dict({**record, "inv_metric": None}),
+                       inv_metric=base.cov[None].copy())
+    return TunedKernel.from_dict(record)
 
 
 def leg_targets(model: Target, base: GaussianBase) -> tuple[Target, Target]:

@@ -51,7 +51,7 @@ from .simulator_normaliser import simulator_normaliser
 from .problem import Problem, prior_draws, unconstrained_draws
 from .settings import RunSettings, SamplerSettings
 
-__all__ = ["Resolution", "resolve_path", "prior_path_only", "fit_gaussian"]
+__all__ = ["Resolution", "resolve_path", "concrete", "prior_path_only", "fit_gaussian"]
 
 log = logging.getLogger(__name__)
 
@@ -69,8 +69,10 @@ class Resolution:
     tuned: gaussian_path.GaussianPath | TunedKernel | None = None
 
 
-def _concrete(sampler: SamplerSettings, run: RunSettings, choice: PathChoice,
-              fitted=None, tuned=None) -> Resolution:
+def concrete(sampler: SamplerSettings, run: RunSettings, choice: PathChoice,
+             fitted=None, tuned=None) -> Resolution:
+    """The resolution that runs ``choice``'s path with the requested ``sampler`` and
+    ``run`` made concrete for it."""
     return Resolution(sampler.for_path(choice.path), replace(run, path=choice.path), choice,
                       fitted, tuned)
 
@@ -81,10 +83,10 @@ def fit_gaussian(problem: Problem, simulator: Simulator, sampler: SamplerSetting
     (:func:`~bread_stan.workflows.base_fit.fit_q`), its leg tuned and the prior's
     normaliser estimated, all on the run's seeds (so a run that fits it again gets the
     same path)."""
-    concrete = sampler.for_path("gaussian")
-    kernel, base_params = concrete.make()
+    on_path = sampler.for_path("gaussian")
+    kernel, base_params = on_path.make()
     pilot_seed = derived_seed(run.seed, Purpose.PILOT)
-    pilot = prior_draws(problem, simulator, concrete.pilot_chains, pilot_seed)
+    pilot = prior_draws(problem, simulator, on_path.pilot_chains, pilot_seed)
     if fitted is None:
         fitted = fit_q(problem.target, pilot, run.seed)
     fit = simulator.simulate(fit_draws(problem.target.dim),
@@ -95,7 +97,7 @@ def fit_gaussian(problem: Problem, simulator: Simulator, sampler: SamplerSetting
     return gaussian_path.fit_gaussian_path(
         problem.target, kernel, base_params, pilot,
         None if known is not None else unconstrained_draws(problem, fit),
-        seed=pilot_seed, config=concrete.tuning_config(), progress=run.progress,
+        seed=pilot_seed, config=on_path.tuning_config(), progress=run.progress,
         fitted=fitted, normaliser=known)
 
 
@@ -140,7 +142,7 @@ def resolve_path(problems: list[Problem], simulator: Simulator, sampler: Sampler
     """The path of a bread/compare run on ``problems`` (tuned on the first), logged."""
     if run.path != "auto":
         choice = given(run.path, run.path, "set in RunSettings.path")
-        return _concrete(sampler, run, choice)
+        return concrete(sampler, run, choice)
     first = problems[0]
     pilot_seed = derived_seed(run.seed, Purpose.PILOT)
     pilot = prior_draws(first, simulator, sampler.pilot_chains, pilot_seed)
@@ -166,11 +168,11 @@ def resolve_path(problems: list[Problem], simulator: Simulator, sampler: Sampler
                   f"prior (the Gaussian-base path is not a candidate: {unavailable})")
         choice = given("auto", "prior", reason, rule)
         log.warning("%s: %s", name, choice.message)
-        return _concrete(sampler, run, choice)
+        return concrete(sampler, run, choice)
     choice = given("auto", rule.path, f"{rule.reason}; the Gaussian-base path is not a "
                    f"candidate: {unavailable}", rule)
     log.info("%s: %s", name, choice.message)
-    return _concrete(sampler, run, choice, fitted if rule.path == "waypoint" else None)
+    return concrete(sampler, run, choice, fitted if rule.path == "waypoint" else None)
 
 
 def _bid(first: Problem, sampler: SamplerSettings, run: RunSettings, name: str,
@@ -186,26 +188,26 @@ def _bid(first: Problem, sampler: SamplerSettings, run: RunSettings, name: str,
         choice = PathChoice("auto", "gaussian", reason, rule.loglik_sd, rule.n_draws,
                             rule.limit, {"gaussian": asdict(rival)})
         log.info("%s: %s", name, choice.message)
-        return _concrete(sampler, run, choice, tuned=gaussian)
-    concrete = sampler.for_path("prior")
-    kernel, base_params = concrete.make()
+        return concrete(sampler, run, choice, tuned=gaussian)
+    on_path = sampler.for_path("prior")
+    kernel, base_params = on_path.make()
     log.info("%s: choosing the path: the prior path's pilot (abandoned once it costs "
              "more than the Gaussian path: %s)", name, rival.describe())
     give_up = abandon_when_costlier(rival, steps=max(run.steps))
     try:
         tuned = tune(first.target, kernel, base_params, pilot, seed=pilot_seed,
-                     config=concrete.tuning_config(), progress=run.progress, give_up=give_up)
+                     config=on_path.tuning_config(), progress=run.progress, give_up=give_up)
     except PilotAbandoned as stopped:
         choice = cheaper(rival, give_up.partial, rule, abandoned=str(stopped))
         log.info("%s: %s", name, choice.message)
-        return _concrete(sampler, run, choice, tuned=gaussian)
+        return concrete(sampler, run, choice, tuned=gaussian)
     try:
         choice = cheaper(rival, _leg_cost(tuned), rule)
     except ScheduleError as error:
         choice = cheaper(rival, give_up.partial, rule, abandoned=(
             f"the prior path's pilot could not measure its length ({error})"))
     log.info("%s: %s", name, choice.message)
-    return _concrete(sampler, run, choice, tuned=gaussian if choice.path == "gaussian"
+    return concrete(sampler, run, choice, tuned=gaussian if choice.path == "gaussian"
                      else tuned)
 
 

@@ -43,6 +43,7 @@ from ..stan.compile import CompiledModel
 from ..stan.data import load_data
 from ..stan.simulator import Simulator, compile_with_simulator, draw_at, split_draw
 from ..parallel.steps import run_steps_in_shards
+from ..store import load_if_sound
 from .common import (ResumeMismatchError, check_program, default_name, load_or_tune,
                      fingerprints, output_directory, program_text, resume_steps,
                      setup_warnings, warn_if_costly)
@@ -50,6 +51,7 @@ from .problem import (Problem, constrained, largest_simulated_value, prior_draws
                       simulate_problem)
 from .settings import RunSettings, SamplerSettings
 from .auto_path import Resolution, fit_gaussian, resolve_path
+from .saved_choice import settle
 from .base_fit import fit_q
 from ..ais.path_choice import PathChoice, given
 from .simulator_check import (CheckSettings, SimulatorCheck, check_simulator,
@@ -60,6 +62,8 @@ __all__ = ["SamplerSettings", "RunSettings", "VerdictSettings", "bread", "compar
            "ResumeMismatchError"]
 
 log = logging.getLogger(__name__)
+
+GAUSSIAN_PATH_FILE = "gaussian_path.json"  # the Gaussian path, kept for a resume
 
 
 def _run_problem(problems: list[Problem], *args, **kwargs) -> BreadResult:
@@ -106,11 +110,22 @@ def _tune_check_and_run(problems: list[Problem], simulator: Simulator,
     if run.path in ("waypoint", "gaussian") and sampler.kernel == "imh":
         raise InputError(f"path={run.path!r} tunes HMC or NUTS on each leg; use "
                          "kernel='nuts' (or 'hmc') with it, or path='prior' with kernel='imh'")
-    if run.path == "gaussian":  # fitted again on a resume: the same seeds, the same path
+    if run.path == "gaussian":  # kept for a resume; refitted, it is the same path
         start = time.perf_counter()
-        tuned = tuned_here if isinstance(tuned_here, gaussian_path.GaussianPath) else \
-            fit_gaussian(first, simulator, sampler, run, fitted)
-        seconds = None if tuned is tuned_here else time.perf_counter() - start
+        saved = out_dir / GAUSSIAN_PATH_FILE if out_dir is not None else None
+        loaded = (load_if_sound(saved, lambda p: gaussian_path.GaussianPath.load(
+            p, header["fingerprint"])) if saved is not None and tuned_here is None else None)
+        if loaded is not None:
+            log.info("%s: the Gaussian path saved in %s (q and the leg's tuning)",
+                     first.name, saved)
+            tuned, seconds = loaded, None
+        elif isinstance(tuned_here, gaussian_path.GaussianPath):
+            tuned, seconds = tuned_here, None
+        else:
+            tuned = fit_gaussian(first, simulator, sampler, run, fitted)
+            seconds = time.perf_counter() - start
+        if saved is not None and loaded is None:
+            tuned.save(saved, header["fingerprint"])
         prior_end = None
         if run.check_simulator and "simulator_check" not in result.extra:
             prior_end = gaussian_path.tune_prior_end(
@@ -339,7 +354,8 @@ def bread(model, simulator, data=None, *, sampler: SamplerSettings = SamplerSett
                     for truth in _truth_draws(sim, run)]
         if run.check_simulator:  # a failing simulator stops before any pilot
             simulate_check_draws(sim, data, _check_settings(run), run.threads)
-        settled = resolve_path(problems, sim, sampler, run, name)
+        requested = _header(name, model, simulator, data, sampler, run, hyper)["fingerprint"]
+        settled = settle(problems, sim, sampler, run, name, out, requested)
         header = _header(name, model, simulator, data, settled.sampler, settled.run, hyper)
         return _run_problem(problems, sim, settled.sampler, settled.run, out, header,
                             known_log_ml_bounds, verdict or VerdictSettings(), data, executor,
@@ -444,7 +460,8 @@ def _run_programs(executor: Executor, models: Mapping, compiled, sim_compiled, d
     then reloaded with the steps saved before.  Returns one result per label."""
     here = executor.in_process
     tasks, results = {}, {}
-    settled = _settle(models, compiled, sim_compiled, data, hyper, truths, sampler, run)
+    settled = _settle(models, compiled, sim_compiled, data, hyper, truths, sampler, run, out,
+                      simulator)
     for (label, program), built in zip(models.items(), compiled):
         own = settled[label]  # this program's concrete path
         header = _header(label, program, simulator, data, own.sampler, own.run, hyper)
@@ -489,15 +506,17 @@ def _run_programs(executor: Executor, models: Mapping, compiled, sim_compiled, d
 
 
 def _settle(models: Mapping, compiled, sim_compiled, data, hyper, truths,
-            sampler: SamplerSettings, run: RunSettings) -> dict[str, Resolution]:
+            sampler: SamplerSettings, run: RunSettings, out: Path | None, simulator
+            ) -> dict[str, Resolution]:
     """Each program's :class:`~bread_stan.workflows.auto_path.Resolution` (concrete
     sampler and run, path choice, and the pilot that decided it), settled here before any
-    task runs (:func:`~bread_stan.workflows.auto_path.resolve_path` on its first problem)."""
+    task runs (:func:`~bread_stan.workflows.saved_choice.settle` on its first problem:
+    read from ``out/LABEL`` when saved there)."""
     if run.path != "auto":
         resolved = resolve_path([], None, sampler, run, "")
         return {label: resolved for label in models}
     sim = Simulator(sim_compiled, data, hyper=hyper, threads=run.threads)
-    out = {}
+    settled = {}
     for label, built in zip(models, compiled):
         try:
             problem = simulate_problem(label, built, sim, data, run.seed, run.threads,
@@ -505,11 +524,16 @@ def _settle(models: Mapping, compiled, sim_compiled, data, hyper, truths,
         except BreadStanError:  # the program's own task fails with this error, as before
             choice = given("auto", "prior", "not decided: the program's problem could not "
                            "be built")
-            out[label] = Resolution(sampler.for_path("prior"), replace(run, path="prior"),
-                                    choice)
+            settled[label] = Resolution(sampler.for_path("prior"),
+                                        replace(run, path="prior"), choice)
             continue
-        out[label] = resolve_path([problem], sim, sampler, run, label)
-    return out
+        sub = out / label if out is not None else None
+        if sub is not None:
+            sub.mkdir(exist_ok=True)
+        requested = _header(label, models[label], simulator, data, sampler, run, hyper)
+        settled[label] = settle([problem], sim, sampler, run, label, sub,
+                                requested["fingerprint"])
+    return settled
 
 
 def _reloads(models, compiled, sim_compiled, data, hyper, truths, settled, out,

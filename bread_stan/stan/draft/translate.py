@@ -32,6 +32,13 @@ from .support import (CONSTRAINED, GLM, LOCATION, MULTI_LOCATION, POSITIVE, REAL
 
 __all__ = ["Draft", "translate"]
 
+# inv_logit under a name of the simulator's own, for each type a logit can have
+INV_LOGIT = "bread_inv_logit_"
+INV_LOGIT_FUNCTIONS = "".join(
+    f"  {kind} {INV_LOGIT}({kind} t) {{ return inv_logit(t); }}\n"
+    for kind in ("real", "vector", "row_vector")) + (
+    f"  array[] real {INV_LOGIT}(array[] real t) {{ return inv_logit(t); }}\n")
+
 @dataclass
 class Draft:
     """What the emitter writes: kept data, blocks copied verbatim, the outputs and the
@@ -66,6 +73,7 @@ class _Translator:
         self.tilde_of: dict[str, Stmt] = {}        # variable -> its ~ statement
         self.simulated: list[str] = []
         self.relaxed: dict[str, str] = {}          # simulated data -> bound it can cross
+        self.inv_logit_helper = False              # a bernoulli_logit draw needs INV_LOGIT
         self.loops: list[Stmt] = []                # for loops around the statement
         self.truncated: dict[str, str] = {}        # variable -> its bounds' condition
         self.cover = Coverage(size_aliases(program))
@@ -288,6 +296,14 @@ class _Translator:
         """The _rng call, with arguments broadcast to the left side's shape."""
         if dist == "binomial_logit":  # Stan 2.35 has no binomial_logit_rng: its equivalent
             dist, args = "binomial", [args[0], f"inv_logit({args[1]})"]
+        if dist == "bernoulli_logit":
+            # bernoulli_logit_rng(t) is bernoulli_rng(inv_logit(t)) draw for draw, but
+            # refuses an infinite t (a prior draw whose logit overflows), where the
+            # outcome is certain: inv_logit(+-inf) is 1 or 0 (a NaN is still refused).
+            # Through a function of the simulator's own, since stanc rewrites
+            # bernoulli_rng(inv_logit(t)) as bernoulli_logit_rng(t).
+            self.inv_logit_helper = True
+            dist, args = "bernoulli", [f"{INV_LOGIT}({args[0]})"]
         if dist in UNIVARIATE:
             if lhs_type.scalar:
                 if not all(t.scalar for t in arg_types):
@@ -555,6 +571,8 @@ def translate(program: StanProgram, info: dict, types: list, hyper=None,
             if s.kind == "decl" and s.decl.name not in simulated
             and s.decl.name != "prior_only"]
     functions = program.block_text("functions") if "functions" in program.spans else None
+    if tr.inv_logit_helper:
+        functions = (functions or "\n") + INV_LOGIT_FUNCTIONS
     return Draft(kept, [tr.decls[h] for h in hyper_names], functions, td, outputs, lines,
                  list(tr.simulated), [tr.decls[v] for v in tr.simulated] if replay else [],
                  dict(tr.relaxed), known.outputs(bool(tr.truncated)),

@@ -1,0 +1,84 @@
+"""An automatic path choice kept in the run's output directory, so that a resumed run
+does not pilot again.
+
+``path="auto"`` settles the path by pilots that can take as long as the run
+(:func:`~bread_stan.workflows.auto_path.resolve_path`: a Gaussian q fitted, its leg
+tuned, the prior path's pilot run until it costs more).  :func:`settle` saves the choice
+(``path_choice.json``: the choice and, for the waypoint path, q with its fit record)
+under the fingerprint of the settings as requested, and a rerun with the same settings
+reads it back instead.  The chosen path's own tuning is kept beside it by the run
+(``tuning.json`` for the prior path, ``gaussian_path.json`` for the Gaussian path), so
+the resumed run starts at its first unfinished step count.  The pilots are seeded, so a
+choice made again would be the same one: keeping it saves time, not accuracy.  A
+choice saved for other settings is ignored and made again; a damaged file is set aside
+with a warning.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from ..ais.gaussian_base import GaussianBase
+from ..ais.path_choice import PathChoice
+from ..store import CorruptFileError, load_if_sound, load_json, save_json
+from ..stan.simulator import Simulator
+from .auto_path import Resolution, concrete, resolve_path
+from .problem import Problem
+from .settings import RunSettings, SamplerSettings
+
+__all__ = ["CHOICE_FILE", "settle", "save_choice", "load_choice"]
+
+log = logging.getLogger(__name__)
+
+CHOICE_FILE = "path_choice.json"
+
+
+def settle(problems: list[Problem], simulator: Simulator, sampler: SamplerSettings,
+           run: RunSettings, name: str, out_dir: Path | None, key: str) -> Resolution:
+    """The run's path: read from ``out_dir`` when a choice for the settings ``key`` is
+    saved there, else chosen (:func:`~bread_stan.workflows.auto_path.resolve_path`) and
+    saved.  Only an automatic choice is kept; a path set by hand needs no pilot."""
+    keep = run.path == "auto" and out_dir is not None
+    if keep:
+        saved = load_choice(out_dir, key, sampler, run)
+        if saved is not None:
+            log.info("%s: the path choice saved in %s: %s", name, out_dir,
+                     saved.choice.message)
+            return saved
+    settled = resolve_path(problems, simulator, sampler, run, name)
+    if keep:
+        save_choice(out_dir, key, settled)
+    return settled
+
+
+def save_choice(out_dir: Path, key: str, settled: Resolution) -> None:
+    """Write ``settled``'s choice (and the waypoint's q) under ``key``, atomically."""
+    fitted = None
+    if settled.fitted is not None:
+        base, record = settled.fitted
+        fitted = {"base": base.to_dict(), "record": record}
+    save_json(Path(out_dir) / CHOICE_FILE,
+              {"key": key, "choice": settled.choice.to_dict(), "fitted": fitted})
+
+
+def load_choice(out_dir: Path, key: str, sampler: SamplerSettings, run: RunSettings
+                ) -> Resolution | None:
+    """The resolution saved in ``out_dir`` for the settings ``key`` (the requested
+    ``sampler`` and ``run`` made concrete for its path), or None."""
+    saved = load_if_sound(Path(out_dir) / CHOICE_FILE, _read)
+    if saved is None or saved["key"] != key:
+        return None
+    fitted = saved["fitted"]
+    if fitted is not None:
+        fitted = GaussianBase.from_dict(fitted["base"]), dict(fitted["record"])
+    return concrete(sampler, run, saved["choice"], fitted)
+
+
+def _read(path: Path) -> dict:
+    data = load_json(path)
+    try:
+        return {"key": str(data["key"]), "choice": PathChoice(**data["choice"]),
+                "fitted": data.get("fitted")}
+    except (KeyError, TypeError, ValueError) as error:
+        raise CorruptFileError(path, f"not a path choice: {error!r}") from None
