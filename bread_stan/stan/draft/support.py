@@ -12,7 +12,18 @@ __all__ = ["REAL", "POSITIVE", "UNIT", "DISCRETE", "LOCATION", "MULTI_LOCATION",
            "CONSTRAINED", "SIZE_FIRST", "SCALAR_ONLY", "UNIVARIATE", "ZERO", "GLM", "Type",
            "tilde_types", "density_types", "outside_bounds", "refuse", "log_mix",
            "top_level_split", "glm_as_univariate",
-           "within_bound"]
+           "within_bound", "INV_LOGIT", "INV_LOGIT_FUNCTIONS"]
+
+# bernoulli_logit_rng(t) is bernoulli_rng(inv_logit(t)) draw for draw, but refuses an
+# infinite t (a prior draw whose logit overflows), where the outcome is certain:
+# inv_logit(+-inf) is 1 or 0 (a NaN is still refused).  The drafter calls inv_logit under
+# a name of the simulator's own (for each type a logit can have), since stanc rewrites
+# bernoulli_rng(inv_logit(t)) as bernoulli_logit_rng(t).
+INV_LOGIT = "bread_inv_logit_"
+INV_LOGIT_FUNCTIONS = "".join(
+    f"  {kind} {INV_LOGIT}({kind} t) {{ return inv_logit(t); }}\n"
+    for kind in ("real", "vector", "row_vector")) + (
+    f"  array[] real {INV_LOGIT}(array[] real t) {{ return inv_logit(t); }}\n")
 
 # Supports of the univariate distributions with an _rng (Stan 2.35).
 REAL = {"normal", "student_t", "cauchy", "double_exponential", "logistic", "gumbel",

@@ -26,18 +26,11 @@ from .replay import (OBSERVED_SUFFIX, Replayable, Site, Unreplayable, lpdf_text,
                      replay_section, site_lines)
 from .units import Unit, hyperparameters, uniform_unit
 from .zero_inflated import fold_zero_inflated
-from .support import (CONSTRAINED, GLM, LOCATION, MULTI_LOCATION, POSITIVE, REAL,
-                      SCALAR_ONLY, SIZE_FIRST, UNIT, UNIVARIATE, ZERO, Type,
-                      glm_as_univariate, log_mix, outside_bounds, refuse, within_bound)
+from .support import (CONSTRAINED, GLM, INV_LOGIT, INV_LOGIT_FUNCTIONS, LOCATION,
+                      MULTI_LOCATION, POSITIVE, REAL, SCALAR_ONLY, SIZE_FIRST, UNIT,
+                      UNIVARIATE, ZERO, Type, glm_as_univariate, log_mix, outside_bounds, refuse, within_bound)
 
 __all__ = ["Draft", "translate"]
-
-# inv_logit under a name of the simulator's own, for each type a logit can have
-INV_LOGIT = "bread_inv_logit_"
-INV_LOGIT_FUNCTIONS = "".join(
-    f"  {kind} {INV_LOGIT}({kind} t) {{ return inv_logit(t); }}\n"
-    for kind in ("real", "vector", "row_vector")) + (
-    f"  array[] real {INV_LOGIT}(array[] real t) {{ return inv_logit(t); }}\n")
 
 @dataclass
 class Draft:
@@ -296,12 +289,7 @@ class _Translator:
         """The _rng call, with arguments broadcast to the left side's shape."""
         if dist == "binomial_logit":  # Stan 2.35 has no binomial_logit_rng: its equivalent
             dist, args = "binomial", [args[0], f"inv_logit({args[1]})"]
-        if dist == "bernoulli_logit":
-            # bernoulli_logit_rng(t) is bernoulli_rng(inv_logit(t)) draw for draw, but
-            # refuses an infinite t (a prior draw whose logit overflows), where the
-            # outcome is certain: inv_logit(+-inf) is 1 or 0 (a NaN is still refused).
-            # Through a function of the simulator's own, since stanc rewrites
-            # bernoulli_rng(inv_logit(t)) as bernoulli_logit_rng(t).
+        if dist == "bernoulli_logit":  # its _rng, draw for draw, but certain at t = +-inf
             self.inv_logit_helper = True
             dist, args = "bernoulli", [f"{INV_LOGIT}({args[0]})"]
         if dist in UNIVARIATE:
