@@ -74,6 +74,8 @@ REASONS = [
      "draft: data enter their own distribution"),
     (r"a zero-inflated mixture", "draft: zero-inflated mixture not provably exact"),
     (r"was drawn outside its declared bound", "run: a draw outside a declared bound"),
+    (r"the simulator produced non-finite values",
+     "run: a prior draw overflows double precision (an infinite parameter or datum)"),
     (r"prior predictive overflows|too vague for double precision|too far apart for a variance",
      "run: the prior predictive overflows (simulated data too large)"),
     (r"improper|no density statement|has no prior", "draft: parameter without a proper prior"),

@@ -228,7 +228,11 @@ def split_draw(draw: Mapping[str, Any], model: Any) -> tuple[dict, dict]:
     bad = nonfinite_entries({**params, **data}, batched=_batched(draw, parameters))
     if bad:
         raise StanDataError(f"the simulator produced non-finite values: {', '.join(bad)}; "
-                            "check its generated quantities (and the data they use)")
+                            "a prior this vague reaches values beyond double precision "
+                            "(a lognormal with a half-Cauchy scale, or exp of a wide "
+                            "normal, overflows to inf): give proper, weakly informative "
+                            "priors, or check the simulator's generated quantities (and "
+                            "the data they use)")
     return params, data
 
 
