@@ -208,7 +208,7 @@ def _bid(first: Problem, sampler: SamplerSettings, run: RunSettings, name: str,
             f"the prior path's pilot could not measure its length ({error})"))
     log.info("%s: %s", name, choice.message)
     return concrete(sampler, run, choice, tuned=gaussian if choice.path == "gaussian"
-                     else tuned)
+                    else tuned)
 
 
 def prior_path_only(sampler: SamplerSettings, run: RunSettings,

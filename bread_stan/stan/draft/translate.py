@@ -28,7 +28,8 @@ from .units import Unit, hyperparameters, uniform_unit
 from .zero_inflated import fold_zero_inflated
 from .support import (CONSTRAINED, GLM, INV_LOGIT, INV_LOGIT_FUNCTIONS, LOCATION,
                       MULTI_LOCATION, POSITIVE, REAL, SCALAR_ONLY, SIZE_FIRST, UNIT,
-                      UNIVARIATE, ZERO, Type, glm_as_univariate, log_mix, outside_bounds, refuse, within_bound)
+                      UNIVARIATE, ZERO, Type, glm_as_univariate, log_mix, outside_bounds,
+                      refuse, within_bound)
 
 __all__ = ["Draft", "translate"]
 
@@ -66,7 +67,7 @@ class _Translator:
         self.tilde_of: dict[str, Stmt] = {}        # variable -> its ~ statement
         self.simulated: list[str] = []
         self.relaxed: dict[str, str] = {}          # simulated data -> bound it can cross
-        self.inv_logit_helper = False              # a bernoulli_logit draw needs INV_LOGIT
+        self.inv_logit_helper = False              # a bernoulli_logit needs INV_LOGIT
         self.loops: list[Stmt] = []                # for loops around the statement
         self.truncated: dict[str, str] = {}        # variable -> its bounds' condition
         self.cover = Coverage(size_aliases(program))
@@ -559,8 +560,7 @@ def translate(program: StanProgram, info: dict, types: list, hyper=None,
             if s.kind == "decl" and s.decl.name not in simulated
             and s.decl.name != "prior_only"]
     functions = program.block_text("functions") if "functions" in program.spans else None
-    if tr.inv_logit_helper:
-        functions = (functions or "\n") + INV_LOGIT_FUNCTIONS
+    functions = (functions or "\n") + INV_LOGIT_FUNCTIONS if tr.inv_logit_helper else functions
     return Draft(kept, [tr.decls[h] for h in hyper_names], functions, td, outputs, lines,
                  list(tr.simulated), [tr.decls[v] for v in tr.simulated] if replay else [],
                  dict(tr.relaxed), known.outputs(bool(tr.truncated)),
