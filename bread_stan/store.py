@@ -34,6 +34,7 @@ except ImportError:  # pragma: no cover - non-POSIX: no locking, os.replace stil
     fcntl = None
 
 __all__ = ["CorruptFileError", "DirectoryBusyError", "OutputDirectoryError", "write_atomic", "save_json",
+           "save_for_run", "load_for_run",
            "load_json", "save_unit", "load_unit", "set_aside", "load_if_sound", "clean_temporaries",
            "lock", "check_writable", "jsonable"]
 
@@ -116,6 +117,23 @@ def load_json(path: str | os.PathLike) -> Any:
         return json.loads(text)
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise CorruptFileError(path, f"not valid JSON: {error}") from None
+
+
+def save_for_run(path: str | os.PathLike, record: dict, fingerprint: str | None) -> None:
+    """Write ``record`` with the ``fingerprint`` of the run it was made for, atomically."""
+    save_json(path, {**record, "fingerprint": fingerprint})
+
+
+def load_for_run(path: str | os.PathLike, fingerprint: str | None) -> dict | None:
+    """A record saved by :func:`save_for_run`: None when it was saved for a run of
+    another ``fingerprint`` (any, when ``fingerprint`` is None); CorruptFileError when
+    the file is not a JSON object."""
+    record = load_json(path)
+    if not isinstance(record, dict):
+        raise CorruptFileError(Path(path), "not a JSON object")
+    if fingerprint is not None and record.get("fingerprint") != fingerprint:
+        return None
+    return record
 
 
 def save_unit(path: str | os.PathLike, arrays: dict[str, np.ndarray], meta: dict) -> None:

@@ -20,6 +20,7 @@ ridge, and resumes results saved under it.
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import replace
 from pathlib import Path
@@ -37,6 +38,7 @@ from bread_stan.approx import ApproximationError, pathfinder
 from bread_stan.stan.draft import draft_simulator
 from bread_stan.stan.compile import compile_many
 from bread_stan.stan.simulator import Simulator, compile_with_simulator
+from bread_stan.store import jsonable
 from bread_stan.workflows import base_fit
 from bread_stan.workflows.auto_path import resolve_path
 from bread_stan.workflows.bread import RunSettings, SamplerSettings, bread
@@ -255,7 +257,7 @@ def test_a_resumed_run_reads_its_path_and_pilots_nothing(hard_problem, tmp_path,
     with caplog.at_level(logging.INFO, logger="bread_stan"):
         resumed = bread(*HARD, hard_data(), sampler=SMALL_PILOT, run=run, out_dir=out)
     assert "the path choice saved in" in caplog.text
-    assert "the Gaussian path saved in" in caplog.text
+    assert "the path saved in" in caplog.text and "gaussian_path.json" in caplog.text
     assert resumed.extra["path_choice"] == whole.extra["path_choice"]
     assert resumed.settings["fingerprint"] == whole.settings["fingerprint"]
     for a, b in zip(whole.steps, resumed.steps):
@@ -273,6 +275,30 @@ def test_a_resumed_run_reads_its_path_and_pilots_nothing(hard_problem, tmp_path,
         bread(*HARD, hard_data(), sampler=SMALL_PILOT, run=replace(run, seed=5),
               out_dir=tmp_path / "other")
     assert other.extra["path_choice"]["path"] == "gaussian"
+
+
+def test_a_resumed_waypoint_run_reads_its_path(hard_problem, tmp_path, monkeypatch):
+    """The waypoint path (q and both legs' tuning) is kept as the Gaussian path is: a
+    resumed run neither fits q nor tunes a leg, and gives an uninterrupted run's
+    numbers.  Break tried: not saving waypoint_path.json fails it (the patched
+    fit_waypoint raises)."""
+    run = RunSettings(steps=(4, 6), chains=4, seed=HARD_SEED, progress=False,
+                      check_simulator=False, path="waypoint")
+    whole = bread(*HARD, hard_data(), sampler=SMALL_PILOT, run=run)
+    out = tmp_path / "run"
+    bread(*HARD, hard_data(), sampler=SMALL_PILOT, run=replace(run, steps=(4,)), out_dir=out)
+
+    def no_pilot(*args, **kwargs):
+        raise AssertionError("a resumed run piloted again")
+    monkeypatch.setattr(waypoint, "fit_waypoint", no_pilot)
+    monkeypatch.setattr("bread_stan.workflows.bread.fit_q", no_pilot)
+    resumed = bread(*HARD, hard_data(), sampler=SMALL_PILOT, run=run, out_dir=out)
+    for a, b in zip(whole.steps, resumed.steps):
+        np.testing.assert_array_equal(a.forward.log_estimates, b.forward.log_estimates)
+        np.testing.assert_array_equal(a.reverse.log_estimates, b.reverse.log_estimates)
+    saved = waypoint.WaypointPath.load(out / "waypoint_path.json")
+    as_json = lambda record: json.dumps(jsonable(record), sort_keys=True)  # noqa: E731
+    assert as_json(saved.to_dict()) == as_json(resumed.extra["tuning"])  # timings too
 
 
 def test_the_base_metric_leg_and_a_pathfinder_path_survive_a_save(tmp_path):
@@ -301,7 +327,7 @@ def test_the_base_metric_leg_and_a_pathfinder_path_survive_a_save(tmp_path):
     assert back.leg.inv_metric.shape == (1, 5, 5) and np.isnan(back.normaliser.pareto_k)
     assert gaussian_path.GaussianPath.load(tmp_path / "g.json", "xyz") is None
     (tmp_path / "g.json").write_text("[1, 2]")
-    with pytest.raises(Exception, match="not a Gaussian path"):
+    with pytest.raises(Exception, match="not a JSON object"):
         gaussian_path.GaussianPath.load(tmp_path / "g.json")
 
 

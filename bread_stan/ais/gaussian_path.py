@@ -44,7 +44,7 @@ from .waypoint import (EndKernels, base_leg_target, fit_base, fit_name, leg_from
 from ..kernels.base import Kernel
 from ..rng import Stream, chain_seed_sequences
 from ..stan.model import StanModel
-from ..store import CorruptFileError, load_json, save_json
+from ..store import CorruptFileError, load_for_run, save_for_run
 from ..target import Target
 
 __all__ = ["GaussianPath", "fit_gaussian_path", "prior_log_density", "forward", "reverse",
@@ -135,19 +135,15 @@ class GaussianPath:
         """Write the path (q, the leg's tuning, log c, the fit's record) as JSON,
         atomically, with the ``fingerprint`` of the run it was fitted for, so that a
         resumed run neither refits q nor tunes the leg again."""
-        save_json(path, {**self.to_dict(), "fingerprint": fingerprint})
+        save_for_run(path, self.to_dict(), fingerprint)
 
     @classmethod
     def load(cls, path, fingerprint: str | None = None) -> "GaussianPath | None":
         """Read a path saved by :meth:`save` (None when it was saved for a run of
         another ``fingerprint``); CorruptFileError if damaged."""
-        data = load_json(path)
-        if not isinstance(data, dict):
-            raise CorruptFileError(path, "not a Gaussian path")
-        if fingerprint is not None and data.get("fingerprint") != fingerprint:
-            return None
+        data = load_for_run(path, fingerprint)
         try:
-            return cls.from_dict(data)
+            return None if data is None else cls.from_dict(data)
         except (KeyError, TypeError, ValueError) as error:
             raise CorruptFileError(path, f"not a Gaussian path: {error!r}") from None
 

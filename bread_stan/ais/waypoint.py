@@ -54,6 +54,7 @@ from ..kernels.base import Kernel
 from ..rng import Stream, chain_seed_sequences
 from ..stan.model import StanModel
 from ..stan.native import NativeKernels
+from ..store import CorruptFileError, load_for_run, save_for_run
 from ..target import Evaluation, Target
 
 __all__ = ["PriorToBase", "TiedEnd", "WaypointPath", "WaypointError", "SeparateModesError",
@@ -191,6 +192,29 @@ class WaypointPath:
         return {"path": "waypoint", "base": self.base.to_dict(),
                 "legs": [leg_record(leg, self.base) for leg in self.legs],
                 "lengths": list(self.lengths), "fit": self.fit}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "WaypointPath":
+        """The path :meth:`to_dict` wrote, bit for bit."""
+        base = GaussianBase.from_dict(data["base"])
+        first, second = (leg_from_record(leg, base) for leg in data["legs"])
+        return cls(base, (first, second), tuple(float(x) for x in data["lengths"]),
+                   dict(data["fit"]))
+
+    def save(self, path, fingerprint: str | None = None) -> None:
+        """Write the path (q and both legs' tuning) as JSON, atomically, with the
+        ``fingerprint`` of the run it was fitted for (see :meth:`load`)."""
+        save_for_run(path, self.to_dict(), fingerprint)
+
+    @classmethod
+    def load(cls, path, fingerprint: str | None = None) -> "WaypointPath | None":
+        """Read a path saved by :meth:`save` (None when it was saved for a run of
+        another ``fingerprint``); CorruptFileError if damaged."""
+        data = load_for_run(path, fingerprint)
+        try:
+            return None if data is None else cls.from_dict(data)
+        except (KeyError, TypeError, ValueError) as error:
+            raise CorruptFileError(path, f"not a waypoint path: {error!r}") from None
 
 
 @dataclass(frozen=True)

@@ -63,7 +63,18 @@ __all__ = ["SamplerSettings", "RunSettings", "VerdictSettings", "bread", "compar
 
 log = logging.getLogger(__name__)
 
-GAUSSIAN_PATH_FILE = "gaussian_path.json"  # the Gaussian path, kept for a resume
+# the Gaussian and waypoint paths (q and the legs' tuning), kept for a resume
+GAUSSIAN_PATH_FILE, WAYPOINT_PATH_FILE = "gaussian_path.json", "waypoint_path.json"
+
+
+def _saved_path(saved: Path | None, kind, header: dict, name: str):
+    """The path of class ``kind`` saved at ``saved`` for this run, or None."""
+    if saved is None:
+        return None
+    path = load_if_sound(saved, lambda p: kind.load(p, header["fingerprint"]))
+    if path is not None:
+        log.info("%s: the path saved in %s (q and the legs' tuning)", name, saved)
+    return path
 
 
 def _run_problem(problems: list[Problem], *args, **kwargs) -> BreadResult:
@@ -113,11 +124,9 @@ def _tune_check_and_run(problems: list[Problem], simulator: Simulator,
     if run.path == "gaussian":  # kept for a resume; refitted, it is the same path
         start = time.perf_counter()
         saved = out_dir / GAUSSIAN_PATH_FILE if out_dir is not None else None
-        loaded = (load_if_sound(saved, lambda p: gaussian_path.GaussianPath.load(
-            p, header["fingerprint"])) if saved is not None and tuned_here is None else None)
+        loaded = (_saved_path(saved, gaussian_path.GaussianPath, header, first.name)
+                  if tuned_here is None else None)
         if loaded is not None:
-            log.info("%s: the Gaussian path saved in %s (q and the leg's tuning)",
-                     first.name, saved)
             tuned, seconds = loaded, None
         elif isinstance(tuned_here, gaussian_path.GaussianPath):
             tuned, seconds = tuned_here, None
@@ -138,15 +147,21 @@ def _tune_check_and_run(problems: list[Problem], simulator: Simulator,
             why = f"{choice.reason}. The Gaussian path: {why}"
         result.extra["path_choice"] = given(choice.requested, "gaussian", why,
                                             choice).to_dict()
-    elif run.path == "waypoint":  # fitted again on a resume: the same seeds, the same path
+    elif run.path == "waypoint":  # kept for a resume; refitted, it is the same path
         start = time.perf_counter()
-        pilot = prior_draws(first, simulator, sampler.pilot_chains, pilot_seed)
-        if fitted is None:
-            fitted = fit_q(first.target, pilot, run.seed)
-        tuned = waypoint.fit_waypoint(
-            first.target, kernel, base_params, pilot, seed=pilot_seed,
-            config=sampler.tuning_config(), progress=run.progress, fitted=fitted)
-        seconds, check_kernel = time.perf_counter() - start, tuned.endpoints()
+        saved = out_dir / WAYPOINT_PATH_FILE if out_dir is not None else None
+        tuned, seconds = _saved_path(saved, waypoint.WaypointPath, header, first.name), None
+        if tuned is None:
+            pilot = prior_draws(first, simulator, sampler.pilot_chains, pilot_seed)
+            if fitted is None:
+                fitted = fit_q(first.target, pilot, run.seed)
+            tuned = waypoint.fit_waypoint(
+                first.target, kernel, base_params, pilot, seed=pilot_seed,
+                config=sampler.tuning_config(), progress=run.progress, fitted=fitted)
+            seconds = time.perf_counter() - start
+            if saved is not None:
+                tuned.save(saved, header["fingerprint"])
+        check_kernel = tuned.endpoints()
     else:
         saved = out_dir / "tuning.json" if out_dir is not None else None
         if isinstance(tuned_here, TunedKernel) and not (saved is not None and saved.exists()):

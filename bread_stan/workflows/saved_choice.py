@@ -7,7 +7,8 @@ tuned, the prior path's pilot run until it costs more).  :func:`settle` saves th
 (``path_choice.json``: the choice and, for the waypoint path, q with its fit record)
 under the fingerprint of the settings as requested, and a rerun with the same settings
 reads it back instead.  The chosen path's own tuning is kept beside it by the run
-(``tuning.json`` for the prior path, ``gaussian_path.json`` for the Gaussian path), so
+(``tuning.json`` for the prior path, ``gaussian_path.json`` or ``waypoint_path.json``
+for the paths from a Gaussian q), so
 the resumed run starts at its first unfinished step count.  The pilots are seeded, so a
 choice made again would be the same one: keeping it saves time, not accuracy.  A
 choice saved for other settings is ignored and made again; a damaged file is set aside
