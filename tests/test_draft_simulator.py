@@ -577,3 +577,31 @@ def test_an_infinite_logit_is_a_certain_outcome():
         np.testing.assert_array_equal(
             own["y"], Simulator(drafted, data).simulate(1, seed=seed)["y"])
     assert compared >= 10
+
+
+def test_a_prior_draw_beyond_double_precision_stops_the_run_before_any_pilot(monkeypatch):
+    """Where the prior itself reaches inf (a lognormal with a half-Cauchy(2) scale: about
+    one draw in 700, as in posteriordb's irt_2pl, so the split check's and the pilot's
+    few draws miss it and the simulator check's 2,000 meet it), the run is refused with
+    the cause and the fix before any pilot runs: the check's draws are checked for
+    finite parameters and data along with their simulation.
+    Break tried: simulate_check_draws without the model lets the run reach the fit of
+    q (the patched fit raises "piloted")."""
+    from bread_stan.errors import StanDataError
+    from bread_stan.workflows.bread import RunSettings, bread
+
+    program = ("data { int N; vector[N] x; array[N] int<lower=0, upper=1> y;\n"
+               "int<lower=0, upper=1> prior_only; }\n"
+               "parameters { real<lower=0> s; real<lower=0> a; }\n"
+               "model { s ~ cauchy(0, 2); a ~ lognormal(0, s);\n"
+               "if (!prior_only) { y ~ bernoulli_logit(a * x); } }\n")
+    data = {"N": 4, "x": [1.0, -1.0, 0.5, -2.0], "y": [0, 0, 0, 0]}
+
+    def piloted(*args, **kwargs):
+        raise AssertionError("piloted")
+    for pilot in ("auto_path.fit_q", "auto_path.tune", "common.tune_kernel"):
+        monkeypatch.setattr(f"bread_stan.workflows.{pilot}", piloted)
+    with pytest.raises(StanDataError, match=r"non-finite values: a is inf in draw \d+.*"
+                                            r"beyond double precision.*weakly informative"):
+        bread(program, draft_simulator(program), data,
+              run=RunSettings(steps=(4,), chains=4, seed=0, progress=False))

@@ -116,7 +116,8 @@ def _tune_check_and_run(problems: list[Problem], simulator: Simulator,
     if run.check_simulator and "simulator_check" not in result.extra and \
             not check_draws_simulated:
         # the check's draws, simulated first: a failing simulator stops before the pilot
-        simulate_check_draws(simulator, data, _check_settings(run), run.threads)
+        simulate_check_draws(simulator, data, _check_settings(run), run.threads,
+                             first.target.compiled)
     pilot_seed = derived_seed(run.seed, Purpose.PILOT)
     if run.path in ("waypoint", "gaussian") and sampler.kernel == "imh":
         raise InputError(f"path={run.path!r} tunes HMC or NUTS on each leg; use "
@@ -368,7 +369,7 @@ def bread(model, simulator, data=None, *, sampler: SamplerSettings = SamplerSett
         problems = [simulate_problem(name, compiled, sim, data, run.seed, run.threads, truth)
                     for truth in _truth_draws(sim, run)]
         if run.check_simulator:  # a failing simulator stops before any pilot
-            simulate_check_draws(sim, data, _check_settings(run), run.threads)
+            simulate_check_draws(sim, data, _check_settings(run), run.threads, compiled)
         requested = _header(name, model, simulator, data, sampler, run, hyper)["fingerprint"]
         settled = settle(problems, sim, sampler, run, name, out, requested)
         header = _header(name, model, simulator, data, settled.sampler, settled.run, hyper)

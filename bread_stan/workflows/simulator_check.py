@@ -313,17 +313,22 @@ def _share_prior(target: StanTarget, x: np.ndarray, compiled, values: Mapping):
 
 
 def simulate_check_draws(simulator, data=None, settings: CheckSettings = CheckSettings(),
-                         threads: int | None = None) -> None:
+                         threads: int | None = None, model=None) -> None:
     """Simulate every draw :func:`check_simulator` will use with these arguments (same
     seeds, same draws), and nothing else: a simulator that fails on one of them (an _rng
-    refusing an overflowing argument, data outside their declared bounds) then fails in
-    seconds, before any pilot, with the error the check would raise."""
+    refusing an overflowing argument, data outside their declared bounds, and with the
+    ``model`` given, a parameter or datum drawn infinite) then fails in seconds, before
+    any pilot, with the error the check would raise."""
     if isinstance(simulator, Simulator):
         simulator = simulator.compiled
     sim = Simulator(simulator, load_data(data), threads=threads)
     for n, purpose in ((200, Purpose.CHECK_CENTRE), (settings.prior_draws,
                        Purpose.CHECK_PRIOR_DRAWS), (settings.datasets, Purpose.CHECK_DATASETS)):
-        sim.simulate_flat(n, derived_seed(settings.seed, purpose))
+        seed = derived_seed(settings.seed, purpose)
+        if model is None:
+            sim.simulate_flat(n, seed)
+        else:
+            split_draw(sim.simulate(n, seed), model)
 
 
 def check_simulator(model, simulator, data=None, *, sampler: SamplerSettings = SamplerSettings(),
