@@ -124,16 +124,20 @@ def save_for_run(path: str | os.PathLike, record: dict, fingerprint: str | None)
     save_json(path, {**record, "fingerprint": fingerprint})
 
 
-def load_for_run(path: str | os.PathLike, fingerprint: str | None) -> dict | None:
-    """A record saved by :func:`save_for_run`: None when it was saved for a run of
-    another ``fingerprint`` (any, when ``fingerprint`` is None); CorruptFileError when
-    the file is not a JSON object."""
+def load_for_run(path: str | os.PathLike, fingerprint: str | None,
+                 read: Callable[[dict], T], what: str) -> T | None:
+    """``read`` of the record saved by :func:`save_for_run`: None when it was saved for
+    a run of another ``fingerprint`` (any, when ``fingerprint`` is None);
+    CorruptFileError when the file is not ``what`` (a JSON object ``read`` accepts)."""
     record = load_json(path)
     if not isinstance(record, dict):
-        raise CorruptFileError(Path(path), "not a JSON object")
+        raise CorruptFileError(Path(path), f"not {what}")
     if fingerprint is not None and record.get("fingerprint") != fingerprint:
         return None
-    return record
+    try:
+        return read(record)
+    except (KeyError, TypeError, ValueError) as error:
+        raise CorruptFileError(Path(path), f"not {what}: {error!r}") from None
 
 
 def save_unit(path: str | os.PathLike, arrays: dict[str, np.ndarray], meta: dict) -> None:

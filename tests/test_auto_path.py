@@ -38,7 +38,7 @@ from bread_stan.approx import ApproximationError, pathfinder
 from bread_stan.stan.draft import draft_simulator
 from bread_stan.stan.compile import compile_many
 from bread_stan.stan.simulator import Simulator, compile_with_simulator
-from bread_stan.store import jsonable
+from bread_stan.store import CorruptFileError, jsonable
 from bread_stan.workflows import base_fit
 from bread_stan.workflows.auto_path import resolve_path
 from bread_stan.workflows.bread import RunSettings, SamplerSettings, bread
@@ -326,9 +326,10 @@ def test_the_base_metric_leg_and_a_pathfinder_path_survive_a_save(tmp_path):
     _same_path(path, back)
     assert back.leg.inv_metric.shape == (1, 5, 5) and np.isnan(back.normaliser.pareto_k)
     assert gaussian_path.GaussianPath.load(tmp_path / "g.json", "xyz") is None
-    (tmp_path / "g.json").write_text("[1, 2]")
-    with pytest.raises(Exception, match="not a JSON object"):
-        gaussian_path.GaussianPath.load(tmp_path / "g.json")
+    for damaged in ("[1, 2]", '{"base": {}}'):  # not an object; an object without q
+        (tmp_path / "g.json").write_text(damaged)
+        with pytest.raises(CorruptFileError, match="not a Gaussian path"):
+            gaussian_path.GaussianPath.load(tmp_path / "g.json")
 
 
 def test_auto_takes_the_gaussian_path_on_the_conjugate_normal_mean():

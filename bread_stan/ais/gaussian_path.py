@@ -44,7 +44,7 @@ from .waypoint import (EndKernels, base_leg_target, fit_base, fit_name, leg_from
 from ..kernels.base import Kernel
 from ..rng import Stream, chain_seed_sequences
 from ..stan.model import StanModel
-from ..store import CorruptFileError, load_for_run, save_for_run
+from ..store import load_for_run, save_for_run
 from ..target import Target
 
 __all__ = ["GaussianPath", "fit_gaussian_path", "prior_log_density", "forward", "reverse",
@@ -141,11 +141,7 @@ class GaussianPath:
     def load(cls, path, fingerprint: str | None = None) -> "GaussianPath | None":
         """Read a path saved by :meth:`save` (None when it was saved for a run of
         another ``fingerprint``); CorruptFileError if damaged."""
-        data = load_for_run(path, fingerprint)
-        try:
-            return None if data is None else cls.from_dict(data)
-        except (KeyError, TypeError, ValueError) as error:
-            raise CorruptFileError(path, f"not a Gaussian path: {error!r}") from None
+        return load_for_run(path, fingerprint, cls.from_dict, "a Gaussian path")
 
 
 def prior_log_density(model: Target) -> Callable[[np.ndarray], np.ndarray]:

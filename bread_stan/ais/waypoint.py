@@ -54,7 +54,7 @@ from ..kernels.base import Kernel
 from ..rng import Stream, chain_seed_sequences
 from ..stan.model import StanModel
 from ..stan.native import NativeKernels
-from ..store import CorruptFileError, load_for_run, save_for_run
+from ..store import load_for_run, save_for_run
 from ..target import Evaluation, Target
 
 __all__ = ["PriorToBase", "TiedEnd", "WaypointPath", "WaypointError", "SeparateModesError",
@@ -210,11 +210,7 @@ class WaypointPath:
     def load(cls, path, fingerprint: str | None = None) -> "WaypointPath | None":
         """Read a path saved by :meth:`save` (None when it was saved for a run of
         another ``fingerprint``); CorruptFileError if damaged."""
-        data = load_for_run(path, fingerprint)
-        try:
-            return None if data is None else cls.from_dict(data)
-        except (KeyError, TypeError, ValueError) as error:
-            raise CorruptFileError(path, f"not a waypoint path: {error!r}") from None
+        return load_for_run(path, fingerprint, cls.from_dict, "a waypoint path")
 
 
 @dataclass(frozen=True)
