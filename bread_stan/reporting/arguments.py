@@ -107,7 +107,10 @@ def _add_run_options(p: argparse.ArgumentParser, simulator: bool = True) -> None
     p.add_argument("--threads", type=_whole(1), default=None,
                    help="threads per model call (default: all cores)")
     p.add_argument("--out", type=Path, default=None,
-                   help="output directory (default: bread-<model name>)")
+                   help="output directory (default: bread-<model name>); the same command "
+                   "run again there resumes: what it saved (finished step counts, the "
+                   "pilots' tuning and path choice, the simulator check) is read back, "
+                   "not rerun")
     p.add_argument("--converged-nats", type=float, default=1.0,
                    help="call a step count converged when the bound's upper limit is at most "
                    "this many nats (default 1)")
