@@ -540,10 +540,9 @@ def test_an_infinite_logit_is_a_certain_outcome():
     bernoulli_logit_rng), what Stan's bernoulli_logit_rng computes draw for draw, except
     that an infinite logit (a prior draw that overflows it, as posteriordb's irt_2pl's
     lognormal discriminations with half-Cauchy scales do) gives the certain outcome
-    instead of an error.  Here a is
-    lognormal with a half-Cauchy(200) scale, infinite in about one prior draw in six:
-    every such draw has y = 1 where x > 0 and 0 where x < 0, and the finite draws
-    match bernoulli_logit_rng's from the same seed exactly.  Break tried: drafting
+    instead of an error.  Here a is lognormal with a half-Cauchy(200) scale, infinite in
+    about one prior draw in six: every such draw has y = 1 where x > 0 and 0 where
+    x < 0, and the finite draws match bernoulli_logit_rng's from the same seed exactly.  Break tried: drafting
     bernoulli_logit_rng again fails the simulation ("is inf, but must be finite")."""
     import numpy as np
 
