@@ -270,8 +270,7 @@ def leg_record(leg: TunedKernel, base: GaussianBase) -> dict:
 def leg_from_record(record: dict, base: GaussianBase) -> TunedKernel:
     """The tuned kernel :func:`leg_record` wrote, bit for bit."""
     if record.get("inv_metric") == BASE_METRIC:
-        return replace(TunedKernel.from_dict({**record, "inv_metric": None}),
-                       inv_metric=base.cov[None].copy())
+        record = {**record, "inv_metric": base.cov[None].copy()}
     return TunedKernel.from_dict(record)
 
 

@@ -67,14 +67,24 @@ log = logging.getLogger(__name__)
 GAUSSIAN_PATH_FILE, WAYPOINT_PATH_FILE = "gaussian_path.json", "waypoint_path.json"
 
 
-def _saved_path(saved: Path | None, kind, header: dict, name: str):
-    """The path of class ``kind`` saved at ``saved`` for this run, or None."""
-    if saved is None:
-        return None
-    path = load_if_sound(saved, lambda p: kind.load(p, header["fingerprint"]))
-    if path is not None:
-        log.info("%s: the path saved in %s (q and the legs' tuning)", name, saved)
-    return path
+def _load_or_fit(saved: Path | None, kind, header: dict, name: str, fit, given=None):
+    """A path from a Gaussian q (``kind``: GaussianPath or WaypointPath): ``given`` (the
+    path choice's), else the one saved at ``saved`` for this run, else ``fit()``'s; one
+    not read from ``saved`` is written there.  Returns it and the seconds fitting took
+    (None unless fitted here)."""
+    path, seconds = given, None
+    if path is None and saved is not None:
+        path = load_if_sound(saved, lambda p: kind.load(p, header["fingerprint"]))
+        if path is not None:
+            log.info("%s: the path saved in %s (q and the legs' tuning)", name, saved)
+            return path, None
+    if path is None:
+        start = time.perf_counter()
+        path = fit()
+        seconds = time.perf_counter() - start
+    if saved is not None:
+        path.save(saved, header["fingerprint"])
+    return path, seconds
 
 
 def _run_problem(problems: list[Problem], *args, **kwargs) -> BreadResult:
@@ -123,19 +133,11 @@ def _tune_check_and_run(problems: list[Problem], simulator: Simulator,
         raise InputError(f"path={run.path!r} tunes HMC or NUTS on each leg; use "
                          "kernel='nuts' (or 'hmc') with it, or path='prior' with kernel='imh'")
     if run.path == "gaussian":  # kept for a resume; refitted, it is the same path
-        start = time.perf_counter()
-        saved = out_dir / GAUSSIAN_PATH_FILE if out_dir is not None else None
-        loaded = (_saved_path(saved, gaussian_path.GaussianPath, header, first.name)
-                  if tuned_here is None else None)
-        if loaded is not None:
-            tuned, seconds = loaded, None
-        elif isinstance(tuned_here, gaussian_path.GaussianPath):
-            tuned, seconds = tuned_here, None
-        else:
-            tuned = fit_gaussian(first, simulator, sampler, run, fitted)
-            seconds = time.perf_counter() - start
-        if saved is not None and loaded is None:
-            tuned.save(saved, header["fingerprint"])
+        tuned, seconds = _load_or_fit(
+            out_dir / GAUSSIAN_PATH_FILE if out_dir is not None else None,
+            gaussian_path.GaussianPath, header, first.name,
+            lambda: fit_gaussian(first, simulator, sampler, run, fitted),
+            tuned_here if isinstance(tuned_here, gaussian_path.GaussianPath) else None)
         prior_end = None
         if run.check_simulator and "simulator_check" not in result.extra:
             prior_end = gaussian_path.tune_prior_end(
@@ -149,19 +151,15 @@ def _tune_check_and_run(problems: list[Problem], simulator: Simulator,
         result.extra["path_choice"] = given(choice.requested, "gaussian", why,
                                             choice).to_dict()
     elif run.path == "waypoint":  # kept for a resume; refitted, it is the same path
-        start = time.perf_counter()
-        saved = out_dir / WAYPOINT_PATH_FILE if out_dir is not None else None
-        tuned, seconds = _saved_path(saved, waypoint.WaypointPath, header, first.name), None
-        if tuned is None:
+        def fit_path():
             pilot = prior_draws(first, simulator, sampler.pilot_chains, pilot_seed)
-            if fitted is None:
-                fitted = fit_q(first.target, pilot, run.seed)
-            tuned = waypoint.fit_waypoint(
+            return waypoint.fit_waypoint(
                 first.target, kernel, base_params, pilot, seed=pilot_seed,
-                config=sampler.tuning_config(), progress=run.progress, fitted=fitted)
-            seconds = time.perf_counter() - start
-            if saved is not None:
-                tuned.save(saved, header["fingerprint"])
+                config=sampler.tuning_config(), progress=run.progress,
+                fitted=fitted if fitted is not None else fit_q(first.target, pilot, run.seed))
+        tuned, seconds = _load_or_fit(
+            out_dir / WAYPOINT_PATH_FILE if out_dir is not None else None,
+            waypoint.WaypointPath, header, first.name, fit_path)
         check_kernel = tuned.endpoints()
     else:
         saved = out_dir / "tuning.json" if out_dir is not None else None
@@ -543,11 +541,9 @@ def _settle(models: Mapping, compiled, sim_compiled, data, hyper, truths,
             settled[label] = Resolution(sampler.for_path("prior"),
                                         replace(run, path="prior"), choice)
             continue
-        sub = out / label if out is not None else None
-        if sub is not None:
-            sub.mkdir(exist_ok=True)
         requested = _header(label, models[label], simulator, data, sampler, run, hyper)
-        settled[label] = settle([problem], sim, sampler, run, label, sub,
+        settled[label] = settle([problem], sim, sampler, run, label,
+                                out / label if out is not None else None,
                                 requested["fingerprint"])
     return settled
 

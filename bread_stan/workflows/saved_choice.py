@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..ais.gaussian_base import GaussianBase
 from ..ais.path_choice import PathChoice
-from ..store import CorruptFileError, load_if_sound, load_json, save_json
+from ..store import load_for_run, load_if_sound, save_for_run
 from ..stan.simulator import Simulator
 from .auto_path import Resolution, concrete, resolve_path
 from .problem import Problem
@@ -59,27 +59,18 @@ def save_choice(out_dir: Path, key: str, settled: Resolution) -> None:
     if settled.fitted is not None:
         base, record = settled.fitted
         fitted = {"base": base.to_dict(), "record": record}
-    save_json(Path(out_dir) / CHOICE_FILE,
-              {"key": key, "choice": settled.choice.to_dict(), "fitted": fitted})
+    save_for_run(Path(out_dir) / CHOICE_FILE,
+                 {"choice": settled.choice.to_dict(), "fitted": fitted}, key)
 
 
 def load_choice(out_dir: Path, key: str, sampler: SamplerSettings, run: RunSettings
                 ) -> Resolution | None:
     """The resolution saved in ``out_dir`` for the settings ``key`` (the requested
     ``sampler`` and ``run`` made concrete for its path), or None."""
-    saved = load_if_sound(Path(out_dir) / CHOICE_FILE, _read)
-    if saved is None or saved["key"] != key:
-        return None
-    fitted = saved["fitted"]
-    if fitted is not None:
-        fitted = GaussianBase.from_dict(fitted["base"]), dict(fitted["record"])
-    return concrete(sampler, run, saved["choice"], fitted)
-
-
-def _read(path: Path) -> dict:
-    data = load_json(path)
-    try:
-        return {"key": str(data["key"]), "choice": PathChoice(**data["choice"]),
-                "fitted": data.get("fitted")}
-    except (KeyError, TypeError, ValueError) as error:
-        raise CorruptFileError(path, f"not a path choice: {error!r}") from None
+    def read(record: dict) -> Resolution:
+        fitted = record["fitted"]
+        if fitted is not None:
+            fitted = GaussianBase.from_dict(fitted["base"]), dict(fitted["record"])
+        return concrete(sampler, run, PathChoice(**record["choice"]), fitted)
+    return load_if_sound(Path(out_dir) / CHOICE_FILE,
+                         lambda path: load_for_run(path, key, read, "a path choice"))
