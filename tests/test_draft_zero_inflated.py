@@ -262,7 +262,7 @@ def test_copied_parameters_are_drafted_through_the_copy():
             (("pair[k, 2] = b[k];", "pair[k, 2] = 2 * b[k];"), "is not a copy of a parameter"),
             (("pair[k, 2] = b[k];", "pair[k, 1] = b[k];"), "do not fill each element"),
             (("pair[k, 2] = b[k];", "pair[k, 2] = a[k];"), "copied by more than one"),
-            (("vector[G] b;", "vector<lower=0>[G] b;"), "which has bounds"),
+            (("vector[G] b;", "vector<lower=0>[G] b;"), "whose bounds differ from pair.s"),
             (("  sigma ~ normal(0, 1);", "  sigma ~ normal(0, 1); a ~ normal(0, 1);"),
              "a is on the left of ~ more than once")]:
         with pytest.raises(DraftError, match=message):

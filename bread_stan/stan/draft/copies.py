@@ -10,22 +10,33 @@ the pairs::
     model { for (i in 1:I) xi[i] ~ multi_normal_cholesky(mu, L_Sigma); ... }
 
 When every element of a transformed parameter X is assigned exactly once, from one
-element of an unbounded parameter, with no arithmetic, X is a re-indexing of those
-parameter elements (a bijection, so no Jacobian): a density on X is a density on them.
-The simulator draws X from it and writes the draws back (``xi1[i] = xi[i, 1];``).
+element of a parameter, with no arithmetic, X is a re-indexing of those parameter
+elements (a bijection, so no Jacobian): a density on X is a density on them.  The
+simulator draws X from it and writes the draws back (``xi1[i] = xi[i, 1];``).  X and
+the parameters it copies have the same bounds (none, or the same ``lower``/``upper``),
+so a draw of X is a draw on the parameters' support.  brms writes such copies
+("vector versions of real parameters")::
+
+    vector<lower=0>[Kgp_1] vsdgp_1;
+    vsdgp_1[1] = sdgp_1;
+
+A dimension filled by integer indices whose size is a data variable (``Kgp_1``) is
+filled exactly once only when that size is the number of indices; the simulator checks
+it (:attr:`Copy.sizes`) and rejects data where it does not hold.
 
 The copies read here: statements ``X[a, ...] = P[b, ...];`` inside ``for (v in 1:E)``
 loops (and blocks, no conditionals), each index a loop variable or an integer; every
 loop variable indexes X once and P once, running over the declared extent of the
 dimension it indexes; the integer indices of X's statements enumerate their
-dimensions once; each copied parameter is copied whole by one statement.
+dimensions once (1 to the size, or 1 to m for a size read from data, checked to be m);
+each copied parameter is copied whole by one statement.
 :func:`find_copies` returns, for each transformed parameter with a density, either its
 :class:`Copy` or why it is not one.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import product
 
 from .parse import Decl, StanProgram, Stmt
@@ -37,12 +48,14 @@ __all__ = ["Copy", "find_copies", "drop_copies"]
 @dataclass
 class Copy:
     """A transformed parameter that copies parameter elements: the parameters it copies,
-    the statements copying them, and the simulator's lines writing the draws back."""
+    the statements copying them, the simulator's lines writing the draws back, and the
+    sizes read from data that must equal the number of elements the copies fill."""
 
     name: str
     parameters: list[str]
     statements: list[Stmt]
     write_back: list[str]
+    sizes: list[tuple[str, int]] = field(default_factory=list)   # data size -> must be
 
 
 def _decls(program: StanProgram, block: str) -> dict[str, Decl]:
@@ -78,9 +91,8 @@ def _indices(tokens) -> tuple[str, list[str]] | None:
 def _copy(program: StanProgram, name: str, params: dict[str, Decl], tdecl: Decl
           ) -> Copy | str:
     extents = [e.text for e in (*tdecl.dims, *tdecl.sizes)]
-    if tdecl.bounds or tdecl.init is not None or tdecl.base not in (
-            "real", "vector", "row_vector", "matrix"):
-        return "it is declared with bounds, a constrained type or an initial value"
+    if tdecl.init is not None or tdecl.base not in ("real", "vector", "row_vector", "matrix"):
+        return "it is declared with a constrained type or an initial value"
     found = _assignments(program.blocks.get("transformed parameters", []), name, [])
     if not found:
         return "it is never assigned"
@@ -96,8 +108,11 @@ def _copy(program: StanProgram, name: str, params: dict[str, Decl], tdecl: Decl
         loop_of = {f.var: f.rhs.text for f in fors}
         p = params[rhs[0]]
         p_extents = [e.text for e in (*p.dims, *p.sizes)]
-        if p.bounds or p.base not in ("real", "vector", "row_vector", "matrix"):
-            return f"{where} copies {rhs[0]}, which has bounds or a constrained type"
+        if p.base not in ("real", "vector", "row_vector", "matrix"):
+            return f"{where} copies {rhs[0]}, which has a constrained type"
+        if _support(p) != _support(tdecl):
+            return (f"{where} copies {rhs[0]}, whose bounds differ from {name}'s (a draw "
+                    f"of {name} would not keep to {rhs[0]}'s support)")
         if len(lhs[1]) != len(extents) or len(rhs[1]) != len(p_extents):
             return f"{where} copies a part of a variable, not one element"
         if rhs[0] in copied:
@@ -119,13 +134,26 @@ def _copy(program: StanProgram, name: str, params: dict[str, Decl], tdecl: Decl
     if len(positions) != 1:
         return "its copy statements fix different dimensions"
     fixed = positions.pop()
-    if not all(extents[k].isdigit() for k in fixed):
-        return "a dimension it fills by integer indices has a size that is not a number"
-    expected = set(product(*(range(1, int(extents[k]) + 1) for k in fixed)))
     got = [tuple(int(i) for _, i in c) for c in constants]
+    filled = [max((g[j] for g in got), default=0) for j in range(len(fixed))]
+    checks = []
+    for j, k in enumerate(fixed):
+        if extents[k].isdigit():
+            filled[j] = int(extents[k])
+        elif extents[k].isidentifier():
+            checks.append((extents[k], filled[j]))
+        else:
+            return "a dimension it fills by integer indices has a size that is an expression"
+    expected = set(product(*(range(1, n + 1) for n in filled)))
     if len(got) != len(set(got)) or set(got) != expected:
         return "its copy statements do not fill each element exactly once"
-    return Copy(name, copied, [s for s, _ in found], lines)
+    return Copy(name, copied, [s for s, _ in found], lines, checks)
+
+
+def _support(decl: Decl) -> dict[str, str]:
+    """The lower and upper bounds of a declaration, as text without spaces."""
+    return {k: "".join(v.text.split()) for k, v in decl.bounds.items()
+            if k in ("lower", "upper")}
 
 
 def find_copies(program: StanProgram, names: set[str]) -> dict[str, Copy | str]:
@@ -133,7 +161,7 @@ def find_copies(program: StanProgram, names: set[str]) -> dict[str, Copy | str]:
     one (a sentence)."""
     params = _decls(program, "parameters")
     tdecls = _decls(program, "transformed parameters")
-    return {n: _copy(program, n, params, tdecls[n]) for n in names if n in tdecls}
+    return {n: _copy(program, n, params, tdecls[n]) for n in sorted(names) if n in tdecls}
 
 
 def drop_copies(program: StanProgram, copies: list[Copy]) -> None:

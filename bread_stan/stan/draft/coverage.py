@@ -6,7 +6,11 @@ its whole dimension.  A variable of one dimension may also be drawn in pieces by
 several statements: a constant index (``v[1]``), a list of constants
 (``v[{1, 3}]``) or a loop variable of ``for (i in a:b)`` with a a number; the pieces
 are checked when the model is read, as intervals that must chain from 1 to the declared
-size without gaps or overlaps (``v[1] ~ ...; for (n in 2:N) v[n] ~ ...``).  Every loop
+size without gaps or overlaps (``v[1] ~ ...; for (n in 2:N) v[n] ~ ...``); of a
+variable of several dimensions, the first dimension may be drawn so.  Pieces that end
+at a number m where the declared size is an integer datum K (brms's ``vlscale_1[1]``
+of ``array[K] vector[1]``) are a draw of every element only when K = m: the
+simulator checks it on the data (:attr:`Coverage.sizes`).  Every loop
 around a ``~`` must index its left side: otherwise the element would be drawn once per
 iteration, while the model multiplies the densities.  A size may be written as a
 transformed data alias of the declared one (``int J = n_dogs;``, never reassigned).
@@ -14,11 +18,15 @@ transformed data alias of the declared one (``int J = n_dogs;``, never reassigne
 
 from __future__ import annotations
 
+from typing import Iterable
+
+from ...errors import DraftError
+from .copies import Copy
 from .parse import Decl, Expr, StanProgram, Stmt
 from .statements import walk
 from .support import refuse, top_level_split
 
-__all__ = ["Coverage", "size_aliases"]
+__all__ = ["Coverage", "integer_data", "size_aliases", "size_checks"]
 
 
 def _int(text: str) -> int | None:
@@ -28,10 +36,13 @@ def _int(text: str) -> int | None:
 class Coverage:
     """The pieces drawn so far of the variables drawn piecewise."""
 
-    def __init__(self, aliases: dict[str, str] | None = None):
+    def __init__(self, aliases: dict[str, str] | None = None,
+                 data_sizes: set[str] | frozenset = frozenset()):
         self.pieces: dict[str, list[tuple[Stmt, int, int | str]]] = {}
         self.decls: dict[str, Decl] = {}
         self.aliases = aliases or {}     # transformed data J = n_dogs: J -> n_dogs
+        self.data_sizes = data_sizes     # integer data a size may name
+        self.sizes: dict[str, tuple[int, str]] = {}   # data size -> (its value, variable)
 
     def size(self, text: str) -> str:
         """A size as written, or the declared size it is an alias of."""
@@ -46,7 +57,7 @@ class Coverage:
             return False
         extents = [self.size(e.text) for e in (*decl.dims, *decl.sizes)]
         by_var = {loop.var: loop for loop in loops}
-        if len(extents) == 1 and len(indices) == 1:
+        if len(indices) == 1:     # pieces of the first dimension, the others whole
             piece = self._piece(indices[0], by_var, extents[0])
             piece = piece and [(a, self.size(b) if isinstance(b, str) else b)
                                for a, b in piece]
@@ -114,6 +125,10 @@ class Coverage:
                                        f"indexed ~ do not chain from 1 to {extent[0].text} "
                                        "without gaps or overlaps")
                 at = b
+            if isinstance(at, int) and isinstance(size, str) and size in self.data_sizes \
+                    and self.sizes.get(size, (at,))[0] == at:
+                self.sizes[size] = (at, name)     # checked by the simulator, on the data
+                continue
             if at != size:
                 raise refuse(pieces[-1][0], f"the drafter cannot tell that this draws "
                                             f"every element of {name} once: the pieces "
@@ -129,3 +144,32 @@ def size_aliases(program: StanProgram) -> dict[str, str]:
             if s.kind == "decl" and s.decl.base == "int" and not s.decl.dims
             and s.decl.init is not None and len(s.decl.init.tokens) == 1
             and s.decl.init.tokens[0].kind == "id" and s.decl.name not in assigned}
+
+
+def integer_data(program: StanProgram) -> set[str]:
+    """The integer data of one number, which a size may name."""
+    return {s.decl.name for s in program.blocks.get("data", []) if s.kind == "decl"
+            and s.decl.base == "int" and not s.decl.dims}
+
+
+def size_checks(sizes: dict[str, tuple[int, str]], copies: Iterable[Copy],
+                simulated: list[str]) -> list[str]:
+    """The simulator's checks that sizes read from data equal the number of elements
+    drawn (:attr:`Coverage.sizes`) or copied (:attr:`.Copy.sizes`): it rejects other
+    data, whose remaining elements would have no density."""
+    sizes = dict(sizes)
+    for c in copies:
+        for size, n in c.sizes:
+            if sizes.setdefault(size, (n, c.name))[0] != n:
+                raise DraftError(f"{c.name} fills {n} element(s) of a dimension of size "
+                                 f"{size}, {sizes[size][1]} {sizes[size][0]}: they cannot "
+                                 "both fill it")
+    lines = []
+    for size, (n, name) in sorted(sizes.items()):
+        if size in simulated:
+            raise DraftError(f"{name} is drawn or copied into {n} element(s) of a "
+                             f"dimension of size {size}, which the simulator draws")
+        lines.append(f'  if ({size} != {n}) reject("the drafted simulator draws {n} '
+                     f'element(s) of {name}, whose size {size} is ", {size}, " in these '
+                     'data: redraft it for these data");')
+    return lines

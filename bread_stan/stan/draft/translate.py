@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ...errors import DraftError
-from .coverage import Coverage, size_aliases
+from .coverage import Coverage, integer_data, size_aliases, size_checks
 from .mixture import fold_mixtures
 from .order import dependency_order
 from .parse import Decl, Expr, StanProgram, Stmt, tokenize
@@ -70,7 +70,7 @@ class _Translator:
         self.inv_logit_helper = False              # a bernoulli_logit needs INV_LOGIT
         self.loops: list[Stmt] = []                # for loops around the statement
         self.truncated: dict[str, str] = {}        # variable -> its bounds' condition
-        self.cover = Coverage(size_aliases(program))
+        self.cover = Coverage(size_aliases(program), integer_data(program))
         self.copies: dict[str, Copy] = {}          # transformed parameters drawn in place
         self.not_copies: dict[str, str] = {}       # ... and why the others are not
         self.scalar_data = {n for n, d in self.decls.items() if n in self.inputs
@@ -475,9 +475,8 @@ def translate(program: StanProgram, info: dict, types: list, hyper=None,
     tr = _Translator(program, info, types, replay, constants or {})
     if "prior_only" not in tr.inputs:
         raise DraftError("the model does not declare `int<lower=0, upper=1> prior_only;` "
-                         "with the likelihood inside if (!prior_only) { ... } "
-                         "(stan_models/README.md); the drafter needs it to tell the prior "
-                         "from the likelihood")
+                         "with the likelihood inside if (!prior_only) { ... }: the "
+                         "drafter needs it to tell the prior from the likelihood")
     fold_mixtures(program)
     fold_zero_inflated(program, densities or [])
     _copies(tr, program)
@@ -556,6 +555,7 @@ def translate(program: StanProgram, info: dict, types: list, hyper=None,
     known = tr.normaliser
     lines = rejection_loop(known.finish(lines[:cut]), known.finish(lines[cut:]), tr.truncated,
                            hyper_names, None if known.unavailable else PRIOR_TRIES)
+    lines = size_checks(tr.cover.sizes, tr.copies.values(), tr.simulated) + lines
     kept = [s.decl for s in program.blocks.get("data", [])
             if s.kind == "decl" and s.decl.name not in simulated
             and s.decl.name != "prior_only"]
