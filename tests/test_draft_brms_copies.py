@@ -90,7 +90,7 @@ def test_a_size_read_from_data_is_checked_by_the_simulator():
     text = _draft(BRMS_GP)
     assert text.count("if (K != 1) reject(") == 1
     simulator = Simulator(Program(text, "brms_case_sim"), {**DATA, "K": 2})
-    with pytest.raises(BreadStanError, match="draws 1 element.*whose size K is 2"):
+    with pytest.raises(BreadStanError, match="holds only where K = 1: it draws 1 element.*these data have K = 2"):
         simulator.simulate(2, seed=1)
 
 

@@ -169,7 +169,7 @@ def size_checks(sizes: dict[str, tuple[int, str]], copies: Iterable[Copy],
         if size in simulated:
             raise DraftError(f"{name} is drawn or copied into {n} element(s) of a "
                              f"dimension of size {size}, which the simulator draws")
-        lines.append(f'  if ({size} != {n}) reject("the drafted simulator draws {n} '
-                     f'element(s) of {name}, whose size {size} is ", {size}, " in these '
-                     'data: redraft it for these data");')
+        lines.append(f'  if ({size} != {n}) reject("the drafted simulator holds only where '
+                     f'{size} = {n}: it draws {n} element(s) of {name}, and the model gives '
+                     f'the others no density; these data have {size} = ", {size});')
     return lines
