@@ -19,6 +19,8 @@ drafted draws of sd_1 and l against their closed-form quantiles.
 Deliberate breaks, done once each:
 * dropping the size checks (the simulator's lines without ``_size_checks``) made
   ``test_a_size_read_from_data_is_checked_by_the_simulator`` fail (no reject line);
+* the simulator not knowing the size check's marker (``SIZE_REJECTED``) made the same
+  test fail (the vague-priors hint appended);
 * accepting a copy whose bounds differ (the support comparison skipped) made the
   "bounds differ" case of ``test_near_misses_are_refused_in_one_line`` fail;
 * writing the copies back doubled (``sd_1 = 2 * vsd[1];``) made
@@ -87,11 +89,15 @@ def test_bounded_copies_are_drawn_and_written_back():
 
 
 def test_a_size_read_from_data_is_checked_by_the_simulator():
+    """With K = 2 the simulator stops with the size check's message alone (not the
+    hint about vague priors that other _rng failures get)."""
     text = _draft(BRMS_GP)
     assert text.count("if (K != 1) reject(") == 1
     simulator = Simulator(Program(text, "brms_case_sim"), {**DATA, "K": 2})
-    with pytest.raises(BreadStanError, match="holds only where K = 1: it draws 1 element.*these data have K = 2"):
+    with pytest.raises(BreadStanError, match="holds only where K = 1: it draws 1 "
+                                             "element.*these data have K = 2") as caught:
         simulator.simulate(2, seed=1)
+    assert "vague" not in str(caught.value)    # not blamed on the priors
 
 
 @pytest.mark.parametrize("change, message", [

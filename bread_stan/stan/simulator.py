@@ -28,7 +28,7 @@ from ..errors import PriorOnlyMissingError, StanDataError
 from .compile import (DEFAULT_STANC_ARGS, CompiledModel, Program, compile_many, compile_model,
                       read_program, stanc_info)
 from .data import DataLike, load_data, nonfinite_entries
-from .draft import OBSERVED_SUFFIX, REJECTED
+from .draft import OBSERVED_SUFFIX, REJECTED, SIZE_REJECTED
 from .model import StanModel, unflatten_draws, variable_shapes
 from .tempered import PRIOR_ONLY
 
@@ -116,7 +116,7 @@ class Simulator:
                 index, message = next(iter(self.model.last_errors.items()))
                 bad = nonfinite_entries(self.data)
                 bound = _BOUND.search(message)
-                cause = "" if REJECTED in message else (
+                cause = "" if REJECTED in message or SIZE_REJECTED in message else (
                     f" (the data given to the simulator are not finite: "
                          f"{', '.join(bad)})" if bad else
                          f" ({bound['name']} was drawn outside its declared bound "

@@ -20,6 +20,7 @@ from typing import Sequence
 
 from ...errors import DraftError, StanCompileError
 from ..compile import Program, run_stanc, resolve_toolchain, read_program
+from .coverage import SIZE_REJECTED
 from .emit import emit
 from .normaliser import DIGEST_TAG, LOG_C_EXACT, PRIOR_TRIES, prior_digest
 from .parse import parse_program
@@ -32,6 +33,7 @@ from .translate import translate
 
 __all__ = ["draft_simulator", "draft_program", "DraftedSimulator", "relax_data_bounds",
            "split_model", "DraftError", "Split", "SplitError", "OBSERVED_SUFFIX", "REJECTED",
+           "SIZE_REJECTED",
            "LOG_C_EXACT", "PRIOR_TRIES", "DIGEST_TAG", "prior_digest"]
 
 

@@ -26,7 +26,9 @@ from .parse import Decl, Expr, StanProgram, Stmt
 from .statements import walk
 from .support import refuse, top_level_split
 
-__all__ = ["Coverage", "integer_data", "size_aliases", "size_checks"]
+__all__ = ["Coverage", "integer_data", "size_aliases", "size_checks", "SIZE_REJECTED"]
+
+SIZE_REJECTED = "the drafted simulator holds only where"   # starts its size checks' refusal
 
 
 def _int(text: str) -> int | None:
@@ -169,7 +171,7 @@ def size_checks(sizes: dict[str, tuple[int, str]], copies: Iterable[Copy],
         if size in simulated:
             raise DraftError(f"{name} is drawn or copied into {n} element(s) of a "
                              f"dimension of size {size}, which the simulator draws")
-        lines.append(f'  if ({size} != {n}) reject("the drafted simulator holds only where '
+        lines.append(f'  if ({size} != {n}) reject("{SIZE_REJECTED} '
                      f'{size} = {n}: it draws {n} element(s) of {name}, and the model gives '
                      f'the others no density; these data have {size} = ", {size});')
     return lines
