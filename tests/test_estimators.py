@@ -131,3 +131,33 @@ def test_a_known_bound_the_estimates_contradict_gives_no_kl_bound():
         out = one_sided_bounds(L, U, known_upper=0.0, known_lower=0.0)
         refused += np.isnan(out["kl_q_p"]) + np.isnan(out["kl_p_q"])
     assert refused <= 12
+
+
+def test_a_stranded_chain_of_astronomical_log_weight_is_summarised_not_a_crash():
+    """posteriordb's soil_incubation (an ODE model) left one forward chain of 30 at a
+    log weight of -6.8e83 (started from q where the ODE's likelihood is absurd): the
+    BAR root-finder ran out of iterations bisecting a 1e84-wide bracket, and the Welch
+    degrees of freedom overflowed (total ** 2 past 1e154), so the run ended in an
+    internal error after its AIS was done.  Exact checks: the BAR estimate is the root
+    of Bennett's equation without the stranded chain's term (its sigmoid is exactly 0
+    at any plausible root; the shift log(n_L / n_U) = 0 stays), solved here on a narrow
+    bracket, to 1e-9; and the Welch df is scale-free (the same at variances 1e200
+    times larger).  Breaks tried: brentq's default 100 iterations (RuntimeError, the
+    bug), and the unscaled Welch formula (OverflowError)."""
+    from scipy.optimize import brentq
+
+    from bread_stan.ais.estimators import bidirectional_log_ml, welch_df
+    rng = np.random.default_rng(3)
+    L = -37.2 + 0.3 * rng.standard_normal(30)
+    U = -37.3 + 0.3 * rng.standard_normal(30)
+    stranded = L.copy()
+    stranded[8] = -6.784e83
+    kept = np.delete(L, 8)
+
+    def gap(c):
+        return (np.sum(1 / (1 + np.exp(-(kept - c)))) - np.sum(1 / (1 + np.exp(-(c - U)))))
+    assert bidirectional_log_ml(stranded, U) == pytest.approx(
+        brentq(gap, -60.0, -20.0, xtol=1e-13), abs=1e-9)
+    assert welch_df(2e200, 30, 1e200, 30) == pytest.approx(welch_df(2.0, 30, 1.0, 30),
+                                                           rel=1e-12)
+    assert np.isfinite(jeffreys_bound(stranded, U).df)

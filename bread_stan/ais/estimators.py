@@ -169,7 +169,8 @@ def welch_df(var_a: float, n_a: int, var_b: float, n_b: int) -> float:
         return float("nan")
     if total == 0:
         return float("inf")
-    return float(total ** 2 / (var_a ** 2 / (n_a - 1) + var_b ** 2 / (n_b - 1)))
+    a, b = var_a / total, var_b / total     # scaled: total ** 2 overflows past 1e154
+    return float(1.0 / (a ** 2 / (n_a - 1) + b ** 2 / (n_b - 1)))
 
 
 @dataclass(frozen=True)
@@ -431,7 +432,9 @@ def bidirectional_log_ml(lower, upper) -> float:
 
     low = min(L.min(), U.min()) - abs(shift) - 50.0
     high = max(L.max(), U.max()) + abs(shift) + 50.0
-    return float(brentq(gap, low, high, xtol=1e-12, rtol=1e-14))
+    # A stranded chain can put the bracket's end at -1e84, where the sigmoids are flat
+    # and Brent bisects: 1,100 halvings narrow any double-precision bracket to xtol.
+    return float(brentq(gap, low, high, xtol=1e-12, rtol=1e-14, maxiter=1100))
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
