@@ -17,7 +17,7 @@ Exact tier: the drafted lines and the refusals of near misses.  Statistical tier
 drafted draws of sd_1 and l against their closed-form quantiles.
 
 Deliberate breaks, done once each:
-* dropping the size checks (the simulator's lines without ``_size_checks``) made
+* dropping the size checks (the simulator's lines without ``Coverage.size_checks``) made
   ``test_a_size_read_from_data_is_checked_by_the_simulator`` fail (no reject line);
 * the simulator not knowing the size check's marker (``SIZE_REJECTED``) made the same
   test fail (the vague-priors hint appended);

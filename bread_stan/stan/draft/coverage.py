@@ -26,7 +26,7 @@ from .parse import Decl, Expr, StanProgram, Stmt
 from .statements import walk
 from .support import refuse, top_level_split
 
-__all__ = ["Coverage", "integer_data", "size_aliases", "size_checks", "SIZE_REJECTED"]
+__all__ = ["Coverage", "integer_data", "size_aliases", "SIZE_REJECTED"]
 
 SIZE_REJECTED = "the drafted simulator holds only where"   # starts its size checks' refusal
 
@@ -137,6 +137,27 @@ class Coverage:
                                             f"drawn by indexed ~ end at {at}, not at its "
                                             f"size {extent[0].text}")
 
+    def size_checks(self, copies: Iterable[Copy], simulated: list[str]) -> list[str]:
+        """The simulator's checks that sizes read from data equal the number of elements
+        drawn (:attr:`sizes`) or copied (:attr:`.Copy.sizes`): it rejects other data,
+        whose remaining elements would have no density."""
+        sizes = dict(self.sizes)
+        for c in copies:
+            for size, n in c.sizes:
+                if sizes.setdefault(size, (n, c.name))[0] != n:
+                    raise DraftError(f"{c.name} fills {n} element(s) of a dimension of size "
+                                     f"{size} and {sizes[size][1]} {sizes[size][0]}: {size} "
+                                     "cannot be both")
+        lines = []
+        for size, (n, name) in sorted(sizes.items()):
+            if size in simulated:
+                raise DraftError(f"{name} is drawn or copied into {n} element(s) of a "
+                                 f"dimension of size {size}, which the simulator draws")
+            lines.append(f'  if ({size} != {n}) reject("{SIZE_REJECTED} {size} = {n}: it '
+                         f'draws {n} element(s) of {name}, and the model gives the others '
+                         f'no density; these data have {size} = ", {size});')
+        return lines
+
 
 def size_aliases(program: StanProgram) -> dict[str, str]:
     """Transformed data ``int J = n;`` with n a name, J never assigned again: J -> n."""
@@ -152,26 +173,3 @@ def integer_data(program: StanProgram) -> set[str]:
     """The integer data of one number, which a size may name."""
     return {s.decl.name for s in program.blocks.get("data", []) if s.kind == "decl"
             and s.decl.base == "int" and not s.decl.dims}
-
-
-def size_checks(sizes: dict[str, tuple[int, str]], copies: Iterable[Copy],
-                simulated: list[str]) -> list[str]:
-    """The simulator's checks that sizes read from data equal the number of elements
-    drawn (:attr:`Coverage.sizes`) or copied (:attr:`.Copy.sizes`): it rejects other
-    data, whose remaining elements would have no density."""
-    sizes = dict(sizes)
-    for c in copies:
-        for size, n in c.sizes:
-            if sizes.setdefault(size, (n, c.name))[0] != n:
-                raise DraftError(f"{c.name} fills {n} element(s) of a dimension of size "
-                                 f"{size}, {sizes[size][1]} {sizes[size][0]}: they cannot "
-                                 "both fill it")
-    lines = []
-    for size, (n, name) in sorted(sizes.items()):
-        if size in simulated:
-            raise DraftError(f"{name} is drawn or copied into {n} element(s) of a "
-                             f"dimension of size {size}, which the simulator draws")
-        lines.append(f'  if ({size} != {n}) reject("{SIZE_REJECTED} '
-                     f'{size} = {n}: it draws {n} element(s) of {name}, and the model gives '
-                     f'the others no density; these data have {size} = ", {size});')
-    return lines

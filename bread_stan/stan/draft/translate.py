@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ...errors import DraftError
-from .coverage import Coverage, integer_data, size_aliases, size_checks
+from .coverage import Coverage, integer_data, size_aliases
 from .mixture import fold_mixtures
 from .order import dependency_order
 from .parse import Decl, Expr, StanProgram, Stmt, tokenize
@@ -555,7 +555,7 @@ def translate(program: StanProgram, info: dict, types: list, hyper=None,
     known = tr.normaliser
     lines = rejection_loop(known.finish(lines[:cut]), known.finish(lines[cut:]), tr.truncated,
                            hyper_names, None if known.unavailable else PRIOR_TRIES)
-    lines = size_checks(tr.cover.sizes, tr.copies.values(), tr.simulated) + lines
+    lines = tr.cover.size_checks(tr.copies.values(), tr.simulated) + lines
     kept = [s.decl for s in program.blocks.get("data", [])
             if s.kind == "decl" and s.decl.name not in simulated
             and s.decl.name != "prior_only"]
