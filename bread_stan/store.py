@@ -127,12 +127,15 @@ def save_for_run(path: str | os.PathLike, record: dict, fingerprint: str | None)
 def load_for_run(path: str | os.PathLike, fingerprint: str | None,
                  read: Callable[[dict], T], what: str) -> T | None:
     """``read`` of the record saved by :func:`save_for_run`: None when it was saved for
-    a run of another ``fingerprint`` (any, when ``fingerprint`` is None);
+    a run of another ``fingerprint`` (read by any run when ``fingerprint`` is None, and
+    when the record has no fingerprint at all);
     CorruptFileError when the file is not ``what`` (a JSON object ``read`` accepts)."""
     record = load_json(path)
     if not isinstance(record, dict):
         raise CorruptFileError(Path(path), f"not {what}")
-    if fingerprint is not None and record.get("fingerprint") != fingerprint:
+    # A record without the key was written before runs kept fingerprints (tuning.json):
+    # only ever inside its own run's directory, whose header the resume checks.
+    if fingerprint is not None and record.get("fingerprint", fingerprint) != fingerprint:
         return None
     try:
         return read(record)

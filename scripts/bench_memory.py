@@ -46,7 +46,7 @@ def child(problem: str, T: int) -> dict:
     """Run one case in this process; peak and pre-run RSS in MB."""
     import numpy as np
     if problem in ("gauss50", "schedule50"):
-        from bread_stan.ais import engine
+        from bread_stan.ais import engine, runs
         from bread_stan.ais.betas import ScheduleSpec
         from bread_stan.ais.tuning import TuningConfig, tune
         from bread_stan.exact.conjugate import simulate_regression
@@ -66,7 +66,7 @@ def child(problem: str, T: int) -> dict:
             for t in range(T):
                 schedule.params_at(t)
         else:
-            engine.run(model, HMC(), prior, post, seed=4, tuned=tuned,
+            runs.run(model, HMC(), prior, post, seed=4, path=tuned,
                        config=engine.RunConfig(steps=(T,), schedule=ScheduleSpec("adaptive"),
                                                increment_blocks=50))
     else:

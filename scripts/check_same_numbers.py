@@ -1,9 +1,11 @@
 """Rerun small seeded jobs of every workflow and compare their numbers bit for bit.
 
-Proof of "no behaviour change" for refactors (issue 25).  Five jobs, at small settings:
+Proof of "no behaviour change" for refactors (issue 25).  Eight jobs, at small settings:
 
 - ``bread``: the README main job (linear regression on NHEFS) with ``--steps 10,100
-  --chains 20``;
+  --chains 20`` (``--path auto``, which takes the Gaussian path there);
+- ``bread_prior``, ``bread_waypoint``: the same on the prior and the waypoint paths;
+- ``smc``: resampling SMC (4 particles a run) on the conjugate normal-mean model;
 - ``compare``: two copies of the conjugate normal-mean model under one simulator;
 - ``protocol``: the noise-scale model, 2 replicates, a short S sweep;
 - ``subjective``: the normal-mean model from the Gaussian base, the toolkit's NUTS
@@ -144,7 +146,27 @@ def _aide():
                            run=RunSettings(seed=5, threads=1, progress=False))
 
 
-JOBS = {"bread": _bread, "compare": _compare, "protocol": _protocol,
+def _bread_path(path: str):
+    import bread_stan
+    from bread_stan.stan import datasets
+    from bread_stan.workflows.bread import RunSettings
+    return bread_stan.bread(MODELS / "linear_regression.stan",
+                            MODELS / "linear_regression_sim.stan", datasets.load("nhefs"),
+                            run=RunSettings(steps=(10, 100), chains=20, progress=False,
+                                            path=path))
+
+
+def _smc():
+    import bread_stan
+    from bread_stan.workflows.bread import RunSettings, SamplerSettings
+    return bread_stan.bread(TEST_STAN / "normal_mean.stan", TEST_STAN / "normal_mean_sim.stan",
+                            _NORMAL_MEAN, sampler=SamplerSettings(**_SAMPLER),
+                            run=RunSettings(steps=(5, 20), chains=6, seed=3, progress=False,
+                                            algorithm="smc", particles=4))
+
+
+JOBS = {"bread": _bread, "bread_prior": lambda: _bread_path("prior"),
+        "bread_waypoint": lambda: _bread_path("waypoint"), "smc": _smc, "compare": _compare, "protocol": _protocol,
         "subjective": _subjective, "aide": _aide}
 
 

@@ -38,6 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bread_stan.ais import engine  # noqa: E402
+from bread_stan.ais import runs
 from bread_stan.ais.estimators import consistency_check, jeffreys_bound, sign_test  # noqa: E402
 from bread_stan.exact.conjugate import simulate_regression  # noqa: E402
 from bread_stan.exact.coverage import multi_draw_coverage, single_draw_coverage  # noqa: E402
@@ -64,8 +65,8 @@ def replicated_runs(model, kernel, params, steps: int, reps: int, chains: int, s
     """``reps`` independent single-draw runs of ``chains`` + ``chains`` chains, in one batch."""
     rng = np.random.default_rng(seed)
     x_star = np.repeat(model.sample_posterior(rng, reps), chains, axis=0)
-    run = engine.run(model, kernel, model.sample_prior(rng, reps * chains), x_star, seed=seed,
-                     tuned=params, config=engine.RunConfig(steps=(steps,),
+    run = runs.run(model, kernel, model.sample_prior(rng, reps * chains), x_star, seed=seed,
+                     path=params, config=engine.RunConfig(steps=(steps,),
                                                            increment_blocks=None)).steps[0]
     return (run.forward.log_estimates.reshape(reps, chains),
             run.reverse.log_estimates.reshape(reps, chains))

@@ -14,6 +14,7 @@ import pytest
 from scipy.integrate import quad
 
 from bread_stan.ais import engine as ais
+from bread_stan.ais import runs
 from bread_stan.ais.betas import ScheduleError, ScheduleSpec, sigmoidal, thermodynamic
 from bread_stan.ais.estimators import log_ml_sandwich
 from bread_stan.ais.frozen_kernels import KernelSchedule
@@ -147,8 +148,8 @@ def test_adaptive_dense_sandwich_contains_exact_log_ml(kernel, base):
     tuned = tune(model, kernel, base, model.sample_prior(rng, 32), seed=13,
                  config=TuningConfig(n_grid=8, adapt_steps=20, adapt_metric=True,
                                      metric="dense", beta_floor=1e-3))
-    result = ais.run(model, kernel, model.sample_prior(rng, 200),
-                     model.sample_posterior(rng, 200), seed=14, tuned=tuned,
+    result = runs.run(model, kernel, model.sample_prior(rng, 200),
+                     model.sample_posterior(rng, 200), seed=14, path=tuned,
                      config=ais.RunConfig(steps=(50,), schedule=ScheduleSpec("adaptive")))
     step = result.steps[0]
     np.testing.assert_array_equal(step.betas, ScheduleSpec("adaptive").betas(50, tuned))

@@ -14,6 +14,7 @@ import pytest
 import bread_stan
 
 from bread_stan.ais import engine
+from bread_stan.ais import runs
 from bread_stan.ais.betas import sigmoidal
 from bread_stan.ais.estimators import jeffreys_bound
 from bread_stan.ais.frozen_kernels import KernelSchedule
@@ -120,8 +121,8 @@ def test_ais_target_with_exact_gold_is_the_bread_bound(problem):
     assert result.cost["target_runs"].gradients == n * 9 * 5
 
     rng = np.random.default_rng(6)
-    bread = engine.run(model, HMC(), model.sample_prior(rng, 400), model.sample_posterior(rng, 400),
-                       seed=7, tuned=HMCParams(step_size=0.3, n_leapfrog=5),
+    bread = runs.run(model, HMC(), model.sample_prior(rng, 400), model.sample_posterior(rng, 400),
+                       seed=7, path=HMCParams(step_size=0.3, n_leapfrog=5),
                        config=engine.RunConfig(steps=(10,), schedule=_Sigmoid(),
                                                increment_blocks=None))
     step = bread.steps[0]

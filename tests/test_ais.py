@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from bread_stan.ais import engine as ais
+from bread_stan.ais import runs
 from bread_stan.exact.conjugate import simulate_regression
 from bread_stan.ais.estimators import consistency_check, log_ml_sandwich
 from bread_stan.ais.frozen_kernels import KernelSchedule
@@ -148,7 +149,7 @@ def test_run_matches_separate_directions_and_records_everything(problem, combine
     params = HMCParams(0.2, 5)
     config = ais.RunConfig(steps=(12, 30), schedule=ScheduleSpec("linear"), combined=combined,
                            increment_blocks=4)
-    res = ais.run(m, HMC(), problem["prior"][:40], problem["w_true"], seed=9, tuned=params,
+    res = runs.run(m, HMC(), problem["prior"][:40], problem["w_true"], seed=9, path=params,
                   config=config)
     ks = KernelSchedule.constant(linear(12), params)
     f = ais.forward(m, HMC(), ks, problem["prior"][:40], seed=9)

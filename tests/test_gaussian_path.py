@@ -24,6 +24,7 @@ import pytest
 from scipy import integrate, stats
 
 from bread_stan.ais import engine, gaussian_path
+from bread_stan.ais import runs
 from bread_stan.ais.betas import ScheduleSpec
 from bread_stan.ais.estimators import consistency_check, log_ml_sandwich
 from bread_stan.ais.tuning import TuningConfig
@@ -64,8 +65,7 @@ def test_the_sandwich_is_of_log_ml_itself_not_of_c_times_it(regression, path):
     rng = np.random.default_rng(11)
     n = 200
     model = ShiftedPrior(regression)
-    L_run, U_run = gaussian_path.forward_and_reverse(
-        model, HMC(), path, CONFIG, 40, path.start_draws(5, n),
+    L_run, U_run = runs.run_both(path, model, HMC(), CONFIG, 40, path.forward_starts(5, n),
         regression.sample_posterior(rng, 1), seed=4)
     L, U = L_run.log_estimates, U_run.log_estimates
     log_ml = regression.log_marginal_likelihood()
@@ -81,15 +81,15 @@ def test_the_sandwich_is_of_log_ml_itself_not_of_c_times_it(regression, path):
 
 
 def test_a_block_of_chains_gives_the_numbers_of_the_batch_and_seeds_repeat(regression, path):
-    model, start = ShiftedPrior(regression), path.start_draws(8, 6)
-    np.testing.assert_array_equal(start, path.start_draws(8, 6))
+    model, start = ShiftedPrior(regression), path.forward_starts(8, 6)
+    np.testing.assert_array_equal(start, path.forward_starts(8, 6))
     x_star = regression.sample_posterior(np.random.default_rng(12), 1)[0]
-    whole = gaussian_path.forward(model, HMC(), path, CONFIG, 12, start, seed=9)
-    part = gaussian_path.forward(model, HMC(), path, CONFIG, 12, start[4:], seed=9,
+    whole = runs.run_direction(path, model, HMC(), CONFIG, 12, "forward", start, seed=9)
+    part = runs.run_direction(path, model, HMC(), CONFIG, 12, "forward", start[4:], seed=9,
                                  first_chain=4)
     np.testing.assert_array_equal(whole.log_estimates[4:], part.log_estimates)
-    rev = gaussian_path.reverse(model, HMC(), path, CONFIG, 12, x_star, seed=9, n_chains=6)
-    rev_part = gaussian_path.reverse(model, HMC(), path, CONFIG, 12, x_star, seed=9,
+    rev = runs.run_direction(path, model, HMC(), CONFIG, 12, "reverse", x_star, seed=9, n_chains=6)
+    rev_part = runs.run_direction(path, model, HMC(), CONFIG, 12, "reverse", x_star, seed=9,
                                      n_chains=2, first_chain=4)
     np.testing.assert_array_equal(rev.log_estimates[4:], rev_part.log_estimates)
 
@@ -97,16 +97,16 @@ def test_a_block_of_chains_gives_the_numbers_of_the_batch_and_seeds_repeat(regre
 def test_the_runs_log_their_progress_when_asked(regression, path, caplog):
     """Under pytest stderr is not a terminal, so ``progress=True`` gives lines, not a bar,
     on the Gaussian path as on the prior path; the same numbers either way."""
-    model, start = ShiftedPrior(regression), path.start_draws(4, 6)
+    model, start = ShiftedPrior(regression), path.forward_starts(4, 6)
     x_star = regression.sample_posterior(np.random.default_rng(12), 1)[0]
     with caplog.at_level(logging.INFO, logger="bread_stan"):
-        loud = gaussian_path.forward_and_reverse(model, HMC(), path, CONFIG, 12, start, x_star,
+        loud = runs.run_both(path, model, HMC(), CONFIG, 12, start, x_star,
                                                  seed=9, progress=True)
     assert any("AIS forward+reverse, 12 distributions: 11 of 11 transitions" in r.getMessage()
                for r in caplog.records)
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="bread_stan"):
-        quiet = gaussian_path.forward_and_reverse(model, HMC(), path, CONFIG, 12, start,
+        quiet = runs.run_both(path, model, HMC(), CONFIG, 12, start,
                                                   x_star, seed=9)
     assert not [r for r in caplog.records if "transitions" in r.getMessage()]
     for a, b in zip(loud, quiet):

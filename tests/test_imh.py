@@ -25,6 +25,7 @@ import pytest
 from scipy.special import logsumexp
 
 from bread_stan.ais import engine, smc
+from bread_stan.ais import runs
 from bread_stan.ais.betas import ScheduleSpec
 from bread_stan.ais.imh_tuning import IMHTuningConfig, TunedIMH, tune_imh
 from bread_stan.exact.conjugate import simulate_regression
@@ -141,8 +142,8 @@ def _smc_imh(regression, tuned, n=60, P=8, T=20, seed=5):
     prior = model.sample_prior(np.random.default_rng(seed), n * (2 * P - 1))
     config = engine.RunConfig(steps=(T,), schedule=ScheduleSpec("adaptive"),
                               increment_blocks=None)
-    res = smc.run(model, IMH(), prior.reshape(n, 2 * P - 1, -1), w, seed=seed, tuned=tuned,
-                  config=config, smc=smc.SMCConfig(particles=P))
+    res = runs.run(model, IMH(), prior.reshape(n, 2 * P - 1, -1), w, seed=seed, path=tuned,
+                  config=config, resampling=smc.SMCConfig(particles=P))
     return res.steps[0].forward.log_estimates, res.steps[0].reverse.log_estimates
 
 
@@ -185,8 +186,8 @@ def test_same_numbers_whole_split_or_sharing_a_batch(regression, tuned):
     assert np.array_equal(cond.log_estimates,
                           np.concatenate([p.log_estimates for p in cparts]))
     # run() batches the forward particles with the retained reverse chains.
-    res = smc.run(model, IMH(), prior, w, seed=4, tuned=tuned, config=config,
-                  smc=smc.SMCConfig(particles=P))
+    res = runs.run(model, IMH(), prior, w, seed=4, path=tuned, config=config,
+                  resampling=smc.SMCConfig(particles=P))
     assert np.array_equal(res.steps[0].forward.log_estimates, whole.log_estimates)
     assert np.array_equal(res.steps[0].reverse.log_estimates, cond.log_estimates)
     assert res.steps[0].forward.wall_time > 0  # no gradients: time is split by rows
@@ -199,7 +200,7 @@ def test_ais_with_imh_sandwiches_the_closed_form_log_ml(regression, tuned):
     prior = model.sample_prior(np.random.default_rng(7), 200)
     config = engine.RunConfig(steps=(30,), schedule=ScheduleSpec("adaptive"),
                               increment_blocks=None)
-    res = engine.run(model, IMH(), prior, w, seed=8, tuned=tuned, config=config)
+    res = runs.run(model, IMH(), prior, w, seed=8, path=tuned, config=config)
     L, U = res.steps[0].forward.log_estimates, res.steps[0].reverse.log_estimates
     assert L.mean() < log_ml + N_SE * _se(L) and U.mean() > log_ml - N_SE * _se(U)
     lower, upper = logsumexp(L) - np.log(L.size), -(logsumexp(-U) - np.log(U.size))

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from bread_stan.ais import engine
+from bread_stan.ais import runs
 from bread_stan.ais.betas import ScheduleSpec
 from bread_stan.exact.conjugate import simulate_regression
 from bread_stan.kernels.hmc import HMC, HMCParams
@@ -45,7 +46,7 @@ class _SplittingExecutor(LocalExecutor):
 
 def _by_engine(problem, T):
     model, prior, w_true = problem
-    return engine.run(model, HMC(), prior, w_true, seed=T, tuned=PARAMS,
+    return runs.run(model, HMC(), prior, w_true, seed=T, path=PARAMS,
                       config=engine.RunConfig(steps=(T,), schedule=CONFIG.schedule,
                                               increment_blocks=CONFIG.increment_blocks)
                       ).steps[0]

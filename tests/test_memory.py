@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from bread_stan.ais import engine as ais
+from bread_stan.ais import runs
 from bread_stan.ais.betas import Betas, ScheduleError, ScheduleSpec, thermodynamic, validate
 from bread_stan.ais.frozen_kernels import InterpolatedSchedule, KernelSchedule
 from bread_stan.ais.results import StepResult
@@ -169,7 +170,7 @@ def _peak_bytes(model, tuned, prior, post, T):
     config = ais.RunConfig(steps=(T,), schedule=ScheduleSpec("adaptive"), increment_blocks=50)
     tracemalloc.start()
     try:
-        ais.run(model, HMC(), prior, post, seed=5, tuned=tuned, config=config)
+        runs.run(model, HMC(), prior, post, seed=5, path=tuned, config=config)
         return tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()

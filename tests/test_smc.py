@@ -25,6 +25,7 @@ from scipy import stats
 from scipy.special import logsumexp
 
 from bread_stan.ais import engine, smc
+from bread_stan.ais import runs
 from bread_stan.ais.betas import ScheduleSpec, sigmoidal
 from bread_stan.ais.frozen_kernels import KernelSchedule
 from bread_stan.exact.conjugate import simulate_regression
@@ -54,9 +55,9 @@ def test_one_particle_is_ais_bit_for_bit(regression):
     prior = model.sample_prior(np.random.default_rng(0), 12)
     params = HMCParams(0.15, 8)
     config = engine.RunConfig(steps=(7, 30), schedule=ScheduleSpec("sigmoid"), increment_blocks=4)
-    ais = engine.run(model, HMC(), prior, w, seed=3, tuned=params, config=config)
-    one = smc.run(model, HMC(), prior, w, seed=3, tuned=params, config=config,
-                  smc=smc.SMCConfig(particles=1))
+    ais = runs.run(model, HMC(), prior, w, seed=3, path=params, config=config)
+    one = runs.run(model, HMC(), prior, w, seed=3, path=params, config=config,
+                  resampling=smc.SMCConfig(particles=1))
     for a, s in zip(ais.steps, one.steps):
         for d in ("forward", "reverse"):
             assert np.array_equal(getattr(a, d).log_estimates, getattr(s, d).log_estimates)
@@ -204,8 +205,8 @@ def test_conjugate_sandwich_contains_log_ml_and_bound_falls_with_particles(regre
     bounds, ses = [], []
     for P in (1, 4, 16):
         prior = model.sample_prior(rng, n * (2 * P - 1)).reshape(n, 2 * P - 1, 3)
-        res = smc.run(model, HMC(), prior, w, seed=6, tuned=HMCParams(0.15, 6), config=config,
-                      smc=smc.SMCConfig(particles=P, resample_every=2))
+        res = runs.run(model, HMC(), prior, w, seed=6, path=HMCParams(0.15, 6), config=config,
+                      resampling=smc.SMCConfig(particles=P, resample_every=2))
         L, U = res.steps[0].forward.log_estimates, res.steps[0].reverse.log_estimates
         assert L.mean() < log_ml + N_SE * _se(L)
         assert U.mean() > log_ml - N_SE * _se(U)
@@ -244,8 +245,8 @@ def test_bad_input_is_refused_in_one_line(regression):
     with pytest.raises(ValueError, match="ess_fraction"):
         smc.SMCConfig(ess_fraction=1.5)
     with pytest.raises(ValueError, match="shape"):
-        smc.run(model, HMC(), np.zeros((4, 2, 3)), w, seed=0, smc=smc.SMCConfig(particles=2),
-                tuned=HMCParams(0.1, 2), config=engine.RunConfig(steps=(5,)))
+        runs.run(model, HMC(), np.zeros((4, 2, 3)), w, seed=0, resampling=smc.SMCConfig(particles=2),
+                path=HMCParams(0.1, 2), config=engine.RunConfig(steps=(5,)))
     with pytest.raises(ValueError, match="resampling steps"):
         smc.forward_smc(model, HMC(), KernelSchedule.constant(sigmoidal(5), HMCParams(0.1, 2)),
                         np.zeros((2, 2, 3)), seed=0, resample_at=[4])

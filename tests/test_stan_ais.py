@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 from bread_stan.ais import engine as ais
+from bread_stan.ais import runs
 from bread_stan.exact.conjugate import simulate_regression
 from bread_stan.ais.estimators import consistency_check, log_ml_sandwich
 from bread_stan.ais.frozen_kernels import KernelSchedule
@@ -106,8 +107,8 @@ def test_draws_that_are_not_from_the_posterior_fail_the_checks(problem):
 
 def _run(target, seed, kernel=NUTS(), params=NUTSParams(0.25), problem=None):
     config = ais.RunConfig(steps=(15,), schedule=ScheduleSpec("sigmoid"), increment_blocks=5)
-    return ais.run(target, kernel, problem["prior"][:24], problem["post"][:24], seed=seed,
-                   tuned=params, config=config)
+    return runs.run(target, kernel, problem["prior"][:24], problem["post"][:24], seed=seed,
+                   path=params, config=config)
 
 
 @pytest.mark.parametrize("kernel, params", [(HMC(), HMCParams(0.2, 6)), (NUTS(), NUTSParams(0.25))])

@@ -26,6 +26,7 @@ import pytest
 from scipy import stats
 
 from bread_stan.ais import engine
+from bread_stan.ais import runs
 from bread_stan.errors import PriorOnlyMissingError
 from bread_stan.exact.conjugate import simulate_regression
 from bread_stan.exact.grid import GridTarget, grid_log_f
@@ -224,7 +225,7 @@ def test_exact_reference_reproduces_the_exact_bound_on_the_grid():
     reference = Reference.rate(target.sample_posterior(rng, n).reshape(4, n // 4, 2), "exact")
     starts, stride = reference.thinned()
     assert stride <= 2  # independent draws: about one per draw kept
-    result = engine.run(target, GridMetropolis(), target.sample_prior(rng, n), starts, seed=3,
+    result = runs.run(target, GridMetropolis(), target.sample_prior(rng, n), starts, seed=3,
                         config=engine.RunConfig(steps=(T,), schedule=_Linear()))
     step = result.steps[0]
     L, U = step.forward.log_estimates, step.reverse.log_estimates

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from bread_stan.ais import engine
+from bread_stan.ais import runs
 from bread_stan.ais.estimators import jeffreys_bound, sign_test
 from bread_stan.ais.results import BreadResult, DirectionResult, StepResult
 from bread_stan.ais.verdict import VerdictSettings
@@ -37,8 +38,8 @@ def _conjugate_step(steps: int, seed: int, chains: int = 100,
     model, w = simulate_regression(20, 2, noise_sd=0.5, seed=seed)
     rng = np.random.default_rng(seed)
     sampler, params = KERNELS[kernel]
-    return engine.run(model, sampler, model.sample_prior(rng, chains), w, seed=seed,
-                      tuned=params, config=engine.RunConfig(steps=(steps,))).steps[0]
+    return runs.run(model, sampler, model.sample_prior(rng, chains), w, seed=seed,
+                      path=params, config=engine.RunConfig(steps=(steps,))).steps[0]
 
 
 def _shifted(step: StepResult, shift: float) -> StepResult:
@@ -92,8 +93,8 @@ def test_sign_test_false_alarms_on_correct_runs_stay_near_alpha():
     rng = np.random.default_rng(11)
     reps, chains = 200, 30
     x_star = np.repeat(model.sample_posterior(rng, reps), chains, axis=0)
-    run = engine.run(model, HMC(), model.sample_prior(rng, reps * chains), x_star, seed=5,
-                     tuned=PARAMS, config=engine.RunConfig(steps=(300,),
+    run = runs.run(model, HMC(), model.sample_prior(rng, reps * chains), x_star, seed=5,
+                     path=PARAMS, config=engine.RunConfig(steps=(300,),
                                                            increment_blocks=None)).steps[0]
     L = run.forward.log_estimates.reshape(reps, chains)
     U = run.reverse.log_estimates.reshape(reps, chains)

@@ -21,6 +21,7 @@ import pytest
 from scipy import stats
 
 from bread_stan.ais import engine, waypoint
+from bread_stan.ais import runs
 from bread_stan.ais.betas import ScheduleSpec
 from bread_stan.ais.estimators import consistency_check, log_ml_sandwich
 from bread_stan.ais.gaussian_base import GaussianBase
@@ -105,8 +106,7 @@ def test_waypoint_ais_sandwiches_log_ml_itself_not_the_shifted_normaliser(regres
     rng = np.random.default_rng(11)
     n = 200
     model = ShiftedPrior(regression)
-    L_run, U_run = waypoint.forward_and_reverse(
-        model, HMC(), path, CONFIG, 300, regression.sample_prior(rng, n),
+    L_run, U_run = runs.run_both(path, model, HMC(), CONFIG, 300, regression.sample_prior(rng, n),
         regression.sample_posterior(rng, n), seed=4)
     L, U = L_run.log_estimates, U_run.log_estimates
     log_ml = regression.log_marginal_likelihood()
@@ -125,11 +125,11 @@ def test_a_block_of_chains_gives_the_numbers_of_the_batch(regression, path):
     rng = np.random.default_rng(12)
     model, start = ShiftedPrior(regression), regression.sample_prior(rng, 6)
     x_star = regression.sample_posterior(rng, 1)[0]
-    whole = waypoint.forward(model, HMC(), path, CONFIG, 12, start, seed=9)
-    part = waypoint.forward(model, HMC(), path, CONFIG, 12, start[4:], seed=9, first_chain=4)
+    whole = runs.run_direction(path, model, HMC(), CONFIG, 12, "forward", start, seed=9)
+    part = runs.run_direction(path, model, HMC(), CONFIG, 12, "forward", start[4:], seed=9, first_chain=4)
     np.testing.assert_array_equal(whole.log_estimates[4:], part.log_estimates)
-    rev = waypoint.reverse(model, HMC(), path, CONFIG, 12, x_star, seed=9, n_chains=6)
-    rev_part = waypoint.reverse(model, HMC(), path, CONFIG, 12, x_star, seed=9, n_chains=2,
+    rev = runs.run_direction(path, model, HMC(), CONFIG, 12, "reverse", x_star, seed=9, n_chains=6)
+    rev_part = runs.run_direction(path, model, HMC(), CONFIG, 12, "reverse", x_star, seed=9, n_chains=2,
                                 first_chain=4)
     np.testing.assert_array_equal(rev.log_estimates[4:], rev_part.log_estimates)
 

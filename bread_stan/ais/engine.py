@@ -37,28 +37,28 @@ one batch per call into the model, and returns a
 from __future__ import annotations
 
 import logging
-import math
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
 from .frozen_kernels import KernelSchedule
-from ..kernels.base import Kernel, initial_state
+from ..kernels.base import ChainState, Kernel, initial_state
 from ..kernels.params import concat_params
-from .results import BreadResult, DirectionResult, StepResult
+from .results import DirectionResult
 from ..rng import ChainRandom, chain_seed_sequences
-from .betas import ScheduleSpec
+from .run_config import RunConfig, jsonable_config, step_schedule
 from .tuning import progress_bar
 from ..pace import PaceLog
 from ..target import Target
 from ..errors import InputError
 
-__all__ = ["AISRun", "forward", "reverse", "RunConfig", "run", "step_schedule",
-           "chain_diagnostics", "wall_share", "Group", "anneal", "as_schedule", "jsonable_config", "batch_params", "TransitionTally",
-           "forward_and_reverse", "DirectionRun"]
+__all__ = ["AISRun", "DirectionRun", "Group", "anneal", "Policy", "Increments", "Batch",
+           "forward", "reverse", "forward_and_reverse", "check_starts", "TransitionTally",
+           "chain_diagnostics", "wall_share", "batch_params", "as_schedule", "RunConfig",
+           "step_schedule", "jsonable_config"]
 
 log = logging.getLogger(__name__)
 
@@ -120,10 +120,18 @@ class Group:
     seed: int | np.random.SeedSequence
     stream: int
     first_chain: int = 0  # the index of the group's first chain in its random streams
+    seqs: list | None = None  # each chain's kernel stream, where not (seed, stream, i)
 
     @property
     def n(self) -> int:
         return self.start.shape[0]
+
+    def seed_sequences(self) -> list:
+        """Each chain's kernel stream: ``seqs``, else (seed, stream, first_chain + i)."""
+        if self.seqs is not None:
+            return list(self.seqs)
+        return chain_seed_sequences(self.seed, self.stream,
+                                    range(self.first_chain, self.first_chain + self.n))
 
 
 def _as_schedule(schedule) -> KernelSchedule:
@@ -149,23 +157,65 @@ def _check_start(target: Target, start, n_chains: int | None, what: str) -> np.n
 
 
 def anneal(target: Target, kernel: Kernel, schedule, groups: list[Group], *,
-            increments_every: int | None, progress: bool) -> list[AISRun]:
-    """Run the groups' chains in one batch through the schedule; one AISRun per group."""
+           increments_every: int | None, progress: bool, policy: "Policy | None" = None,
+           desc: str | None = None) -> list:
+    """Run the groups' chains in one batch through the schedule: the one annealing loop.
+
+    Forward groups run in temperature order, reverse groups as reverse AIS chains
+    (see the module docstring).  ``policy`` decides what happens between an increment
+    and the transition that follows it, and what each group returns: None is AIS (no
+    resampling; one :class:`AISRun` per group, running estimates every
+    ``increments_every`` temperatures); SMC passes its epochs and retained slot
+    (:class:`bread_stan.ais.smc.Resampling`).
+    """
     schedule = _as_schedule(schedule)
     betas = schedule.betas  # an array or a lazy Betas: read entry by entry
     T = len(betas)
     spt = int(getattr(schedule, "steps_per_temperature", 1))
-    d = target.dim
-    sizes = [g.n for g in groups]
-    n = sum(sizes)
-    bounds = np.cumsum([0] + sizes)
+    bounds = np.cumsum([0] + [g.n for g in groups])
+    n = int(bounds[-1])
     is_rev = np.concatenate([np.full(g.n, g.direction == "reverse") for g in groups])
-
-    rng = ChainRandom([ss for g in groups for ss in chain_seed_sequences(
-        g.seed, g.stream, range(g.first_chain, g.first_chain + g.n))])
+    policy = policy if policy is not None else Increments(increments_every)
+    rng = ChainRandom([ss for g in groups for ss in g.seed_sequences()])
     t0 = time.perf_counter()
     state = initial_state(target, np.concatenate([g.start for g in groups]),
                           gradient=kernel.needs_gradient)
+    _check_support(target, state, n)
+    policy.begin(groups, bounds, T)
+    logw = np.zeros(n)  # AIS: the log weights; SMC: the current epoch's
+    tally = TransitionTally(n)
+    desc = desc or "AIS " + "+".join(g.direction for g in groups)
+    bar = progress_bar(T - 1, progress, desc)
+    pace = (PaceLog(f"{desc}, {T} distributions", T - 1, "transitions")
+            if progress and bar is None else None)
+    try:
+        for k in range(1, T):
+            # Forward: temperature k (0-based) after the interval (b_{k-1}, b_k];
+            # reverse: the interval (b_{T-1-k}, b_{T-k}], then its kernel at T-1-k.
+            policy.before_increment(k, state)
+            b_fwd, b_rev = float(betas[k]), float(betas[T - 1 - k])
+            beta = np.where(is_rev, b_rev, b_fwd)
+            coef = np.where(is_rev, b_rev - float(betas[T - k]), b_fwd - float(betas[k - 1]))
+            ll = state.evaluation.log_lik
+            with np.errstate(invalid="ignore"):
+                inc = coef * np.where(np.isnan(ll), -np.inf, ll)
+            logw += inc
+            state = policy.after_increment(k, inc, logw, state)
+            params = batch_params(schedule, [g.direction == "reverse" for g in groups], bounds,
+                                  T, k, target.dim)
+            state = tally.transitions(kernel, rng, state, target, beta, params, spt)
+            if bar is not None:
+                bar.update()
+            elif pace is not None:
+                pace.tick(k)
+    finally:
+        if bar is not None:
+            bar.close()
+    return policy.finish(Batch(groups, bounds, state, logw, tally, (T - 1) * spt,
+                               time.perf_counter() - t0, schedule))
+
+
+def _check_support(target: Target, state, n: int) -> None:
     bad = ~np.isfinite(state.evaluation.log_prior)
     if bad.any():
         first = int(np.flatnonzero(bad)[0])
@@ -176,67 +226,93 @@ def anneal(target: Target, kernel: Kernel, schedule, groups: list[Group], *,
                          "Exact prior and posterior draws must lie in the model's support: "
                          "does the simulator draw values that the model rejects?")
 
-    logw = np.zeros(n)
-    tally = TransitionTally(n)
-    n_blocks = 0
-    if increments_every is not None:
-        every = int(increments_every)
-        if every < 1:
+
+@dataclass
+class Batch:
+    """What the loop leaves for its policy to report: the groups and their rows, the
+    final state and weights, the tally of transitions, the wall time."""
+
+    groups: list[Group]
+    bounds: np.ndarray
+    state: ChainState
+    logw: np.ndarray
+    tally: "TransitionTally"
+    n_trans: int
+    wall: float
+    schedule: object
+
+    @property
+    def rows(self) -> list[tuple[Group, int, int]]:
+        return list(zip(self.groups, self.bounds[:-1], self.bounds[1:]))
+
+    def wall_of(self, lo: int, hi: int) -> float:
+        """The share of the batch's wall time charged to rows lo:hi."""
+        g_grad = int(self.tally.n_grad[lo:hi].sum())
+        return self.wall * wall_share(g_grad, int(self.tally.n_grad.sum()), hi - lo,
+                                      int(self.bounds[-1]), len(self.groups))
+
+
+class Policy:
+    """What the annealing loop does besides AIS's increments and transitions: hooks
+    called before each increment and after it (where SMC resamples), and the results
+    it makes of the finished batch."""
+
+    def begin(self, groups: list[Group], bounds: np.ndarray, T: int) -> None:
+        pass
+
+    def before_increment(self, k: int, state: ChainState) -> None:
+        pass
+
+    def after_increment(self, k: int, inc: np.ndarray, logw: np.ndarray,
+                        state: ChainState) -> ChainState:
+        return state
+
+    def finish(self, batch: Batch) -> list:
+        raise NotImplementedError
+
+
+class Increments(Policy):
+    """AIS: no resampling; the increments summed in blocks of ``every`` temperatures
+    for the running estimates (None: not recorded); one :class:`AISRun` per group."""
+
+    def __init__(self, every: int | None):
+        if every is not None and int(every) < 1:
             raise InputError("increments_every must be a positive integer")
-        n_blocks = -(-(T - 1) // every)
-        blocks = np.zeros((n, n_blocks))
+        self.every = None if every is None else int(every)
 
-    bar = progress_bar(T - 1, progress, "AIS " + "+".join(g.direction for g in groups))
-    pace = (PaceLog(f"AIS {'+'.join(g.direction for g in groups)}, {T} distributions", T - 1,
-                    "transitions") if progress and bar is None else None)
-    try:
-        for k in range(1, T):
-            # Forward: temperature k (0-based) after the interval (b_{k-1}, b_k];
-            # reverse: the interval (b_{T-1-k}, b_{T-k}], then its kernel at T-1-k.
-            b_fwd, b_rev = float(betas[k]), float(betas[T - 1 - k])
-            beta = np.where(is_rev, b_rev, b_fwd)
-            coef = np.where(is_rev, b_rev - float(betas[T - k]), b_fwd - float(betas[k - 1]))
-            ll = state.evaluation.log_lik
-            with np.errstate(invalid="ignore"):
-                inc = coef * np.where(np.isnan(ll), -np.inf, ll)
-            logw += inc
-            if n_blocks:
-                interval = np.where(is_rev, T - k, k)
-                blocks[np.arange(n), (interval - 1) // every] += inc
-            params = batch_params(schedule, [g.direction == "reverse" for g in groups], bounds,
-                                  T, k, d)
-            state = tally.transitions(kernel, rng, state, target, beta, params, spt)
-            if bar is not None:
-                bar.update()
-            elif pace is not None:
-                pace.tick(k)
-    finally:
-        if bar is not None:
-            bar.close()
-    wall = time.perf_counter() - t0
+    def begin(self, groups, bounds, T):
+        self.T = T
+        self.n_blocks = 0 if self.every is None else -(-(T - 1) // self.every)
+        self.blocks = np.zeros((int(bounds[-1]), self.n_blocks))
+        self.is_rev = np.concatenate([np.full(g.n, g.direction == "reverse") for g in groups])
 
-    n_trans = (T - 1) * spt
-    runs = []
-    n_grad = tally.n_grad
-    total_grad = int(n_grad.sum())
-    for g, lo, hi in zip(groups, bounds[:-1], bounds[1:]):
-        sl = slice(lo, hi)
-        w = logw[sl].copy()
-        sign = -1.0 if g.direction == "reverse" else 1.0
-        cumulative = cumulative_at = None
-        if n_blocks:
-            cumulative = np.cumsum(sign * blocks[sl], axis=1)
-            cumulative_at = np.minimum(np.arange(1, n_blocks + 1) * every, T - 1)
-        stats = tally.stats(sl, n_trans)
-        g_grad = int(n_grad[sl].sum())
-        diagnostics = chain_diagnostics(w, stats, n_trans, shared_batch=len(groups) > 1)
-        runs.append(AISRun(
-            direction=g.direction, log_weights=w, log_estimates=sign * w,
-            final_positions=state.position[sl].copy(), n_grad=g_grad,
-            wall_time=wall * wall_share(g_grad, total_grad, hi - lo, n, len(groups)),
-            diagnostics=diagnostics, chain_stats=stats, cumulative=cumulative,
-            cumulative_at=cumulative_at, schedule=schedule))
-    return runs
+    def after_increment(self, k, inc, logw, state):
+        if self.n_blocks:
+            interval = np.where(self.is_rev, self.T - k, k)
+            self.blocks[np.arange(inc.size), (interval - 1) // self.every] += inc
+        return state
+
+    def finish(self, batch: Batch) -> list["AISRun"]:
+        runs = []
+        for g, lo, hi in batch.rows:
+            sl = slice(lo, hi)
+            w = batch.logw[sl].copy()
+            sign = -1.0 if g.direction == "reverse" else 1.0
+            cumulative = cumulative_at = None
+            if self.n_blocks:
+                cumulative = np.cumsum(sign * self.blocks[sl], axis=1)
+                cumulative_at = np.minimum(np.arange(1, self.n_blocks + 1) * self.every,
+                                           self.T - 1)
+            stats = batch.tally.stats(sl, batch.n_trans)
+            diagnostics = chain_diagnostics(w, stats, batch.n_trans,
+                                            shared_batch=len(batch.groups) > 1)
+            runs.append(AISRun(
+                direction=g.direction, log_weights=w, log_estimates=sign * w,
+                final_positions=batch.state.position[sl].copy(),
+                n_grad=int(batch.tally.n_grad[sl].sum()), wall_time=batch.wall_of(lo, hi),
+                diagnostics=diagnostics, chain_stats=stats, cumulative=cumulative,
+                cumulative_at=cumulative_at, schedule=batch.schedule))
+        return runs
 
 
 def wall_share(g_grad: int, total_grad: int, rows: int, n: int, n_groups: int) -> float:
@@ -337,6 +413,16 @@ def reverse(target: Target, kernel: Kernel, schedule, start, *, seed,
                    increments_every=increments_every, progress=progress)[0]
 
 
+def check_starts(target: Target, prior_draws, posterior_draws) -> tuple[np.ndarray, np.ndarray]:
+    """The forward starts (n, d) and the reverse starts, a single posterior draw
+    repeated for n chains; InputError for shapes or values that cannot start chains."""
+    prior = _check_start(target, prior_draws, None, "prior")
+    single = np.ndim(posterior_draws) == 1 or np.shape(posterior_draws)[0] == 1
+    post = _check_start(target, posterior_draws, prior.shape[0] if single else None,
+                        "posterior")
+    return prior, post
+
+
 def forward_and_reverse(target: Target, kernel: Kernel, schedule, prior_draws,
                         posterior_draws, *, seed, streams: tuple[int, int] = (0, 1),
                         increments_every: int | None = None, progress: bool = False
@@ -344,10 +430,7 @@ def forward_and_reverse(target: Target, kernel: Kernel, schedule, prior_draws,
     """Forward chains from ``prior_draws`` (n, d) and reverse chains from
     ``posterior_draws`` in one batch (the batch :func:`run` runs for one step count);
     a single posterior draw is repeated for n reverse chains."""
-    prior = _check_start(target, prior_draws, None, "prior")
-    single = np.ndim(posterior_draws) == 1 or np.shape(posterior_draws)[0] == 1
-    post = _check_start(target, posterior_draws, prior.shape[0] if single else None,
-                        "posterior")
+    prior, post = check_starts(target, prior_draws, posterior_draws)
     fwd, rev = anneal(target, kernel, schedule,
                       [Group("forward", prior, seed, streams[0]),
                        Group("reverse", post, seed, streams[1])],
@@ -355,105 +438,7 @@ def forward_and_reverse(target: Target, kernel: Kernel, schedule, prior_draws,
     return fwd, rev
 
 
-@dataclass(frozen=True)
-class RunConfig:
-    """Settings of a BREAD run over several numbers of temperatures.
-
-    ``steps``: the numbers of temperatures T.  ``increment_blocks``: record the
-    running estimates at about this many temperatures (None: not at all).
-    ``combined``: forward and reverse chains share one batch per model call.
-    """
-
-    steps: tuple[int, ...] = (10, 100, 1000)
-    schedule: ScheduleSpec = ScheduleSpec()
-    steps_per_temperature: int = 1
-    combined: bool = True
-    increment_blocks: int | None = 50  # as RunSettings: one set of defaults
-    progress: bool = False
-
-
-def run(target: Target, kernel: Kernel, prior_draws, posterior_draws, *, seed: int,
-        tuned=None, config: RunConfig = RunConfig(), model: str | None = None,
-        on_step: Callable[[StepResult], None] | None = None) -> BreadResult:
-    """Forward and reverse AIS for each number of temperatures in ``config.steps``.
-
-    ``tuned`` turns betas into a frozen kernel schedule: a
-    :class:`~bread_stan.ais.tuning.TunedKernel` (or anything with
-    ``schedule(betas, steps_per_temperature)``), a fixed params object used
-    at every temperature, or None for a kernel without params.  The i-th step
-    count uses random streams 2i (forward) and 2i + 1 (reverse), so
-    ``config.steps[0]`` reproduces :func:`forward` and :func:`reverse` with their
-    default streams.  A single posterior draw is repeated for as many reverse
-    chains as there are prior draws.  ``on_step`` receives each finished
-    :class:`~bread_stan.ais.results.StepResult` (to save it at once).
-    """
-    prior = _check_start(target, prior_draws, None, "prior")
-    single = np.ndim(posterior_draws) == 1 or np.shape(posterior_draws)[0] == 1
-    post = _check_start(target, posterior_draws, prior.shape[0] if single else None, "posterior")
-    settings = {"config": _jsonable_config(config), "seed": seed,
-                "kernel": type(kernel).__name__, "n_forward": prior.shape[0],
-                "n_reverse": post.shape[0]}
-    if tuned is not None and hasattr(tuned, "to_dict"):
-        settings["tuning"] = tuned.to_dict()
-    elif tuned is not None:
-        settings["params"] = {k: np.asarray(v).tolist() if v is not None else None
-                              for k, v in asdict(tuned).items()}
-    result = BreadResult(model or getattr(target, "name", type(target).__name__), settings)
-    for i, T in enumerate(config.steps):
-        betas, schedule, every = step_schedule(config, tuned, T)
-        groups = [Group("forward", prior, seed, 2 * i), Group("reverse", post, seed, 2 * i + 1)]
-        kw = {"increments_every": every, "progress": config.progress}
-        if config.combined:
-            fwd, rev = anneal(target, kernel, schedule, groups, **kw)
-        else:
-            fwd = anneal(target, kernel, schedule, groups[:1], **kw)[0]
-            rev = anneal(target, kernel, schedule, groups[1:], **kw)[0]
-        step = StepResult(T, fwd.to_direction_result(), rev.to_direction_result(), betas,
-                          {"unconstrained": fwd.final_positions})
-        log.info("T=%d: mean lower %.4g, mean upper %.4g, %.3g s, %d gradients", T,
-                 np.mean(fwd.log_estimates), np.mean(rev.log_estimates),
-                 fwd.wall_time + rev.wall_time, fwd.n_grad + rev.n_grad)
-        result.steps.append(step)
-        if on_step is not None:
-            on_step(step)
-    return result
-
-
-def step_schedule(config: RunConfig, tuned, T: int) -> tuple:
-    """The betas (lazy where the spec can: :meth:`ScheduleSpec.lazy`), frozen kernel
-    schedule and increment thinning of ``T`` distributions under ``config`` (what
-    :func:`run` uses for that step count)."""
-    # Only the adaptive schedule reads the pilot (other specs may be stand-ins
-    # that take T alone).
-    make = getattr(config.schedule, "lazy", config.schedule.betas)
-    betas = (make(T, tuned) if getattr(config.schedule, "kind", None) == "adaptive"
-             else make(T))
-    schedule = _kernel_schedule(tuned, betas, config.steps_per_temperature)
-    every = (None if config.increment_blocks is None
-             else max(1, math.ceil((T - 1) / config.increment_blocks)))
-    return betas, schedule, every
-
-
-def _kernel_schedule(tuned, betas, steps_per_temperature):
-    if tuned is None:
-        return KernelSchedule(betas, steps_per_temperature)
-    if hasattr(tuned, "schedule"):
-        return tuned.schedule(betas, steps_per_temperature)
-    return KernelSchedule.constant(betas, tuned, steps_per_temperature)
-
-
-def _jsonable_config(config: RunConfig) -> dict:
-    out = asdict(config)
-    out["steps"] = list(config.steps)
-    return out
-
-
 def as_schedule(schedule) -> KernelSchedule:
     """A frozen kernel schedule as the engine reads it (a bare array of betas becomes
     a schedule without kernel params, one step per temperature)."""
     return _as_schedule(schedule)
-
-
-def jsonable_config(config: RunConfig) -> dict:
-    """``config`` as saved in a result's settings."""
-    return _jsonable_config(config)

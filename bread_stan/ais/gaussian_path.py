@@ -35,7 +35,8 @@ from typing import Callable
 
 import numpy as np
 
-from . import engine
+from .path import OneLeg
+from .run_config import RunConfig
 from .gaussian_base import DEFAULT_WIDEN, GaussianBase
 from .prior_normaliser import DEFAULT_DRAWS, NormaliserEstimate, estimate_log_normaliser
 from .tuning import TunedKernel, TuningConfig, tune
@@ -44,11 +45,9 @@ from .waypoint import (EndKernels, base_leg_target, fit_base, fit_name, leg_from
 from ..kernels.base import Kernel
 from ..rng import Stream, chain_seed_sequences
 from ..stan.model import StanModel
-from ..store import load_for_run, save_for_run
 from ..target import Target
 
-__all__ = ["GaussianPath", "fit_gaussian_path", "prior_log_density", "forward", "reverse",
-           "forward_and_reverse", "tune_prior_end"]
+__all__ = ["GaussianPath", "fit_gaussian_path", "prior_log_density", "tune_prior_end"]
 
 log = logging.getLogger(__name__)
 
@@ -58,30 +57,61 @@ def _generator(seed, stream: Stream) -> np.random.Generator:
 
 
 @dataclass(frozen=True, eq=False)
-class GaussianPath:
+class GaussianPath(OneLeg):
     """The base q, the frozen tuning of the path from q to the posterior, the estimate
-    of the program prior's normaliser, and the Laplace fit's record."""
+    of the program prior's normaliser, and the Laplace fit's record: a one-leg
+    :class:`~bread_stan.ais.path.Path` on the geometric path from q to the model's
+    joint, ``log c`` subtracted from every estimate."""
 
     base: GaussianBase
     leg: TunedKernel
     normaliser: NormaliserEstimate
     fit: dict
 
+    name = "gaussian"
+    what = "a Gaussian path"
+
     @property
     def log_c(self) -> float:
         return self.normaliser.log_c
 
-    def schedule(self, config: engine.RunConfig, T: int) -> tuple:
-        """(betas, frozen schedule, increment thinning) at T distributions."""
-        return engine.step_schedule(config, self.leg, T)
+    def leg_tuning(self) -> TunedKernel:
+        return self.leg
 
-    def betas(self, config: engine.RunConfig, T: int) -> np.ndarray:
-        return np.asarray(self.schedule(config, T)[0], dtype=float)
+    def leg_target(self, model: Target) -> Target:
+        return base_leg_target(model, self.base)
 
-    def start_draws(self, seed, n: int) -> np.ndarray:
+    def betas(self, config: RunConfig, T: int) -> np.ndarray:
+        return np.asarray(super().betas(config, T), dtype=float)
+
+    def forward_starts(self, seed, n: int) -> np.ndarray:
         """Exact draws (n, d) of q that start the forward chains (``seed`` the step
         count's, stream ``Stream.GAUSSIAN_BASE_STARTS``)."""
         return self.base.sample(_generator(seed, Stream.GAUSSIAN_BASE_STARTS), int(n))
+
+    needs_prior_end = True  # the check's prior chains want a kernel tuned at the prior
+
+    def check_kernel(self, prior_end: TunedKernel | None = None) -> "TunedKernel | EndKernels":
+        return self.endpoints(prior_end)
+
+    def describe(self) -> str:
+        """What the path is, for the path line of reports and the CLI."""
+        c = self.normaliser
+        how = {"exact": f"computed exactly by the drafted simulator, log c = {c.log_c:.4f}",
+               "exact and rejection": (
+                   f"computed by the drafted simulator, exactly up to its rejection loop's "
+                   f"acceptance probability (estimated from {c.n_draws} draws' tries), log c = "
+                   f"{c.log_c:.4f} (se {c.se:.2g})")}.get(c.method, (
+            f"estimated by importance sampling from exact prior draws, log c = {c.log_c:.4f} "
+            f"(se {c.se:.2g}, Pareto k {c.pareto_k:.2f}"
+            f"{'' if c.trustworthy else ': NOT trustworthy'})"))
+        return (f"a {fit_name(self.fit)} Gaussian (sds times {self.fit['widen']:g}) "
+                "then AIS from "
+                "its exact draws to the posterior: a different sampler from AIS from the prior, "
+                f"and the bound is on its output; the prior's normaliser c, {how}, "
+                "is subtracted from every estimate: the upper end stays a stochastic upper "
+                "bound, the lower end's expectation may exceed log p(y) by about se^2/2 = "
+                f"{c.jensen_gap:.2g} nats")
 
     # What the workflows read from a tuned kernel.
     @property
@@ -131,17 +161,6 @@ class GaussianPath:
         return cls(base, leg_from_record(leg, base),
                    NormaliserEstimate.from_dict(data["normaliser"]), dict(data["fit"]))
 
-    def save(self, path, fingerprint: str | None = None) -> None:
-        """Write the path (q, the leg's tuning, log c, the fit's record) as JSON,
-        atomically, with the ``fingerprint`` of the run it was fitted for, so that a
-        resumed run neither refits q nor tunes the leg again."""
-        save_for_run(path, self.to_dict(), fingerprint)
-
-    @classmethod
-    def load(cls, path, fingerprint: str | None = None) -> "GaussianPath | None":
-        """Read a path saved by :meth:`save` (None when it was saved for a run of
-        another ``fingerprint``); CorruptFileError if damaged."""
-        return load_for_run(path, fingerprint, cls.from_dict, "a Gaussian path")
 
 
 def prior_log_density(model: Target) -> Callable[[np.ndarray], np.ndarray]:
@@ -195,51 +214,3 @@ def tune_prior_end(model: Target, kernel: Kernel, base_params, path: GaussianPat
     metric = "dense" if path.leg.dense and not from_base else "diag"
     return tune(model, kernel, base_params, prior_draws, seed=seed, at=np.zeros(1),
                 config=replace(config, metric=metric, stream=int(Stream.CHECK_PRIOR_END)))
-
-
-def _shift(run: engine.AISRun, log_c: float) -> engine.AISRun:
-    """Estimates of log(c p(y)) made estimates of log p(y)."""
-    cumulative = None if run.cumulative is None else run.cumulative - log_c
-    return replace(run, log_estimates=run.log_estimates - log_c, cumulative=cumulative)
-
-
-def forward(model: Target, kernel: Kernel, path: GaussianPath, config: engine.RunConfig,
-            T: int, start, *, seed, stream: int = 0, increments: bool = True,
-            first_chain: int = 0, progress: bool = False) -> engine.AISRun:
-    """Forward AIS from exact draws of q ``start`` (n, d) (:meth:`GaussianPath.start_draws`):
-    estimates of log p(y) (L - log c_hat)."""
-    _, schedule, every = path.schedule(config, T)
-    out = engine.forward(base_leg_target(model, path.base), kernel, schedule, start,
-                         seed=seed, stream=stream,
-                         increments_every=every if increments else None,
-                         first_chain=first_chain, progress=progress)
-    return _shift(out, path.log_c)
-
-
-def reverse(model: Target, kernel: Kernel, path: GaussianPath, config: engine.RunConfig,
-            T: int, start, *, seed, stream: int = 1, increments: bool = True,
-            first_chain: int = 0, n_chains: int | None = None,
-            progress: bool = False) -> engine.AISRun:
-    """Reverse AIS from exact posterior draws ``start`` (or one repeated for
-    ``n_chains``): upper bounds on log p(y) (U - log c_hat)."""
-    _, schedule, every = path.schedule(config, T)
-    out = engine.reverse(base_leg_target(model, path.base), kernel, schedule, start,
-                         seed=seed, stream=stream,
-                         increments_every=every if increments else None,
-                         first_chain=first_chain, n_chains=n_chains, progress=progress)
-    return _shift(out, path.log_c)
-
-
-def forward_and_reverse(model: Target, kernel: Kernel, path: GaussianPath,
-                        config: engine.RunConfig, T: int, base_draws, posterior_draws, *,
-                        seed, streams: tuple[int, int] = (0, 1), increments: bool = True,
-                        progress: bool = False) -> tuple[engine.AISRun, engine.AISRun]:
-    """Both directions in one batch (a single posterior draw repeated for as many
-    reverse chains as base draws); ``progress``: a bar, or lines when there is no
-    terminal."""
-    _, schedule, every = path.schedule(config, T)
-    runs = engine.forward_and_reverse(base_leg_target(model, path.base), kernel, schedule,
-                                      base_draws, posterior_draws, seed=seed, streams=streams,
-                                      increments_every=every if increments else None,
-                                      progress=progress)
-    return tuple(_shift(r, path.log_c) for r in runs)

@@ -52,9 +52,9 @@ from ..kernels.base import initial_state
 from ..kernels.imh import IMH, MAX_DF, IMHParams
 from ..linalg import cholesky, matmul, row_dot, triangular_inverse
 from ..rng import ChainRandom, Stream, chain_seed_sequences
-from ..store import CorruptFileError, load_json, save_json
 from ..target import Target
 from .betas import Betas, validate
+from .path import OneLeg
 from .metric_estimates import regularised_covariance
 from .tuning import PILOT_STREAM, progress_bar
 
@@ -99,7 +99,7 @@ class IMHTuningConfig:
 
 
 @dataclass(frozen=True, eq=False)
-class TunedIMH:
+class TunedIMH(OneLeg):
     """The pilot's stage betas (G,) from 0 to 1, the particles' means (G, d) and
     regularised covariances (G, d, d) there, the sd of their log likelihood (G,),
     the mean acceptance (G,; NaN at beta 0) and MH steps (G,; 0 at beta 0) of each
@@ -117,6 +117,7 @@ class TunedIMH:
     seconds_per_transition: float = float("nan")
 
     kind = "imh"
+    what = "an IMH pilot's result"
     dense = True  # one (d, d) proposal per chain and temperature (memory estimates)
 
     def __post_init__(self):
@@ -191,16 +192,6 @@ class TunedIMH:
                    data["df"], float(data["widen"]),
                    float(data.get("seconds_per_transition", float("nan"))))
 
-    def save(self, path) -> None:
-        save_json(path, self.to_dict())
-
-    @classmethod
-    def load(cls, path) -> "TunedIMH":
-        data = load_json(path)
-        try:
-            return cls.from_dict(data)
-        except (KeyError, TypeError, ValueError) as error:
-            raise CorruptFileError(path, f"not an IMH pilot's result: {error!r}") from None
 
 
 class IMHSchedule:

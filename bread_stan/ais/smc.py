@@ -51,21 +51,17 @@ from __future__ import annotations
 
 import logging
 import math
-import time
-from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 
 from . import engine
-from .results import BreadResult, StepResult
-from .tuning import progress_bar
-from ..kernels.base import ChainState, Kernel, initial_state
-from ..rng import ChainRandom, Stream, chain_seed_sequences
+from ..kernels.base import ChainState, Kernel
+from ..rng import Stream, chain_seed_sequences
 from ..target import Evaluation, Target
 
-__all__ = ["SMCConfig", "SMCRun", "forward_smc", "conditional_smc", "resampling_steps",
-           "log_mean_exp", "run"]
+__all__ = ["SMCConfig", "SMCRun", "Resampling", "forward_smc", "conditional_smc",
+           "forward_and_conditional", "check_starts", "resampling_steps", "log_mean_exp"]
 
 log = logging.getLogger(__name__)
 
@@ -201,147 +197,143 @@ class _Lanes:
         return self.kind == "retained"
 
 
-def _sweep(target: Target, kernel: Kernel, schedule, lanes: list[_Lanes],
-           resample_at: np.ndarray, every: int | None, progress: bool, desc: str) -> list[dict]:
-    """Run the lanes through the schedule in one batch (forward lanes in temperature
-    order, retained lanes as reverse AIS chains); one dict of raw outputs per block.
+class Resampling(engine.Policy):
+    """SMC as a policy of the annealing loop (:func:`engine.anneal
+    <bread_stan.ais.engine.anneal>`): the forward lanes' weights are the current epoch's,
+    closed at the resampling steps ``resample_at`` (each run's log-mean-exp added to its
+    log Z-hat, ancestors drawn, weights reset); running log Z-hats at the block ends
+    every ``every`` temperatures.  A retained block (the reverse chains read forward)
+    records, per run, its exact per-epoch weights (``epoch_w``, accumulated in the
+    reverse chain's order), its weights summed over the segments between block ends and
+    epoch ends (``segments``, for the running estimates) and its states ``v_k`` at the
+    resampling steps k (``states``); a free block reads them from its ``retained``
+    dict.  :meth:`finish` gives one dict of raw outputs per block."""
 
-    A retained block records, per run, its exact per-epoch weights (``epoch_w``,
-    accumulated in the reverse chain's order), its weights summed over the segments
-    between block ends and epoch ends (``segments``, for the running estimates) and
-    its states ``v_k`` at the resampling steps k (``states``).  A free block reads
-    them from its ``retained`` dict.
-    """
-    betas = schedule.betas
-    T = len(betas)
-    spt = int(getattr(schedule, "steps_per_temperature", 1))
-    d = target.dim
-    bounds = np.cumsum([0] + [g.n for g in lanes])
-    n = int(bounds[-1])
-    is_rev = np.concatenate([np.full(g.n, g.reverse) for g in lanes])
-    rev_rows = np.flatnonzero(is_rev)
-    rng = ChainRandom([s for g in lanes for s in g.seqs])
-    t0 = time.perf_counter()
-    state = initial_state(target, np.concatenate([g.start for g in lanes]),
-                          gradient=kernel.needs_gradient)
-    bad = ~np.isfinite(state.evaluation.log_prior)
-    if bad.any():
-        raise ValueError(f"{int(bad.sum())} of {n} start points have zero or non-computable "
-                         "prior density under the model; exact prior and posterior draws "
-                         "must lie in the model's support")
-    resample_set = {int(k) for k in resample_at}
-    ends = np.zeros(0, dtype=np.int64)
-    if every is not None:
-        ends = np.minimum(np.arange(1, -(-(T - 1) // every) + 1) * every, T - 1)
-    end_set = {int(k) for k in ends[:-1]}  # the last is T - 1: the final estimate
-    cuts = np.union1d(ends, resample_at)
-    W = np.zeros(n)  # forward lanes: this epoch's weights; retained: logw_rev
-    rev_epoch = np.zeros((rev_rows.size, len(resample_at) + 1))
-    rev_seg = np.zeros((rev_rows.size, cuts.size + 1))
-    rev_states: dict[int, ChainState] = {}
-    finished = [np.zeros(g.n_runs) for g in lanes]   # sum of finished epochs' LME
-    running = [[] for _ in lanes]                    # running log Z-hat at block ends
-    epoch = 0
-    tally = engine.TransitionTally(n)
+    def __init__(self, lanes: list[_Lanes], resample_at: np.ndarray, every: int | None):
+        self.lanes = lanes
+        self.resample_at = resample_at
+        self.every = every
 
-    def weights(g: _Lanes, lo: int, k: int) -> np.ndarray:
+    def groups(self) -> list[engine.Group]:
+        """The loop's groups: one per block of lanes, with the lanes' own streams."""
+        return [engine.Group("reverse" if g.reverse else "forward", g.start, None, 0,
+                             seqs=g.seqs) for g in self.lanes]
+
+    def begin(self, groups, bounds, T):
+        self.T, self.bounds = T, bounds
+        is_rev = np.concatenate([np.full(g.n, g.reverse) for g in self.lanes])
+        self.rev_rows = np.flatnonzero(is_rev)
+        self.resample_set = {int(k) for k in self.resample_at}
+        ends = np.zeros(0, dtype=np.int64)
+        if self.every is not None:
+            ends = np.minimum(np.arange(1, -(-(T - 1) // self.every) + 1) * self.every, T - 1)
+        self.ends = ends
+        self.end_set = {int(k) for k in ends[:-1]}  # the last is T - 1: the final estimate
+        self.cuts = np.union1d(ends, self.resample_at)
+        self.rev_epoch = np.zeros((self.rev_rows.size, len(self.resample_at) + 1))
+        self.rev_seg = np.zeros((self.rev_rows.size, self.cuts.size + 1))
+        self.rev_states: dict[int, ChainState] = {}
+        self.finished = [np.zeros(g.n_runs) for g in self.lanes]  # finished epochs' LME
+        self.running = [[] for _ in self.lanes]                   # log Z-hat at block ends
+        self.epoch = 0
+
+    def weights(self, W: np.ndarray, g: _Lanes, lo: int, k: int) -> np.ndarray:
         """(n_runs, P) weights of the current epoch up to interval k (retained first)."""
         w = W[lo:lo + g.n].reshape(g.n_runs, g.per_run)
         if g.kind != "free":
             return w
         rec = g.retained
-        if k in resample_set or k == T - 1:
-            own = rec["epoch_w"][:, epoch]  # exact: the epoch's full weight
+        if k in self.resample_set or k == self.T - 1:
+            own = rec["epoch_w"][:, self.epoch]  # exact: the epoch's full weight
         else:  # a block end inside the epoch: the segments so far (reporting only)
-            first = 0 if epoch == 0 else int(np.searchsorted(cuts, resample_at[epoch - 1])) + 1
-            own = rec["segments"][:, first:int(np.searchsorted(cuts, k)) + 1].sum(axis=1)
+            first = (0 if self.epoch == 0 else
+                     int(np.searchsorted(self.cuts, self.resample_at[self.epoch - 1])) + 1)
+            own = rec["segments"][:, first:int(np.searchsorted(self.cuts, k)) + 1].sum(axis=1)
         return np.concatenate([own[:, None], w], axis=1)
 
-    bar = progress_bar(T - 1, progress, desc)
-    try:
-        for k in range(1, T):
-            if rev_rows.size and (T - k) in resample_set:
-                rev_states[T - k] = state.take(rev_rows)  # v_{T-k}, before its increment
-            b_fwd, b_rev = float(betas[k]), float(betas[T - 1 - k])
-            beta = np.where(is_rev, b_rev, b_fwd)
-            coef = np.where(is_rev, b_rev - float(betas[T - k]), b_fwd - float(betas[k - 1]))
-            ll = state.evaluation.log_lik
-            with np.errstate(invalid="ignore"):
-                inc = coef * np.where(np.isnan(ll), -np.inf, ll)
-            W += inc
-            if rev_rows.size:
-                j = T - k  # the interval the retained lanes just added
-                rev_epoch[:, int(np.searchsorted(resample_at, j))] += inc[rev_rows]
-                rev_seg[:, int(np.searchsorted(cuts, j))] += inc[rev_rows]
-            if k in end_set:
-                for i, (g, lo) in enumerate(zip(lanes, bounds[:-1])):
-                    if not g.reverse:
-                        running[i].append(finished[i] + log_mean_exp(weights(g, lo, k), axis=1))
-            if k in resample_set:
-                state = _resample(state, lanes, bounds, weights, finished, W, k)
-                epoch += 1
-            params = engine.batch_params(schedule, [g.reverse for g in lanes], bounds, T, k, d)
-            state = tally.transitions(kernel, rng, state, target, beta, params, spt)
-            if bar is not None:
-                bar.update()
-    finally:
-        if bar is not None:
-            bar.close()
-    wall = time.perf_counter() - t0
-    n_trans = (T - 1) * spt
-    n_grad = tally.n_grad
-    total_grad = int(n_grad.sum())
-    out = []
-    for i, (g, lo, hi) in enumerate(zip(lanes, bounds[:-1], bounds[1:])):
-        g_grad = int(n_grad[lo:hi].sum())
-        res = {**tally.stats(slice(lo, hi), n_trans),
-               "position": state.position[lo:hi].copy(), "ends": ends, "cuts": cuts,
-               "n_trans": n_trans,
-               "wall": wall * engine.wall_share(g_grad, total_grad, hi - lo, n, len(lanes))}
-        if g.reverse:
-            rows = np.searchsorted(rev_rows, np.arange(lo, hi))
-            res.update(epoch_w=-rev_epoch[rows], segments=-rev_seg[rows], logw_rev=W[lo:hi].copy(),
-                       states={k: s.take(rows) for k, s in rev_states.items()})
-        else:
-            w = weights(g, lo, T - 1)
-            res.update(final_w=w, log_z=finished[i] + log_mean_exp(w, axis=1),
-                       running=running[i])
-        out.append(res)
-    return out
+    def before_increment(self, k, state):
+        if self.rev_rows.size and (self.T - k) in self.resample_set:
+            self.rev_states[self.T - k] = state.take(self.rev_rows)  # v_{T-k}, before it
+
+    def after_increment(self, k, inc, W, state):
+        if self.rev_rows.size:
+            j = self.T - k  # the interval the retained lanes just added
+            self.rev_epoch[:, int(np.searchsorted(self.resample_at, j))] += inc[self.rev_rows]
+            self.rev_seg[:, int(np.searchsorted(self.cuts, j))] += inc[self.rev_rows]
+        if k in self.end_set:
+            for i, (g, lo) in enumerate(zip(self.lanes, self.bounds[:-1])):
+                if not g.reverse:
+                    self.running[i].append(self.finished[i] + log_mean_exp(
+                        self.weights(W, g, lo, k), axis=1))
+        if k in self.resample_set:
+            state = self._resample(state, W, k)
+            self.epoch += 1
+        return state
+
+    def _resample(self, state: ChainState, W: np.ndarray, k: int) -> ChainState:
+        """Close the epoch at step k: add each run's LME to ``finished``, draw ancestors
+        (multinomial; free slots from all P, the retained included), reset the weights."""
+        n = int(self.bounds[-1])
+        src = np.arange(n)
+        extra = None
+        for i, (g, lo) in enumerate(zip(self.lanes, self.bounds[:-1])):
+            if g.reverse:
+                continue
+            w = self.weights(W, g, lo, k)
+            self.finished[i] += log_mean_exp(w, axis=1)
+            anc = np.stack([_categorical(g.resample[r], w[r], g.per_run)
+                            for r in range(g.n_runs)])
+            runs = np.repeat(np.arange(g.n_runs), g.per_run)
+            if g.kind == "smc":
+                src[lo:lo + g.n] = lo + runs * g.per_run + anc.ravel()
+            else:  # free: ancestor 0 is the run's retained particle (row n + run of `extra`)
+                if extra is not None:
+                    raise ValueError("one block of free particles per batch")
+                a = anc.ravel()
+                src[lo:lo + g.n] = np.where(a == 0, n + runs, lo + runs * g.per_run + a - 1)
+                extra = g.retained["states"][k]
+            W[lo:lo + g.n] = 0.0
+        if extra is None:
+            return state.take(src)
+        return _joined(state, extra).take(src)
+
+    def finish(self, batch: engine.Batch) -> list[dict]:
+        out = []
+        for i, (g, (_, lo, hi)) in enumerate(zip(self.lanes, batch.rows)):
+            res = {**batch.tally.stats(slice(lo, hi), batch.n_trans),
+                   "position": batch.state.position[lo:hi].copy(), "ends": self.ends,
+                   "cuts": self.cuts, "n_trans": batch.n_trans, "wall": batch.wall_of(lo, hi)}
+            if g.reverse:
+                rows = np.searchsorted(self.rev_rows, np.arange(lo, hi))
+                res.update(epoch_w=-self.rev_epoch[rows], segments=-self.rev_seg[rows],
+                           logw_rev=batch.logw[lo:hi].copy(),
+                           states={k: s.take(rows) for k, s in self.rev_states.items()})
+            else:
+                w = self.weights(batch.logw, g, lo, self.T - 1)
+                res.update(final_w=w, log_z=self.finished[i] + log_mean_exp(w, axis=1),
+                           running=self.running[i])
+            out.append(res)
+        return out
 
 
-def _resample(state: ChainState, lanes: list[_Lanes], bounds, weights, finished, W,
-              k: int) -> ChainState:
-    """Close the epoch at step k: add each run's LME to ``finished``, draw ancestors
-    (multinomial; free slots from all P, the retained included), reset the weights."""
-    n = int(bounds[-1])
-    src = np.arange(n)
-    extra = None
-    for i, (g, lo) in enumerate(zip(lanes, bounds[:-1])):
-        if g.reverse:
-            continue
-        w = weights(g, lo, k)
-        finished[i] += log_mean_exp(w, axis=1)
-        anc = np.stack([_categorical(g.resample[r], w[r], g.per_run) for r in range(g.n_runs)])
-        runs = np.repeat(np.arange(g.n_runs), g.per_run)
-        if g.kind == "smc":
-            src[lo:lo + g.n] = lo + runs * g.per_run + anc.ravel()
-        else:  # free: ancestor 0 is the run's retained particle (row n + run of `extra`)
-            if extra is not None:
-                raise ValueError("one block of free particles per batch")
-            a = anc.ravel()
-            src[lo:lo + g.n] = np.where(a == 0, n + runs, lo + runs * g.per_run + a - 1)
-            extra = g.retained["states"][k]
-        W[lo:lo + g.n] = 0.0
-    if extra is None:
-        return state.take(src)
+def _sweep(target: Target, kernel: Kernel, schedule, lanes: list[_Lanes],
+           resample_at: np.ndarray, every: int | None, progress: bool, desc: str) -> list[dict]:
+    """The lanes through the schedule in one batch of the annealing loop, resampled by
+    :class:`Resampling`; one dict of raw outputs per block."""
+    policy = Resampling(lanes, resample_at, every)
+    return engine.anneal(target, kernel, schedule, policy.groups(), increments_every=every,
+                         progress=progress, policy=policy, desc=desc)
+
+
+def _joined(state: ChainState, extra: ChainState) -> ChainState:
+    """The batch's states with ``extra`` rows appended (the retained particles, which
+    free slots may draw as ancestors)."""
     ev, ex = state.evaluation, extra.evaluation
     cat = lambda a, b: None if a is None else np.concatenate([a, b])  # noqa: E731
-    joined = ChainState(np.concatenate([state.position, extra.position]),
-                        Evaluation(cat(ev.log_prior, ex.log_prior), cat(ev.log_lik, ex.log_lik),
-                                   cat(ev.grad_prior, ex.grad_prior),
-                                   cat(ev.grad_lik, ex.grad_lik)))
-    return joined.take(src)
+    return ChainState(np.concatenate([state.position, extra.position]),
+                      Evaluation(cat(ev.log_prior, ex.log_prior), cat(ev.log_lik, ex.log_lik),
+                                 cat(ev.grad_prior, ex.grad_prior),
+                                 cat(ev.grad_lik, ex.grad_lik)))
 
 
 def _categorical(gen: np.random.Generator, logw: np.ndarray, size: int) -> np.ndarray:
@@ -496,22 +488,10 @@ def _steps(resample_at, T: int) -> np.ndarray:
     return at
 
 
-def run(target: Target, kernel: Kernel, prior_draws, posterior_draws, *, seed: int,
-        smc: SMCConfig, tuned=None, config: engine.RunConfig = engine.RunConfig(),
-        model: str | None = None, first_run: int = 0,
-        on_step: Callable[[StepResult], None] | None = None) -> BreadResult:
-    """Forward SMC and conditional SMC for each number of temperatures, as
-    :func:`engine.run <bread_stan.ais.engine.run>` does for AIS (same streams: the
-    i-th step count uses 2i forward and 2i + 1 reverse).
-
-    ``prior_draws`` (runs, 2P - 1, d): run r's forward particles ``[:P]`` and its
-    conditional run's free particles ``[P:]`` (with P = 1, (runs, d) also works).
-    ``posterior_draws``: one exact draw (d,) for all runs, or one per run (runs, d).
-    Resampling steps come from ``smc`` (see :class:`SMCConfig`) and ``tuned``.
-    The forward runs and the retained reverse chains share one batch; the free
-    particles run in a second.
-    """
-    P = smc.particles
+def check_starts(target: Target, prior_draws, posterior_draws, P: int
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """SMC's starts: the prior particles (runs, 2P - 1, d) and one exact draw per run
+    (one draw (d,) is repeated for every run)."""
     prior = _check_runs(target, prior_draws, 2 * P - 1, "prior")
     n_runs = prior.shape[0]
     post = np.asarray(posterior_draws, dtype=float)
@@ -520,32 +500,28 @@ def run(target: Target, kernel: Kernel, prior_draws, posterior_draws, *, seed: i
     if post.shape != (n_runs, target.dim) or not np.all(np.isfinite(post)):
         raise ValueError(f"posterior draws must be one finite draw ({target.dim},) or "
                          f"({n_runs}, {target.dim}); got {np.shape(posterior_draws)}")
-    settings = {"config": engine.jsonable_config(config), "seed": seed,
-                "kernel": type(kernel).__name__, "n_forward": n_runs, "n_reverse": n_runs,
-                "algorithm": "smc", "smc": asdict(smc)}
-    if tuned is not None and hasattr(tuned, "to_dict"):
-        settings["tuning"] = tuned.to_dict()
-    result = BreadResult(model or getattr(target, "name", type(target).__name__), settings)
-    for i, T in enumerate(config.steps):
-        betas, schedule, every = engine.step_schedule(config, tuned, T)
-        at = smc.steps_for(betas, tuned)
-        fwd_lanes = _smc_lanes(prior[:, :P], seed, 2 * i, first_run, P)
-        ret_lanes = _retained_lanes(post, seed, 2 * i + 1, first_run)
-        fwd_out, rev_out = _sweep(target, kernel, schedule, [fwd_lanes, ret_lanes], at, every,
-                                  config.progress, f"SMC T={T}")
-        free_out = None
-        if P > 1:
-            free_lanes = _free_lanes(prior[:, P:], seed, 2 * i + 1, first_run, P, rev_out)
-            free_out = _sweep(target, kernel, schedule, [free_lanes], at, every,
-                              config.progress, f"SMC conditional T={T}")[0]
-        fwd = _forward_result(fwd_out, fwd_lanes, P, at, schedule, True)
-        rev = _conditional_result(rev_out, free_out, P, at, schedule, True)
-        step = StepResult(T, fwd.to_direction_result(), rev.to_direction_result(), betas,
-                          {"unconstrained": fwd.final_positions})
-        log.info("SMC T=%d, P=%d, %d resampling steps: mean lower %.4g, mean upper %.4g, "
-                 "%.3g s", T, P, at.size, np.mean(fwd.log_estimates),
-                 np.mean(rev.log_estimates), fwd.wall_time + rev.wall_time)
-        result.steps.append(step)
-        if on_step is not None:
-            on_step(step)
-    return result
+    return prior, post
+
+
+def forward_and_conditional(target: Target, kernel: Kernel, schedule, prior, x_star, P: int,
+                            *, seed, resample_at, streams: tuple[int, int] = (0, 1),
+                            increments_every: int | None = None, first_run: int = 0,
+                            progress: bool = False) -> tuple[SMCRun, SMCRun]:
+    """Forward SMC and conditional SMC at once: the forward runs and the retained
+    reverse chains share one batch, the free particles run in a second.  ``prior``
+    (runs, 2P - 1, d): run r's forward particles ``[:P]`` and its conditional run's
+    free particles ``[P:]``; ``x_star`` (runs, d)."""
+    schedule = engine.as_schedule(schedule)
+    at = _steps(resample_at, len(schedule.betas))
+    T = len(schedule.betas)
+    fwd_lanes = _smc_lanes(prior[:, :P], seed, streams[0], first_run, P)
+    ret_lanes = _retained_lanes(x_star, seed, streams[1], first_run)
+    fwd_out, rev_out = _sweep(target, kernel, schedule, [fwd_lanes, ret_lanes], at,
+                              increments_every, progress, f"SMC T={T}")
+    free_out = None
+    if P > 1:
+        free_lanes = _free_lanes(prior[:, P:], seed, streams[1], first_run, P, rev_out)
+        free_out = _sweep(target, kernel, schedule, [free_lanes], at, increments_every,
+                          progress, f"SMC conditional T={T}")[0]
+    return (_forward_result(fwd_out, fwd_lanes, P, at, schedule, True),
+            _conditional_result(rev_out, free_out, P, at, schedule, True))

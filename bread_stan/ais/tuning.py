@@ -55,13 +55,13 @@ from functools import cached_property
 import numpy as np
 
 from .frozen_kernels import InterpolatedSchedule, kind_of
+from .path import OneLeg
 from .metric_estimates import (chains_separated, metric_from_draws, regularised_variance,
                                strongly_correlated, within_chain_deviations)
 from ..kernels.base import Kernel, initial_state
 from ..kernels.registry import KERNELS
 from ..linalg import spd_log, symmetric_exp
 from ..rng import ChainRandom, Stream
-from ..store import CorruptFileError, load_json, save_json
 from ..pace import PaceLog
 from ..target import Target
 from ..errors import InputError
@@ -148,7 +148,7 @@ class TuningConfig:
 
 
 @dataclass(frozen=True, eq=False)
-class TunedKernel:
+class TunedKernel(OneLeg):
     """Step size (and inverse metric) at grid betas, for any schedule by interpolation.
 
     ``inv_metric`` is (G, d) diagonal, (G, d, d) dense, (1, d, d) (one dense metric
@@ -174,6 +174,8 @@ class TunedKernel:
     pilot_gradients: float = float("nan")  # the pilot's gradient evaluations, all chains
     # grid betas at which the pilot chains sat apart (metric from the spread within chains)
     separated: np.ndarray | None = None
+
+    what = "a tuned kernel"
 
     def _coord(self, betas) -> np.ndarray:
         return np.log(np.asarray(betas, dtype=float) + self.beta_floor)
@@ -274,18 +276,6 @@ class TunedKernel:
                 "within them, as in separate modes or a slowly mixing funnel): the metric "
                 "there comes from the spread within each chain, not between chains")
 
-    def save(self, path) -> None:
-        """Write the tuned kernel as JSON, atomically."""
-        save_json(path, self.to_dict())
-
-    @classmethod
-    def load(cls, path) -> "TunedKernel":
-        """Read a tuned kernel saved by :meth:`save`; CorruptFileError if damaged."""
-        data = load_json(path)
-        try:
-            return cls.from_dict(data)
-        except (KeyError, TypeError, ValueError) as error:
-            raise CorruptFileError(path, f"not a tuned kernel: {error!r}") from None
 
 
 def _interp_spd(x: np.ndarray, grid: np.ndarray, logs: np.ndarray) -> np.ndarray:

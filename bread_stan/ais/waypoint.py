@@ -45,7 +45,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from . import engine
+from .path import Leg
+from .run_config import RunConfig, step_schedule
 from .betas import thermodynamic_length
 from .gaussian_base import DEFAULT_WIDEN, BaseFitError, GaussianBase, GaussianBaseTarget
 from .tuning import TunedKernel, TuningConfig, metric_from_base, tune
@@ -61,8 +62,7 @@ __all__ = ["PriorToBase", "TiedEnd", "WaypointPath", "WaypointError", "SeparateM
            "best_starts", "fit_base", "fit_name", "fit_waypoint",
            "leg_targets", "base_leg_target", "tune_base_leg", "leg_record", "leg_from_record",
            "BASE_METRIC",
-           "EndKernels", "two_ends",
-           "forward", "reverse", "forward_and_reverse", "LEG1_FLOOR_MIN"]
+           "EndKernels", "two_ends", "LEG1_FLOOR_MIN"]
 
 log = logging.getLogger(__name__)
 
@@ -127,9 +127,12 @@ class WaypointPath:
     thermodynamic lengths (they split T), ``fit`` the mode search's record."""
 
     base: GaussianBase
-    legs: tuple[TunedKernel, TunedKernel]
+    tunings: tuple[TunedKernel, TunedKernel]
     lengths: tuple[float, float]
     fit: dict
+
+    name = "waypoint"
+    log_c = 0.0
 
     def split(self, T: int) -> tuple[int, int]:
         """(T_1, T_2), ``T_1 + T_2 - 1 = T``, each at least 2, T_i - 1 in proportion
@@ -145,15 +148,33 @@ class WaypointPath:
         """Leg 1's and leg 2's targets on ``model`` (a prior/likelihood split target)."""
         return leg_targets(model, self.base)
 
-    def schedules(self, config: engine.RunConfig, T: int) -> tuple[tuple, tuple]:
+    def legs(self, model: Target, config: RunConfig, T: int) -> list[Leg]:
+        """Leg 1 (prior to q) and leg 2 (q to posterior) at T distributions, leg 2's
+        chains on streams offset by ``Stream.WAYPOINT``."""
+        (_, s1, e1), (_, s2, e2) = self.schedules(config, T)
+        first, second = self.targets(model)
+        return [Leg(first, s1, e1), Leg(second, s2, e2, int(Stream.WAYPOINT))]
+
+    def forward_starts(self, seed, n: int) -> None:
+        return None  # the prior's exact draws
+
+    needs_prior_end = False
+
+    def check_kernel(self, prior_end=None) -> "TunedKernel | EndKernels":
+        return self.endpoints()
+
+    def describe(self) -> None:
+        return None
+
+    def schedules(self, config: RunConfig, T: int) -> tuple[tuple, tuple]:
         """Each leg's (betas, frozen schedule, increment thinning) at T distributions,
         leg 1's last kernel tied to leg 2's first."""
         t1, t2 = self.split(T)
-        b1, s1, e1 = engine.step_schedule(config, self.legs[0], t1)
-        b2, s2, e2 = engine.step_schedule(config, self.legs[1], t2)
+        b1, s1, e1 = step_schedule(config, self.tunings[0], t1)
+        b2, s2, e2 = step_schedule(config, self.tunings[1], t2)
         return (b1, TiedEnd(s1, s2.params_at(0)), e1), (b2, s2, e2)
 
-    def betas(self, config: engine.RunConfig, T: int) -> np.ndarray:
+    def betas(self, config: RunConfig, T: int) -> np.ndarray:
         """The T distributions as one schedule of path positions in [0, 1]: leg 1's
         betas halved, then leg 2's mapped to [0.5, 1] (q at 0.5)."""
         (b1, _, _), (b2, _, _) = self.schedules(config, T)
@@ -165,32 +186,32 @@ class WaypointPath:
     # What the workflows read from a tuned kernel.
     @property
     def kind(self) -> str:
-        return self.legs[0].kind
+        return self.tunings[0].kind
 
     @property
     def dense(self) -> bool:
-        return any(leg.dense for leg in self.legs)
+        return any(leg.dense for leg in self.tunings)
 
     @property
     def step_size(self) -> np.ndarray:
-        return np.concatenate([leg.step_size for leg in self.legs])
+        return np.concatenate([leg.step_size for leg in self.tunings])
 
     @property
     def seconds_per_transition(self) -> float:
-        return float(np.mean([leg.seconds_per_transition for leg in self.legs]))
+        return float(np.mean([leg.seconds_per_transition for leg in self.tunings]))
 
     def problems(self) -> list[str]:
-        return [f"leg {i + 1}: {text}" for i, leg in enumerate(self.legs)
+        return [f"leg {i + 1}: {text}" for i, leg in enumerate(self.tunings)
                 for text in leg.problems()]
 
     def endpoints(self) -> "TunedKernel | EndKernels":
         """A tuned kernel on the prior path's two ends (leg 1's params at the prior, leg
         2's at the posterior), for the simulator check, which runs there only."""
-        return two_ends(*self.legs, self.seconds_per_transition)
+        return two_ends(*self.tunings, self.seconds_per_transition)
 
     def to_dict(self) -> dict:
         return {"path": "waypoint", "base": self.base.to_dict(),
-                "legs": [leg_record(leg, self.base) for leg in self.legs],
+                "legs": [leg_record(leg, self.base) for leg in self.tunings],
                 "lengths": list(self.lengths), "fit": self.fit}
 
     @classmethod
@@ -407,89 +428,3 @@ def tune_base_leg(leg: Target, kernel: Kernel, base_params, base: GaussianBase, 
     return tune(leg, kernel, base_params, base.sample(gen, int(n)), seed=seed,
                 config=replace(config, stream=int(Stream.WAYPOINT_PILOT)), progress=progress,
                 base_metric=metric_from_base(base.cov, config, int(n)))
-
-
-def _join(direction: str, first: engine.AISRun, second: engine.AISRun,
-          offset: int) -> engine.AISRun:
-    """One direction's run over both legs (``first`` ran first; leg 1's temperatures are
-    0..offset, leg 2's offset..)."""
-    leg1, leg2 = (first, second) if direction == "forward" else (second, first)
-    n1 = leg1.schedule.steps_per_temperature * (len(leg1.schedule.betas) - 1)
-    n2 = leg2.schedule.steps_per_temperature * (len(leg2.schedule.betas) - 1)
-    stats = {"accept_stat": (n1 * leg1.chain_stats["accept_stat"]
-                             + n2 * leg2.chain_stats["accept_stat"]) / (n1 + n2),
-             "tree_depth": (n1 * leg1.chain_stats["tree_depth"]
-                            + n2 * leg2.chain_stats["tree_depth"]) / (n1 + n2),
-             "divergences": leg1.chain_stats["divergences"] + leg2.chain_stats["divergences"],
-             "n_grad": leg1.chain_stats["n_grad"] + leg2.chain_stats["n_grad"]}
-    w = leg1.log_weights + leg2.log_weights
-    cumulative = cumulative_at = None
-    if leg1.cumulative is not None and leg2.cumulative is not None:
-        cumulative = np.concatenate([leg1.cumulative,
-                                     leg2.cumulative + leg1.log_estimates[:, None]], axis=1)
-        cumulative_at = np.concatenate([leg1.cumulative_at, leg2.cumulative_at + offset])
-    return engine.AISRun(
-        direction=direction, log_weights=w, log_estimates=leg1.log_estimates + leg2.log_estimates,
-        final_positions=second.final_positions, n_grad=first.n_grad + second.n_grad,
-        wall_time=first.wall_time + second.wall_time,
-        diagnostics=engine.chain_diagnostics(w, stats, n1 + n2, shared_batch=False),
-        chain_stats=stats, cumulative=cumulative, cumulative_at=cumulative_at)
-
-
-def _run(direction: str, model: Target, kernel: Kernel, path: WaypointPath,
-         config: engine.RunConfig, T: int, start, *, seed, stream: int,
-         increments: bool, first_chain: int, n_chains: int | None,
-         progress: bool = False) -> engine.AISRun:
-    targets = path.targets(model)
-    legs = path.schedules(config, T)
-    order = (0, 1) if direction == "forward" else (1, 0)
-    runs, x = [], start
-    for i in order:
-        _, schedule, every = legs[i]
-        step = engine.forward if direction == "forward" else engine.reverse
-        extra = {"n_chains": n_chains} if direction == "reverse" and i == order[0] else {}
-        runs.append(step(targets[i], kernel, schedule, x, seed=seed,
-                         stream=stream + (int(Stream.WAYPOINT) if i == 1 else 0),
-                         increments_every=every if increments else None,
-                         first_chain=first_chain, progress=progress, **extra))
-        x = runs[-1].final_positions
-    return _join(direction, runs[0], runs[1], len(legs[0][0]) - 1)
-
-
-def forward(model: Target, kernel: Kernel, path: WaypointPath, config: engine.RunConfig,
-            T: int, start, *, seed, stream: int = 0, increments: bool = True,
-            first_chain: int = 0, progress: bool = False) -> engine.AISRun:
-    """Forward AIS over both legs from exact prior draws ``start`` (n, d): lower bounds
-    on log p(y).  ``config`` gives the schedule family, the steps per temperature and
-    the increment blocks (per leg); chain i uses streams (seed, stream, first_chain + i)
-    on leg 1 and (seed, ``Stream.WAYPOINT`` + stream, first_chain + i) on leg 2."""
-    return _run("forward", model, kernel, path, config, T, start, seed=seed, stream=stream,
-                increments=increments, first_chain=first_chain, n_chains=None,
-                progress=progress)
-
-
-def reverse(model: Target, kernel: Kernel, path: WaypointPath, config: engine.RunConfig,
-            T: int, start, *, seed, stream: int = 1, increments: bool = True,
-            first_chain: int = 0, n_chains: int | None = None,
-            progress: bool = False) -> engine.AISRun:
-    """Reverse AIS over both legs from exact posterior draws ``start`` (or one draw
-    repeated for ``n_chains``): upper bounds on log p(y)."""
-    return _run("reverse", model, kernel, path, config, T, start, seed=seed, stream=stream,
-                increments=increments, first_chain=first_chain, n_chains=n_chains,
-                progress=progress)
-
-
-def forward_and_reverse(model: Target, kernel: Kernel, path: WaypointPath,
-                        config: engine.RunConfig, T: int, prior_draws, posterior_draws, *,
-                        seed, streams: tuple[int, int] = (0, 1), increments: bool = True,
-                        progress: bool = False) -> tuple[engine.AISRun, engine.AISRun]:
-    """Both directions (a single posterior draw repeated for as many reverse chains as
-    prior draws)."""
-    n = np.shape(prior_draws)[0]
-    return (forward(model, kernel, path, config, T, prior_draws, seed=seed,
-                    stream=streams[0], increments=increments, progress=progress),
-            reverse(model, kernel, path, config, T, posterior_draws, seed=seed,
-                    stream=streams[1], increments=increments, progress=progress,
-                    n_chains=n if np.ndim(posterior_draws) == 1
-                    or np.shape(posterior_draws)[0] == 1 else None))
-

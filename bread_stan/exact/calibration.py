@@ -32,6 +32,7 @@ import pandas as pd
 from scipy import stats
 
 from ..ais import engine
+from ..ais import runs
 from ..ais.estimators import grouped_bound, jeffreys_bound, log_ml_sandwich
 from ..ais.frozen_kernels import KernelSchedule
 from ..meta.algorithms import TractableAlgorithm
@@ -79,8 +80,8 @@ def sandwich_misses(seeds: int, *, chains=(20, 50), steps=(10, 30, 100),
                                        noise_sd=REGRESSION["noise_sd"], seed=s)
         truth = model.log_marginal_likelihood()
         rng = np.random.default_rng([s, 1])
-        res = engine.run(model, HMC(), model.sample_prior(rng, n_max), w, seed=s,
-                         tuned=REGRESSION["params"], config=config)
+        res = runs.run(model, HMC(), model.sample_prior(rng, n_max), w, seed=s,
+                         path=REGRESSION["params"], config=config)
         for step in res.steps:
             for n in chains:
                 sw = log_ml_sandwich(step.forward.log_estimates[:n],

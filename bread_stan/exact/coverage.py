@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from ..ais import engine
+from ..ais import runs
 from ..ais.estimators import grouped_bound, jeffreys_bound
 from .conjugate import LinearRegression, simulate_regression
 
@@ -59,15 +60,15 @@ def single_draw_coverage(model: LinearRegression, kernel, params, *, steps: int,
     rng = np.random.default_rng(seed)
     config = _config(steps)
     # What the interval claims: every reverse chain from its own exact draw.
-    truth_run = engine.run(model, kernel, model.sample_prior(rng, truth_chains),
+    truth_run = runs.run(model, kernel, model.sample_prior(rng, truth_chains),
                            model.sample_posterior(rng, truth_chains), seed=seed + 1,
-                           tuned=params, config=config).steps[0]
+                           path=params, config=config).steps[0]
     truth = float(np.mean(truth_run.reverse.log_estimates)
                   - np.mean(truth_run.forward.log_estimates))
     # All replications in one batch: replication r's reverse chains share x*_r.
     x_star = np.repeat(model.sample_posterior(rng, replications), chains, axis=0)
-    run = engine.run(model, kernel, model.sample_prior(rng, replications * chains), x_star,
-                     seed=seed + 2, tuned=params, config=config).steps[0]
+    run = runs.run(model, kernel, model.sample_prior(rng, replications * chains), x_star,
+                     seed=seed + 2, path=params, config=config).steps[0]
     L = run.forward.log_estimates.reshape(replications, chains)
     U = run.reverse.log_estimates.reshape(replications, chains)
     bounds = [jeffreys_bound(L[r], U[r], level=level) for r in range(replications)]
@@ -89,8 +90,8 @@ def multi_draw_coverage(n_obs: int, dim: int, kernel, params, *, steps: int, cha
         L, U, groups = [], [], []
         for k, rows in enumerate(per_problem):
             model, w = simulate_regression(n_obs, dim, noise_sd=noise_sd, seed=rng)
-            run = engine.run(model, kernel, model.sample_prior(rng, rows.size), w,
-                             seed=int(rng.integers(2 ** 31)), tuned=params,
+            run = runs.run(model, kernel, model.sample_prior(rng, rows.size), w,
+                             seed=int(rng.integers(2 ** 31)), path=params,
                              config=config).steps[0]
             L.append(run.forward.log_estimates)
             U.append(run.reverse.log_estimates)

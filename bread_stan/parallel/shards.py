@@ -28,9 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from ..ais import engine, gaussian_path, smc, waypoint
-from ..ais.gaussian_path import GaussianPath
-from ..ais.waypoint import WaypointPath
+from ..ais import engine, runs
 from ..ais.results import DirectionResult, StepResult
 from ..errors import BreadStanError, InputError
 from ..rng import Stream
@@ -45,6 +43,7 @@ __all__ = ["Shard", "ShardContext", "plan_shards", "run_shard", "run_on_target",
 
 _STREAMS = {"forward": int(Stream.FORWARD),  # engine.run's streams of its first step count
             "reverse": int(Stream.REVERSE)}
+_STREAMS_PAIR = (_STREAMS["forward"], _STREAMS["reverse"])
 _STATS = ("accept_stat", "divergences", "tree_depth", "n_grad")
 
 
@@ -146,70 +145,55 @@ def _target(context: ShardContext) -> Target:
 
 def run_shard(context: ShardContext, shard: Shard, seed: int, start
               ) -> tuple[dict[str, np.ndarray], dict]:
-    """Run one shard (on a worker) from ``start`` (the block's base draws; the
+    """Run one shard (on a worker) from ``start`` (the block's forward starts; the
     exact posterior draw, or the block's reference draws, for reverse; the pair
-    (base draws, posterior draws) for ``"both"``); its per-chain arrays and metadata,
-    in the form :func:`~bread_stan.store.save_unit` writes (``"both"``: each
-    direction's arrays prefixed ``forward__`` and ``reverse__``)."""
+    (forward starts, posterior draws) for ``"both"``; for SMC, see
+    :func:`~bread_stan.ais.runs.run_smc`) along the context's path (``tuned``); its
+    per-chain arrays and metadata, in the form :func:`~bread_stan.store.save_unit`
+    writes (``"both"``: each direction's arrays prefixed ``forward__`` and
+    ``reverse__``)."""
     target = _target(context)
+    path, T, config = runs.as_path(context.tuned), shard.n_steps, context.config
+    meta = {"shard": shard.key}
     if context.smc is not None:
-        return _run_smc_shard(target, context, shard, seed, start)
-    if isinstance(context.tuned, (WaypointPath, GaussianPath)):
-        return _run_waypoint_shard(target, context, shard, seed, start)
-    _, schedule, every = engine.step_schedule(context.config, context.tuned, shard.n_steps)
-    if shard.direction == "both":
-        runs = engine.forward_and_reverse(
-            target, context.kernel, schedule, start[0], start[1], seed=seed,
-            streams=(_STREAMS["forward"], _STREAMS["reverse"]), increments_every=every,
-            progress=context.config.progress)
-        arrays = {f"{r.direction}__{k}": v for r in runs for k, v in _arrays(r).items()}
-        return arrays, {"shard": shard.key,
-                        "wall_time": {r.direction: r.wall_time for r in runs}}
-    run = engine.forward if shard.direction == "forward" else engine.reverse
-    extra = {} if shard.direction == "forward" else {"n_chains": shard.n_chains}
-    out = run(target, context.kernel, schedule, start, seed=seed,
-              stream=_STREAMS[shard.direction], increments_every=every,
-              first_chain=shard.first_chain, **extra)
-    return _arrays(out), {"shard": shard.key, "wall_time": out.wall_time}
-
-
-def _run_waypoint_shard(target: Target, context: ShardContext, shard: Shard, seed: int,
-                        start) -> tuple[dict[str, np.ndarray], dict]:
-    """An AIS shard on the waypoint path (:mod:`bread_stan.ais.waypoint`), with the
-    streams of the prior path's shards on its first leg, or on the Gaussian-base path
-    (:mod:`bread_stan.ais.gaussian_path`, the same functions), with those streams."""
-    kw = {"seed": seed, "increments": context.config.increment_blocks is not None}
-    path, T = context.tuned, shard.n_steps
-    runner = gaussian_path if isinstance(path, GaussianPath) else waypoint
-    if shard.direction == "both":
-        runs = runner.forward_and_reverse(
-            target, context.kernel, path, context.config, T, start[0], start[1],
-            streams=(_STREAMS["forward"], _STREAMS["reverse"]),
-            progress=context.config.progress, **kw)
-        arrays = {f"{r.direction}__{k}": v for r in runs for k, v in _arrays(r).items()}
-        return arrays, {"shard": shard.key,
-                        "wall_time": {r.direction: r.wall_time for r in runs}}
-    if shard.direction == "forward":
-        out = runner.forward(target, context.kernel, path, context.config, T, start,
-                             stream=_STREAMS["forward"], first_chain=shard.first_chain, **kw)
+        out = runs.run_smc(path, target, context.kernel, config, T, shard.direction, start,
+                           context.smc, seed=seed, streams=_STREAMS_PAIR,
+                           first_run=shard.first_chain)
+        meta.update(particles=context.smc.particles,
+                    resampling_steps=int(out[next(iter(out))].resample_at.size))
+    elif shard.direction == "both":
+        fwd, rev = runs.run_both(path, target, context.kernel, config, T, start[0], start[1],
+                                 seed=seed, streams=_STREAMS_PAIR,
+                                 increments=config.increment_blocks is not None,
+                                 progress=config.progress)
+        out = {"forward": fwd, "reverse": rev}
     else:
-        out = runner.reverse(target, context.kernel, path, context.config, T, start,
-                             stream=_STREAMS["reverse"], first_chain=shard.first_chain,
-                             n_chains=shard.n_chains, **kw)
-    return _arrays(out), {"shard": shard.key, "wall_time": out.wall_time}
+        extra = {} if shard.direction == "forward" else {"n_chains": shard.n_chains}
+        out = {shard.direction: runs.run_direction(
+            path, target, context.kernel, config, T, shard.direction, start, seed=seed,
+            stream=_STREAMS[shard.direction], first_chain=shard.first_chain,
+            increments=config.increment_blocks is not None, **extra)}
+    if shard.direction != "both":
+        (run,) = out.values()
+        return _arrays(run), {**meta, "wall_time": run.wall_time}
+    arrays = {f"{d}__{k}": v for d, r in out.items() for k, v in _arrays(r).items()}
+    return arrays, {**meta, "wall_time": {d: r.wall_time for d, r in out.items()}}
 
 
 def step_betas(context: ShardContext, T: int) -> np.ndarray:
     """The betas a step at ``T`` distributions records (on the waypoint path, the
     positions along both legs, q at 0.5)."""
-    if isinstance(context.tuned, (WaypointPath, GaussianPath)):
-        return context.tuned.betas(context.config, T)
-    return engine.step_schedule(context.config, context.tuned, T)[0]
+    return runs.as_path(context.tuned).betas(context.config, T)
 
 
-def _arrays(out: engine.AISRun) -> dict[str, np.ndarray]:
-    """A direction's per-chain arrays (final positions for forward)."""
-    arrays = {"log_estimates": out.log_estimates, "log_weights": out.log_weights,
+def _arrays(out: engine.DirectionRun) -> dict[str, np.ndarray]:
+    """A direction's per-chain (per-run) arrays (final positions for forward): its
+    estimates, its log weights (SMC: the estimate, negated for reverse) and kernel
+    statistics."""
+    weights = getattr(out, "log_weights", None)
+    if weights is None:
+        weights = out.log_estimates if out.direction == "forward" else -out.log_estimates
+    arrays = {"log_estimates": out.log_estimates, "log_weights": weights,
               **{f"stat__{k}": np.asarray(out.chain_stats[k]) for k in _STATS}}
     if out.cumulative is not None:
         arrays["cumulative"] = out.cumulative
@@ -227,49 +211,6 @@ def _directions(shard: Shard, part: tuple[dict, dict]) -> list[tuple[str, tuple[
     return [(d, ({k.split("__", 1)[1]: v for k, v in arrays.items()
                   if k.startswith(f"{d}__")}, {**meta, "wall_time": meta["wall_time"][d]}))
             for d in ("forward", "reverse")]
-
-
-def _run_smc_shard(target: Target, context: ShardContext, shard: Shard, seed: int,
-                   start) -> tuple[dict[str, np.ndarray], dict]:
-    """An SMC shard: forward runs from ``start`` (runs, 2P - 1, d), conditional runs
-    from ``start`` = (exact draw(s), the same (runs, 2P - 1, d) prior draws), or, for
-    ``"both"``, the pair (prior draws, (exact draw, prior draws)); the runs' streams
-    are those of :func:`smc.run <bread_stan.ais.smc.run>`'s first step count."""
-    betas, schedule, every = engine.step_schedule(context.config, context.tuned, shard.n_steps)
-    P = context.smc.particles
-    at = context.smc.steps_for(betas, context.tuned)
-    meta = {"shard": shard.key, "particles": P, "resampling_steps": int(at.size)}
-
-    def one(direction: str, start) -> tuple[dict, float]:
-        if direction == "forward":
-            out = smc.forward_smc(target, context.kernel, schedule, start[:, :P], seed=seed,
-                                  resample_at=at, stream=_STREAMS["forward"],
-                                  increments_every=every, first_run=shard.first_chain)
-            weights = out.log_estimates
-        else:
-            x_star, prior = start
-            n = prior.shape[0]
-            x_star = np.repeat(np.reshape(x_star, (1, -1)), n, axis=0) \
-                if np.ndim(x_star) == 1 else x_star
-            out = smc.conditional_smc(target, context.kernel, schedule, x_star, prior[:, P:],
-                                      seed=seed, resample_at=at, stream=_STREAMS["reverse"],
-                                      increments_every=every, first_run=shard.first_chain)
-            weights = -out.log_estimates
-        arrays = {"log_estimates": out.log_estimates, "log_weights": weights,
-                  **{f"stat__{k}": np.asarray(out.chain_stats[k]) for k in _STATS}}
-        if out.cumulative is not None:
-            arrays["cumulative"] = out.cumulative
-            arrays["cumulative_at"] = out.cumulative_at
-        if direction == "forward":
-            arrays["positions"] = out.final_positions
-        return arrays, out.wall_time
-
-    if shard.direction != "both":
-        arrays, wall = one(shard.direction, start)
-        return arrays, {**meta, "wall_time": wall}
-    parts = {d: one(d, s) for d, s in zip(("forward", "reverse"), start)}
-    arrays = {f"{d}__{k}": v for d, (a, _) in parts.items() for k, v in a.items()}
-    return arrays, {**meta, "wall_time": {d: w for d, (_, w) in parts.items()}}
 
 
 def run_on_target(context: ShardContext, function, *args):

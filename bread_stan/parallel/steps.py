@@ -18,7 +18,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..store import CorruptFileError, load_unit, save_unit, set_aside
+from ..ais.run_directory import SHARD_DIR, RunDirectory
 from .executor import Executor
 from .shards import Shard, ShardContext, join_problem, plan_shards, run_shard, step_betas
 
@@ -38,8 +38,8 @@ def run_steps_in_shards(contexts: list[ShardContext], starts_at, seed_at, steps:
     :class:`StepResult`, joined exactly as :func:`engine.run <bread_stan.ais.engine.run>`
     returns it (final forward positions unconstrained).  ``progress`` shows a bar: the
     engine's per shard where shards run in this process, else the executor's."""
-    shard_dir = out_dir / "shards" if out_dir is not None else None
-    saved = _saved_shards(shard_dir, fingerprint)
+    directory = RunDirectory(out_dir, fingerprint)
+    saved = directory.saved_shards()
     inside = progress and executor.in_process
     shared = [executor.share(replace(c, config=replace(c.config, progress=inside)))
               for c in contexts] if steps else []
@@ -72,17 +72,11 @@ def run_steps_in_shards(contexts: list[ShardContext], starts_at, seed_at, steps:
         finish([join_problem(T, betas, {s: v for s, v in parts[T].items() if s.problem == k},
                              n_trans, shared_batch=config.combined)
                 for k in range(len(contexts))])
-        if shard_dir is not None:
-            for shard in plans[T]:
-                (shard_dir / f"{shard.key}.npz").unlink(missing_ok=True)
-            if shard_dir.is_dir() and not any(shard_dir.iterdir()):
-                shard_dir.rmdir()  # no shard left to resume from
+        directory.drop_shards(shard.key for shard in plans[T])
 
     def arrived(key: str, value: tuple) -> None:
         shard = by_key[key]
-        if shard_dir is not None:
-            shard_dir.mkdir(exist_ok=True)
-            save_unit(shard_dir / f"{key}.npz", value[0], {**value[1], "fingerprint": fingerprint})
+        directory.save_shard(key, *value)
         parts[shard.n_steps][shard] = value
         if len(parts[shard.n_steps]) == len(plans[shard.n_steps]):
             join(shard.n_steps)
@@ -91,23 +85,7 @@ def run_steps_in_shards(contexts: list[ShardContext], starts_at, seed_at, steps:
         if len(parts[T]) == len(plans[T]):  # every shard was saved by an interrupted run
             join(T)
     executor.run(run_shard, tasks, arrived, progress=progress and not inside,
-                 saved_in=str(shard_dir) if shard_dir is not None else None)
-
-
-def _saved_shards(shard_dir: Path | None, fingerprint: str) -> dict[str, tuple]:
-    """Shards saved by an interrupted run with these settings, by key."""
-    if shard_dir is None or not shard_dir.is_dir():
-        return {}
-    saved = {}
-    for path in sorted(shard_dir.glob("*.npz")):
-        try:
-            arrays, meta = load_unit(path)
-        except CorruptFileError as error:
-            set_aside(error)
-            continue
-        if meta.get("fingerprint") == fingerprint:
-            saved[meta["shard"]] = (arrays, meta)
-    return saved
+                 saved_in=str(directory.file(SHARD_DIR)) if out_dir is not None else None)
 
 
 def _n_reverse(start, n_forward: int) -> int:

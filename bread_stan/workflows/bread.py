@@ -24,14 +24,15 @@ so an interrupted run resumed later gives the numbers of an uninterrupted one.
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..ais import engine, gaussian_path, smc, waypoint
+from ..ais import engine, smc, waypoint
+from ..ais.gaussian_path import tune_prior_end
+from ..ais.run_directory import RunDirectory
 from ..ais.betas import ScheduleError
 from ..ais.results import BreadResult, DirectionResult, StepResult
 from ..ais.tuning import TunedKernel
@@ -43,8 +44,7 @@ from ..stan.compile import CompiledModel
 from ..stan.data import load_data
 from ..stan.simulator import Simulator, compile_with_simulator, draw_at, split_draw
 from ..parallel.steps import run_steps_in_shards
-from ..store import load_if_sound
-from .common import (ResumeMismatchError, check_program, default_name, load_or_tune,
+from .common import (ResumeMismatchError, check_program, default_name, tune_kernel,
                      fingerprints, output_directory, program_text, resume_steps,
                      setup_warnings, warn_if_costly)
 from .problem import (Problem, constrained, largest_simulated_value, prior_draws, problem_seed,
@@ -67,26 +67,6 @@ log = logging.getLogger(__name__)
 GAUSSIAN_PATH_FILE, WAYPOINT_PATH_FILE = "gaussian_path.json", "waypoint_path.json"
 
 
-def _load_or_fit(saved: Path | None, kind, header: dict, name: str, fit, given=None):
-    """A path from a Gaussian q (``kind``: GaussianPath or WaypointPath): ``given`` (the
-    path choice's), else the one saved at ``saved`` for this run, else ``fit()``'s; one
-    not read from ``saved`` is written there.  Returns it and the seconds fitting took
-    (None unless fitted here)."""
-    path, seconds = given, None
-    if path is None and saved is not None:
-        path = load_if_sound(saved, lambda p: kind.load(p, header["fingerprint"]))
-        if path is not None:
-            log.info("%s: the path saved in %s (q and the legs' tuning)", name, saved)
-            return path, None
-    if path is None:
-        start = time.perf_counter()
-        path = fit()
-        seconds = time.perf_counter() - start
-    if saved is not None:
-        path.save(saved, header["fingerprint"])
-    return path, seconds
-
-
 def _run_problem(problems: list[Problem], *args, **kwargs) -> BreadResult:
     """Tune on the first problem, check the simulator with the frozen kernel, then run
     every step count over all problems on ``executor`` (here by default).  ``run`` and
@@ -107,7 +87,56 @@ def _tune_check_and_run(problems: list[Problem], simulator: Simulator,
                         executor: Executor | None = None, choice: PathChoice | None = None,
                         fitted=None, tuned_here=None, check_draws_simulated: bool = False
                         ) -> BreadResult:
-    kernel, base_params = sampler.make()
+    first = problems[0]
+    result = _new_result(problems, header, known_log_ml_bounds, verdict)
+    choice = choice or given(run.path, run.path, "set in RunSettings.path")
+    result.extra["path_choice"] = choice.to_dict()
+    done = resume_steps(result, out_dir, header) if out_dir is not None else set()
+    check = run.check_simulator and "simulator_check" not in result.extra
+    if check and not check_draws_simulated:
+        # the check's draws, simulated first: a failing simulator stops before the pilot
+        simulate_check_draws(simulator, data, _check_settings(run), run.threads,
+                             first.target.compiled)
+    if run.path != "prior" and sampler.kernel == "imh":
+        raise InputError(f"path={run.path!r} tunes HMC or NUTS on each leg; use "
+                         "kernel='nuts' (or 'hmc') with it, or path='prior' with kernel='imh'")
+    path, seconds = RunDirectory(out_dir, header["fingerprint"]).load_or_fit(
+        run.path, lambda: _fit_path(first, simulator, sampler, run, fitted), tuned_here)
+    check_kernel = path.check_kernel(_prior_end(first, simulator, sampler, run, path)
+                                     if check else None)
+    _describe_path(result, choice, path)
+    if seconds is not None:
+        result.extra["tuning_seconds"] = seconds
+        log.info("%s: tuned %s along beta in %.1f s", first.name, sampler.kernel, seconds)
+    result.extra["tuning"] = path.to_dict()
+    result.extra["executor"] = (executor or Executor()).describe()
+    setup_warnings(result.extra, path, first.name)
+    todo = [T for T in run.steps if T not in done]
+    # Said before the simulator check, so that a long run is announced right after the pilot.
+    warn_if_costly(first.name, path, todo,
+                   2 * run.chains * run.particles_per_run * sampler.steps_per_temperature,
+                   first.target.dim)
+    if "simulator_check" not in result.extra:
+        result.extra["simulator_check"] = _check(first, simulator, data, sampler, run,
+                                                 check_kernel)
+    if out_dir is not None:
+        result.save_header(out_dir)
+    for T in sorted(done):
+        log.info("%s: %d distributions already done, loaded from %s", first.name, T, out_dir)
+    _run_steps(problems, simulator, sampler.make()[0], path, sampler, run, todo, out_dir,
+               header["fingerprint"], executor or Executor(),
+               _finisher(result, out_dir, len(run.steps)))
+    result.steps.sort(key=lambda s: s.n_steps)
+    if out_dir is not None:
+        result.save(out_dir)
+    return result
+
+
+def _new_result(problems: list[Problem], header: dict,
+                known_log_ml_bounds: Mapping[str, float] | None,
+                verdict: VerdictSettings) -> BreadResult:
+    """The empty result of a run: the header, the simulated problems, the verdict's
+    settings."""
     first = problems[0]
     extra = {"truth": first.truth, "simulated_data": first.simulated_data,
              "known_log_ml_bounds": dict(known_log_ml_bounds or {}),
@@ -116,117 +145,63 @@ def _tune_check_and_run(problems: list[Problem], simulator: Simulator,
         extra["exact_draws"] = len(problems)
         extra["problems"] = [{"truth": p.truth, "simulated_data": p.simulated_data}
                              for p in problems]
-    choice = choice or given(run.path, run.path, "set in RunSettings.path")
-    extra["path_choice"] = choice.to_dict()
-    result = BreadResult(first.name, header, [], extra)
-    done: set[int] = set()
-    if out_dir is not None:
-        done = resume_steps(result, out_dir, header)
+    return BreadResult(first.name, header, [], extra)
 
-    if run.check_simulator and "simulator_check" not in result.extra and \
-            not check_draws_simulated:
-        # the check's draws, simulated first: a failing simulator stops before the pilot
-        simulate_check_draws(simulator, data, _check_settings(run), run.threads,
-                             first.target.compiled)
-    pilot_seed = derived_seed(run.seed, Purpose.PILOT)
-    if run.path in ("waypoint", "gaussian") and sampler.kernel == "imh":
-        raise InputError(f"path={run.path!r} tunes HMC or NUTS on each leg; use "
-                         "kernel='nuts' (or 'hmc') with it, or path='prior' with kernel='imh'")
-    if run.path == "gaussian":  # kept for a resume; refitted, it is the same path
-        tuned, seconds = _load_or_fit(
-            out_dir / GAUSSIAN_PATH_FILE if out_dir is not None else None,
-            gaussian_path.GaussianPath, header, first.name,
-            lambda: fit_gaussian(first, simulator, sampler, run, fitted),
-            tuned_here if isinstance(tuned_here, gaussian_path.GaussianPath) else None)
-        prior_end = None
-        if run.check_simulator and "simulator_check" not in result.extra:
-            prior_end = gaussian_path.tune_prior_end(
-                first.target, kernel, base_params, tuned,
-                prior_draws(first, simulator, sampler.pilot_chains, pilot_seed),
-                seed=pilot_seed, config=sampler.tuning_config())
-        check_kernel = tuned.endpoints(prior_end)
-        why = _gaussian_reason(tuned)
-        if choice.requested == "auto":
-            why = f"{choice.reason}. The Gaussian path: {why}"
-        result.extra["path_choice"] = given(choice.requested, "gaussian", why,
-                                            choice).to_dict()
-    elif run.path == "waypoint":  # kept for a resume; refitted, it is the same path
-        def fit_path():
-            pilot = prior_draws(first, simulator, sampler.pilot_chains, pilot_seed)
-            return waypoint.fit_waypoint(
-                first.target, kernel, base_params, pilot, seed=pilot_seed,
-                config=sampler.tuning_config(), progress=run.progress,
-                fitted=fitted if fitted is not None else fit_q(first.target, pilot, run.seed))
-        tuned, seconds = _load_or_fit(
-            out_dir / WAYPOINT_PATH_FILE if out_dir is not None else None,
-            waypoint.WaypointPath, header, first.name, fit_path)
-        check_kernel = tuned.endpoints()
-    else:
-        saved = out_dir / "tuning.json" if out_dir is not None else None
-        if isinstance(tuned_here, TunedKernel) and not (saved is not None and saved.exists()):
-            if saved is not None:
-                tuned_here.save(saved)  # the path choice's pilot, kept for a resume
-            tuned, seconds = tuned_here, None
-        else:
-            tuned, seconds = load_or_tune(
-                saved, first.target, kernel, base_params, sampler.tuning_config(),
-                pilot_seed, lambda seed: prior_draws(first, simulator, sampler.pilot_chains,
-                                                     seed), progress=run.progress)
-        check_kernel = tuned
-    if seconds is not None:
-        result.extra["tuning_seconds"] = seconds
-        log.info("%s: tuned %s along beta in %.1f s", first.name, sampler.kernel, seconds)
-    result.extra["tuning"] = tuned.to_dict()
-    result.extra["executor"] = (executor or Executor()).describe()
-    setup_warnings(result.extra, tuned, first.name)
-    todo = [T for T in run.steps if T not in done]
-    # Said before the simulator check, so that a long run is announced right after the pilot.
-    warn_if_costly(first.name, tuned, todo,
-                   2 * run.chains * run.particles_per_run * sampler.steps_per_temperature,
-                   first.target.dim)
-    if "simulator_check" not in result.extra:
-        result.extra["simulator_check"] = _check(first, simulator, data, sampler, run,
-                                                 check_kernel)
-    if out_dir is not None:
-        result.save_header(out_dir)
 
-    for T in sorted(done):
-        log.info("%s: %d distributions already done, loaded from %s", first.name, T, out_dir)
+def _describe_path(result: BreadResult, choice: PathChoice, path) -> None:
+    """The path line of reports: the choice's reason, and what the path is where it
+    says more than its name (the Gaussian path: its q and the prior's normaliser)."""
+    described = path.describe()
+    if described is None:
+        return
+    why = described if choice.requested != "auto" else (
+        f"{choice.reason}. The {path.name.capitalize()} path: {described}")
+    result.extra["path_choice"] = given(choice.requested, path.name, why, choice).to_dict()
 
+
+def _finisher(result: BreadResult, out_dir: Path | None, n_step_counts: int):
+    """What happens to each finished step: kept, saved at once, its verdict logged."""
     def finish(step: StepResult) -> None:
         result.steps.append(step)
         if out_dir is not None:
             result.save_step(out_dir, step)
-        verdict = step.verdict(result.verdict_settings(), n_step_counts=len(run.steps))
+        verdict = step.verdict(result.verdict_settings(), n_step_counts=n_step_counts)
         if not verdict.consistent:
-            log.warning("%s, %d distributions: %s", first.name, step.n_steps, verdict.message)
-
-    _run_steps(problems, simulator, kernel, tuned, sampler, run, todo, out_dir,
-               header["fingerprint"], executor or Executor(), finish)
-    result.steps.sort(key=lambda s: s.n_steps)
-    if out_dir is not None:
-        result.save(out_dir)
-    return result
+            log.warning("%s, %d distributions: %s", result.model, step.n_steps,
+                        verdict.message)
+    return finish
 
 
-def _gaussian_reason(path: gaussian_path.GaussianPath) -> str:
-    """What the Gaussian-base path is, for the path line of reports and the CLI."""
-    c = path.normaliser
-    how = {"exact": f"computed exactly by the drafted simulator, log c = {c.log_c:.4f}",
-           "exact and rejection": (
-               f"computed by the drafted simulator, exactly up to its rejection loop's "
-               f"acceptance probability (estimated from {c.n_draws} draws' tries), log c = "
-               f"{c.log_c:.4f} (se {c.se:.2g})")}.get(c.method, (
-        f"estimated by importance sampling from exact prior draws, log c = {c.log_c:.4f} "
-        f"(se {c.se:.2g}, Pareto k {c.pareto_k:.2f}"
-        f"{'' if c.trustworthy else ': NOT trustworthy'})"))
-    return (f"a {waypoint.fit_name(path.fit)} Gaussian (sds times {path.fit['widen']:g}) "
-            "then AIS from "
-            "its exact draws to the posterior: a different sampler from AIS from the prior, "
-            f"and the bound is on its output; the prior's normaliser c, {how}, "
-            "is subtracted from every estimate: the upper end stays a stochastic upper "
-            "bound, the lower end's expectation may exceed log p(y) by about se^2/2 = "
-            f"{c.jensen_gap:.2g} nats")
+def _fit_path(problem: Problem, simulator: Simulator, sampler: SamplerSettings,
+              run: RunSettings, fitted):
+    """The ``run.path`` path of ``problem`` fitted on the run's pilot seeds (so a run
+    that fits it again gets the same path); ``fitted``: q, when the path choice fitted
+    it already."""
+    if run.path == "gaussian":
+        return fit_gaussian(problem, simulator, sampler, run, fitted)
+    kernel, base_params = sampler.make()
+    pilot_seed = derived_seed(run.seed, Purpose.PILOT)
+    pilot = prior_draws(problem, simulator, sampler.pilot_chains, pilot_seed)
+    if run.path == "waypoint":
+        return waypoint.fit_waypoint(
+            problem.target, kernel, base_params, pilot, seed=pilot_seed,
+            config=sampler.tuning_config(), progress=run.progress,
+            fitted=fitted if fitted is not None else fit_q(problem.target, pilot, run.seed))
+    return tune_kernel(problem.target, kernel, base_params, pilot, seed=pilot_seed,
+                       config=sampler.tuning_config(), progress=run.progress)
+
+
+def _prior_end(problem: Problem, simulator: Simulator, sampler: SamplerSettings,
+               run: RunSettings, path):
+    """The kernel tuned at the prior for the simulator check, where the path has none
+    there of its own (the Gaussian path); else None."""
+    if not path.needs_prior_end:
+        return None
+    kernel, base_params = sampler.make()
+    pilot_seed = derived_seed(run.seed, Purpose.PILOT)
+    return tune_prior_end(problem.target, kernel, base_params, path,
+                          prior_draws(problem, simulator, sampler.pilot_chains, pilot_seed),
+                          seed=pilot_seed, config=sampler.tuning_config())
 
 
 def _ais_config(sampler: SamplerSettings, run: RunSettings, T: int,
@@ -279,8 +254,9 @@ def _run_steps(problems: list[Problem], simulator: Simulator, kernel, tuned,
                 for p in problems]
     # SMC: a reverse shard needs the exact draw and its runs' free prior particles.
     def starts(T: int) -> list[np.ndarray]:
-        if isinstance(tuned, gaussian_path.GaussianPath):  # exact draws of q, one problem
-            return [tuned.start_draws(derived_seed(run.seed, Purpose.PRIOR, T), run.chains)]
+        own = tuned.forward_starts(derived_seed(run.seed, Purpose.PRIOR, T), run.chains)
+        if own is not None:  # exact draws of the path's own start (one problem)
+            return [own]
         return _prior_starts(problems, simulator, run, T)
 
     run_steps_in_shards(

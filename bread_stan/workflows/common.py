@@ -15,14 +15,14 @@ import hashlib
 import json
 import logging
 import os
-import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from ..ais.results import BreadResult, load_steps
-from ..ais.imh_tuning import IMHTuningConfig, TunedIMH, tune_imh
+from ..ais.imh_tuning import IMHTuningConfig, tune_imh
+from ..ais.run_directory import RunDirectory
 from ..ais.tuning import TunedKernel, TuningConfig, tune
 from ..errors import BreadStanError, InputError
 from ..pace import duration
@@ -208,18 +208,14 @@ def tune_kernel(target, kernel, base_params, prior_draws, *, seed: int,
 
 def load_or_tune(path: Path | None, target, kernel, base_params, config: TuningConfig,
                  seed: int, draw_pilot: Callable[[int], np.ndarray], *,
-                 progress: bool = False) -> tuple[TunedKernel, float | None]:
-    """The kernel tuned along beta: loaded from ``path`` (a ``tuning.json``) when a sound
-    one is saved there, else tuned with ``seed`` on the pilot draws ``draw_pilot(seed)``
-    (drawn only when tuning) and saved to ``path``.  Returns the tuned kernel and the seconds tuning took (None if loaded)."""
-    loader = TunedIMH.load if isinstance(config, IMHTuningConfig) else TunedKernel.load
-    tuned = load_if_sound(path, loader) if path is not None else None
-    if tuned is not None:
-        return tuned, None
-    start = time.perf_counter()
-    tuned = tune_kernel(target, kernel, base_params, draw_pilot(seed), seed=seed,
-                        config=config, progress=progress)
-    seconds = time.perf_counter() - start
-    if path is not None:
-        tuned.save(path)
-    return tuned, seconds
+                 progress: bool = False, fingerprint: str | None = None
+                 ) -> tuple[TunedKernel, float | None]:
+    """The kernel tuned along beta (the prior path): loaded from ``path`` (the run
+    directory's ``tuning.json``) when a sound one is saved there for the run
+    ``fingerprint`` (:class:`~bread_stan.ais.run_directory.RunDirectory`), else tuned
+    with ``seed`` on the pilot draws ``draw_pilot(seed)`` (drawn only when tuning) and
+    saved there.  Returns the tuned kernel and the seconds tuning took (None if loaded)."""
+    directory = RunDirectory(None if path is None else Path(path).parent, fingerprint)
+    return directory.load_or_fit("prior", lambda: tune_kernel(
+        target, kernel, base_params, draw_pilot(seed), seed=seed, config=config,
+        progress=progress))
