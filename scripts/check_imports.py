@@ -1,5 +1,6 @@
-"""Check the package's import structure: no circles, no private names across modules,
-no module over 600 lines.
+"""Check the package's structure: no import circles, no private names across modules,
+no module over 600 lines, no function over 80 lines, no type test of a tuned path
+outside ``bread_stan/ais``, and one annealing loop.
 
 Reads ``bread_stan/**/*.py`` with :mod:`ast` (nothing is imported or run):
 
@@ -9,7 +10,16 @@ Reads ``bread_stan/**/*.py`` with :mod:`ast` (nothing is imported or run):
 - a *private name across modules* is ``from M import _x`` or ``M._x`` (``M`` a module
   of the package bound by an import) where ``_x`` starts with one underscore and ``M``
   is another module;
-- a module over 600 lines (the C++ bridge is not Python and is not read).
+- a module over 600 lines (the C++ bridge is not Python and is not read);
+- a function over 80 lines (the argparse builder ``build_parser`` may stay long: it
+  reads as a table);
+- a *path type test*: ``isinstance``/``issubclass``/``type(...) is`` naming one of the
+  tuned paths (:data:`PATH_TYPES`) in a module outside ``bread_stan.ais`` (the rest of
+  the toolkit uses the :class:`~bread_stan.ais.path.Path` interface);
+- an *annealing loop* outside the engine: a ``for`` or ``while`` loop that reads a
+  state's ``log_lik`` and moves chains (a ``.step(...)`` or ``.transitions(...)`` call)
+  in any module but ``bread_stan.ais.engine`` (the one loop; SMC is a policy passed to
+  it) and the adaptive pilots of :data:`PILOT_LOOPS`.
 
 Known debt, to be paid off rather than added to, is listed in
 ``scripts/import_debt.txt`` (one finding per line, as this script prints it; ``#``
@@ -30,6 +40,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = "bread_stan"
 MAX_LINES = 600
+MAX_FUNCTION_LINES = 80
+LONG_ALLOWED = {"build_parser"}  # the argparse builder: a table
+PATH_TYPES = {"TunedKernel", "TunedIMH", "GaussianPath", "WaypointPath", "FixedKernel",
+              "OneLeg", "EndKernels"}
+LOOP_MODULE = "bread_stan.ais.engine"
+PILOT_LOOPS = {"bread_stan.ais.tuning", "bread_stan.ais.imh_tuning"}  # adaptive pilots
 DEBT = Path(__file__).resolve().parent / "import_debt.txt"
 
 
@@ -113,7 +129,54 @@ def scan(root: Path = ROOT) -> tuple[dict[str, set[str]], list[str]]:
                 findings.append(f"private import: {module} uses {node.attr} "
                                 f"of {bound[node.value.id]}")
         graph[module].discard(module)
+        findings += structure_findings(module, tree)
     return graph, sorted(set(findings))
+
+
+def _names(node: ast.AST) -> set[str]:
+    return {n.id if isinstance(n, ast.Name) else n.attr for n in ast.walk(node)
+            if isinstance(n, (ast.Name, ast.Attribute))}
+
+
+def _is_type_test(node: ast.AST) -> ast.AST | None:
+    """The type expression of ``isinstance(x, T)``, ``issubclass(x, T)`` or
+    ``type(x) is T``, else None."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+            node.func.id in ("isinstance", "issubclass") and len(node.args) == 2:
+        return node.args[1]
+    if isinstance(node, ast.Compare) and isinstance(node.left, ast.Call) and \
+            isinstance(node.left.func, ast.Name) and node.left.func.id == "type":
+        return ast.Tuple(elts=node.comparators, ctx=ast.Load())
+    return None
+
+
+def _moves_chains(loop: ast.AST) -> bool:
+    reads_loglik = any(isinstance(n, ast.Attribute) and n.attr == "log_lik"
+                       for n in ast.walk(loop))
+    steps = any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                and n.func.attr in ("step", "transitions") for n in ast.walk(loop))
+    return reads_loglik and steps
+
+
+def structure_findings(module: str, tree: ast.AST) -> list[str]:
+    """Long functions, path type tests outside ``ais`` and annealing loops outside the
+    engine, in one module."""
+    found = []
+    outside_ais = not module.startswith(f"{PACKAGE}.ais")
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            length = node.end_lineno - node.lineno + 1
+            if length > MAX_FUNCTION_LINES and node.name not in LONG_ALLOWED:
+                found.append(f"long function: {module}.{node.name} ({length} lines)")
+        tested = _is_type_test(node)
+        if outside_ais and tested is not None and _names(tested) & PATH_TYPES:
+            found.append(f"path type test: {module} line {node.lineno} tests "
+                         f"{sorted(_names(tested) & PATH_TYPES)}")
+        if isinstance(node, (ast.For, ast.While)) and module != LOOP_MODULE and \
+                module not in PILOT_LOOPS and _moves_chains(node):
+            found.append(f"annealing loop: {module} line {node.lineno} (use "
+                         "bread_stan.ais.engine.anneal, with a policy)")
+    return found
 
 
 def circles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -188,8 +251,9 @@ def main(argv=None) -> int:
     for f in paid:
         print(f"GONE {f}  (remove it from {args.debt.name})")
     if not new and not paid:
-        print(f"imports: no circles, private imports or long modules beyond the "
-              f"{len(debt)} listed in {args.debt.name}")
+        print(f"structure: no import circles, private imports, long modules or functions, "
+              f"path type tests or second annealing loops beyond the {len(debt)} listed "
+              f"in {args.debt.name}")
     return 1 if new or paid else 0
 
 

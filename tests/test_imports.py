@@ -1,6 +1,7 @@
-"""The package's import structure (scripts/check_imports.py): no import circle, no
-private name imported across modules and no module over 600 lines beyond the debt
-listed in scripts/import_debt.txt.  Exact: reads the source, runs nothing of it."""
+"""The package's structure (scripts/check_imports.py): no import circle, no private
+name imported across modules, no module over 600 lines, no function over 80, no type
+test of a tuned path outside ``ais`` and one annealing loop, beyond the debt listed in
+scripts/import_debt.txt.  Exact: reads the source, runs nothing of it."""
 
 from __future__ import annotations
 
@@ -47,6 +48,45 @@ def test_the_checker_sees_a_circle_through_a_deferred_import_and_a_private_name(
 def test_the_checker_sees_a_long_module(tmp_path):
     root = _tree(tmp_path, {"__init__.py": "", "big.py": "x = 1\n" * 601})
     assert _checker().findings(root) == ["long module: bread_stan.big (601 lines)"]
+
+
+def test_the_checker_sees_a_long_function_a_path_type_test_and_a_second_loop(tmp_path):
+    """The three rules of issue 41: functions of at most 80 lines (the argparse table
+    excepted), no module outside ``ais`` testing which tuned path it holds, and one
+    annealing loop (reading log_lik and moving chains) in ``ais/engine.py``."""
+    long_body = "def f():\n" + "    x = 1\n" * 80 + "    return x\n"
+    root = _tree(tmp_path, {
+        "__init__.py": "",
+        "long.py": long_body + long_body.replace("def f", "def build_parser"),
+        "workflows/__init__.py": "",
+        "workflows/run.py": """\
+            from ..ais.gaussian_path import GaussianPath
+            def f(path):
+                return isinstance(path, (GaussianPath, int)) or type(path) is TunedKernel
+            """,
+        "ais/__init__.py": "",
+        "ais/paths.py": "def f(path):\n    return isinstance(path, GaussianPath)\n",
+        "ais/smc.py": """\
+            def sweep(kernel, state, T):
+                for k in range(1, T):
+                    w = state.evaluation.log_lik
+                    state = kernel.step(state)
+            """,
+        "ais/engine.py": """\
+            def anneal(kernel, state, T):
+                for k in range(1, T):
+                    w = state.evaluation.log_lik
+                    state = tally.transitions(kernel, state)
+            """,
+        "ais/pilot.py": "def f(kernel, s):\n    for _ in range(3):\n        s = kernel.step(s)\n",
+    })
+    found = _checker().findings(root)
+    assert found == [
+        "annealing loop: bread_stan.ais.smc line 2 (use bread_stan.ais.engine.anneal, "
+        "with a policy)",
+        "long function: bread_stan.long.f (82 lines)",
+        "path type test: bread_stan.workflows.run line 3 tests ['GaussianPath']",
+        "path type test: bread_stan.workflows.run line 3 tests ['TunedKernel']"], found
 
 
 def test_ctypes_is_confined_to_the_bridge_wrapper():
