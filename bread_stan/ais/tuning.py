@@ -67,16 +67,17 @@ from ..target import Target
 from ..errors import InputError
 
 __all__ = ["TuningConfig", "TunedKernel", "tune", "progress_bar", "loglik_sd", "PILOT_STREAM",
-           "PilotAbandoned", "metric_from_base"]
+           "PilotAbandoned", "metric_from_base", "METRICS", "RIDGES", "FINGERPRINT_NAMES",
+           "fingerprint_fields"]
 
 log = logging.getLogger(__name__)
 
 PILOT_STREAM = int(Stream.PILOT)  # random stream of the pilot chains (kept as a public name)
-_METRICS = ("diag", "dense", "auto")
+METRICS = ("diag", "dense", "auto")  # metric estimates the pilot knows
 AUTO_DENSE_MAX_DIM = 20  # "auto" never goes dense above this many parameters
 _SANE_STEP = (1e-8, 1e6)   # step sizes outside this range flag a broken density
 _SANE_RATIO = 1e6          # nor should they vary more than this along beta
-_RIDGES = ("stan", "relative")
+RIDGES = ("stan", "relative")  # regularisations of the metric estimate
 _DEFAULT_FLOOR = 1e-3
 
 
@@ -89,21 +90,27 @@ class TuningConfig:
     """Pilot settings.  ``target_accept`` None means the kernel's default in
     :data:`~bread_stan.kernels.registry.KERNELS` (0.65 for HMC, 0.8 for NUTS).
 
-    The defaults are the workflows' (those of
-    :class:`~bread_stan.workflows.settings.SamplerSettings`: a 20-transition pilot,
-    an "auto" metric, the floor chosen from the prior draws), so :func:`tune` called
-    directly tunes as :func:`~bread_stan.bread` does.
+    The fields a user sets carry the names of
+    :class:`~bread_stan.workflows.settings.SamplerSettings` (``pilot_grid``,
+    ``pilot_steps``, ``pilot_floor``, ``metric_ridge``, ``metric``, ``adapt_metric``,
+    ``target_accept``), whose defaults are read from this class: a 20-transition
+    pilot, an "auto" metric, the floor chosen from the prior draws; so :func:`tune`
+    called directly tunes as :func:`~bread_stan.bread` does.  The others
+    (``burn_in``, ``stream``, ``dense_correlation``, ``floor_min``) are the
+    engine's alone.  Saved runs fingerprint these settings under their names from
+    before the rename (:func:`fingerprint_fields`).
 
     At each grid beta after the first, ``burn_in`` unadapted transitions precede
-    the ``adapt_steps`` transitions of dual averaging.
+    the ``pilot_steps`` transitions of dual averaging.
 
     The grid runs from 0 through betas equally spaced in ``log(beta +
-    beta_floor)`` up to 1.  ``beta_floor=None`` chooses the floor from the pilot's
+    pilot_floor)`` up to 1.  ``pilot_floor=None`` chooses the floor from the pilot's
     prior draws: ``1 / sd(log lik)`` (clipped to [floor_min, 1e-3]), the beta at which
     the likelihood first reweights the prior by about e; below it the tempered
-    density is still close to the prior.  The grid then grows to keep ``n_grid``
+    density is still close to the prior.  The grid then grows to keep ``pilot_grid``
     points per three decades of beta, so a likelihood far more informative than
-    the prior (a vague prior) gets pilot betas where its posterior takes shape.
+    the prior (a vague prior) gets pilot betas where its posterior takes shape.  The
+    floor used is the tuned kernel's ``beta_floor``.
 
     ``metric`` (with ``adapt_metric``): "diag", "dense" or "auto".  "auto" uses a
     dense metric at a grid beta when the pilot draws there are strongly
@@ -114,7 +121,7 @@ class TuningConfig:
     "diag": a dense kernel costs O(d^3) per transition and its frozen schedule
     O(T d^2) memory.
 
-    ``ridge``: how the metric estimate is regularised.  "stan" (the default) is
+    ``metric_ridge``: how the metric estimate is regularised.  "stan" (the default) is
     Stan's ``n / (n + 5) S + 1e-3 * 5 / (n + 5) I``, whose absolute ridge swamps a
     parameter with a posterior sd far below 0.03 (a coefficient of an uncentred
     predictor: sd 1e-5 gets a metric variance 1e5 times too large, so the step
@@ -123,28 +130,46 @@ class TuningConfig:
     automatic floor (the clip of ``1 / sd(log lik)``).
     """
 
-    n_grid: int = 16
-    adapt_steps: int = 20
+    pilot_grid: int = 16
+    pilot_steps: int = 20
     burn_in: int = 5
     target_accept: float | None = None
     adapt_metric: bool = True
-    beta_floor: float | None = None
+    pilot_floor: float | None = None
     stream: int = PILOT_STREAM
     metric: str = "auto"
     dense_correlation: float = 0.5
-    ridge: str = "stan"
+    metric_ridge: str = "stan"
     floor_min: float = 1e-12
 
     def __post_init__(self):
-        if self.ridge not in _RIDGES:
-            raise InputError(f"unknown ridge {self.ridge!r}; use 'stan' or 'relative'")
+        if self.metric_ridge not in RIDGES:
+            raise InputError(f"unknown metric_ridge {self.metric_ridge!r}; use 'stan' or "
+                             "'relative'")
         if not 0 < self.floor_min <= _DEFAULT_FLOOR:
             raise InputError(f"floor_min must be in (0, {_DEFAULT_FLOOR}], got {self.floor_min}")
-        if self.beta_floor is not None and not 0 < self.beta_floor < 1:
-            raise InputError(f"beta_floor must be in (0, 1) or None (automatic), "
-                             f"got {self.beta_floor}")
-        if self.metric not in _METRICS:
+        if self.pilot_floor is not None and not 0 < self.pilot_floor < 1:
+            raise InputError(f"pilot_floor must be in (0, 1) or None (automatic), "
+                             f"got {self.pilot_floor}")
+        if self.metric not in METRICS:
             raise InputError(f"unknown metric {self.metric!r}; use 'diag', 'dense' or 'auto'")
+
+
+# The names under which saved runs fingerprint the pilot's settings.  Before issue 41
+# TuningConfig named four of its fields differently from SamplerSettings (n_grid,
+# adapt_steps, beta_floor, ridge; IMHTuningConfig's ridge too); a run's fingerprint
+# hashes these settings, so they keep the old names there, and a run directory written
+# before the rename resumes.  Never change this mapping: it would refuse every saved run.
+FINGERPRINT_NAMES = {"pilot_grid": "n_grid", "pilot_steps": "adapt_steps",
+                     "pilot_floor": "beta_floor", "metric_ridge": "ridge"}
+
+
+def fingerprint_fields(config) -> dict:
+    """A pilot's settings (a :class:`TuningConfig` or an
+    :class:`~bread_stan.ais.imh_tuning.IMHTuningConfig`) as the resume fingerprint
+    hashes them: ``asdict(config)``, in field order, under the names of
+    :data:`FINGERPRINT_NAMES`."""
+    return {FINGERPRINT_NAMES.get(k, k): v for k, v in asdict(config).items()}
 
 
 @dataclass(frozen=True, eq=False)
@@ -335,7 +360,7 @@ def metric_from_base(cov: np.ndarray, config: TuningConfig, n_draws: int
     (the step size takes up the Gaussian's widening)."""
     cov = np.asarray(cov, dtype=float)
     d = cov.shape[0]
-    pooled = n_draws * max(config.adapt_steps // 2, 1)
+    pooled = n_draws * max(config.pilot_steps // 2, 1)
     if (config.metric != "auto" or not config.adapt_metric
             or (d <= AUTO_DENSE_MAX_DIM and pooled >= 10 * d)):
         return None
@@ -409,8 +434,8 @@ def tune(target: Target, kernel: Kernel, base_params, prior_draws, *, seed,
     covariance of the Gaussian a path starts from: see :func:`metric_from_base`).
     """
     kind = kind_of(base_params)
-    if config.burn_in < 0 or config.adapt_steps < 1:
-        raise InputError("burn_in must be >= 0 and adapt_steps >= 1")
+    if config.burn_in < 0 or config.pilot_steps < 1:
+        raise InputError("burn_in must be >= 0 and pilot_steps >= 1")
     accept_target = config.target_accept or KERNELS[kind].target_accept
     x = np.ascontiguousarray(np.asarray(prior_draws, dtype=float))
     if x.ndim != 2 or x.shape[1] != target.dim or x.shape[0] < 2:
@@ -418,7 +443,7 @@ def tune(target: Target, kernel: Kernel, base_params, prior_draws, *, seed,
     n, d = x.shape
     rng = ChainRandom.from_seed(seed, n, stream=config.stream)
     state = initial_state(target, x, gradient=True)
-    floor, n_grid = config.beta_floor, config.n_grid
+    floor, n_grid = config.pilot_floor, config.pilot_grid
     if floor is None:
         floor, n_grid = _auto_floor(state.evaluation.log_lik, n_grid, config.floor_min)
     grid = _grid(n_grid, floor) if at is None else np.asarray(at, dtype=float)
@@ -426,7 +451,7 @@ def tune(target: Target, kernel: Kernel, base_params, prior_draws, *, seed,
     metric = None if base_params.inv_metric is None else np.asarray(base_params.inv_metric, float)
     steps, metrics, accepts = [], [], []
 
-    pooled = n * max(config.adapt_steps // 2, 1)
+    pooled = n * max(config.pilot_steps // 2, 1)
     dense = config.adapt_metric and (config.metric == "dense" or (
         config.metric == "auto" and d <= AUTO_DENSE_MAX_DIM and pooled >= 10 * d))
     if dense and metric is not None and metric.ndim == 1:
@@ -462,7 +487,7 @@ def tune(target: Target, kernel: Kernel, base_params, prior_draws, *, seed,
         return state, float(da.final), float(np.mean(acc[half:])), float(np.mean(deep[half:]))
 
     log.info("tuning %s along beta: %d betas x %d transitions x %d pilot chains", kind,
-             grid.size, config.adapt_steps + config.burn_in, n)
+             grid.size, config.pilot_steps + config.burn_in, n)
     bar = progress_bar(grid.size, progress, "tuning")
     pace = PaceLog(f"tuning {kind}", grid.size, "betas")
     start = time.perf_counter()
@@ -475,36 +500,36 @@ def tune(target: Target, kernel: Kernel, base_params, prior_draws, *, seed,
                 state, _ = transition(state, beta, params)
         visited = []
         if base_metric is not None:
-            state, step, acc, deep = adapt(state, beta, step, metric, config.adapt_steps,
+            state, step, acc, deep = adapt(state, beta, step, metric, config.pilot_steps,
                                            visited)
             separated.append(False)
         elif dense:
-            half = max(config.adapt_steps // 2, 1)
+            half = max(config.pilot_steps // 2, 1)
             if not separated[-1]:
-                metric = metric_from_draws(state.position, "dense", 1.0, config.ridge)[None]
+                metric = metric_from_draws(state.position, "dense", 1.0, config.metric_ridge)[None]
             state, step, _, _ = adapt(state, beta, step, metric, half, visited)
             draws = np.stack([s.position for s in visited])
             separated.append(chains_separated(draws))
             pooled = (within_chain_deviations(draws) if separated[-1]
                       else draws.reshape(-1, d))
             metric = metric_from_draws(pooled, config.metric, config.dense_correlation,
-                                       config.ridge)[None]
+                                       config.metric_ridge)[None]
             visited = []
             state, step, acc, deep = adapt(state, beta, step, metric, half, visited)
         elif config.adapt_metric:
-            half = max(config.adapt_steps // 2, 1)
+            half = max(config.pilot_steps // 2, 1)
             if not separated[-1]:
-                metric = regularised_variance(state.position, config.ridge)
+                metric = regularised_variance(state.position, config.metric_ridge)
             first = []
             state, step, _, _ = adapt(state, beta, step, metric, half, first)
             draws = np.stack([s.position for s in first])
             separated.append(chains_separated(draws))
             metric = regularised_variance(
                 within_chain_deviations(draws) if separated[-1] else state.position,
-                config.ridge)
+                config.metric_ridge)
             state, step, acc, deep = adapt(state, beta, step, metric, half, visited)
         else:
-            state, step, acc, deep = adapt(state, beta, step, metric, config.adapt_steps,
+            state, step, acc, deep = adapt(state, beta, step, metric, config.pilot_steps,
                                            visited)
             separated.append(False)
         window = visited[len(visited) // 2:] or [state]
@@ -530,7 +555,7 @@ def tune(target: Target, kernel: Kernel, base_params, prior_draws, *, seed,
         log.info("the pilot chains sat apart (separate modes, or a slowly mixing funnel) "
                  "at %d of %d grid betas: the metric there comes from the spread within "
                  "each chain", sum(separated), grid.size)
-    transitions = n * (grid.size * (config.adapt_steps + config.burn_in) - config.burn_in)
+    transitions = n * (grid.size * (config.pilot_steps + config.burn_in) - config.burn_in)
     fixed = {k: v for k, v in asdict(base_params).items() if k not in ("step_size", "inv_metric")}
     inv_metric = None
     if base_metric is not None:
