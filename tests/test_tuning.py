@@ -244,6 +244,30 @@ def test_chains_in_separate_modes_get_the_metric_of_one_mode(metric):
     np.testing.assert_array_equal(back.separated, tuned.separated)
 
 
+def test_a_beta_after_separated_chains_starts_from_the_metric_within_chains():
+    """Where the chains sat apart at a grid beta, the next grid beta's first window keeps
+    the metric measured within chains there (exactly), instead of estimating one from the
+    chains' pooled positions, which would be the distance between the modes again
+    (about 25 per coordinate; a mode tempered at beta has variance 0.01 / beta)."""
+    model = _SeparatedModes()
+    draws = np.random.default_rng(0).normal(0, 10, (32, 3))
+    first = {}  # the inverse metric of the first transition at each beta
+
+    class Recording(NUTS):
+        def step(self, rng, state, target, beta, params, chains=None):
+            first.setdefault(float(beta[0]), np.array(params.inv_metric))
+            return super().step(rng, state, target, beta, params, chains)
+
+    tuned = tune(model, Recording(), NUTSParams(1.0, max_depth=10), draws, seed=1,
+                 config=TuningConfig(pilot_grid=8, pilot_floor=1e-3, metric="diag",
+                                     burn_in=0))
+    after = np.flatnonzero(tuned.separated[:-1]) + 1
+    assert after.size >= 2
+    for i in after:
+        np.testing.assert_array_equal(first[tuned.grid_betas[i]], tuned.inv_metric[i - 1])
+        assert np.all(tuned.inv_metric[i - 1] < 1.0)  # pooled over the modes: about 25
+
+
 def test_one_mode_keeps_the_pooled_metric():
     """A unimodal posterior is never flagged, so its metric is the pooled one."""
     model, _ = simulate_regression(40, 3, correlation=0.7, noise_sd=0.5, seed=1)
