@@ -57,8 +57,9 @@ def test_the_smc_particle_default_is_defined_once():
 
 
 # Fingerprints of run.json headers computed by the code before the pilot's settings
-# were renamed (commit 2563dc7, /tmp/settings-wt/old_fp.py): a run directory it wrote
-# must resume, so these values may never change.
+# were renamed (bread._header and protocol._header at commit 2563dc7, with the arguments
+# of the test below): a run directory that code wrote must resume, so these values may
+# never change.
 _CASES = {
     "default": (SamplerSettings(), RunSettings()),
     "hmc_floor_relative": (
