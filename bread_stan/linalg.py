@@ -20,7 +20,8 @@ their cost is small next to gradients:
   coordinates, round-robin); :func:`symmetric_function` puts ``V f(w) V'`` back
   together, as :func:`spd_log` does for the matrix logarithm.
 - :func:`symmetric_exp`: the matrix exponential by scaling and squaring, with
-  :func:`matmul`'s products.
+  :func:`matmul`'s products; :func:`interpolate_spd` interpolates between matrices
+  in their matrix logarithm with it.
 
 All of them take a batch of matrices (``(..., d, d)``), and each matrix's
 result depends on that matrix alone, never on the rest of its batch.
@@ -33,7 +34,8 @@ import math
 import numpy as np
 
 __all__ = ["row_dot", "covariance", "cholesky", "triangular_inverse", "is_positive_definite",
-           "symmetric_eigen", "symmetric_function", "spd_log", "matmul", "symmetric_exp"]
+           "symmetric_eigen", "symmetric_function", "spd_log", "matmul", "symmetric_exp",
+           "interpolate_spd"]
 
 _MAX_SWEEPS = 60  # Jacobi converges quadratically: about 6-12 sweeps in practice
 
@@ -285,3 +287,17 @@ def symmetric_exp(a) -> np.ndarray:
         power[more] = matmul(power[more], power[more])
     power[:, rows, cols] = power[:, cols, rows]
     return power.reshape(a.shape)
+
+
+def interpolate_spd(x: np.ndarray, grid: np.ndarray, logs: np.ndarray) -> np.ndarray:
+    """Symmetric positive definite matrices at ``x``, interpolated linearly in their
+    matrix logarithm ``logs`` between the ``grid`` points (the dense analogue of
+    interpolating a diagonal in log); constant beyond the ends.  The linear algebra
+    is this module's, so the result does not depend on BLAS."""
+    g = logs.shape[0]
+    pos = np.interp(x, grid, np.arange(g, dtype=float))
+    lo = np.minimum(np.floor(pos).astype(int), g - 2) if g > 1 else np.zeros(x.size, int)
+    frac = (pos - lo)[:, None, None]
+    hi = np.minimum(lo + 1, g - 1)
+    mixed = (1.0 - frac) * logs[lo] + frac * logs[hi]
+    return symmetric_exp(mixed)

@@ -94,8 +94,8 @@ def run(target, starts, truth, kernel, pilot, temperatures):
 
 def bench(name, target, prior, truth, kernel_class, params, temperatures, n_chains=100):
     pilot = tune(target, kernel_class(), params, prior(32), seed=1,
-                 config=TuningConfig(n_grid=6, adapt_steps=20, adapt_metric=False,
-                                     beta_floor=1e-3, metric="diag"))
+                 config=TuningConfig(pilot_grid=6, pilot_steps=20, adapt_metric=False,
+                                     pilot_floor=1e-3, metric="diag"))
     runs = (True, False) if getattr(target, "native", None) is not None else (False,)
     starts, walls = prior(n_chains), {}
     for native in runs:

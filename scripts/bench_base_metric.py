@@ -86,7 +86,7 @@ def data(rng, groups: int, obs: int) -> dict:
 
 def pilot(leg, base, base_metric, betas, chains: int, seed: int):
     draws = base.sample(np.random.default_rng(seed), chains)
-    config = TuningConfig(metric="auto", ridge="relative")  # the Gaussian legs' ridge
+    config = TuningConfig(metric="auto", metric_ridge="relative")  # the Gaussian legs' ridge
     began = time.perf_counter()
     tuned = tune(leg, NUTS(native=True), NUTSParams(0.5, max_depth=10), draws, seed=seed,
                  config=config, at=betas, base_metric=base_metric)

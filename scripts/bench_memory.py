@@ -54,8 +54,8 @@ def child(problem: str, T: int) -> dict:
         model, _ = simulate_regression(200, 50, seed=1)
         rng = np.random.default_rng(2)
         tuned = tune(model, HMC(), HMCParams(0.1, 1), model.sample_prior(rng, 16), seed=3,
-                     config=TuningConfig(n_grid=8, adapt_steps=10, adapt_metric=True,
-                                         beta_floor=1e-3, metric="diag"))
+                     config=TuningConfig(pilot_grid=8, pilot_steps=10, adapt_metric=True,
+                                         pilot_floor=1e-3, metric="diag"))
         prior, post = model.sample_prior(rng, 2), model.sample_posterior(rng, 2)
         before = _rss_mb()
         t0 = time.perf_counter()

@@ -131,8 +131,8 @@ def bench_ais(data, posterior, temperatures, nuts_temperatures):
     for name, kernel_class, base, T in (("HMC(10)", HMC, HMCParams(0.1, 10), temperatures),
                                         ("NUTS", NUTS, NUTSParams(0.1), nuts_temperatures)):
         tuned = tune(one, kernel_class(), base, prior_draws(rng, 32, k), seed=1,
-                     config=TuningConfig(n_grid=6, adapt_steps=20, adapt_metric=False,
-                                         beta_floor=1e-3, metric="diag"))
+                     config=TuningConfig(pilot_grid=6, pilot_steps=20, adapt_metric=False,
+                                         pilot_floor=1e-3, metric="diag"))
         config = ais.RunConfig(steps=(T,), schedule=ScheduleSpec("sigmoid"), increment_blocks=None)
         walls = {}
         for label, target, native in (("native, 1 thread", one, True),

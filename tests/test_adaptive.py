@@ -103,8 +103,8 @@ def test_pilot_measures_the_loglik_curve(informative):
     model, sd = informative
     tuned = tune(model, HMC(), HMCParams(0.1, 10),
                  model.sample_prior(np.random.default_rng(1), 32), seed=2,
-                 config=TuningConfig(metric="dense", adapt_metric=True, adapt_steps=40,
-                                     beta_floor=1e-3))
+                 config=TuningConfig(metric="dense", adapt_metric=True, pilot_steps=40,
+                                     pilot_floor=1e-3))
     exact = np.array([sd(x) for x in tuned.grid_betas])
     error = np.abs(np.log(tuned.loglik_sd / exact))
     assert np.median(error) < np.log(1.15) and error.max() < np.log(1.5), error
@@ -122,8 +122,8 @@ def test_metric_choice(metric, dense):
     model, _ = simulate_regression(100, 3, correlation=0.95, seed=5)
     tuned = tune(model, HMC(), HMCParams(0.1, 5),
                  model.sample_prior(np.random.default_rng(2), 32), seed=3,
-                 config=TuningConfig(n_grid=4, adapt_steps=20, adapt_metric=True, metric=metric,
-                                     beta_floor=1e-3))
+                 config=TuningConfig(pilot_grid=4, pilot_steps=20, adapt_metric=True,
+                                     metric=metric, pilot_floor=1e-3))
     assert tuned.dense == dense
     with pytest.raises(ValueError, match="unknown metric"):
         TuningConfig(metric="full")
@@ -133,8 +133,8 @@ def test_auto_keeps_the_diagonal_without_correlation():
     model, _ = simulate_regression(100, 3, correlation=0.0, seed=5)
     tuned = tune(model, HMC(), HMCParams(0.1, 5),
                  model.sample_prior(np.random.default_rng(2), 32), seed=3,
-                 config=TuningConfig(n_grid=4, adapt_steps=20, adapt_metric=True, metric="auto",
-                                     beta_floor=1e-3))
+                 config=TuningConfig(pilot_grid=4, pilot_steps=20, adapt_metric=True,
+                                     metric="auto", pilot_floor=1e-3))
     assert not tuned.dense and tuned.inv_metric.shape == (4, 3)
 
 
@@ -146,8 +146,8 @@ def test_adaptive_dense_sandwich_contains_exact_log_ml(kernel, base):
     model, _ = simulate_regression(60, 3, correlation=0.9, noise_sd=0.5, seed=11)
     rng = np.random.default_rng(12)
     tuned = tune(model, kernel, base, model.sample_prior(rng, 32), seed=13,
-                 config=TuningConfig(n_grid=8, adapt_steps=20, adapt_metric=True,
-                                     metric="dense", beta_floor=1e-3))
+                 config=TuningConfig(pilot_grid=8, pilot_steps=20, adapt_metric=True,
+                                     metric="dense", pilot_floor=1e-3))
     result = runs.run(model, kernel, model.sample_prior(rng, 200),
                      model.sample_posterior(rng, 200), seed=14, path=tuned,
                      config=ais.RunConfig(steps=(50,), schedule=ScheduleSpec("adaptive")))
@@ -168,8 +168,8 @@ def test_dense_tuned_kernel_and_schedule_round_trip(tmp_path):
     model, _ = simulate_regression(50, 2, correlation=0.9, seed=7)
     tuned = tune(model, NUTS(), NUTSParams(0.1, max_depth=4),
                  model.sample_prior(np.random.default_rng(0), 16), seed=1,
-                 config=TuningConfig(n_grid=4, adapt_steps=6, adapt_metric=True, metric="dense",
-                                     beta_floor=1e-3))
+                 config=TuningConfig(pilot_grid=4, pilot_steps=6, adapt_metric=True,
+                                     metric="dense", pilot_floor=1e-3))
     tuned.save(tmp_path / "tuning.json")
     again = TunedKernel.load(tmp_path / "tuning.json")
     np.testing.assert_array_equal(again.loglik_sd, tuned.loglik_sd)
@@ -193,8 +193,8 @@ def test_automatic_floor_reaches_down_to_where_the_likelihood_starts_to_matter()
     fixed floor nothing changes."""
     model, _ = simulate_regression(100, 2, prior_sd=1000.0, seed=9)
     prior = model.sample_prior(np.random.default_rng(1), 16)
-    config = TuningConfig(n_grid=8, adapt_steps=4, burn_in=0, beta_floor=None, adapt_metric=False,
-                          metric="diag")
+    config = TuningConfig(pilot_grid=8, pilot_steps=4, burn_in=0, pilot_floor=None,
+                          adapt_metric=False, metric="diag")
     tuned = tune(model, HMC(), HMCParams(0.1, 3), prior, seed=2, config=config)
     sd = np.std(model.evaluate(prior, gradient=False).log_lik, ddof=1)
     assert tuned.beta_floor == pytest.approx(1 / sd)
@@ -202,11 +202,11 @@ def test_automatic_floor_reaches_down_to_where_the_likelihood_starts_to_matter()
     assert tuned.grid_betas.size == round(8 * decades / np.log10(1001))
     assert tuned.grid_betas[1] < 1e-6
     fixed = tune(model, HMC(), HMCParams(0.1, 3), prior, seed=2,
-                 config=TuningConfig(n_grid=8, adapt_steps=4, burn_in=0, adapt_metric=False,
-                                     beta_floor=1e-3, metric="diag"))
+                 config=TuningConfig(pilot_grid=8, pilot_steps=4, burn_in=0, adapt_metric=False,
+                                     pilot_floor=1e-3, metric="diag"))
     np.testing.assert_array_equal(fixed.grid_betas, _grid(8, 1e-3))
-    with pytest.raises(ValueError, match="beta_floor"):
-        TuningConfig(beta_floor=0.0)
+    with pytest.raises(ValueError, match="pilot_floor"):
+        TuningConfig(pilot_floor=0.0)
 
 
 def test_auto_stays_diagonal_in_high_dimension(monkeypatch):
@@ -217,8 +217,8 @@ def test_auto_stays_diagonal_in_high_dimension(monkeypatch):
     model, _ = simulate_regression(100, 3, correlation=0.95, seed=5)
     prior = model.sample_prior(np.random.default_rng(2), 32)
     runs = [tune(model, HMC(), HMCParams(0.1, 5), prior, seed=3,
-                 config=TuningConfig(n_grid=4, adapt_steps=20, adapt_metric=True, metric=m,
-                                     beta_floor=1e-3))
+                 config=TuningConfig(pilot_grid=4, pilot_steps=20, adapt_metric=True, metric=m,
+                                     pilot_floor=1e-3))
             for m in ("auto", "diag")]
     assert not runs[0].dense
     np.testing.assert_array_equal(runs[0].inv_metric, runs[1].inv_metric)

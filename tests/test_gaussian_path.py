@@ -49,7 +49,7 @@ def path(regression):
     return gaussian_path.fit_gaussian_path(
         ShiftedPrior(regression), HMC(), HMCParams(0.1, 6), regression.sample_prior(rng, 16),
         regression.sample_prior(rng, 512), seed=3,
-        config=TuningConfig(n_grid=6, adapt_steps=10))
+        config=TuningConfig(pilot_grid=6, pilot_steps=10))
 
 
 def _se(x):
@@ -132,7 +132,7 @@ def test_the_checks_prior_end_is_tuned_on_the_prior_not_at_q(regression, path):
     prior_draws = regression.sample_prior(np.random.default_rng(11), 16)
     end = gaussian_path.tune_prior_end(ShiftedPrior(regression), HMC(), HMCParams(0.1, 6),
                                        path, prior_draws, seed=3,
-                                       config=TuningConfig(n_grid=6, adapt_steps=10))
+                                       config=TuningConfig(pilot_grid=6, pilot_steps=10))
     np.testing.assert_array_equal(end.grid_betas, [0.0])
     assert end.dense == path.leg.dense
     # the prior is far wider than q (the posterior's Laplace fit) in every coordinate

@@ -159,8 +159,8 @@ def gaussian():
     model, _ = simulate_regression(30, 3, correlation=0.5, noise_sd=0.5, seed=31)
     rng = np.random.default_rng(32)
     tuned = tune(model, HMC(), HMCParams(0.5, 8), model.sample_prior(rng, 64), seed=33,
-                 config=TuningConfig(n_grid=8, adapt_steps=30, adapt_metric=True, beta_floor=1e-3,
-                                     metric="diag"))
+                 config=TuningConfig(pilot_grid=8, pilot_steps=30, adapt_metric=True,
+                                     pilot_floor=1e-3, metric="diag"))
     return {"model": model, "tuned": tuned, "prior": model.sample_prior(rng, 400),
             "post": model.sample_posterior(rng, 400)}
 

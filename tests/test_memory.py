@@ -131,8 +131,8 @@ def tuned_pair():
     out = {}
     for metric in ("diag", "dense"):
         out[metric] = tune(model, HMC(), HMCParams(0.3, 3), prior, seed=2,
-                           config=TuningConfig(n_grid=6, adapt_steps=6, adapt_metric=True,
-                                               metric=metric, beta_floor=1e-3))
+                           config=TuningConfig(pilot_grid=6, pilot_steps=6, adapt_metric=True,
+                                               metric=metric, pilot_floor=1e-3))
     assert out["dense"].dense and not out["diag"].dense
     return model, out
 
@@ -185,8 +185,8 @@ def test_peak_memory_of_a_run_does_not_grow_with_T():
     model, w = simulate_regression(100, 250, seed=6)
     rng = np.random.default_rng(7)
     tuned = tune(model, HMC(), HMCParams(0.1, 1), model.sample_prior(rng, 8), seed=8,
-                 config=TuningConfig(n_grid=5, adapt_steps=4, adapt_metric=True, beta_floor=1e-3,
-                                     metric="diag"))
+                 config=TuningConfig(pilot_grid=5, pilot_steps=4, adapt_metric=True,
+                                     pilot_floor=1e-3, metric="diag"))
     prior, post = model.sample_prior(rng, 2), model.sample_posterior(rng, 2)
     small = _peak_bytes(model, tuned, prior, post, 1_001)
     large = _peak_bytes(model, tuned, prior, post, 10_001)

@@ -53,7 +53,7 @@ def test_the_pilot_logs_its_progress_when_asked_and_no_bar_shows(caplog):
     the last beta always gets one."""
     model, _ = simulate_regression(20, 2, noise_sd=0.5, seed=1)
     draws = model.sample_prior(np.random.default_rng(0), 8)
-    config = TuningConfig(n_grid=4, adapt_steps=4, adapt_metric=False, beta_floor=1e-3)
+    config = TuningConfig(pilot_grid=4, pilot_steps=4, adapt_metric=False, pilot_floor=1e-3)
     with caplog.at_level(logging.INFO, logger="bread_stan"):
         tune(model, HMC(), HMCParams(0.5, 4), draws, seed=3, config=config, progress=True)
     assert [r.getMessage() for r in caplog.records

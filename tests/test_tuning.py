@@ -18,7 +18,7 @@ from bread_stan.ais.tuning import TunedKernel, TuningConfig, tune
 def test_tuned_step_sizes_hit_the_target_acceptance(kernel, base, metric):
     model, _ = simulate_regression(40, 3, correlation=0.7, noise_sd=0.5, seed=1)
     rng = np.random.default_rng(0)
-    config = TuningConfig(n_grid=8, adapt_steps=30, adapt_metric=metric, beta_floor=1e-3,
+    config = TuningConfig(pilot_grid=8, pilot_steps=30, adapt_metric=metric, pilot_floor=1e-3,
                           metric="diag")
     tuned = tune(model, kernel, base, model.sample_prior(rng, 32), seed=3, config=config)
     target = 0.65 if isinstance(kernel, HMC) else 0.8
@@ -56,6 +56,47 @@ def test_tuned_kernel_round_trip_gives_identical_schedules(tmp_path):
     np.testing.assert_array_equal(p.inv_metric, q.inv_metric)
 
 
+# A tuning.json written by the code before the pilot's settings were renamed (commit
+# 2563dc7: NUTS, depth 5, a dense metric at betas 0, 0.05 and 1), and the step sizes
+# and inverse metrics its schedule gave at betas 0, 0.01, 0.5 and 1.
+_OLD_TUNING = {
+    "kind": "nuts", "grid_betas": [0.0, 0.05, 1.0],
+    "step_size": [1.0562774921016103, 0.7021057406885939, 0.3517556816565851],
+    "inv_metric": [[[1.1908925881500667, 0.28786909705204905],
+                    [0.28786909705204905, 0.7388778418257058]],
+                   [[0.8293837921777536, -0.06429593052439357],
+                    [-0.06429593052439357, 0.3963736891384098]],
+                   [[0.18736790893574926, -0.12934829834030095],
+                    [-0.12934829834030095, 0.2591218815418618]]],
+    "fixed": {"max_depth": 5, "step_size_jitter": 0.0, "rescue_prob": 0.0, "rescue_depth": 4},
+    "beta_floor": 0.001,
+    "accept": [0.4857199372207555, 0.09690613070164289, 0.059240428627872856],
+    "seconds_per_transition": 0.00019112824776763255,
+    "loglik_sd": [199.6100162370562, 18.36820112351807, 2.8211888747463427],
+    "max_depth_share": [0.0, 0.0, 0.0], "gradients_per_transition": 2.0357142857142856,
+    "pilot_gradients": 912.0, "separated": [False, False, False]}
+_OLD_STEPS = [1.0562774921016103, 0.8233838690019245, 0.413075961917855, 0.3517556816565851]
+_OLD_METRICS = [
+    [[1.1908925881500665, 0.28786909705204905], [0.28786909705204905, 0.7388778418257058]],
+    [[0.9381692226396141, 0.03826619451714599], [0.03826619451714599, 0.4927888393158234]],
+    [[0.25509280025248393, -0.1323960491996926], [-0.1323960491996926, 0.2827684875729436]],
+    [[0.18736790893574917, -0.12934829834030093], [-0.12934829834030093, 0.2591218815418619]]]
+
+
+def test_a_tuning_json_saved_before_the_rename_loads_and_schedules_the_same(tmp_path):
+    """A run directory's tuning.json from before the settings were renamed is read as it
+    was, and its frozen schedule gives the same step sizes and dense metrics bit for bit
+    (interpolated in the matrix logarithm); saving it again writes the same file."""
+    from bread_stan.store import save_json
+    save_json(tmp_path / "tuning.json", _OLD_TUNING)
+    tuned = TunedKernel.load(tmp_path / "tuning.json")
+    ks = tuned.schedule(np.array([0.0, 0.01, 0.5, 1.0]))
+    np.testing.assert_array_equal(ks.step_size, _OLD_STEPS)
+    np.testing.assert_array_equal(ks.inv_metric, _OLD_METRICS)
+    assert tuned.beta_floor == 1e-3 and tuned.pilot_gradients == 912.0
+    assert tuned.to_dict() == _OLD_TUNING
+
+
 def _achieved_accept(model, kernel, tuned, n=400, reps=3):
     """Mean acceptance of the frozen kernel at each grid beta, on exact tempered draws."""
     rng = np.random.default_rng(5)
@@ -85,7 +126,7 @@ def test_nuts_achieves_the_target_acceptance_at_every_grid_beta(metric):
     """
     model, _ = simulate_regression(200, 7, correlation=0.5, noise_sd=1.0, seed=1)
     prior = model.sample_prior(np.random.default_rng(4), 32)
-    config = TuningConfig(n_grid=8, adapt_steps=30, adapt_metric=metric, beta_floor=1e-3,
+    config = TuningConfig(pilot_grid=8, pilot_steps=30, adapt_metric=metric, pilot_floor=1e-3,
                           metric="diag")
     tuned = tune(model, NUTS(), NUTSParams(1.0, max_depth=8), prior, seed=4, config=config)
     achieved = _achieved_accept(model, NUTS(), tuned)
@@ -108,8 +149,8 @@ def test_burn_in_runs_unadapted_transitions_and_keeps_the_format():
     for burn_in in (0, 3):
         calls.clear()
         tuned = tune(model, Counting(), HMCParams(0.5, 4), prior, seed=1,
-                     config=TuningConfig(n_grid=4, adapt_steps=6, burn_in=burn_in,
-                                         adapt_metric=False, beta_floor=1e-3, metric="diag"))
+                     config=TuningConfig(pilot_grid=4, pilot_steps=6, burn_in=burn_in,
+                                         adapt_metric=False, pilot_floor=1e-3, metric="diag"))
         assert len(calls) == 4 * 6 + 3 * burn_in  # no burn-in at beta = 0 (exact draws)
         if burn_in:  # burn-in at grid beta 2 uses the step size frozen at beta 1
             assert calls[6:9] == [tuned.step_size[0]] * 3
@@ -124,8 +165,8 @@ def test_burn_in_runs_unadapted_transitions_and_keeps_the_format():
         assert TunedKernel.from_dict(tuned.to_dict()).pilot_gradients == tuned.pilot_gradients
     calls.clear()  # one beta only (the simulator check's prior end)
     tuned = tune(model, Counting(), HMCParams(0.5, 4), prior, seed=1, at=np.zeros(1),
-                 config=TuningConfig(adapt_steps=6, burn_in=3, adapt_metric=False,
-                                     beta_floor=1e-3, metric="diag"))
+                 config=TuningConfig(pilot_steps=6, burn_in=3, adapt_metric=False,
+                                     pilot_floor=1e-3, metric="diag"))
     assert len(calls) == 6 and tuned.grid_betas.tolist() == [0.0]
     with pytest.raises(ValueError, match="burn_in"):
         tune(model, HMC(), HMCParams(0.5, 4), prior, seed=1, config=TuningConfig(burn_in=-1))
@@ -138,7 +179,7 @@ def test_pilot_records_the_share_of_trees_at_the_maximum_depth():
     steps).  The share survives a save and load."""
     model, _ = simulate_regression(40, 3, correlation=0.3, noise_sd=0.5, seed=1)
     draws = model.sample_prior(np.random.default_rng(0), 16)
-    config = TuningConfig(n_grid=4, adapt_steps=10, beta_floor=1e-3, metric="diag")
+    config = TuningConfig(pilot_grid=4, pilot_steps=10, pilot_floor=1e-3, metric="diag")
     capped = tune(model, NUTS(), NUTSParams(0.5, max_depth=1), draws, seed=3, config=config)
     np.testing.assert_array_equal(capped.max_depth_share, np.ones(4))
     assert "maximum depth 1 (1 leapfrog steps a transition) in 100%" in capped.depth_note()
@@ -190,7 +231,7 @@ def test_chains_in_separate_modes_get_the_metric_of_one_mode(metric):
     model = _SeparatedModes()
     draws = np.random.default_rng(0).normal(0, 10, (32, 3))
     tuned = tune(model, NUTS(), NUTSParams(1.0, max_depth=10), draws, seed=1,
-                 config=TuningConfig(n_grid=8, beta_floor=1e-3, metric=metric))
+                 config=TuningConfig(pilot_grid=8, pilot_floor=1e-3, metric=metric))
     final = tuned.inv_metric[-1]
     variances = np.diag(final) if final.ndim == 2 else final
     assert np.all((variances > 0.005) & (variances < 0.02)), variances
@@ -203,13 +244,37 @@ def test_chains_in_separate_modes_get_the_metric_of_one_mode(metric):
     np.testing.assert_array_equal(back.separated, tuned.separated)
 
 
+def test_a_beta_after_separated_chains_starts_from_the_metric_within_chains():
+    """Where the chains sat apart at a grid beta, the next grid beta's first window keeps
+    the metric measured within chains there (exactly), instead of estimating one from the
+    chains' pooled positions, which would be the distance between the modes again
+    (about 25 per coordinate; a mode tempered at beta has variance 0.01 / beta)."""
+    model = _SeparatedModes()
+    draws = np.random.default_rng(0).normal(0, 10, (32, 3))
+    first = {}  # the inverse metric of the first transition at each beta
+
+    class Recording(NUTS):
+        def step(self, rng, state, target, beta, params, chains=None):
+            first.setdefault(float(beta[0]), np.array(params.inv_metric))
+            return super().step(rng, state, target, beta, params, chains)
+
+    tuned = tune(model, Recording(), NUTSParams(1.0, max_depth=10), draws, seed=1,
+                 config=TuningConfig(pilot_grid=8, pilot_floor=1e-3, metric="diag",
+                                     burn_in=0))
+    after = np.flatnonzero(tuned.separated[:-1]) + 1
+    assert after.size >= 2
+    for i in after:
+        np.testing.assert_array_equal(first[tuned.grid_betas[i]], tuned.inv_metric[i - 1])
+        assert np.all(tuned.inv_metric[i - 1] < 1.0)  # pooled over the modes: about 25
+
+
 def test_one_mode_keeps_the_pooled_metric():
     """A unimodal posterior is never flagged, so its metric is the pooled one."""
     model, _ = simulate_regression(40, 3, correlation=0.7, noise_sd=0.5, seed=1)
     draws = model.sample_prior(np.random.default_rng(0), 32)
     for metric in ("diag", "dense"):
         tuned = tune(model, NUTS(), NUTSParams(1.0, max_depth=8), draws, seed=3,
-                     config=TuningConfig(n_grid=8, beta_floor=1e-3, metric=metric))
+                     config=TuningConfig(pilot_grid=8, pilot_floor=1e-3, metric=metric))
         assert not tuned.separated.any() and tuned.separated_note() is None
 
 

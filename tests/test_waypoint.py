@@ -47,7 +47,7 @@ def regression():
 def path(regression):
     pilot = regression.sample_prior(np.random.default_rng(7), 16)
     return waypoint.fit_waypoint(ShiftedPrior(regression), HMC(), HMCParams(0.1, 6), pilot,
-                                 seed=3, config=TuningConfig(n_grid=6, adapt_steps=10))
+                                 seed=3, config=TuningConfig(pilot_grid=6, pilot_steps=10))
 
 
 CONFIG = engine.RunConfig(steps=(40,), schedule=ScheduleSpec("adaptive"), increment_blocks=5)
@@ -99,7 +99,7 @@ def test_relative_ridge_is_scale_free_and_stan_ridge_is_not():
     stan = regularised_variance(scale * draws)
     assert np.all(stan > 1e3 * scale ** 2 * np.var(draws, axis=0))  # the ridge swamps it
     with pytest.raises(InputError, match="ridge"):
-        TuningConfig(ridge="absolute")
+        TuningConfig(metric_ridge="absolute")
 
 
 def test_waypoint_ais_sandwiches_log_ml_itself_not_the_shifted_normaliser(regression, path):
@@ -246,7 +246,7 @@ def test_a_strongly_correlated_base_is_the_metric_of_its_leg():
     model = _Correlated()
     pilot = np.random.default_rng(0).normal(0, 10, (32, model.dim))
     base, _ = waypoint.fit_base(model, pilot)
-    config = TuningConfig(n_grid=6, adapt_steps=12)
+    config = TuningConfig(pilot_grid=6, pilot_steps=12)
     leg_target = waypoint.base_leg_target(model, base)
     leg = waypoint.tune_base_leg(leg_target, NUTS(), NUTSParams(0.5, max_depth=8), base, 32,
                                  seed=1, config=config)
@@ -256,7 +256,7 @@ def test_a_strongly_correlated_base_is_the_metric_of_its_leg():
     step, metric = leg.interpolate(np.array([0.0, 0.5, 1.0]))
     assert metric.shape == (3, 30, 30) and np.array_equal(metric[2], base.cov)
     diagonal = waypoint.tune_base_leg(leg_target, NUTS(), NUTSParams(0.5, max_depth=8), base,
-                                      32, seed=1, config=TuningConfig(n_grid=6, adapt_steps=12,
+                                      32, seed=1, config=TuningConfig(pilot_grid=6, pilot_steps=12,
                                                                       metric="diag"))
     assert not diagonal.dense and leg.step_size[-1] > 3 * diagonal.step_size[-1]
     # the rule: only where "auto" would go diagonal, and only for strong correlation

@@ -71,9 +71,11 @@ class IMHTuningConfig:
 
     ``df``: the proposal's degrees of freedom (None: normal); ``widen``: its sd over the
     pilot's; ``ess_fraction``: the pilot's effective sample size kept per stage;
-    ``move_fraction`` and ``max_steps``: a stage's MH steps; ``ridge``: the
+    ``move_fraction`` and ``max_steps``: a stage's MH steps; ``metric_ridge``: the
     covariance's regularisation (``ridge`` of
-    :func:`~bread_stan.ais.metric_estimates.regularised_covariance`).
+    :func:`~bread_stan.ais.metric_estimates.regularised_covariance`; the name of
+    :class:`~bread_stan.ais.tuning.TuningConfig`'s, under which a saved run's
+    fingerprint still reads ``ridge``: :func:`~bread_stan.ais.tuning.fingerprint_fields`).
     """
 
     df: int | None = 10
@@ -81,7 +83,7 @@ class IMHTuningConfig:
     ess_fraction: float = 0.5
     move_fraction: float = 0.9
     max_steps: int = 10
-    ridge: str = "relative"
+    metric_ridge: str = "relative"
     stream: int = PILOT_STREAM
 
     def __post_init__(self):
@@ -289,7 +291,7 @@ def tune_imh(target: Target, prior_draws, *, seed, config: IMHTuningConfig = IMH
     if not np.all(np.isfinite(state.evaluation.log_prior)):
         raise InputError("some pilot prior draws have zero or non-computable prior density")
     beta, betas = 0.0, [0.0]
-    means, covs = [_column_mean(x)], [regularised_covariance(x, config.ridge)]
+    means, covs = [_column_mean(x)], [regularised_covariance(x, config.metric_ridge)]
     sds, accepts, steps = [_sd(state.evaluation.log_lik)], [float("nan")], [0]
     n_steps, start = 0, time.perf_counter()
     bar = progress_bar(1000, progress, "IMH pilot")
@@ -305,7 +307,7 @@ def tune_imh(target: Target, prior_draws, *, seed, config: IMHTuningConfig = IMH
         c = _shape_factor(config.df, config.widen)
         params = IMHParams.from_covariance(
             _column_mean(state.position),
-            c * c * regularised_covariance(state.position, config.ridge), config.df)
+            c * c * regularised_covariance(state.position, config.metric_ridge), config.df)
         moved = np.zeros(n, dtype=bool)
         acc, k = [], 0
         while k < config.max_steps and moved.mean() < config.move_fraction:
@@ -318,7 +320,7 @@ def tune_imh(target: Target, prior_draws, *, seed, config: IMHTuningConfig = IMH
         beta = new
         betas.append(beta)
         means.append(_column_mean(state.position))
-        covs.append(regularised_covariance(state.position, config.ridge))
+        covs.append(regularised_covariance(state.position, config.metric_ridge))
         sds.append(_sd(state.evaluation.log_lik))
         accepts.append(float(np.mean(acc)))
         steps.append(k)

@@ -1,8 +1,10 @@
 """Inverse metrics estimated from pilot draws: Stan's regularised variance and
-covariance, the choice between a dense and a diagonal metric, and the test for pilot
+covariance, the choice between a dense and a diagonal metric, the test for pilot
 chains that sit apart, in separate modes or a funnel they cross slowly (whose metric must
-come from the spread within each chain, not the pooled spread).  Used by the HMC/NUTS pilot (:mod:`bread_stan.ais.tuning`),
-the IMH pilot and the reference fits."""
+come from the spread within each chain, not the pooled spread), and the metrics of the
+two windows the HMC/NUTS pilot adapts at each grid beta (:func:`arrival_metric`,
+:func:`window_metric`).  Used by that pilot (:mod:`bread_stan.ais.tuning`), the IMH
+pilot and the reference fits."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from ..linalg import covariance
 
 __all__ = ["regularised_variance", "regularised_covariance", "metric_from_draws",
            "strongly_correlated", "SEPARATED_RATIO", "within_chain_deviations",
-           "chains_separated"]
+           "chains_separated", "arrival_metric", "window_metric"]
 
 
 def regularised_variance(draws: np.ndarray, ridge: str = "stan") -> np.ndarray:
@@ -93,3 +95,27 @@ def metric_from_draws(draws: np.ndarray, choice: str, threshold: float,
     if n >= 10 * d and strongly_correlated(cov, threshold):
         return cov
     return np.diag(np.diag(cov))
+
+
+def arrival_metric(position: np.ndarray, dense: bool, ridge: str) -> np.ndarray:
+    """The pilot's metric for its first window at a grid beta: the regularised spread
+    of the chains' ``position`` (n, d) as they arrive there (dense: their covariance,
+    as (1, d, d); else their variance (d,))."""
+    if dense:
+        return metric_from_draws(position, "dense", 1.0, ridge)[None]
+    return regularised_variance(position, ridge)
+
+
+def window_metric(draws: np.ndarray, position: np.ndarray, separated: bool, dense: bool,
+                  choice: str, threshold: float, ridge: str) -> np.ndarray:
+    """The pilot's metric for its second window at a grid beta, from the first window's
+    ``draws`` (steps, chains, d): their spread within each chain where the chains sat
+    apart (``separated``); else dense: the pooled draws' (:func:`metric_from_draws`
+    with ``choice`` and ``threshold``, as (1, d, d)); diagonal: the chains' variance at
+    the window's end, ``position`` (n, d)."""
+    if dense:
+        pooled = (within_chain_deviations(draws) if separated
+                  else draws.reshape(-1, draws.shape[-1]))
+        return metric_from_draws(pooled, choice, threshold, ridge)[None]
+    return regularised_variance(within_chain_deviations(draws) if separated else position,
+                                ridge)

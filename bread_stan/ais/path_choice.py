@@ -4,7 +4,7 @@ Laplace Gaussian (:mod:`bread_stan.ais.gaussian_path`), or go through a Gaussian
 
 **The spread rule** (:func:`choose`).  The standard deviation of the log likelihood over
 the pilot's exact prior draws is the quantity whose inverse the pilot takes as the first
-beta where the likelihood matters (``beta_floor`` of
+beta where the likelihood matters (``pilot_floor`` of
 :class:`~bread_stan.ais.tuning.TuningConfig`).  The prior path's pilot cannot place its
 grid below ``floor_min`` = 1e-12, so a spread above ``1 / floor_min`` = 1e12 nats means
 the first tempered densities change faster than the pilot can follow: tempering would

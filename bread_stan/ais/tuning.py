@@ -49,6 +49,7 @@ import logging
 import sys
 import time
 from collections.abc import Callable
+from typing import NamedTuple
 from dataclasses import asdict, dataclass, replace
 from functools import cached_property
 
@@ -56,27 +57,29 @@ import numpy as np
 
 from .frozen_kernels import InterpolatedSchedule, kind_of
 from .path import OneLeg
-from .metric_estimates import (chains_separated, metric_from_draws, regularised_variance,
-                               strongly_correlated, within_chain_deviations)
+from .metric_estimates import (arrival_metric, chains_separated, strongly_correlated,
+                               window_metric)
+from ..kernels.adaptation import DualAveraging
 from ..kernels.base import Kernel, initial_state
 from ..kernels.registry import KERNELS
-from ..linalg import spd_log, symmetric_exp
+from ..linalg import interpolate_spd, spd_log
 from ..rng import ChainRandom, Stream
 from ..pace import PaceLog
 from ..target import Target
 from ..errors import InputError
 
 __all__ = ["TuningConfig", "TunedKernel", "tune", "progress_bar", "loglik_sd", "PILOT_STREAM",
-           "PilotAbandoned", "metric_from_base"]
+           "PilotAbandoned", "metric_from_base", "METRICS", "RIDGES", "FINGERPRINT_NAMES",
+           "fingerprint_fields"]
 
 log = logging.getLogger(__name__)
 
 PILOT_STREAM = int(Stream.PILOT)  # random stream of the pilot chains (kept as a public name)
-_METRICS = ("diag", "dense", "auto")
+METRICS = ("diag", "dense", "auto")  # metric estimates the pilot knows
 AUTO_DENSE_MAX_DIM = 20  # "auto" never goes dense above this many parameters
 _SANE_STEP = (1e-8, 1e6)   # step sizes outside this range flag a broken density
 _SANE_RATIO = 1e6          # nor should they vary more than this along beta
-_RIDGES = ("stan", "relative")
+RIDGES = ("stan", "relative")  # regularisations of the metric estimate
 _DEFAULT_FLOOR = 1e-3
 
 
@@ -89,21 +92,27 @@ class TuningConfig:
     """Pilot settings.  ``target_accept`` None means the kernel's default in
     :data:`~bread_stan.kernels.registry.KERNELS` (0.65 for HMC, 0.8 for NUTS).
 
-    The defaults are the workflows' (those of
-    :class:`~bread_stan.workflows.settings.SamplerSettings`: a 20-transition pilot,
-    an "auto" metric, the floor chosen from the prior draws), so :func:`tune` called
-    directly tunes as :func:`~bread_stan.bread` does.
+    The fields a user sets carry the names of
+    :class:`~bread_stan.workflows.settings.SamplerSettings` (``pilot_grid``,
+    ``pilot_steps``, ``pilot_floor``, ``metric_ridge``, ``metric``, ``adapt_metric``,
+    ``target_accept``), whose defaults are read from this class: a 20-transition
+    pilot, an "auto" metric, the floor chosen from the prior draws; so :func:`tune`
+    called directly tunes as :func:`~bread_stan.bread` does.  The others
+    (``burn_in``, ``stream``, ``dense_correlation``, ``floor_min``) are the
+    engine's alone.  Saved runs fingerprint these settings under their names from
+    before the rename (:func:`fingerprint_fields`).
 
     At each grid beta after the first, ``burn_in`` unadapted transitions precede
-    the ``adapt_steps`` transitions of dual averaging.
+    the ``pilot_steps`` transitions of dual averaging.
 
     The grid runs from 0 through betas equally spaced in ``log(beta +
-    beta_floor)`` up to 1.  ``beta_floor=None`` chooses the floor from the pilot's
+    pilot_floor)`` up to 1.  ``pilot_floor=None`` chooses the floor from the pilot's
     prior draws: ``1 / sd(log lik)`` (clipped to [floor_min, 1e-3]), the beta at which
     the likelihood first reweights the prior by about e; below it the tempered
-    density is still close to the prior.  The grid then grows to keep ``n_grid``
+    density is still close to the prior.  The grid then grows to keep ``pilot_grid``
     points per three decades of beta, so a likelihood far more informative than
-    the prior (a vague prior) gets pilot betas where its posterior takes shape.
+    the prior (a vague prior) gets pilot betas where its posterior takes shape.  The
+    floor used is the tuned kernel's ``beta_floor``.
 
     ``metric`` (with ``adapt_metric``): "diag", "dense" or "auto".  "auto" uses a
     dense metric at a grid beta when the pilot draws there are strongly
@@ -114,7 +123,7 @@ class TuningConfig:
     "diag": a dense kernel costs O(d^3) per transition and its frozen schedule
     O(T d^2) memory.
 
-    ``ridge``: how the metric estimate is regularised.  "stan" (the default) is
+    ``metric_ridge``: how the metric estimate is regularised.  "stan" (the default) is
     Stan's ``n / (n + 5) S + 1e-3 * 5 / (n + 5) I``, whose absolute ridge swamps a
     parameter with a posterior sd far below 0.03 (a coefficient of an uncentred
     predictor: sd 1e-5 gets a metric variance 1e5 times too large, so the step
@@ -123,28 +132,46 @@ class TuningConfig:
     automatic floor (the clip of ``1 / sd(log lik)``).
     """
 
-    n_grid: int = 16
-    adapt_steps: int = 20
+    pilot_grid: int = 16
+    pilot_steps: int = 20
     burn_in: int = 5
     target_accept: float | None = None
     adapt_metric: bool = True
-    beta_floor: float | None = None
+    pilot_floor: float | None = None
     stream: int = PILOT_STREAM
     metric: str = "auto"
     dense_correlation: float = 0.5
-    ridge: str = "stan"
+    metric_ridge: str = "stan"
     floor_min: float = 1e-12
 
     def __post_init__(self):
-        if self.ridge not in _RIDGES:
-            raise InputError(f"unknown ridge {self.ridge!r}; use 'stan' or 'relative'")
+        if self.metric_ridge not in RIDGES:
+            raise InputError(f"unknown metric_ridge {self.metric_ridge!r}; use 'stan' or "
+                             "'relative'")
         if not 0 < self.floor_min <= _DEFAULT_FLOOR:
             raise InputError(f"floor_min must be in (0, {_DEFAULT_FLOOR}], got {self.floor_min}")
-        if self.beta_floor is not None and not 0 < self.beta_floor < 1:
-            raise InputError(f"beta_floor must be in (0, 1) or None (automatic), "
-                             f"got {self.beta_floor}")
-        if self.metric not in _METRICS:
+        if self.pilot_floor is not None and not 0 < self.pilot_floor < 1:
+            raise InputError(f"pilot_floor must be in (0, 1) or None (automatic), "
+                             f"got {self.pilot_floor}")
+        if self.metric not in METRICS:
             raise InputError(f"unknown metric {self.metric!r}; use 'diag', 'dense' or 'auto'")
+
+
+# The names under which saved runs fingerprint the pilot's settings.  Before issue 41
+# TuningConfig named four of its fields differently from SamplerSettings (n_grid,
+# adapt_steps, beta_floor, ridge; IMHTuningConfig's ridge too); a run's fingerprint
+# hashes these settings, so they keep the old names there, and a run directory written
+# before the rename resumes.  Never change this mapping: it would refuse every saved run.
+FINGERPRINT_NAMES = {"pilot_grid": "n_grid", "pilot_steps": "adapt_steps",
+                     "pilot_floor": "beta_floor", "metric_ridge": "ridge"}
+
+
+def fingerprint_fields(config) -> dict:
+    """A pilot's settings (a :class:`TuningConfig` or an
+    :class:`~bread_stan.ais.imh_tuning.IMHTuningConfig`) as the resume fingerprint
+    hashes them: ``asdict(config)``, in field order, under the names of
+    :data:`FINGERPRINT_NAMES`."""
+    return {FINGERPRINT_NAMES.get(k, k): v for k, v in asdict(config).items()}
 
 
 @dataclass(frozen=True, eq=False)
@@ -202,7 +229,7 @@ class TunedKernel(OneLeg):
         if self.dense and len(self.inv_metric) == 1:  # one metric at every beta
             metric = np.broadcast_to(self.inv_metric, (x.size, *self.inv_metric.shape[1:]))
         elif self.dense:
-            metric = _interp_spd(x, grid, self._log_metrics)
+            metric = interpolate_spd(x, grid, self._log_metrics)
         elif self.inv_metric is not None:
             log_m = np.log(self.inv_metric)
             metric = np.exp(np.stack([np.interp(x, grid, log_m[:, j])
@@ -278,36 +305,22 @@ class TunedKernel(OneLeg):
 
 
 
-def _interp_spd(x: np.ndarray, grid: np.ndarray, logs: np.ndarray) -> np.ndarray:
-    """Symmetric positive definite matrices at ``x``, interpolated linearly in their
-    matrix logarithm ``logs`` between the ``grid`` points (the dense analogue of
-    interpolating a diagonal in log); constant beyond the ends.  The linear algebra
-    is :mod:`bread_stan.linalg`'s, so the result does not depend on BLAS."""
-    g = logs.shape[0]
-    pos = np.interp(x, grid, np.arange(g, dtype=float))
-    lo = np.minimum(np.floor(pos).astype(int), g - 2) if g > 1 else np.zeros(x.size, int)
-    frac = (pos - lo)[:, None, None]
-    hi = np.minimum(lo + 1, g - 1)
-    mixed = (1.0 - frac) * logs[lo] + frac * logs[hi]
-    return symmetric_exp(mixed)
-
-
-def _auto_floor(log_lik: np.ndarray, n_grid: int, floor_min: float = 1e-12
+def _auto_floor(log_lik: np.ndarray, pilot_grid: int, floor_min: float = 1e-12
                 ) -> tuple[float, int]:
     """The floor ``1 / sd(log lik at prior draws)`` in [floor_min, 1e-3], and the grid
-    size that keeps the density of ``n_grid`` points over the default floor's
+    size that keeps the density of ``pilot_grid`` points over the default floor's
     decades."""
     sd = loglik_sd(log_lik)   # inf when |log lik| > 1e154: the floor is floor_min
     floor = float(np.clip(1.0 / sd, floor_min, _DEFAULT_FLOOR)) if sd > 0 else _DEFAULT_FLOOR
     decades = np.log10((1 + floor) / floor) / np.log10((1 + _DEFAULT_FLOOR) / _DEFAULT_FLOOR)
-    return floor, max(n_grid, int(round(n_grid * decades)))
+    return floor, max(pilot_grid, int(round(pilot_grid * decades)))
 
 
-def _grid(n_grid: int, floor: float) -> np.ndarray:
+def _grid(pilot_grid: int, floor: float) -> np.ndarray:
     """Betas equally spaced in log(beta + floor), from exactly 0 to exactly 1."""
-    if n_grid < 2:
-        raise InputError("n_grid must be at least 2")
-    g = np.exp(np.linspace(np.log(floor), np.log(1.0 + floor), n_grid)) - floor
+    if pilot_grid < 2:
+        raise InputError("pilot_grid must be at least 2")
+    g = np.exp(np.linspace(np.log(floor), np.log(1.0 + floor), pilot_grid)) - floor
     g[0], g[-1] = 0.0, 1.0
     return g
 
@@ -324,47 +337,18 @@ def metric_from_base(cov: np.ndarray, config: TuningConfig, n_draws: int
     covariance is exact at its end of the path and near the posterior's at the other
     (the step size takes up the Gaussian's widening)."""
     cov = np.asarray(cov, dtype=float)
-    d = cov.shape[0]
-    pooled = n_draws * max(config.adapt_steps // 2, 1)
     if (config.metric != "auto" or not config.adapt_metric
-            or (d <= AUTO_DENSE_MAX_DIM and pooled >= 10 * d)):
+            or _auto_may_be_dense(config, n_draws, cov.shape[0])):
         return None
     return cov if strongly_correlated(cov, config.dense_correlation) else None
 
 
-class DualAveraging:
-    """Nesterov dual averaging of log step size toward a target acceptance (Stan's),
-    elementwise: a scalar step size, or one independent copy per chain."""
-
-    def __init__(self, step_size, target: float):
-        self.target = target
-        self.restart(step_size)
-
-    def restart(self, step_size) -> None:
-        """Start again from ``step_size`` (Stan does so after each metric update)."""
-        step_size = np.asarray(step_size, dtype=float)
-        self.mu = np.log(10 * step_size)
-        self.x = np.log(step_size)
-        self.x_bar = np.zeros_like(self.x)
-        self.s_bar = np.zeros_like(self.x)
-        self.count = 0
-
-    def update(self, accept) -> None:
-        self.count += 1
-        eta = 1.0 / (self.count + 10.0)
-        accept = np.nan_to_num(np.asarray(accept, dtype=float), nan=0.0)
-        self.s_bar = (1 - eta) * self.s_bar + eta * (self.target - accept)
-        self.x = self.mu - self.s_bar * np.sqrt(self.count) / 0.05
-        w = self.count ** -0.75
-        self.x_bar = w * self.x + (1 - w) * self.x_bar
-
-    @property
-    def current(self) -> np.ndarray:
-        return np.exp(self.x)
-
-    @property
-    def final(self) -> np.ndarray:
-        return np.exp(self.x_bar)
+def _auto_may_be_dense(config: TuningConfig, n: int, d: int) -> bool:
+    """Whether "auto" may estimate a dense metric from ``n`` pilot chains in ``d``
+    dimensions: at most ``AUTO_DENSE_MAX_DIM`` parameters and at least 10 d draws pooled
+    over a window of half the ``pilot_steps``."""
+    pooled = n * max(config.pilot_steps // 2, 1)
+    return d <= AUTO_DENSE_MAX_DIM and pooled >= 10 * d
 
 
 def progress_bar(total: int, enabled: bool, desc: str):
@@ -399,60 +383,25 @@ def tune(target: Target, kernel: Kernel, base_params, prior_draws, *, seed,
     covariance of the Gaussian a path starts from: see :func:`metric_from_base`).
     """
     kind = kind_of(base_params)
-    if config.burn_in < 0 or config.adapt_steps < 1:
-        raise InputError("burn_in must be >= 0 and adapt_steps >= 1")
-    accept_target = config.target_accept or KERNELS[kind].target_accept
+    if config.burn_in < 0 or config.pilot_steps < 1:
+        raise InputError("burn_in must be >= 0 and pilot_steps >= 1")
     x = np.ascontiguousarray(np.asarray(prior_draws, dtype=float))
     if x.ndim != 2 or x.shape[1] != target.dim or x.shape[0] < 2:
         raise InputError(f"pilot needs at least 2 prior draws of shape (n, {target.dim})")
     n, d = x.shape
-    rng = ChainRandom.from_seed(seed, n, stream=config.stream)
+    pilot = _Pilot(target, kernel, base_params, config, ChainRandom.from_seed(
+        seed, n, stream=config.stream))
     state = initial_state(target, x, gradient=True)
-    floor, n_grid = config.beta_floor, config.n_grid
+    floor, size = config.pilot_floor, config.pilot_grid  # the pilot's grid
     if floor is None:
-        floor, n_grid = _auto_floor(state.evaluation.log_lik, n_grid, config.floor_min)
-    grid = _grid(n_grid, floor) if at is None else np.asarray(at, dtype=float)
+        floor, size = _auto_floor(state.evaluation.log_lik, size, config.floor_min)
+    grid = _grid(size, floor) if at is None else np.asarray(at, dtype=float)
+    mode = _metric_mode(config, n, d, base_metric)
+    metric = _start_metric(base_params, base_metric, mode)
     step = float(base_params.step_size)
-    metric = None if base_params.inv_metric is None else np.asarray(base_params.inv_metric, float)
-    steps, metrics, accepts = [], [], []
-
-    pooled = n * max(config.adapt_steps // 2, 1)
-    dense = config.adapt_metric and (config.metric == "dense" or (
-        config.metric == "auto" and d <= AUTO_DENSE_MAX_DIM and pooled >= 10 * d))
-    if dense and metric is not None and metric.ndim == 1:
-        metric = np.diag(metric)[None]
-    if base_metric is not None:  # every transition of the pilot, burn-in included
-        metric = np.asarray(base_metric, dtype=float)[None]
-    sds, depth_shares = [], []
-    separated = [False]  # per grid beta after the first entry; a separated beta keeps its metric
-
-    top = int(getattr(base_params, "max_depth", 0)) if kind == "nuts" else 0
-
-    gradients = [0, 0]  # gradient evaluations, chain transitions
-
-    def transition(state, beta, params):
-        state, info = kernel.step(rng, state, target, np.full(n, beta), params)
-        gradients[0] += int(np.sum(info.n_grad))
-        gradients[1] += n
-        return state, info
-
-    def adapt(state, beta, step, metric, n_steps, record=None):
-        da = DualAveraging(step, accept_target)
-        acc, deep = [], []
-        for _ in range(n_steps):
-            params = replace(base_params, step_size=float(da.current), inv_metric=metric)
-            state, info = transition(state, beta, params)
-            a = float(np.mean(np.nan_to_num(info.accept_stat, nan=0.0)))
-            da.update(a)
-            acc.append(a)
-            deep.append(float(np.mean(info.tree_depth >= top)) if top else 0.0)
-            if record is not None:
-                record.append(state)
-        half = len(acc) // 2
-        return state, float(da.final), float(np.mean(acc[half:])), float(np.mean(deep[half:]))
-
+    record: list[_AtBeta] = []
     log.info("tuning %s along beta: %d betas x %d transitions x %d pilot chains", kind,
-             grid.size, config.adapt_steps + config.burn_in, n)
+             grid.size, config.pilot_steps + config.burn_in, n)
     bar = progress_bar(grid.size, progress, "tuning")
     pace = PaceLog(f"tuning {kind}", grid.size, "betas")
     start = time.perf_counter()
@@ -460,85 +409,169 @@ def tune(target: Target, kernel: Kernel, base_params, prior_draws, *, seed,
         if bar is not None:
             bar.update()
         if i > 0 and config.burn_in > 0:
-            params = replace(base_params, step_size=step, inv_metric=metric)
-            for _ in range(config.burn_in):
-                state, _ = transition(state, beta, params)
-        visited = []
-        if base_metric is not None:
-            state, step, acc, deep = adapt(state, beta, step, metric, config.adapt_steps,
-                                           visited)
-            separated.append(False)
-        elif dense:
-            half = max(config.adapt_steps // 2, 1)
-            if not separated[-1]:
-                metric = metric_from_draws(state.position, "dense", 1.0, config.ridge)[None]
-            state, step, _, _ = adapt(state, beta, step, metric, half, visited)
-            draws = np.stack([s.position for s in visited])
-            separated.append(chains_separated(draws))
-            pooled = (within_chain_deviations(draws) if separated[-1]
-                      else draws.reshape(-1, d))
-            metric = metric_from_draws(pooled, config.metric, config.dense_correlation,
-                                       config.ridge)[None]
-            visited = []
-            state, step, acc, deep = adapt(state, beta, step, metric, half, visited)
-        elif config.adapt_metric:
-            half = max(config.adapt_steps // 2, 1)
-            if not separated[-1]:
-                metric = regularised_variance(state.position, config.ridge)
-            first = []
-            state, step, _, _ = adapt(state, beta, step, metric, half, first)
-            draws = np.stack([s.position for s in first])
-            separated.append(chains_separated(draws))
-            metric = regularised_variance(
-                within_chain_deviations(draws) if separated[-1] else state.position,
-                config.ridge)
-            state, step, acc, deep = adapt(state, beta, step, metric, half, visited)
-        else:
-            state, step, acc, deep = adapt(state, beta, step, metric, config.adapt_steps,
-                                           visited)
-            separated.append(False)
-        window = visited[len(visited) // 2:] or [state]
-        sds.append(loglik_sd(np.concatenate([s.evaluation.log_lik for s in window])))
-        steps.append(step)
-        metrics.append(metric)
-        accepts.append(acc)
-        depth_shares.append(deep)
+            state = pilot.burn_in(state, beta, step, metric, config.burn_in)
+        state, at_beta = _adapt_at(pilot, state, beta, step, metric, mode,
+                                   bool(record) and record[-1].separated)
+        step, metric = at_beta.step, at_beta.metric
+        record.append(at_beta)
         log.debug("pilot beta=%.4g: step size %.4g, acceptance %.3f, sd of log lik %.4g, "
-                  "%.0f%% of trees at the maximum depth", beta, step, acc, sds[-1], 100 * deep)
+                  "%.0f%% of trees at the maximum depth", beta, step, at_beta.accept,
+                  at_beta.loglik_sd, 100 * at_beta.depth_share)
         if progress and bar is None:  # a log, not a terminal: lines, not a bar
             pace.tick(i + 1, f"beta = {beta:.3g}, step size {step:.3g}")
         reason = None if give_up is None else give_up(
-            grid[:i + 1], np.array(sds), gradients[0] / max(gradients[1], 1), gradients[0])
+            grid[:i + 1], np.array([r.loglik_sd for r in record]),
+            pilot.gradients / max(pilot.transitions, 1), pilot.gradients)
         if reason is not None:
             if bar is not None:
                 bar.close()
             raise PilotAbandoned(reason)
-
     if bar is not None:
         bar.close()
-    if any(separated):
+    transitions = n * (grid.size * (config.pilot_steps + config.burn_in) - config.burn_in)
+    seconds = (time.perf_counter() - start) / max(transitions, 1)
+    return _tuned_kernel(kind, grid, floor, record, pilot, mode, seconds)
+
+
+class _Pilot:
+    """The pilot chains' kernel at one beta: transitions and rounds of dual averaging,
+    counting the gradient evaluations and chain transitions they cost."""
+
+    def __init__(self, target: Target, kernel: Kernel, base_params, config: TuningConfig,
+                 rng: ChainRandom):
+        self.target, self.kernel, self.base_params, self.rng = target, kernel, base_params, rng
+        self.config, self.n = config, rng.n_chains
+        self.kind = kind_of(base_params)
+        self.accept_target = config.target_accept or KERNELS[self.kind].target_accept
+        # NUTS: the tree depth that counts as "at the maximum"
+        self.top = int(getattr(base_params, "max_depth", 0)) if self.kind == "nuts" else 0
+        self.gradients, self.transitions = 0, 0
+
+    def transition(self, state, beta: float, params):
+        state, info = self.kernel.step(self.rng, state, self.target, np.full(self.n, beta),
+                                       params)
+        self.gradients += int(np.sum(info.n_grad))
+        self.transitions += self.n
+        return state, info
+
+    def burn_in(self, state, beta: float, step: float, metric, n_steps: int):
+        """``n_steps`` unadapted transitions with the step size and metric brought from
+        the grid beta before."""
+        params = replace(self.base_params, step_size=step, inv_metric=metric)
+        for _ in range(n_steps):
+            state, _ = self.transition(state, beta, params)
+        return state
+
+    def adapt(self, state, beta: float, step: float, metric, n_steps: int, record: list):
+        """``n_steps`` transitions of dual averaging from ``step`` toward the target
+        acceptance (each state appended to ``record``).  Returns the state, the final
+        step size, and the mean acceptance and share of trees at the maximum depth over
+        the second half of the transitions."""
+        da = DualAveraging(step, self.accept_target)
+        acc, deep = [], []
+        for _ in range(n_steps):
+            params = replace(self.base_params, step_size=float(da.current), inv_metric=metric)
+            state, info = self.transition(state, beta, params)
+            a = float(np.mean(np.nan_to_num(info.accept_stat, nan=0.0)))
+            da.update(a)
+            acc.append(a)
+            deep.append(float(np.mean(info.tree_depth >= self.top)) if self.top else 0.0)
+            record.append(state)
+        half = len(acc) // 2
+        return state, float(da.final), float(np.mean(acc[half:])), float(np.mean(deep[half:]))
+
+
+class _AtBeta(NamedTuple):
+    """What the pilot measured at one grid beta."""
+
+    step: float             # the adapted step size
+    metric: np.ndarray | None
+    accept: float           # mean acceptance over the final window's second half
+    depth_share: float      # share of those NUTS trees at the maximum depth
+    separated: bool         # the chains sat apart (the metric is from within chains)
+    loglik_sd: float        # sd of the log likelihood over the final window's second half
+
+
+def _metric_mode(config: TuningConfig, n: int, d: int, base_metric) -> str:
+    """How the pilot sets its metric: "base" (``base_metric`` at every beta), "dense" or
+    "diag" (estimated at each beta) or "fixed" (the base params' metric, never adapted)."""
+    if base_metric is not None:
+        return "base"
+    if config.adapt_metric and (config.metric == "dense" or (
+            config.metric == "auto" and _auto_may_be_dense(config, n, d))):
+        return "dense"
+    return "diag" if config.adapt_metric else "fixed"
+
+
+def _start_metric(base_params, base_metric, mode: str) -> np.ndarray | None:
+    """The metric of the first transitions: ``base_metric`` as (1, d, d), else the base
+    params' (a diagonal one as a (1, d, d) matrix where the metric is dense)."""
+    if mode == "base":
+        return np.asarray(base_metric, dtype=float)[None]
+    metric = (None if base_params.inv_metric is None
+              else np.asarray(base_params.inv_metric, float))
+    if mode == "dense" and metric is not None and metric.ndim == 1:
+        metric = np.diag(metric)[None]
+    return metric
+
+
+def _adapt_at(pilot: _Pilot, state, beta: float, step: float, metric, mode: str,
+              separated_before: bool):
+    """The adaptation at one grid beta (see the module docstring): one round of dual
+    averaging with a fixed metric, or two windows with the metric estimated before each
+    (a beta after one where the chains sat apart keeps the metric it arrives with for
+    the first window).  Returns the state and what the pilot measured there."""
+    config = pilot.config
+    visited: list = []
+    separated = False
+    if mode in ("base", "fixed"):
+        state, step, acc, deep = pilot.adapt(state, beta, step, metric, config.pilot_steps,
+                                             visited)
+    else:
+        dense, half = mode == "dense", max(config.pilot_steps // 2, 1)
+        if not separated_before:
+            metric = arrival_metric(state.position, dense, config.metric_ridge)
+        first: list = []
+        state, step, _, _ = pilot.adapt(state, beta, step, metric, half, first)
+        draws = np.stack([s.position for s in first])
+        separated = chains_separated(draws)
+        metric = window_metric(draws, state.position, separated, dense, config.metric,
+                               config.dense_correlation, config.metric_ridge)
+        state, step, acc, deep = pilot.adapt(state, beta, step, metric, half, visited)
+    window = visited[len(visited) // 2:] or [state]
+    sd = loglik_sd(np.concatenate([s.evaluation.log_lik for s in window]))
+    return state, _AtBeta(step, metric, acc, deep, separated, sd)
+
+
+def _tuned_kernel(kind: str, grid: np.ndarray, floor: float, record: list[_AtBeta],
+                  pilot: _Pilot, mode: str, seconds: float) -> TunedKernel:
+    """The pilot's record as a :class:`TunedKernel`."""
+    separated = np.array([r.separated for r in record], dtype=bool)
+    if separated.any():
         log.info("the pilot chains sat apart (separate modes, or a slowly mixing funnel) "
                  "at %d of %d grid betas: the metric there comes from the spread within "
-                 "each chain", sum(separated), grid.size)
-    transitions = n * (grid.size * (config.adapt_steps + config.burn_in) - config.burn_in)
-    fixed = {k: v for k, v in asdict(base_params).items() if k not in ("step_size", "inv_metric")}
+                 "each chain", int(separated.sum()), grid.size)
+    fixed = {k: v for k, v in asdict(pilot.base_params).items()
+             if k not in ("step_size", "inv_metric")}
+    metrics = [r.metric for r in record]
     inv_metric = None
-    if base_metric is not None:
-        inv_metric = metric  # (1, d, d): one for every grid beta
-    elif dense:
+    if mode == "base":
+        inv_metric = metrics[-1]  # (1, d, d): one for every grid beta
+    elif mode == "dense":
         inv_metric = np.concatenate(metrics)
-        if config.metric == "auto" and all(_is_diagonal(m) for m in inv_metric):
+        if pilot.config.metric == "auto" and all(_is_diagonal(m) for m in inv_metric):
             inv_metric = np.stack([np.diag(m) for m in inv_metric])
-    elif config.adapt_metric:
+    elif mode == "diag":
         inv_metric = np.stack(metrics)
-    elif metric is not None:
-        base = metric[0] if metric.ndim == 3 else metric
+    elif metrics[-1] is not None:
+        base = metrics[-1][0] if metrics[-1].ndim == 3 else metrics[-1]
         inv_metric = np.repeat(base[None], grid.size, axis=0)
-    return TunedKernel(kind, grid, np.array(steps), inv_metric, fixed, floor,
-                       np.array(accepts), (time.perf_counter() - start) / max(transitions, 1),
-                       np.array(sds), np.array(depth_shares) if top else None,
-                       gradients[0] / max(gradients[1], 1), float(gradients[0]),
-                       np.array(separated[1:], dtype=bool))
+    return TunedKernel(kind, grid, np.array([r.step for r in record]), inv_metric, fixed,
+                       floor, np.array([r.accept for r in record]), seconds,
+                       np.array([r.loglik_sd for r in record]),
+                       np.array([r.depth_share for r in record]) if pilot.top else None,
+                       pilot.gradients / max(pilot.transitions, 1), float(pilot.gradients),
+                       separated)
 
 
 def loglik_sd(values: np.ndarray) -> float:

@@ -305,7 +305,7 @@ def _header(name: str, model, simulator, data: Mapping, sampler: SamplerSettings
     fingerprint, parts = fingerprints(
         model=program_text(model), simulator=program_text(simulator),
         data={k: np.asarray(v).tolist() for k, v in data.items()}, sampler=asdict(sampler),
-        tuning=asdict(sampler.tuning_config()), run=scored, hyper=hyper)
+        tuning=sampler.tuning_fingerprint(), run=scored, hyper=hyper)
     return {"model": name, "fingerprint": fingerprint, "fingerprints": parts,
             "steps": list(run.steps), "sampler": asdict(sampler),
             "run": {**scored, "schedule": asdict(run.schedule)}, "hyper": dict(hyper or {})}

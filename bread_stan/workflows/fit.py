@@ -46,8 +46,8 @@ import numpy as np
 import pandas as pd
 
 from ..ais.metric_estimates import regularised_variance
-from ..ais.tuning import DualAveraging
 from ..errors import InputError, ToolchainError
+from ..kernels.adaptation import DualAveraging
 from ..kernels.base import initial_state
 from ..kernels.nuts import NUTS, NUTSParams
 from ..rng import ChainRandom, Stream

@@ -296,7 +296,7 @@ def _header(name, model, simulator, data, sampler, run, settings) -> dict:
     fingerprint, parts = fingerprints(
         kind="protocol", model=program_text(model), simulator=program_text(simulator),
         data={k: np.asarray(v).tolist() for k, v in data.items()}, sampler=asdict(sampler),
-        tuning=asdict(sampler.tuning_config()), run=scored, fit=pset["fit"])
+        tuning=sampler.tuning_fingerprint(), run=scored, fit=pset["fit"])
     return {"model": name, "fingerprint": fingerprint, "fingerprints": parts,
             "steps": list(run.steps), "fit": pset["fit"],
             "sampler": asdict(sampler), "run": {**scored, "schedule": asdict(run.schedule)},

@@ -1,5 +1,13 @@
 """Settings of a run: the kernel and its tuning (:class:`SamplerSettings`) and the
 run itself (:class:`RunSettings`), one type per concept with one set of defaults.
+
+These are the classes a user sets.  The layers below read their own settings types,
+with the same field names: :class:`~bread_stan.ais.tuning.TuningConfig` (or
+:class:`~bread_stan.ais.imh_tuning.IMHTuningConfig`) from
+:meth:`SamplerSettings.tuning_config`, and :class:`~bread_stan.ais.engine.RunConfig`
+and :class:`~bread_stan.ais.smc.SMCConfig` from the workflows.  A default shared by
+both layers is defined once, in the lower class (the layers below do not import the
+workflows), and read here.
 """
 
 from __future__ import annotations
@@ -10,9 +18,12 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..ais.betas import ScheduleSpec
+from ..ais.engine import RunConfig
 from ..ais.imh_tuning import IMHTuningConfig
 from ..ais.path_choice import PATHS
-from ..ais.tuning import TuningConfig
+from ..ais.smc import SMCConfig
+from ..ais.tuning import METRICS, TuningConfig, fingerprint_fields
+from ..ais.tuning import RIDGES as PILOT_RIDGES
 from ..kernels.hmc import HMC, HMCParams
 from ..kernels.imh import IMH
 from ..kernels.nuts import NUTS, NUTSParams
@@ -21,8 +32,8 @@ from ..errors import InputError
 
 __all__ = ["RunSettings", "SamplerSettings", "SMC_PARTICLES", "RIDGES"]
 
-SMC_PARTICLES = 16  # particles per SMC run unless RunSettings.particles says
-RIDGES = ("auto", "stan", "relative")
+SMC_PARTICLES = SMCConfig.particles  # particles per SMC run unless RunSettings.particles says
+RIDGES = ("auto", *PILOT_RIDGES)  # "auto": chosen by the path (SamplerSettings.for_path)
 
 
 def _is_whole(value) -> bool:
@@ -60,7 +71,7 @@ class SamplerSettings:
     :class:`~bread_stan.ais.tuning.TuningConfig`) is tuned along beta on
     ``pilot_chains`` never-scored chains, then frozen for forward and reverse
     runs alike.  ``pilot_floor`` None lets the pilot reach down to the beta where
-    the likelihood starts to matter (see ``beta_floor`` of
+    the likelihood starts to matter (see ``pilot_floor`` of
     :class:`~bread_stan.ais.tuning.TuningConfig`).  ``step_size_jitter`` and
     ``rescue_prob`` randomise the step size of each transition (see
     :class:`~bread_stan.kernels.hmc.HMCParams`); the default 10% of "rescue"
@@ -68,7 +79,7 @@ class SamplerSettings:
     prior's tails, which a fixed step size can leave stranded for the whole run
     (NUTS builds a rescue transition's tree to depth at most 4).
 
-    ``metric_ridge``: how the pilot regularises its metric estimates (``ridge`` of
+    ``metric_ridge``: how the pilot regularises its metric estimates (``metric_ridge`` of
     :class:`~bread_stan.ais.tuning.TuningConfig`): "stan" (Stan's absolute ridge of
     1e-3), "relative" (1e-3 of each variance: the same metric in any units; needed when
     a parameter's posterior sd is far below 0.03, as for the coefficient of an
@@ -90,24 +101,25 @@ class SamplerSettings:
     each on NHEFS and Pima; ``scripts/figures/bench_settings/results.md``).
     """
 
+    # The pilot's settings carry TuningConfig's names, and its defaults where it has them.
     kernel: str = "nuts"
     n_leapfrog: int = 10
     step_size_jitter: float = 0.0
     rescue_prob: float = 0.1
     max_depth: int = 8
-    steps_per_temperature: int = 1
-    target_accept: float | None = None
-    adapt_metric: bool = True
-    metric: str = "auto"
+    steps_per_temperature: int = RunConfig.steps_per_temperature
+    target_accept: float | None = TuningConfig.target_accept
+    adapt_metric: bool = TuningConfig.adapt_metric
+    metric: str = TuningConfig.metric
     pilot_chains: int = 32
-    pilot_grid: int = 16
-    pilot_steps: int = 20
-    pilot_floor: float | None = None
+    pilot_grid: int = TuningConfig.pilot_grid
+    pilot_steps: int = TuningConfig.pilot_steps
+    pilot_floor: float | None = TuningConfig.pilot_floor
     metric_ridge: str = "auto"
 
     def __post_init__(self):
         kernel_entry(self.kernel)  # one-line error for an unknown kernel
-        if self.metric not in ("diag", "dense", "auto"):
+        if self.metric not in METRICS:
             raise InputError(f"unknown metric {self.metric!r}; use 'diag', 'dense' or 'auto'")
         if self.metric_ridge not in RIDGES:
             raise InputError(f"unknown metric_ridge {self.metric_ridge!r}; use 'stan', "
@@ -139,14 +151,21 @@ class SamplerSettings:
 
     def tuning_config(self) -> TuningConfig | IMHTuningConfig:
         """The pilot's settings: :class:`~bread_stan.ais.tuning.TuningConfig` for HMC and
-        NUTS ("auto" ridge: the prior path's, "stan"),
-        :class:`~bread_stan.ais.imh_tuning.IMHTuningConfig` (its defaults) for IMH."""
+        NUTS, its fields of the same names copied ("auto" ridge: the prior path's,
+        "stan"), :class:`~bread_stan.ais.imh_tuning.IMHTuningConfig` (its defaults) for
+        IMH."""
         if self.kernel == "imh":
             return IMHTuningConfig()
-        return TuningConfig(n_grid=self.pilot_grid, adapt_steps=self.pilot_steps,
+        return TuningConfig(pilot_grid=self.pilot_grid, pilot_steps=self.pilot_steps,
                             target_accept=self.target_accept, adapt_metric=self.adapt_metric,
-                            metric=self.metric, beta_floor=self.pilot_floor,
-                            ridge=self.for_path("prior").metric_ridge)
+                            metric=self.metric, pilot_floor=self.pilot_floor,
+                            metric_ridge=self.for_path("prior").metric_ridge)
+
+    def tuning_fingerprint(self) -> dict[str, Any]:
+        """The pilot's settings as a run's resume fingerprint hashes them (under their
+        names from before they were renamed to these:
+        :func:`~bread_stan.ais.tuning.fingerprint_fields`)."""
+        return fingerprint_fields(self.tuning_config())
 
 
 @dataclass(frozen=True)
@@ -208,12 +227,12 @@ class RunSettings:
     the prior path gives the numbers of ``path="prior"`` and resumes its saved results.
     """
 
-    steps: tuple[int, ...] = (10, 100, 1000)
+    steps: tuple[int, ...] = RunConfig.steps
     chains: int = 100
     schedule: ScheduleSpec = field(default_factory=lambda: ScheduleSpec("adaptive"))
     seed: int = 0
     threads: int | None = None
-    increment_blocks: int | None = 50
+    increment_blocks: int | None = RunConfig.increment_blocks
     progress: bool = True
     exact_draws: int = 1
     check_simulator: bool = True

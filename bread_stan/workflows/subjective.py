@@ -420,7 +420,7 @@ def subjective(model, data=None, *, reference: Any = None, simulator=None,
     fingerprint, parts = fingerprints(
         model=program, simulator=None if simulator is None else program_text(simulator),
         data={k: np.asarray(v).tolist() for k, v in data.items()}, sampler=asdict(sampler),
-        tuning=asdict(sampler.tuning_config()), run=scored, base=asdict(base), reference=ref_key)
+        tuning=sampler.tuning_fingerprint(), run=scored, base=asdict(base), reference=ref_key)
     header = {"model": name, "method": "subjective", "fingerprint": fingerprint,
               "fingerprints": parts, "steps": list(run.steps), "sampler": asdict(sampler),
               "run": {**scored, "schedule": asdict(run.schedule)}, "base": asdict(base)}
