@@ -39,7 +39,7 @@ class Stream(enum.IntEnum):
     """The spawn-key streams of per-chain generators (the ``stream`` of
     :func:`chain_seed_sequences`); every random stream of the toolkit is named here.
 
-    Scored AIS uses the small streams: step count i of :func:`bread_stan.ais.engine.run`
+    Scored AIS uses the small streams: step count i of :func:`bread_stan.ais.runs.run`
     uses ``2i`` (forward) and ``2i + 1`` (reverse), so its first step count uses
     ``FORWARD`` and ``REVERSE``.  The others sit a million apart, far above any
     number of step counts, so no two purposes ever draw the same numbers.

@@ -251,9 +251,9 @@ def test_a_resumed_run_reads_its_path_and_pilots_nothing(hard_problem, tmp_path,
 
     def no_pilot(*args, **kwargs):
         raise AssertionError("a resumed run piloted again")
-    for pilot in ("auto_path.fit_q", "auto_path.tune", "auto_path.fit_gaussian",
-                  "bread.fit_gaussian"):
+    for pilot in ("auto_path.fit_q", "auto_path.tune", "auto_path.fit_gaussian"):
         monkeypatch.setattr(f"bread_stan.workflows.{pilot}", no_pilot)
+    monkeypatch.setattr(gaussian_path, "fit_gaussian_path", no_pilot)
     with caplog.at_level(logging.INFO, logger="bread_stan"):
         resumed = bread(*HARD, hard_data(), sampler=SMALL_PILOT, run=run, out_dir=out)
     assert "the path choice saved in" in caplog.text
@@ -291,7 +291,7 @@ def test_a_resumed_waypoint_run_reads_its_path(hard_problem, tmp_path, monkeypat
     def no_pilot(*args, **kwargs):
         raise AssertionError("a resumed run piloted again")
     monkeypatch.setattr(waypoint, "fit_waypoint", no_pilot)
-    monkeypatch.setattr("bread_stan.workflows.bread.fit_q", no_pilot)
+    monkeypatch.setattr("bread_stan.workflows.auto_path.fit_q", no_pilot)
     resumed = bread(*HARD, hard_data(), sampler=SMALL_PILOT, run=run, out_dir=out)
     for a, b in zip(whole.steps, resumed.steps):
         np.testing.assert_array_equal(a.forward.log_estimates, b.forward.log_estimates)
@@ -377,6 +377,7 @@ def test_auto_on_the_prior_path_is_the_old_default_bit_for_bit(tmp_path, monkeyp
     # the choice and the prior path's tuning are read back: no pilot runs again
     for pilot in ("auto_path.fit_q", "auto_path.tune", "common.tune_kernel"):
         monkeypatch.setattr(f"bread_stan.workflows.{pilot}", None)
+    monkeypatch.setattr("bread_stan.ais.path_kinds.tune_prior", None)
     resumed = bread(EIGHT, simulator, EIGHT_DATA, sampler=sampler,
                     run=RunSettings(**{**steps, "steps": (3, 20, 30)}), out_dir=tmp_path / "new")
     assert resumed.extra["path_choice"] == new.extra["path_choice"]

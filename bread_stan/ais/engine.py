@@ -1,4 +1,4 @@
-"""Forward and reverse annealed importance sampling (SPEC section 1).
+"""Forward and reverse annealed importance sampling: the annealing loop.
 
 Forward, from exact prior draws u_1 (stochastic lower bound on log p(y))::
 
@@ -28,10 +28,13 @@ K_t runs in both directions.  Weights are accumulated in log space.  Memory is
 flat in T: betas and kernel params are read one temperature at a time (lazy
 :class:`~bread_stan.ais.betas.Betas` and interpolated schedules compute them in
 blocks), and the running estimates are recorded at a bounded number of blocks
-of temperatures (``increments_every``, ``RunConfig.increment_blocks``).  :func:`run` does both
-directions for several numbers of temperatures, forward and reverse chains in
-one batch per call into the model, and returns a
-:class:`~bread_stan.ais.results.BreadResult`.
+of temperatures (``increments_every``, ``RunConfig.increment_blocks``).
+
+:func:`anneal` is the toolkit's one annealing loop: forward and reverse chains in one
+batch per call into the model, with a policy for what happens between an increment and
+the next transition (none for AIS; resampling for SMC, :mod:`bread_stan.ais.smc`).
+:mod:`bread_stan.ais.runs` runs any path through it, for one or several numbers of
+temperatures.
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ from typing import Callable
 
 import numpy as np
 
-from .path import OneLeg
+from .path import OneLeg, PilotInputs
 from .run_config import RunConfig
 from .gaussian_base import DEFAULT_WIDEN, GaussianBase
 from .prior_normaliser import DEFAULT_DRAWS, NormaliserEstimate, estimate_log_normaliser
@@ -93,6 +93,17 @@ class GaussianPath(OneLeg):
 
     def check_kernel(self, prior_end: TunedKernel | None = None) -> "TunedKernel | EndKernels":
         return self.endpoints(prior_end)
+
+    @classmethod
+    def fit(cls, inputs: PilotInputs) -> "GaussianPath":
+        """q (the path choice's, else fitted on the pilot), its leg tuned and the prior's
+        normaliser computed or estimated, on the run's seeds."""
+        kernel, base_params, config = inputs.sampler("gaussian")
+        fitted = inputs.fitted if inputs.fitted is not None else inputs.fit_q()
+        draws, known = inputs.normaliser()
+        return fit_gaussian_path(inputs.model, kernel, base_params, inputs.pilot, draws,
+                                 seed=inputs.seed, config=config, progress=inputs.progress,
+                                 fitted=fitted, normaliser=known)
 
     def describe(self) -> str:
         """What the path is, for the path line of reports and the CLI."""

@@ -14,14 +14,15 @@ A path is a list of *legs* (:class:`Leg`: a target, a frozen kernel schedule, th
 increment thinning and the offset of its random streams), run one after the other by
 :mod:`bread_stan.ais.runs`, with ``log_c`` subtracted from every estimate (the prior's
 normaliser, on paths that do not start at the prior).  A new path is one class in one
-file that implements :class:`Path` (most reuse :class:`OneLeg`); nothing outside
-``bread_stan.ais`` tests which path it holds.
+file that implements :class:`Path` (most reuse :class:`OneLeg`) and a ``fit`` from a
+pilot (:class:`PilotInputs`), plus its line in :data:`bread_stan.ais.path_kinds.KINDS`;
+nothing outside ``bread_stan.ais`` tests which path it holds.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Protocol, runtime_checkable
+from typing import Callable, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -30,7 +31,7 @@ from ..target import Target
 from .frozen_kernels import KernelSchedule
 from .run_config import RunConfig, step_schedule
 
-__all__ = ["Leg", "Path", "OneLeg", "FixedKernel"]
+__all__ = ["Leg", "Path", "OneLeg", "FixedKernel", "PilotInputs", "PathKind"]
 
 
 @dataclass(frozen=True)
@@ -158,3 +159,35 @@ class FixedKernel(OneLeg):
             return {"path": "fixed", "params": None}
         return {"path": "fixed", "params": {k: np.asarray(v).tolist() if v is not None
                                             else None for k, v in asdict(self.params).items()}}
+
+
+@dataclass(frozen=True)
+class PilotInputs:
+    """What fitting a path may use, given by the workflow: the split ``model`` target on
+    the simulated data; ``sampler(name)``, the kernel, its base params and the pilot's
+    settings on the path ``name``; the pilot's exact prior draws ``pilot`` (n, d) and
+    its ``seed``; the run's ``run_seed``; ``fitted``, a Gaussian q and its record when
+    the path choice fitted one; ``fit_q()``, q fitted on the pilot draws;
+    ``normaliser()``, (exact prior draws for the estimate of the prior's normaliser,
+    or None; the normaliser when the drafted simulator computes it, or None)."""
+
+    model: Target
+    sampler: Callable[[str], tuple]
+    pilot: np.ndarray
+    seed: int
+    run_seed: int
+    progress: bool
+    fitted: tuple | None
+    fit_q: Callable[[], tuple]
+    normaliser: Callable[[], tuple]
+
+
+@dataclass(frozen=True)
+class PathKind:
+    """A kind of path as runs name it: the file a run directory keeps it in, the
+    reader of that file's record and the fit from a pilot."""
+
+    name: str
+    file: str
+    read: Callable[[dict], Path]
+    fit: Callable[[PilotInputs], Path]

@@ -45,13 +45,14 @@ from typing import Any
 import numpy as np
 
 from .betas import length_so_far
+from .path_kinds import KINDS
 from .tuning import TuningConfig, loglik_sd
 
 __all__ = ["PathChoice", "PathCost", "PATHS", "SPREAD_LIMIT", "choose", "given",
            "cheaper", "abandon_when_costlier", "GRADIENT_RATIO", "BUDGET_RATIO",
            "CAPPED_GAP"]
 
-PATHS = ("auto", "prior", "waypoint", "gaussian")
+PATHS = ("auto", *KINDS)  # "auto": chosen by the pilots
 SPREAD_LIMIT = 1.0 / TuningConfig().floor_min  # 1e12 nats: the pilot's floor cannot go lower
 
 

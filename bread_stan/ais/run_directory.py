@@ -8,8 +8,9 @@ A run directory holds, each written atomically as a complete unit:
 - ``summary.json``, ``summary.csv``: the table of the finished run;
 - ``path_choice.json``: the automatic path choice (under the fingerprint of the
   settings as requested, before the choice made them concrete);
-- the tuned path: ``tuning.json`` (the prior path), ``gaussian_path.json`` or
-  ``waypoint_path.json`` (the paths from a Gaussian q);
+- the tuned path, in its kind's file (:data:`bread_stan.ais.path_kinds.KINDS`):
+  ``tuning.json`` (the prior path), ``gaussian_path.json`` or ``waypoint_path.json``
+  (the paths from a Gaussian q);
 - ``shards/*.npz``: the finished shards of a step count still running.
 
 **One fingerprint rule.**  Every file carries the fingerprint of the run that wrote
@@ -33,14 +34,10 @@ import numpy as np
 
 from ..store import (CorruptFileError, load_for_run, load_if_sound, load_json, load_unit,
                      save_for_run, save_unit, set_aside)
-from .gaussian_path import GaussianPath
-from .imh_tuning import TunedIMH
 from .path import Path
-from .tuning import TunedKernel
-from .waypoint import WaypointPath
+from .path_kinds import KINDS, read_path
 
-__all__ = ["RunDirectory", "path_from_dict", "PATH_FILES", "HEADER_FILE", "CHOICE_FILE",
-           "SHARD_DIR"]
+__all__ = ["RunDirectory", "HEADER_FILE", "CHOICE_FILE", "SHARD_DIR"]
 
 log = logging.getLogger(__name__)
 
@@ -49,22 +46,6 @@ T = TypeVar("T")
 HEADER_FILE = "run.json"
 CHOICE_FILE = "path_choice.json"
 SHARD_DIR = "shards"
-PATH_FILES = {"prior": "tuning.json", "gaussian": "gaussian_path.json",
-              "waypoint": "waypoint_path.json"}
-
-
-def path_from_dict(record: dict) -> Path:
-    """The tuned path a saved record holds (the one reader of every kind of path)."""
-    kind = record.get("path", "prior")
-    if kind == "gaussian":
-        return GaussianPath.from_dict(record)
-    if kind == "waypoint":
-        return WaypointPath.from_dict(record)
-    if record.get("kind") == "imh":
-        return TunedIMH.from_dict(record)
-    return TunedKernel.from_dict(record)
-
-
 class RunDirectory:
     """A run's output directory (``root`` None: a run that keeps nothing), read and
     written under the run's ``fingerprint`` (see the module docstring)."""
@@ -101,11 +82,11 @@ class RunDirectory:
     # -- the tuned path -----------------------------------------------------------------
     def load_path(self, name: str) -> Path | None:
         """The ``name`` path ("prior", "gaussian", "waypoint") saved for this run."""
-        return self.read(PATH_FILES[name], path_from_dict, f"a tuned {name} path")
+        return self.read(KINDS[name].file, read_path, f"a tuned {name} path")
 
     def save_path(self, path: Path) -> None:
         if self.root is not None:
-            path.save(self.root / PATH_FILES[path.name], self.fingerprint)
+            path.save(self.root / KINDS[path.name].file, self.fingerprint)
 
     def load_or_fit(self, name: str, fit: Callable[[], Path], given: Path | None = None
                     ) -> tuple[Path, float | None]:
@@ -114,7 +95,8 @@ class RunDirectory:
         and the seconds fitting took (None unless fitted here)."""
         saved = self.load_path(name)
         if saved is not None:
-            log.info("the %s path saved in %s", name, self.root)
+            log.info("the path saved in %s (the %s path, not fitted again)",
+                     self.file(KINDS[name].file), name)
             return saved, None
         if given is not None:
             self.save_path(given)

@@ -45,7 +45,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .path import Leg
+from .path import Leg, PilotInputs
 from .run_config import RunConfig, step_schedule
 from .betas import thermodynamic_length
 from .gaussian_base import DEFAULT_WIDEN, BaseFitError, GaussianBase, GaussianBaseTarget
@@ -165,6 +165,15 @@ class WaypointPath:
 
     def describe(self) -> None:
         return None
+
+    @classmethod
+    def fit(cls, inputs: PilotInputs) -> "WaypointPath":
+        """q (the path choice's, else fitted on the pilot) and both legs tuned."""
+        kernel, base_params, config = inputs.sampler("waypoint")
+        fitted = inputs.fitted if inputs.fitted is not None else inputs.fit_q()
+        return fit_waypoint(inputs.model, kernel, base_params, inputs.pilot,
+                            seed=inputs.seed, config=config, progress=inputs.progress,
+                            fitted=fitted)
 
     def schedules(self, config: RunConfig, T: int) -> tuple[tuple, tuple]:
         """Each leg's (betas, frozen schedule, increment thinning) at T distributions,

@@ -4,7 +4,7 @@ It has the interface of the Dask executor (:class:`~bread_stan.parallel.executor
 so a workflow sends its work through one path whatever runs it.  Its block size is
 None: the shards of one number of distributions T are one per simulated problem, each
 holding the forward and reverse chains in one batch, which is the batch
-:func:`bread_stan.ais.engine.run` runs, so the numbers (and the wall times split between
+:func:`bread_stan.ais.runs.run` runs, so the numbers (and the wall times split between
 the directions) are those of the engine's own call.
 """
 

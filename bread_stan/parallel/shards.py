@@ -3,7 +3,7 @@
 A shard is one block of one direction's chains at one number of distributions
 T of one simulated problem, or (direction ``"both"``, the local executor's shard) all
 forward and reverse chains of one problem in one batch, as
-:func:`bread_stan.ais.engine.run` runs them.  Chain i draws from the random stream keyed (seed,
+:func:`bread_stan.ais.runs.run` runs them.  Chain i draws from the random stream keyed (seed,
 stream, i) whatever batch it runs in (:mod:`bread_stan.rng`), so the per-chain
 numbers of a shard equal those of the same chains in the local run's one batch,
 and :func:`join_problem` rebuilds the :class:`~bread_stan.ais.results.StepResult`
@@ -41,7 +41,7 @@ from ..target import Target
 __all__ = ["Shard", "ShardContext", "plan_shards", "run_shard", "run_on_target", "join_problem",
            "WorkerModelError", "step_betas"]
 
-_STREAMS = {"forward": int(Stream.FORWARD),  # engine.run's streams of its first step count
+_STREAMS = {"forward": int(Stream.FORWARD),  # runs.run's streams of its first step count
             "reverse": int(Stream.REVERSE)}
 _STREAMS_PAIR = (_STREAMS["forward"], _STREAMS["reverse"])
 _STATS = ("accept_stat", "divergences", "tree_depth", "n_grad")
@@ -240,8 +240,8 @@ def join_direction(parts: list[tuple[dict, dict]], n_trans: int,
 
 def join_problem(n_steps: int, betas: np.ndarray, parts: dict[Shard, tuple[dict, dict]],
                  n_trans: int, shared_batch: bool) -> StepResult:
-    """One problem's step rebuilt from all its shards, as :func:`engine.run
-    <bread_stan.ais.engine.run>` returns it (final forward positions in
+    """One problem's step rebuilt from all its shards, as :func:`runs.run
+    <bread_stan.ais.runs.run>` returns it (final forward positions in
     ``draws["unconstrained"]``)."""
     ordered = [pair for s in sorted(parts, key=lambda s: s.first_chain)
                for pair in _directions(s, parts[s])]

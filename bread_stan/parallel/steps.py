@@ -35,7 +35,7 @@ def run_steps_in_shards(contexts: list[ShardContext], starts_at, seed_at, steps:
     :func:`~bread_stan.parallel.shards.run_shard` takes); ``seed_at(T, k)``
     problem k's seed.  Each shard is saved under ``out_dir/shards`` as it arrives (and
     reused by a rerun); ``finish`` gets each step count's per-problem
-    :class:`StepResult`, joined exactly as :func:`engine.run <bread_stan.ais.engine.run>`
+    :class:`StepResult`, joined exactly as :func:`runs.run <bread_stan.ais.runs.run>`
     returns it (final forward positions unconstrained).  ``progress`` shows a bar: the
     engine's per shard where shards run in this process, else the executor's."""
     directory = RunDirectory(out_dir, fingerprint)

@@ -41,6 +41,8 @@ from ..ais.betas import ScheduleError, thermodynamic_length
 from ..ais.gaussian_base import GaussianBase
 from ..ais.path_choice import (PathChoice, PathCost, abandon_when_costlier, cheaper, choose,
                                given)
+from ..ais.path import PilotInputs
+from ..ais.path_kinds import kind
 from ..ais.prior_normaliser import fit_draws
 from ..ais.tuning import PilotAbandoned, TunedKernel, tune
 from ..errors import InputError
@@ -77,28 +79,37 @@ def concrete(sampler: SamplerSettings, run: RunSettings, choice: PathChoice,
                       fitted, tuned)
 
 
+def pilot_inputs(problem: Problem, simulator: Simulator, sampler: SamplerSettings,
+                 run: RunSettings, fitted=None) -> PilotInputs:
+    """What fitting any path of ``problem`` may use, on the run's seeds (so a run that
+    fits it again gets the same path): the pilot's exact prior draws, the sampler made
+    concrete for each path, q fitted on the pilot draws
+    (:func:`~bread_stan.workflows.base_fit.fit_q`) unless ``fitted`` is given, and the
+    prior's normaliser from the simulator (computed when the drafted simulator can,
+    else exact prior draws to estimate it from)."""
+    pilot_seed = derived_seed(run.seed, Purpose.PILOT)
+    pilot = prior_draws(problem, simulator, sampler.pilot_chains, pilot_seed)
+
+    def on_path(name: str) -> tuple:
+        settings = sampler.for_path(name)
+        return (*settings.make(), settings.tuning_config())
+
+    def normaliser() -> tuple:
+        fit = simulator.simulate(fit_draws(problem.target.dim),
+                                 derived_seed(run.seed, Purpose.NORMALISER_PRIOR))
+        known = simulator_normaliser(simulator, fit,
+                                     derived_seed(run.seed, Purpose.NORMALISER_TRIES),
+                                     problem.target.compiled.program.code)
+        return (None if known is not None else unconstrained_draws(problem, fit)), known
+
+    return PilotInputs(problem.target, on_path, pilot, pilot_seed, run.seed, run.progress,
+                       fitted, lambda: fit_q(problem.target, pilot, run.seed), normaliser)
+
+
 def fit_gaussian(problem: Problem, simulator: Simulator, sampler: SamplerSettings,
                  run: RunSettings, fitted=None) -> gaussian_path.GaussianPath:
-    """The Gaussian-base path of ``problem``: q fitted on the pilot's exact prior draws
-    (:func:`~bread_stan.workflows.base_fit.fit_q`), its leg tuned and the prior's
-    normaliser estimated, all on the run's seeds (so a run that fits it again gets the
-    same path)."""
-    on_path = sampler.for_path("gaussian")
-    kernel, base_params = on_path.make()
-    pilot_seed = derived_seed(run.seed, Purpose.PILOT)
-    pilot = prior_draws(problem, simulator, on_path.pilot_chains, pilot_seed)
-    if fitted is None:
-        fitted = fit_q(problem.target, pilot, run.seed)
-    fit = simulator.simulate(fit_draws(problem.target.dim),
-                             derived_seed(run.seed, Purpose.NORMALISER_PRIOR))
-    known = simulator_normaliser(simulator, fit,
-                                 derived_seed(run.seed, Purpose.NORMALISER_TRIES),
-                                 problem.target.compiled.program.code)
-    return gaussian_path.fit_gaussian_path(
-        problem.target, kernel, base_params, pilot,
-        None if known is not None else unconstrained_draws(problem, fit),
-        seed=pilot_seed, config=on_path.tuning_config(), progress=run.progress,
-        fitted=fitted, normaliser=known)
+    """The Gaussian-base path of ``problem`` (see :func:`pilot_inputs`)."""
+    return kind("gaussian").fit(pilot_inputs(problem, simulator, sampler, run, fitted))
 
 
 def _cannot_fit(sampler: SamplerSettings, run: RunSettings) -> str | None:

@@ -30,8 +30,9 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..ais import engine, smc, waypoint
+from ..ais import engine, smc
 from ..ais.gaussian_path import tune_prior_end
+from ..ais.path_kinds import kind
 from ..ais.run_directory import RunDirectory
 from ..ais.betas import ScheduleError
 from ..ais.results import BreadResult, DirectionResult, StepResult
@@ -44,15 +45,14 @@ from ..stan.compile import CompiledModel
 from ..stan.data import load_data
 from ..stan.simulator import Simulator, compile_with_simulator, draw_at, split_draw
 from ..parallel.steps import run_steps_in_shards
-from .common import (ResumeMismatchError, check_program, default_name, tune_kernel,
+from .common import (ResumeMismatchError, check_program, default_name,
                      fingerprints, output_directory, program_text, resume_steps,
                      setup_warnings, warn_if_costly)
 from .problem import (Problem, constrained, largest_simulated_value, prior_draws, problem_seed,
                       simulate_problem)
 from .settings import RunSettings, SamplerSettings
-from .auto_path import Resolution, fit_gaussian, resolve_path
+from .auto_path import Resolution, pilot_inputs, resolve_path
 from .saved_choice import settle
-from .base_fit import fit_q
 from ..ais.path_choice import PathChoice, given
 from .simulator_check import (CheckSettings, SimulatorCheck, check_simulator,
                               simulate_check_draws)
@@ -101,7 +101,8 @@ def _tune_check_and_run(problems: list[Problem], simulator: Simulator,
         raise InputError(f"path={run.path!r} tunes HMC or NUTS on each leg; use "
                          "kernel='nuts' (or 'hmc') with it, or path='prior' with kernel='imh'")
     path, seconds = RunDirectory(out_dir, header["fingerprint"]).load_or_fit(
-        run.path, lambda: _fit_path(first, simulator, sampler, run, fitted), tuned_here)
+        run.path, lambda: kind(run.path).fit(pilot_inputs(first, simulator, sampler, run,
+                                                          fitted)), tuned_here)
     check_kernel = path.check_kernel(_prior_end(first, simulator, sampler, run, path)
                                      if check else None)
     _describe_path(result, choice, path)
@@ -172,25 +173,6 @@ def _finisher(result: BreadResult, out_dir: Path | None, n_step_counts: int):
     return finish
 
 
-def _fit_path(problem: Problem, simulator: Simulator, sampler: SamplerSettings,
-              run: RunSettings, fitted):
-    """The ``run.path`` path of ``problem`` fitted on the run's pilot seeds (so a run
-    that fits it again gets the same path); ``fitted``: q, when the path choice fitted
-    it already."""
-    if run.path == "gaussian":
-        return fit_gaussian(problem, simulator, sampler, run, fitted)
-    kernel, base_params = sampler.make()
-    pilot_seed = derived_seed(run.seed, Purpose.PILOT)
-    pilot = prior_draws(problem, simulator, sampler.pilot_chains, pilot_seed)
-    if run.path == "waypoint":
-        return waypoint.fit_waypoint(
-            problem.target, kernel, base_params, pilot, seed=pilot_seed,
-            config=sampler.tuning_config(), progress=run.progress,
-            fitted=fitted if fitted is not None else fit_q(problem.target, pilot, run.seed))
-    return tune_kernel(problem.target, kernel, base_params, pilot, seed=pilot_seed,
-                       config=sampler.tuning_config(), progress=run.progress)
-
-
 def _prior_end(problem: Problem, simulator: Simulator, sampler: SamplerSettings,
                run: RunSettings, path):
     """The kernel tuned at the prior for the simulator check, where the path has none
@@ -244,7 +226,7 @@ def _run_steps(problems: list[Problem], simulator: Simulator, kernel, tuned,
                sampler: SamplerSettings, run: RunSettings, steps: Sequence[int],
                out_dir: Path | None, fingerprint: str, executor: Executor, finish) -> None:
     """Run ``steps`` in shards on ``executor`` (see :func:`run_steps_in_shards`: locally
-    one batch per problem, as :func:`engine.run <bread_stan.ais.engine.run>`); each
+    one batch per problem, as :func:`runs.run <bread_stan.ais.runs.run>`); each
     step's problems joined into one step, its forward chains' draws constrained."""
     config = _ais_config(sampler, run, steps[0] if steps else 2, False)
     smc_config = (smc.SMCConfig(particles=run.particles_per_run) if run.algorithm == "smc"

@@ -21,9 +21,10 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from ..ais.results import BreadResult, load_steps
-from ..ais.imh_tuning import IMHTuningConfig, tune_imh
+from ..ais.imh_tuning import IMHTuningConfig
+from ..ais.path_kinds import tune_prior
 from ..ais.run_directory import RunDirectory
-from ..ais.tuning import TunedKernel, TuningConfig, tune
+from ..ais.tuning import TunedKernel, TuningConfig
 from ..errors import BreadStanError, InputError
 from ..pace import duration
 from ..stan.compile import CompiledModel
@@ -197,13 +198,11 @@ def setup_warnings(extra: dict, tuned: TunedKernel, name: str) -> None:
 
 def tune_kernel(target, kernel, base_params, prior_draws, *, seed: int,
                 config: TuningConfig | IMHTuningConfig, progress: bool = False):
-    """The pilot of the sampler's kernel: :func:`~bread_stan.ais.tuning.tune` (HMC,
-    NUTS) or, for an :class:`~bread_stan.ais.imh_tuning.IMHTuningConfig`, the IMH
-    kernel's SMC pilot :func:`~bread_stan.ais.imh_tuning.tune_imh`."""
-    if isinstance(config, IMHTuningConfig):
-        return tune_imh(target, prior_draws, seed=seed, config=config, progress=progress)
-    return tune(target, kernel, base_params, prior_draws, seed=seed, config=config,
-                progress=progress)
+    """The pilot of the sampler's kernel on the prior path
+    (:func:`~bread_stan.ais.path_kinds.tune_prior`: HMC and NUTS tuned along beta, or
+    the IMH kernel's SMC pilot)."""
+    return tune_prior(target, kernel, base_params, prior_draws, seed=seed, config=config,
+                      progress=progress)
 
 
 def load_or_tune(path: Path | None, target, kernel, base_params, config: TuningConfig,

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..ais.gaussian_base import GaussianBase
 from ..ais.path_choice import PathChoice
-from ..store import load_for_run, load_if_sound, save_for_run
+from ..ais.run_directory import CHOICE_FILE, RunDirectory
 from ..stan.simulator import Simulator
 from .auto_path import Resolution, concrete, resolve_path
 from .problem import Problem
@@ -31,8 +31,6 @@ from .settings import RunSettings, SamplerSettings
 __all__ = ["CHOICE_FILE", "settle", "save_choice", "load_choice"]
 
 log = logging.getLogger(__name__)
-
-CHOICE_FILE = "path_choice.json"
 
 
 def settle(problems: list[Problem], simulator: Simulator, sampler: SamplerSettings,
@@ -59,8 +57,8 @@ def save_choice(out_dir: Path, key: str, settled: Resolution) -> None:
     if settled.fitted is not None:
         base, record = settled.fitted
         fitted = {"base": base.to_dict(), "record": record}
-    save_for_run(Path(out_dir) / CHOICE_FILE,
-                 {"choice": settled.choice.to_dict(), "fitted": fitted}, key)
+    RunDirectory(out_dir, None).save_choice(
+        key, {"choice": settled.choice.to_dict(), "fitted": fitted})
 
 
 def load_choice(out_dir: Path, key: str, sampler: SamplerSettings, run: RunSettings
@@ -72,5 +70,4 @@ def load_choice(out_dir: Path, key: str, sampler: SamplerSettings, run: RunSetti
         if fitted is not None:
             fitted = GaussianBase.from_dict(fitted["base"]), dict(fitted["record"])
         return concrete(sampler, run, PathChoice(**record["choice"]), fitted)
-    return load_if_sound(Path(out_dir) / CHOICE_FILE,
-                         lambda path: load_for_run(path, key, read, "a path choice"))
+    return RunDirectory(out_dir, None).load_choice(key, read)
