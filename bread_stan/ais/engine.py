@@ -51,8 +51,7 @@ from ..kernels.params import concat_params
 from .results import BreadResult, DirectionResult, StepResult
 from ..rng import ChainRandom, chain_seed_sequences
 from .betas import ScheduleSpec
-from .tuning import progress_bar
-from ..pace import PaceLog
+from ..progress import PaceLog, progress_bar
 from ..target import Target
 from ..errors import InputError
 

@@ -59,7 +59,7 @@ import numpy as np
 
 from . import engine
 from .results import BreadResult, StepResult
-from .tuning import progress_bar
+from ..progress import progress_bar
 from ..kernels.base import ChainState, Kernel, initial_state
 from ..rng import ChainRandom, Stream, chain_seed_sequences
 from ..target import Evaluation, Target

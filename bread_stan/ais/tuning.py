@@ -46,7 +46,6 @@ the forward and reverse runs; the tuned kernel is saved with the results.
 from __future__ import annotations
 
 import logging
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
@@ -62,11 +61,11 @@ from ..kernels.registry import KERNELS
 from ..linalg import spd_log, symmetric_exp
 from ..rng import ChainRandom, Stream
 from ..store import CorruptFileError, load_json, save_json
-from ..pace import PaceLog
+from ..progress import PaceLog, progress_bar
 from ..target import Target
 from ..errors import InputError
 
-__all__ = ["TuningConfig", "TunedKernel", "tune", "progress_bar", "loglik_sd", "PILOT_STREAM",
+__all__ = ["TuningConfig", "TunedKernel", "tune", "loglik_sd", "PILOT_STREAM",
            "PilotAbandoned", "metric_from_base"]
 
 log = logging.getLogger(__name__)
@@ -375,17 +374,6 @@ class DualAveraging:
     @property
     def final(self) -> np.ndarray:
         return np.exp(self.x_bar)
-
-
-def progress_bar(total: int, enabled: bool, desc: str):
-    """A tqdm bar when asked for and attached to a terminal; otherwise None."""
-    if not enabled or not sys.stderr.isatty():
-        return None
-    try:
-        from tqdm.auto import tqdm
-    except ImportError:  # progress bars are optional
-        return None
-    return tqdm(total=total, desc=desc, leave=False)
 
 
 def tune(target: Target, kernel: Kernel, base_params, prior_draws, *, seed,

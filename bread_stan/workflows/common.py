@@ -25,7 +25,7 @@ from ..ais.results import BreadResult, load_steps
 from ..ais.imh_tuning import IMHTuningConfig, TunedIMH, tune_imh
 from ..ais.tuning import TunedKernel, TuningConfig, tune
 from ..errors import BreadStanError, InputError
-from ..pace import duration
+from ..progress import duration
 from ..stan.compile import CompiledModel
 from ..store import check_writable, clean_temporaries, load_if_sound, load_json, lock
 
