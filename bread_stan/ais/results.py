@@ -24,7 +24,7 @@ from . import result_files
 from .betas import Betas
 from .estimators import (Sandwich, bidirectional_log_ml, consistency_check, grouped_bound,
                          jeffreys_bound, log_ml_sandwich, one_sided_bounds)
-from .verdict import EXIT_CODES, StepVerdict, VerdictSettings, judge_step
+from .verdict import StepVerdict, VerdictSettings, judge_step
 from ..errors import InputError
 
 __all__ = ["DirectionResult", "StepResult", "BreadResult", "SubjectiveResult"]
@@ -245,11 +245,6 @@ class BreadResult:
             return "inconsistent"
         return "converged" if any(v.converged for v in verdicts) else "not converged"
 
-    @property
-    def exit_code(self) -> int:
-        """0 converged at some T, 3 a check failed, 4 ran but converged at no T."""
-        return EXIT_CODES.get(self.status, 4)
-
     def headline(self) -> str:
         """The one sentence a user reads: the verdict at the largest T, and what the
         checks that ran can and cannot support."""
@@ -380,7 +375,7 @@ class BreadResult:
     def summary_json(self) -> dict[str, Any]:
         """The summary, settings and problems as JSON-ready data."""
         table = self.summary()
-        return {"model": self.model, "status": self.status, "exit_code": self.exit_code,
+        return {"model": self.model, "status": self.status,
                 "headline": self.headline(), "settings": self.settings,
                 "consistent": self.consistent, "problems": self.problems(),
                 "verdicts": [jsonable(v.as_dict()) for v in self.verdicts()],
@@ -434,10 +429,12 @@ class BreadResult:
         return kind(model, settings, load_steps(out_dir, settings.get("fingerprint")), extra)
 
     def plot(self, *, truth: float | None = None) -> dict:
-        """All figures of the report (estimates, bound, per-temperature gap), by name."""
-        from ..reporting.plots import plot_all
+        """All figures of the report (estimates, bound, per-temperature gap), by name
+        (:func:`bread_stan.reporting.plots.plot_all`, a layer above this one, found
+        through :func:`bread_stan.late`)."""
+        from .. import late
 
-        return plot_all(self, truth=truth)
+        return late("plot_result")(self, truth=truth)
 
     def _repr_html_(self) -> str:  # Jupyter display
         head = f"<b>BREAD: {self.model}</b><p>{self.headline()}</p>"
