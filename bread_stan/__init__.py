@@ -55,7 +55,7 @@ _SUBPACKAGES = ("stan", "kernels", "ais", "approx", "meta", "parallel", "workflo
 # What a lower layer calls and a higher one provides: name -> "module:function".
 _LATE = {"plot_result": "reporting.plots:plot_all"}  # BreadResult.plot
 
-__all__ = ["__version__", *_LAZY, *_SUBPACKAGES]
+__all__ = ["__version__", "late", *_LAZY, *_SUBPACKAGES]
 
 
 def late(name: str):
