@@ -4,11 +4,14 @@ Subpackages, in the order data flows: ``stan`` (toolchain, compile, bridge, temp
 target, simulator, data) -> ``kernels`` (HMC, NUTS) -> ``ais`` (schedules, tuning,
 engine, estimators, results, Gaussian base) -> ``approx`` (Laplace, ADVI,
 Pathfinder) -> ``meta`` (AIDE's inference algorithms and estimator) -> ``workflows``
-(bread, compare, protocol, subjective, aide) ->
-``reporting`` (plots, reports, CLI); ``exact`` holds known answers for tests.
+(bread, compare, protocol, subjective, aide) -> ``reporting`` (plots, reports) ->
+``cli`` (the ``bread-stan`` command line); ``exact`` holds known answers for tests.
 
 The names a user calls are importable from the package itself
 (``bread_stan.bread``); they load on first use, so ``import bread_stan`` stays cheap.
+A lower layer that offers what a higher one provides (a result's figures, drawn by
+``reporting``) finds it by name at call time with :func:`late`, so no module imports
+from a layer above it.
 """
 
 from __future__ import annotations
@@ -48,9 +51,18 @@ _LAZY = {
     "Executor": "parallel.executor",
 }
 _SUBPACKAGES = ("stan", "kernels", "ais", "approx", "meta", "parallel", "workflows", "exact",
-                "reporting")
+                "reporting", "cli")
+# What a lower layer calls and a higher one provides: name -> "module:function".
+_LATE = {"plot_result": "reporting.plots:plot_all"}  # BreadResult.plot
 
-__all__ = ["__version__", *_LAZY, *_SUBPACKAGES]
+__all__ = ["__version__", "late", *_LAZY, *_SUBPACKAGES]
+
+
+def late(name: str):
+    """The function registered as ``name`` in ``_LATE``, imported on first use: how
+    ``BreadResult.plot`` (in ``ais``) reaches the figures of ``reporting``."""
+    module, function = _LATE[name].split(":")
+    return getattr(importlib.import_module(f".{module}", __name__), function)
 
 
 def __getattr__(name: str):

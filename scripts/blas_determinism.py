@@ -76,7 +76,7 @@ def child(info_path: str, argv: list[str]) -> int:
     import scipy.linalg  # noqa: F401  (load scipy's OpenBLAS too, to report it)
     from threadpoolctl import threadpool_info
 
-    from bread_stan.reporting.cli import main
+    from bread_stan.cli.main import main
     status = main(argv)
     libraries = [{k: lib.get(k) for k in ("internal_api", "prefix", "version", "architecture")}
                  for lib in threadpool_info()]

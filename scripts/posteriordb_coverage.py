@@ -9,7 +9,7 @@ For each of posteriordb's 120 Stan programs (with the data of its first posterio
   program with its likelihood deleted, and checks the split is exact (joint at
   prior_only = 0 equals the user's, prior at prior_only = 1 equals the prior part, 20
   random unconstrained points, Jacobian on and off, relative tolerance 1e-10).
-* ``--stage run``: the command itself, ``python -m bread_stan.reporting.cli run MODEL
+* ``--stage run``: the command itself, ``python -m bread_stan.cli run MODEL
   --data DATA --steps 100,1000 --chains 30``, one program at a time, time-boxed per
   program (``--timeout``; a time-out ends the compilers the command started too): "ran"
   (exit code, the simulator check's result, verdict, bound at T = 1000, whether the
@@ -199,7 +199,7 @@ def _sim_check(text: str) -> str:
 
 def run_stage(row: dict, program: Path, data: Path, work: Path, timeout: float) -> dict:
     out = work / "runs" / row["program"]
-    command = [sys.executable, "-m", "bread_stan.reporting.cli", "run", str(program),
+    command = [sys.executable, "-m", "bread_stan.cli", "run", str(program),
                "--data", str(data), "--steps", "100,1000", "--chains", "30",
                "--out", str(out)]
     start = time.perf_counter()

@@ -75,7 +75,7 @@ def chromium(exe: str, page: Path, profile: Path, *extra: str) -> subprocess.Com
 def make_report(source: Path | None, work: Path, keep: Path | None = None) -> Path:
     """The report of a small real run (saved in ``keep`` if given), or of a saved
     result (regenerated in a copy)."""
-    from bread_stan.reporting.cli import main
+    from bread_stan.cli.main import main
 
     out = keep or work / "result"
     if source is None:

@@ -147,7 +147,7 @@ def extract_posteriordb(git_dir: str, work: Path) -> tuple[Path, Path]:
 
 
 def run_pool(model: Path, data: Path, seed: int, steps: str, pool: int, out: Path) -> None:
-    command = [sys.executable, "-m", "bread_stan.reporting.cli", "run", str(model),
+    command = [sys.executable, "-m", "bread_stan.cli", "run", str(model),
                "--data", str(data), "--steps", steps, "--chains", str(pool), "--seed",
                str(seed), "--threads", "1", "--quiet", "--no-check", "--out", str(out)]
     result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)

@@ -25,7 +25,7 @@ from bread_stan.approx import advi, laplace
 from bread_stan.exact.conjugate import simulate_regression
 from bread_stan.kernels.base import StepInfo, initial_state
 from bread_stan.kernels.hmc import HMC, HMCParams
-from bread_stan.reporting.cli import main
+from bread_stan.cli.main import main
 from bread_stan.rng import derived_seed
 from bread_stan.target import Evaluation
 from bread_stan.workflows.aide import AIDESettings

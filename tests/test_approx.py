@@ -305,7 +305,7 @@ def test_cli_measures_an_approximation_against_exact_reference_draws(tmp_path, c
     D_SBJ is 0 (to the finite-difference Hessian's precision); mean-field ADVI is not."""
     import json
 
-    from bread_stan.reporting.cli import main
+    from bread_stan.cli.main import main
     from bread_stan.stan.draws import to_arviz
 
     data = {"N": 20, "K": 3, "X": regression.X.tolist(), "y": regression.y.tolist(),

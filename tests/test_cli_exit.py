@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from bread_stan.errors import InputError, StanDataError
-from bread_stan.reporting import cli
+from bread_stan.cli import main as cli
 
 
 def _fails_with(monkeypatch, error):
@@ -52,14 +52,17 @@ def test_interrupt_exits_130(monkeypatch, capsys):
 
 
 def test_a_finished_commands_status_comes_from_one_policy():
-    """run/subjective: the result's own code; compare: 3 if any program failed a check,
-    else the worst; protocol: ok or 3; check: passed or 3; AIDE: 0."""
+    """run/subjective: by the result's status (converged 0, inconsistent 3, not converged
+    or empty 4); compare: 3 if any program failed a check, else the worst; protocol: ok
+    or 3; check: passed or 3; AIDE: 0."""
     from types import SimpleNamespace as Outcome
     code = cli._exit_code
-    assert code(Outcome(exit_code=4)) == 4
-    assert code({"a": Outcome(exit_code=0), "b": Outcome(exit_code=4)}) == 4
-    assert code({"a": Outcome(exit_code=4), "b": Outcome(exit_code=3),
-                 "c": Outcome(exit_code=0)}) == 3
+    assert code(Outcome(status="converged")) == 0
+    assert code(Outcome(status="inconsistent")) == 3
+    assert code(Outcome(status="not converged")) == 4 and code(Outcome(status="empty")) == 4
+    assert code({"a": Outcome(status="converged"), "b": Outcome(status="not converged")}) == 4
+    assert code({"a": Outcome(status="not converged"), "b": Outcome(status="inconsistent"),
+                 "c": Outcome(status="converged")}) == 3
     assert code(Outcome(ok=False)) == 3 and code(Outcome(ok=True)) == 0
     assert code(Outcome(passed=False)) == 3 and code(Outcome(passed=True)) == 0
     assert code([Outcome(estimate=0.1)]) == 0

@@ -229,7 +229,7 @@ def test_the_cli_reports_an_unreachable_scheduler_without_a_traceback(tmp_path, 
     options = {"run": ["--simulator", str(SIMULATOR), "--steps", "3", "--chains", "4"],
                "subjective": ["--steps", "3", "--chains", "4"], "aide": []}[command]
     out = subprocess.run(
-        [sys.executable, "-m", "bread_stan.reporting.cli", command, str(MODEL), *options,
+        [sys.executable, "-m", "bread_stan.cli", command, str(MODEL), *options,
          "--data", json_file(tmp_path), "--scheduler", UNREACHABLE, "--connect-timeout", "1",
          "--quiet", "--out", str(tmp_path / "out")],
         capture_output=True, text=True, cwd=ROOT, timeout=120,

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from bread_stan.reporting import cli
+from bread_stan.cli import main as cli
 from bread_stan.stan.compile import Program, compile_many, stanc_info
 from bread_stan.stan.draft import DraftError, draft_program, draft_simulator
 from bread_stan.stan.simulator import check_conventions

@@ -25,10 +25,9 @@ from bread_stan import store
 from bread_stan.ais import engine
 from bread_stan.ais.results import BreadResult, DirectionResult, StepResult
 from bread_stan.ais.tuning import TunedKernel
-from bread_stan.ais.verdict import EXIT_CODES
 from bread_stan.errors import StanDataError
 from bread_stan.kernels.hmc import HMC
-from bread_stan.reporting import cli
+from bread_stan.cli import main as cli
 from bread_stan.stan import compile as compile_module
 from bread_stan.stan.compile import compile_many, compile_model, stanc_info
 from bread_stan.stan.model import StanModel
@@ -45,7 +44,7 @@ UNWRAPPED = TEST_STAN / "norm_unwrapped.stan"
 IMPROPER = TEST_STAN / "norm_improper.stan"
 SIM_YY = TEST_STAN / "norm_sim_yy.stan"
 MODELS = ROOT / "stan_models"
-FINISHED = (EXIT_CODES["converged"], EXIT_CODES["not converged"])  # a run that went well
+FINISHED = (cli.EXIT_CODES["converged"], cli.EXIT_CODES["not converged"])  # a run that went well
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -228,7 +227,7 @@ def test_compare_compiles_every_program_before_running_any(tmp_path, capsys):
 
 def test_cli_subprocess_shows_no_traceback(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, "-m", "bread_stan.reporting.cli",
+    done = subprocess.run([sys.executable, "-m", "bread_stan.cli",
                            *_run(_file(tmp_path))], capture_output=True, text=True, env=env)
     assert done.returncode == 2
     assert "Traceback" not in done.stderr and "is a file, not a directory" in done.stderr

@@ -1,7 +1,8 @@
 """The package's structure (scripts/check_imports.py): no import circle, no private
 name imported across modules, no module over 600 lines, no function over 80, no type
 test of a tuned path outside ``ais`` and one annealing loop, beyond the debt listed in
-scripts/import_debt.txt.  Exact: reads the source, runs nothing of it."""
+scripts/import_debt.txt; no import up the architecture's order of layers.  Exact: reads
+the source, runs nothing of it (but for the one test of the root's registry)."""
 
 from __future__ import annotations
 
@@ -100,3 +101,39 @@ def test_ctypes_is_confined_to_the_bridge_wrapper():
             if any(n.split(".")[0] == "ctypes" for n in names):
                 users.append(str(path.relative_to(ROOT)))
     assert sorted(set(users)) == ["bread_stan/stan/model.py"]
+
+
+# The architecture order (docs/guides/architecture.md): a subpackage imports only its
+# own rank or lower ones; the modules at the package's root (errors, rng, store, ...)
+# sit below them all.  ``exact`` (known answers for tests) is imported by none of them.
+LAYERS = {"stan": 0, "kernels": 1, "ais": 2, "approx": 3, "meta": 3, "parallel": 4,
+          "workflows": 5, "reporting": 6, "exact": 6, "cli": 7}
+# Known upward imports, to be paid off (never added to).
+UPWARD_DEBT = {("bread_stan.stan.native", "bread_stan.kernels.integrator")}
+
+
+def _rank(module: str) -> int:
+    parts = module.split(".")
+    return LAYERS.get(parts[1], -1) if len(parts) > 1 else -1
+
+
+def test_no_module_imports_a_layer_above_its_own():
+    """What a lower layer needs from a higher one (a result's figures, drawn by
+    ``reporting``) it finds by name through the package root (``bread_stan.late``),
+    which imports nothing at import time, so importing the root is no way up."""
+    graph, _ = _checker().scan()
+    assert graph["bread_stan"] == set()
+    upward = {(a, b) for a, targets in graph.items() for b in targets
+              if b != "bread_stan" and _rank(b) > _rank(a)}
+    assert upward == UPWARD_DEBT, sorted(upward ^ UPWARD_DEBT)
+
+
+def test_a_result_draws_its_figures_through_the_root(monkeypatch):
+    """``BreadResult.plot`` calls ``reporting.plots.plot_all`` without importing it."""
+    from bread_stan.ais.results import BreadResult
+    from bread_stan.reporting import plots
+    drawn = []
+    monkeypatch.setattr(plots, "plot_all", lambda result, truth=None: drawn.append(
+        (result, truth)) or {"figure": truth})
+    result = BreadResult("m", {})
+    assert result.plot(truth=1.5) == {"figure": 1.5} and drawn == [(result, 1.5)]

@@ -32,7 +32,7 @@ import pytest
 
 from bread_stan.ais import engine as ais
 from bread_stan.errors import ToolchainError
-from bread_stan.reporting import cli
+from bread_stan.cli import main as cli
 from bread_stan.stan.compile import compile_many
 from bread_stan.workflows.fit import FitSettings, fit, warmup_windows
 from bread_stan.workflows.agreement import agreement_score

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from bread_stan.errors import PriorOnlyMissingError, StanDataError
-from bread_stan.reporting import cli
+from bread_stan.cli import main as cli
 from bread_stan.stan import compile as compile_module
 from bread_stan.stan.compile import compile_many
 from bread_stan.stan.simulator import compile_with_simulator

@@ -14,8 +14,8 @@ import pytest
 from scipy import stats
 
 from bread_stan.ais.results import BreadResult
-from bread_stan.reporting import cli
-from bread_stan.reporting.arguments import build_parser
+from bread_stan.cli import main as cli
+from bread_stan.cli.arguments import build_parser
 from bread_stan.stan.compile import compile_many
 from bread_stan.workflows.bread import RunSettings, SamplerSettings, bread
 from bread_stan.workflows.protocol import protocol

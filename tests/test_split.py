@@ -177,7 +177,7 @@ def test_no_finite_point_proves_nothing():
 def test_cli_refuses_in_one_line(tmp_path, capsys, model, message):
     """Without --simulator the command splits and drafts; what it cannot do is one line
     on stderr, exit 2, before any compile."""
-    from bread_stan.reporting.cli import main
+    from bread_stan.cli.main import main
 
     (tmp_path / "m.stan").write_text(model)
     (tmp_path / "d.json").write_text('{"N": 2, "y": [0.5, 1.5]}')

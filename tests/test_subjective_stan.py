@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
-from bread_stan.reporting.cli import main
+from bread_stan.cli.main import main
 from bread_stan.stan.compile import compile_model, read_program
 from bread_stan.stan.draws import to_arviz
 from bread_stan.stan.model import StanModel

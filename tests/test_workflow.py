@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from bread_stan.reporting import cli
-from bread_stan.reporting.arguments import build_parser
+from bread_stan.cli import main as cli
+from bread_stan.cli.arguments import build_parser
 from bread_stan.workflows import bread as workflow
 from bread_stan.stan.compile import compile_many
 from bread_stan.ais.results import BreadResult
@@ -113,7 +113,7 @@ def test_mismatched_simulator_is_flagged_and_no_bound_is_reported():
     assert "simulator" in wrong.problems()[0]
     # The simulator check, run by default, flags it as well.
     assert not wrong.extra["simulator_check"]["passed"]
-    assert wrong.problems()[-1].startswith("simulator check:") and wrong.exit_code == 3
+    assert wrong.problems()[-1].startswith("simulator check:") and cli._exit_code(wrong) == 3
 
 
 def test_multi_draw_run_splits_chains_over_problems_each_on_its_own_data(tmp_path):

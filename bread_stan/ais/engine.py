@@ -53,8 +53,7 @@ from ..kernels.params import concat_params
 from .results import DirectionResult
 from ..rng import ChainRandom, chain_seed_sequences
 from .run_config import RunConfig, jsonable_config, step_schedule
-from .tuning import progress_bar
-from ..pace import PaceLog
+from ..progress import PaceLog, progress_bar
 from ..target import Target
 from ..errors import InputError
 

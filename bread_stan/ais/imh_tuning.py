@@ -56,7 +56,8 @@ from ..target import Target
 from .betas import Betas, validate
 from .path import OneLeg
 from .metric_estimates import regularised_covariance
-from .tuning import PILOT_STREAM, progress_bar
+from .tuning import PILOT_STREAM
+from ..progress import progress_bar
 
 __all__ = ["IMHTuningConfig", "TunedIMH", "IMHSchedule", "tune_imh", "next_beta"]
 

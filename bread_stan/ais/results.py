@@ -4,15 +4,13 @@ A :class:`BreadResult` holds one :class:`StepResult` per number of
 distributions T.  Each step result keeps the raw per-chain log estimates of
 both directions, timings, gradient counts, kernel diagnostics and (thinned)
 cumulative log weights, so every summary and figure can be recomputed from
-what is saved.  Results are saved one step count at a time (``save_step``), each as one
-file written atomically through :mod:`bread_stan.store`, so an interrupted run
-loses nothing it finished.
+what is saved.  Results are saved one step count at a time (``save_step``); the files
+and how they are read back are :mod:`.result_files`'s.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -21,19 +19,15 @@ import numpy as np
 import pandas as pd
 
 from ..stan.draws import to_arviz
-from ..store import (CorruptFileError, jsonable, load_json, load_unit, save_json, save_unit,
-                     set_aside, write_atomic)
-from .betas import Betas, ScheduleError
+from ..store import jsonable
+from . import result_files
+from .betas import Betas
 from .estimators import (Sandwich, bidirectional_log_ml, consistency_check, grouped_bound,
                          jeffreys_bound, log_ml_sandwich, one_sided_bounds)
-from .verdict import EXIT_CODES, StepVerdict, VerdictSettings, judge_step
+from .verdict import StepVerdict, VerdictSettings, judge_step
 from ..errors import InputError
 
 __all__ = ["DirectionResult", "StepResult", "BreadResult", "SubjectiveResult"]
-
-log = logging.getLogger(__name__)
-
-_RUN_FILE = "run.json"
 
 
 @dataclass
@@ -54,26 +48,6 @@ class DirectionResult:
     cumulative: np.ndarray | None = None
     cumulative_at: np.ndarray | None = None
     problems: np.ndarray | None = None
-
-    def _arrays(self, prefix: str) -> dict[str, np.ndarray]:
-        out = {f"{prefix}_log_estimates": self.log_estimates}
-        if self.cumulative is not None:
-            out[f"{prefix}_cumulative"] = self.cumulative
-            out[f"{prefix}_cumulative_at"] = self.cumulative_at
-        if self.problems is not None:
-            out[f"{prefix}_problems"] = self.problems
-        return out
-
-    def _meta(self) -> dict[str, Any]:
-        return {"wall_time": self.wall_time, "n_grad": int(self.n_grad),
-                "diagnostics": {k: float(v) for k, v in self.diagnostics.items()}}
-
-    @classmethod
-    def _load(cls, arrays, meta: dict, prefix: str) -> "DirectionResult":
-        cum = arrays.get(f"{prefix}_cumulative")
-        at = arrays.get(f"{prefix}_cumulative_at")
-        return cls(arrays[f"{prefix}_log_estimates"], meta["wall_time"], meta["n_grad"],
-                   meta.get("diagnostics", {}), cum, at, arrays.get(f"{prefix}_problems"))
 
 
 @dataclass
@@ -175,29 +149,17 @@ class StepResult:
     def save(self, path: Path, fingerprint: str | None = None) -> None:
         """Write this step count to the one file ``path`` (.npz), atomically;
         ``fingerprint`` names the run settings it belongs to."""
-        arrays = {**self.forward._arrays("forward"), **self.reverse._arrays("reverse")}
-        meta = {"n_steps": int(self.n_steps), "forward": self.forward._meta(),
-                "reverse": self.reverse._meta(), "fingerprint": fingerprint}
-        if isinstance(self.betas, Betas):  # its description, not T numbers
-            meta["betas"] = self.betas.to_dict()
-        elif self.betas is not None:
-            arrays["betas"] = self.betas
-        for name, value in self.draws.items():
-            arrays[f"draw__{name}"] = value
-        save_unit(path, arrays, meta)
+        result_files.write_step(path, self, fingerprint)
 
     @classmethod
     def load(cls, path: Path) -> "StepResult":
         """Read a step saved by :meth:`save`; CorruptFileError if it is damaged."""
-        arrays, meta = load_unit(path)
-        try:
-            draws = {k[len("draw__"):]: v for k, v in arrays.items() if k.startswith("draw__")}
-            return cls(meta["n_steps"], DirectionResult._load(arrays, meta["forward"], "forward"),
-                       DirectionResult._load(arrays, meta["reverse"], "reverse"),
-                       Betas.from_dict(meta["betas"]) if "betas" in meta
-                       else arrays.get("betas"), draws, meta.get("fingerprint"))
-        except (KeyError, TypeError, ScheduleError) as error:
-            raise CorruptFileError(Path(path), f"missing entry {error}") from None
+        return cls._from_fields(result_files.read_step(path))
+
+    @classmethod
+    def _from_fields(cls, fields: dict) -> "StepResult":
+        return cls(**{**fields, "forward": DirectionResult(**fields["forward"]),
+                      "reverse": DirectionResult(**fields["reverse"])})
 
 
 @dataclass
@@ -282,11 +244,6 @@ class BreadResult:
                 or self.setup_problems()):
             return "inconsistent"
         return "converged" if any(v.converged for v in verdicts) else "not converged"
-
-    @property
-    def exit_code(self) -> int:
-        """0 converged at some T, 3 a check failed, 4 ran but converged at no T."""
-        return EXIT_CODES.get(self.status, 4)
 
     def headline(self) -> str:
         """The one sentence a user reads: the verdict at the largest T, and what the
@@ -418,7 +375,7 @@ class BreadResult:
     def summary_json(self) -> dict[str, Any]:
         """The summary, settings and problems as JSON-ready data."""
         table = self.summary()
-        return {"model": self.model, "status": self.status, "exit_code": self.exit_code,
+        return {"model": self.model, "status": self.status,
                 "headline": self.headline(), "settings": self.settings,
                 "consistent": self.consistent, "problems": self.problems(),
                 "verdicts": [jsonable(v.as_dict()) for v in self.verdicts()],
@@ -442,12 +399,11 @@ class BreadResult:
     # -- persistence -----------------------------------------------------
     def save_header(self, out_dir: Path) -> None:
         """Write settings and extras (``run.json``); steps are saved separately."""
-        save_json(Path(out_dir) / _RUN_FILE,
-                  {"model": self.model, "settings": self.settings, "extra": self.extra})
+        result_files.write_header(out_dir, self)
 
     def save_step(self, out_dir: Path, step: StepResult) -> None:
         """Write one step count (``steps_T.npz``), tagged with this run's fingerprint."""
-        step.save(Path(out_dir) / f"steps_{step.n_steps}.npz", self.settings.get("fingerprint"))
+        step.save(result_files.step_path(out_dir, step.n_steps), self.settings.get("fingerprint"))
 
     def save(self, out_dir: Path) -> None:
         """Write everything needed to re-plot and re-summarise into ``out_dir``."""
@@ -458,8 +414,7 @@ class BreadResult:
 
     def save_summary(self, out_dir: Path) -> None:
         """Write ``summary.json`` and ``summary.csv``, atomically."""
-        save_json(Path(out_dir) / "summary.json", self.summary_json())
-        write_atomic(Path(out_dir) / "summary.csv", self.summary().to_csv(index=False))
+        result_files.write_summary(out_dir, self)
 
     @classmethod
     def load(cls, out_dir: Path) -> "BreadResult":
@@ -469,24 +424,17 @@ class BreadResult:
         set aside with a warning (a rerun recomputes it), and steps saved by a
         run with other settings are ignored.
         """
-        out_dir = Path(out_dir)
-        run_file = out_dir / _RUN_FILE
-        if not run_file.exists():
-            raise FileNotFoundError(f"{out_dir} holds no BREAD results (no {_RUN_FILE})")
-        header = load_json(run_file)
-        try:
-            model, settings = header["model"], header["settings"]
-        except (KeyError, TypeError):
-            raise CorruptFileError(run_file, "no model or settings in it") from None
-        extra = header.get("extra", {})
+        model, settings, extra = result_files.read_header(out_dir)
         kind = SubjectiveResult if cls is BreadResult and "subjective" in extra else cls
         return kind(model, settings, load_steps(out_dir, settings.get("fingerprint")), extra)
 
     def plot(self, *, truth: float | None = None) -> dict:
-        """All figures of the report (estimates, bound, per-temperature gap), by name."""
-        from ..reporting.plots import plot_all
+        """All figures of the report (estimates, bound, per-temperature gap), by name
+        (:func:`bread_stan.reporting.plots.plot_all`, a layer above this one, found
+        through :func:`bread_stan.late`)."""
+        from .. import late
 
-        return plot_all(self, truth=truth)
+        return late("plot_result")(self, truth=truth)
 
     def _repr_html_(self) -> str:  # Jupyter display
         head = f"<b>BREAD: {self.model}</b><p>{self.headline()}</p>"
@@ -499,21 +447,10 @@ class BreadResult:
 
 def load_steps(out_dir: Path, fingerprint: str | None) -> list[StepResult]:
     """The readable ``steps_T.npz`` files of ``out_dir`` saved under ``fingerprint``,
-    sorted by T; corrupt ones are set aside (logged), foreign ones skipped."""
-    steps = []
-    for path in Path(out_dir).glob("steps_*.npz"):
-        if not path.stem[len("steps_"):].isdigit():
-            continue
-        try:
-            step = StepResult.load(path)
-        except CorruptFileError as error:
-            set_aside(error)
-            continue
-        if fingerprint is not None and step.fingerprint != fingerprint:
-            log.warning("%s was saved by a run with other settings; ignored", path)
-            continue
-        steps.append(step)
-    return sorted(steps, key=lambda s: s.n_steps)
+    sorted by T; corrupt ones are set aside (logged), foreign ones skipped
+    (:func:`.result_files.read_steps`)."""
+    return [StepResult._from_fields(fields)
+            for fields in result_files.read_steps(out_dir, fingerprint)]
 
 
 @dataclass

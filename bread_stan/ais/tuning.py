@@ -46,7 +46,6 @@ the forward and reverse runs; the tuned kernel is saved with the results.
 from __future__ import annotations
 
 import logging
-import sys
 import time
 from collections.abc import Callable
 from typing import NamedTuple
@@ -64,11 +63,11 @@ from ..kernels.base import Kernel, initial_state
 from ..kernels.registry import KERNELS
 from ..linalg import interpolate_spd, spd_log
 from ..rng import ChainRandom, Stream
-from ..pace import PaceLog
+from ..progress import PaceLog, progress_bar
 from ..target import Target
 from ..errors import InputError
 
-__all__ = ["TuningConfig", "TunedKernel", "tune", "progress_bar", "loglik_sd", "PILOT_STREAM",
+__all__ = ["TuningConfig", "TunedKernel", "tune", "loglik_sd", "PILOT_STREAM",
            "PilotAbandoned", "metric_from_base", "METRICS", "RIDGES", "FINGERPRINT_NAMES",
            "fingerprint_fields"]
 
@@ -349,17 +348,6 @@ def _auto_may_be_dense(config: TuningConfig, n: int, d: int) -> bool:
     over a window of half the ``pilot_steps``."""
     pooled = n * max(config.pilot_steps // 2, 1)
     return d <= AUTO_DENSE_MAX_DIM and pooled >= 10 * d
-
-
-def progress_bar(total: int, enabled: bool, desc: str):
-    """A tqdm bar when asked for and attached to a terminal; otherwise None."""
-    if not enabled or not sys.stderr.isatty():
-        return None
-    try:
-        from tqdm.auto import tqdm
-    except ImportError:  # progress bars are optional
-        return None
-    return tqdm(total=total, desc=desc, leave=False)
 
 
 def tune(target: Target, kernel: Kernel, base_params, prior_draws, *, seed,

@@ -62,10 +62,7 @@ import numpy as np
 from .estimators import ConsistencyCheck, JeffreysBound, SignTest, sign_test
 from ..errors import InputError
 
-__all__ = ["VerdictSettings", "StepVerdict", "judge_step", "EXIT_CODES"]
-
-# What the command line returns for each run-level status.
-EXIT_CODES = {"converged": 0, "not converged": 4, "inconsistent": 3}
+__all__ = ["VerdictSettings", "StepVerdict", "judge_step"]
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..ais.tuning import progress_bar
+from ..progress import progress_bar
 from ..errors import BreadStanError, InputError
 from .local import LocalExecutor
 

@@ -1,3 +1,3 @@
-"""What a user reads: figures, the Markdown/HTML reports of BREAD and protocol runs, and
-the ``bread-stan`` command line.
+"""What a user reads: figures and the Markdown/HTML reports of BREAD, protocol and AIDE
+runs (the command line that writes them is :mod:`bread_stan.cli`).
 """

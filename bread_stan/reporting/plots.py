@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 
 # A result is a bread_stan.ais.results.BreadResult; it is not imported here, since
-# BreadResult.plot imports this module (no circle, even for type checkers).
+# BreadResult.plot calls plot_all (through bread_stan.late: no circle, even for type
+# checkers).
 BreadResult = Any
 
 __all__ = ["plot_estimates", "plot_bound", "plot_gap_by_temperature", "plot_all",

@@ -26,7 +26,7 @@ from ..ais.path_kinds import tune_prior
 from ..ais.run_directory import RunDirectory
 from ..ais.tuning import TunedKernel, TuningConfig
 from ..errors import BreadStanError, InputError
-from ..pace import duration
+from ..progress import duration
 from ..stan.compile import CompiledModel
 from ..store import check_writable, clean_temporaries, load_if_sound, load_json, lock
 

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..ais.result_files import direction_arrays, direction_fields, direction_meta
 from ..ais.results import BreadResult, DirectionResult
 from ..store import (CorruptFileError, jsonable, load_json, load_unit, save_json, save_unit,
                      set_aside, write_atomic)
@@ -287,7 +288,7 @@ def replicate_path(out_dir: Path, k: int, T: int) -> Path:
 
 def save_direction(path: Path, d: DirectionResult) -> None:
     """One direction's run as one ``.npz`` unit at ``path``."""
-    save_unit(path, d._arrays("x"), d._meta())
+    save_unit(path, direction_arrays(d, "x"), direction_meta(d))
 
 
 def _load_directions(directory: Path, pattern: str) -> list[tuple[Path, DirectionResult]]:
@@ -297,7 +298,7 @@ def _load_directions(directory: Path, pattern: str) -> list[tuple[Path, Directio
     for path in sorted(directory.glob(pattern)):
         try:
             arrays, meta = load_unit(path)
-            found.append((path, DirectionResult._load(arrays, meta, "x")))
+            found.append((path, DirectionResult(**direction_fields(arrays, meta, "x"))))
         except CorruptFileError as error:
             set_aside(error)
         except (KeyError, TypeError) as error:

@@ -63,7 +63,7 @@ import numpy as np
 from scipy import stats
 
 from ..errors import BreadStanError, InputError
-from ..pace import PaceLog, duration
+from ..progress import PaceLog, duration
 from ..kernels.base import initial_state
 from ..rng import ChainRandom, Purpose, Stream, chain_seed_sequences, derived_seed
 from ..stan.data import load_data

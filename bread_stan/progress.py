@@ -1,23 +1,37 @@
-"""Progress lines in the log for long phases: how far, how long so far, how long left.
+"""Progress of a long loop: a bar on a terminal, lines in the log otherwise.
 
-A tqdm bar shows only on a terminal; a run whose output goes to a file (a batch job, a
-sweep) would otherwise say nothing between the start of a phase and its end, which on
-a hard model can be many minutes.  :class:`PaceLog` logs one INFO line at most every
-``every`` seconds, and always at the end, with the time left estimated from the pace of
-the items since the previous line (not from the mean since the start: the pilot's
-later betas cost more than its first ones, so the recent pace is the better guess).
+:func:`progress_bar` gives a tqdm bar when progress is asked for and stderr is a
+terminal (None otherwise, also when tqdm is not installed: a bar never stops a run).
+A run whose output goes to a file (a batch job, a sweep) would otherwise say nothing
+between the start of a phase and its end, which on a hard model can be many minutes:
+:class:`PaceLog` logs one INFO line at most every ``every`` seconds, and always at the
+end, with the time left estimated from the pace of the items since the previous line
+(not from the mean since the start: the pilot's later betas cost more than its first
+ones, so the recent pace is the better guess).
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import sys
 import time
 from typing import Callable
 
-__all__ = ["PaceLog", "duration"]
+__all__ = ["progress_bar", "PaceLog", "duration"]
 
 log = logging.getLogger(__name__)
+
+
+def progress_bar(total: int, enabled: bool, desc: str):
+    """A tqdm bar when asked for and attached to a terminal; otherwise None."""
+    if not enabled or not sys.stderr.isatty():
+        return None
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:  # progress bars are optional
+        return None
+    return tqdm(total=total, desc=desc, leave=False)
 
 
 def duration(seconds: float) -> str:

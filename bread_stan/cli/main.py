@@ -130,7 +130,7 @@ def _check_line(check: dict | None) -> str:
 
 def _report(result, out: Path, what: str) -> int:
     """Write ``result``'s report into ``out``, print its summary, return its exit code."""
-    from .report import write_report
+    from ..reporting.report import write_report
 
     path = write_report(result, out)
     _print_summary(result)
@@ -145,7 +145,7 @@ def _path_line(choice: dict) -> str:
 
 
 def _print_summary(result) -> None:
-    from .report import markdown_table, result_table
+    from ..reporting.report import markdown_table, result_table
 
     print(f"\n{result.model}: {result.status.upper()}")
     print(_check_line(result.extra.get("simulator_check")))
@@ -172,7 +172,7 @@ def _cmd_run(args) -> int:
 
 
 def _cmd_compare(args) -> int:
-    from .report import write_comparison, write_report
+    from ..reporting.report import write_comparison, write_report
     from ..workflows.bread import compare
 
     sampler, run = _settings(args)
@@ -195,7 +195,7 @@ def _cmd_compare(args) -> int:
 def _compare_finished(out: Path) -> None:
     """After a failed ``compare``, write the comparison of the programs that finished."""
     from ..ais.results import BreadResult
-    from .report import write_comparison
+    from ..reporting.report import write_comparison
 
     finished = {}
     for run_file in sorted(Path(out).glob("*/run.json")):
@@ -212,8 +212,8 @@ def _compare_finished(out: Path) -> None:
 
 
 def _print_protocol(result) -> None:
-    from .protocol_report import protocol_verdict
-    from .report import markdown_table
+    from ..reporting.protocol_report import protocol_verdict
+    from ..reporting.report import markdown_table
 
     print(f"\n{result.model} (real-data protocol)")
     print(_check_line(result.extra.get("simulator_check")))
@@ -231,7 +231,7 @@ def _print_protocol(result) -> None:
 def _cmd_protocol(args) -> int:
     from ..workflows.fit import FitSettings
     from ..workflows.protocol import ProtocolSettings, protocol
-    from .protocol_report import write_protocol_report
+    from ..reporting.protocol_report import write_protocol_report
 
     sampler, run = _settings(args)
     settings = ProtocolSettings(
@@ -296,8 +296,8 @@ def _cmd_aide(args) -> int:
     from ..workflows.aide import AIDESettings, aide
     from ..workflows.settings import RunSettings
     from ..workflows.subjective import BaseSettings
-    from .aide_report import aide_table, write_aide_report
-    from .report import markdown_table
+    from ..reporting.aide_report import aide_table, write_aide_report
+    from ..reporting.report import markdown_table
 
     out = args.out or Path(f"aide-{args.model.stem}")
     reference = args.reference
@@ -360,7 +360,7 @@ def _cmd_draft_simulator(args) -> int:
 def _cmd_report(args) -> int:
     if (Path(args.dir) / "protocol.json").exists():
         from ..workflows.protocol_result import ProtocolResult
-        from .protocol_report import write_protocol_report
+        from ..reporting.protocol_report import write_protocol_report
 
         result = ProtocolResult.load(args.dir)
         path = write_protocol_report(result, args.dir)
@@ -442,19 +442,24 @@ def main(argv: list[str] | None = None) -> int:
 
 
 EXIT_BAD_INPUT, EXIT_BUG, EXIT_INTERRUPTED, EXIT_CHECK_FAILED = 2, 1, 130, 3
+EXIT_NOT_CONVERGED = 4
+
+# The exit status of a BREAD or subjective result, by its ``status``.
+EXIT_CODES = {"converged": 0, "not converged": EXIT_NOT_CONVERGED,
+              "inconsistent": EXIT_CHECK_FAILED}
 
 
 def _exit_code(outcome) -> int:
     """The exit status of a finished command, from what it produced (the one policy):
-    a BREAD or subjective result its ``exit_code`` (0 converged, 3 a check failed, 4
-    converged at no T); several (``compare``) 3 if any failed a check, else the worst; a
-    protocol result 0 if ``ok`` else 3; a simulator check 0 if it passed else 3;
-    anything else (AIDE estimates, an approximation's divergence) 0."""
+    a BREAD or subjective result by its ``status`` (0 converged, 3 a check failed, 4
+    converged at no T or nothing finished); several (``compare``) 3 if any failed a
+    check, else the worst; a protocol result 0 if ``ok`` else 3; a simulator check 0 if
+    it passed else 3; anything else (AIDE estimates, an approximation's divergence) 0."""
     if isinstance(outcome, dict):
         codes = {_exit_code(value) for value in outcome.values()}
         return EXIT_CHECK_FAILED if EXIT_CHECK_FAILED in codes else max(codes, default=0)
-    if hasattr(outcome, "exit_code"):
-        return outcome.exit_code
+    if hasattr(outcome, "status"):
+        return EXIT_CODES.get(outcome.status, EXIT_NOT_CONVERGED)
     if hasattr(outcome, "ok"):
         return 0 if outcome.ok else EXIT_CHECK_FAILED
     if hasattr(outcome, "passed"):

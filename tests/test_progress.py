@@ -1,4 +1,5 @@
-"""Progress lines of long phases (bread_stan.pace): when they are logged and what they say."""
+"""Progress of long phases (bread_stan.progress): when lines are logged and what they say;
+when a bar shows."""
 
 import logging
 
@@ -7,7 +8,7 @@ import numpy as np
 from bread_stan.ais.tuning import TuningConfig, tune
 from bread_stan.exact.conjugate import simulate_regression
 from bread_stan.kernels.hmc import HMC, HMCParams
-from bread_stan.pace import PaceLog, duration
+from bread_stan.progress import PaceLog, duration, progress_bar
 
 
 class _Clock:
@@ -62,3 +63,33 @@ def test_the_pilot_logs_its_progress_when_asked_and_no_bar_shows(caplog):
     with caplog.at_level(logging.INFO, logger="bread_stan"):
         tune(model, HMC(), HMCParams(0.5, 4), draws, seed=3, config=config, progress=False)
     assert not [r for r in caplog.records if "of 4 betas" in r.getMessage()]
+
+
+class _Terminal:
+    """A stand-in stderr that says it is a terminal."""
+
+    def __init__(self):
+        self.text = []
+
+    def isatty(self):
+        return True
+
+    def write(self, text):
+        self.text.append(text)
+        return len(text)
+
+    def flush(self):
+        pass
+
+
+def test_a_bar_only_when_asked_for_on_a_terminal_with_tqdm(monkeypatch):
+    import sys
+
+    assert progress_bar(5, True, "AIS") is None  # under pytest stderr is not a terminal
+    monkeypatch.setattr(sys, "stderr", _Terminal())
+    assert progress_bar(5, False, "AIS") is None  # on a terminal, but not asked for
+    bar = progress_bar(5, True, "AIS")
+    assert bar is not None and bar.total == 5
+    bar.close()
+    monkeypatch.setitem(sys.modules, "tqdm.auto", None)  # tqdm not installed
+    assert progress_bar(5, True, "AIS") is None

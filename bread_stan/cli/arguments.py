@@ -1,6 +1,6 @@
 """The ``bread-stan`` command line's arguments: every subcommand and its options.
 
-:func:`build_parser` builds the parser; :mod:`bread_stan.reporting.cli` runs what it
+:func:`build_parser` builds the parser; :mod:`bread_stan.cli.main` runs what it
 parses.  Kept apart so the command line's module holds the commands and the exit policy.
 """
 
