@@ -408,7 +408,7 @@ def _imported_names(source: str) -> list[str]:
             names += [f"{node.module}.{a.name}" for a in node.names if a.name != "*"]
         elif isinstance(node, ast.Import):
             names += [a.name for a in node.names if a.name.startswith("bread_stan")]
-    return names + DOTTED.findall(source)
+    return sorted(set(names + DOTTED.findall(source)))
 
 
 def check_python(pages: list[Page], run: bool = True) -> list[str]:
