@@ -244,6 +244,9 @@ def _check_command(where: str, name: str, sub, tokens: list[str]) -> list[str]:
 
 
 DOTTED = re.compile(r"\bbread_stan(?:\.[A-Za-z_]\w*)+")
+# A name inside the package written from its subpackage (`ais.results.BreadResult`).
+RELATIVE = re.compile(r"^(?:ais|stan|kernels|workflows|reporting|approx|parallel|meta|exact|"
+                      r"cli)\.[A-Za-z_][\w.]*\w$")
 
 
 def resolves(dotted: str) -> bool:
@@ -264,13 +267,17 @@ def resolves(dotted: str) -> bool:
 
 def check_names(pages: list[Page]) -> list[str]:
     """``bread_stan.x.y`` names in backticks (or on a ``{eval-rst}`` directive's
-    ``:module:``) that do not resolve."""
+    ``:module:``), and names written from a subpackage (`` `ais.results.BreadResult` ``,
+    the whole span), that do not resolve."""
     problems = []
     for page in pages:
         for snip in snippets(page):
             if snip.kind not in ("inline", "eval-rst"):
                 continue
-            for dotted in DOTTED.findall(snip.text):
+            relative = snip.text.split("(")[0] if snip.kind == "inline" else ""
+            found = DOTTED.findall(snip.text) + (
+                [f"bread_stan.{relative}"] if RELATIVE.match(relative) else [])
+            for dotted in found:
                 if not resolves(dotted):
                     problems.append(f"{page.name}:{snip.line}: {dotted} does not resolve")
     return problems
@@ -532,6 +539,9 @@ def test_a_bogus_option_or_choice_is_caught_and_a_real_one_is_not():
 def test_a_bogus_python_name_is_caught():
     good = _page("See `bread_stan.ais.verdict.StepVerdict` and `bread_stan.bread`.\n")
     assert check_names([good]) == []
+    assert check_names([_page("`ais.results.BreadResult.headline()`, `stan_models/x`")]) == []
+    assert check_names([_page("`reporting.no_such.main`")]) == [
+        "docs/guides/_probe.md:1: bread_stan.reporting.no_such.main does not resolve"]
     bogus = _page("See\n`bread_stan.ais.no_such_module.thing` here.\n")
     assert check_names([bogus]) == ["docs/guides/_probe.md:2: "
                                     "bread_stan.ais.no_such_module.thing does not resolve"]

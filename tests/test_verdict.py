@@ -175,6 +175,14 @@ def test_a_not_converged_verdict_names_the_command_to_run_next():
     # ten times the step count, resumed in the same output directory
     assert "--steps ...,3000 and the same --out resumes" in stuck.message
     assert "--steps" not in done.message
+    # an estimate below the line whose interval crosses it: more chains, not more steps
+    z = rng.normal(size=(2, 20))
+    z = (z - z.mean(axis=1, keepdims=True)) / z.std(axis=1, keepdims=True)
+    wide = _synthetic(-10.5 + 2 * z[0], -10 + 2 * z[1])   # the bound is 0.5, sd 0.65
+    unsure = wide.verdict()
+    assert unsure.status == "not converged" and unsure.bound.estimate < 1 < unsure.bound.ci_high
+    assert "Next: --chains 80 halves the interval (a new --out" in unsure.message
+    assert "--steps ...," not in unsure.message
     # the docs page the message names exists under that title
     page = (Path(__file__).resolve().parent.parent / "docs" / "guides" / "not_converged.md")
     assert "'Not converged?'" in stuck.message

@@ -223,12 +223,15 @@ def judge_step(step, settings: VerdictSettings = VerdictSettings(), *,
         if draws == 1 and settings.one_reverse_start:
             message += (" The interval is conditional on the one exact draw x* (reverse chains "
                         "all start there); --exact-draws K gives an interval over draws.")
-        if status == "not converged":
+        if status == "not converged" and bound.estimate > settings.converged_nats:
             message += (f" Next: the same command with --steps ...,{10 * int(step.n_steps)} and "
                         "the same --out resumes, running only the new step counts (from "
-                        "Python: RunSettings(steps=...) and the same out_dir); more chains, "
-                        "another --path or a non-centred model are on the docs page "
-                        "'Not converged?'.")
+                        "Python: RunSettings(steps=...) and the same out_dir); the other "
+                        "remedies and their cost are on the docs page 'Not converged?'.")
+        elif status == "not converged":
+            message += (f" Next: --chains {4 * L.size} halves the interval (a new --out: the "
+                        "chains change every number); the other remedies and their cost are "
+                        "on the docs page 'Not converged?'.")
     return StepVerdict(int(step.n_steps), status, bound, sign, tail, draws, float(fq[1]),
                        float(fq[2] - fq[0]), float(rq[1]), float(rq[2] - rq[0]), carriers,
                        int(stranded.size), rest_bound, message)
