@@ -43,7 +43,7 @@ class Stream(enum.IntEnum):
     uses ``2i`` (forward) and ``2i + 1`` (reverse), so its first step count uses
     ``FORWARD`` and ``REVERSE``.  The others sit a million apart, far above any
     number of step counts, so no two purposes ever draw the same numbers.
-    ``SIMULATOR_CHECK`` was 2,000,000 (the fit's number) before issue 25.
+    ``SIMULATOR_CHECK`` once shared the fit's number, 2,000,000.
     """
 
     FORWARD = 0

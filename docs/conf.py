@@ -8,6 +8,7 @@ their outputs), no pandoc.  Build with warnings as errors from the repository ro
 
 from __future__ import annotations
 
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -46,6 +47,22 @@ for _nb in sorted((ROOT / "notebooks").glob("*.ipynb")):
     _dest = _EXAMPLES / _nb.name
     if not _dest.exists() or _dest.read_bytes() != _nb.read_bytes():
         shutil.copyfile(_nb, _dest)
+
+# The pages link to the notebooks where they are in the repository (../../notebooks/X.ipynb
+# from docs/guides/), which is right on GitHub; in the site they are the copies above.
+_NOTEBOOK_LINK = re.compile(r"\]\(((?:\.\./)+)notebooks/([\w.-]+\.ipynb)\)")
+
+
+def _notebook_links(app, docname, source):
+    up = "../" * docname.count("/")
+    source[0] = _NOTEBOOK_LINK.sub(
+        lambda m: f"]({up}examples/{m.group(2)})" if m.group(1) == up + "../" else m.group(0),
+        source[0])
+
+
+def setup(app):
+    app.connect("source-read", _notebook_links)
+
 
 # No math extension: formulas are plain text, so pages read offline and on GitHub.
 myst_enable_extensions = ["colon_fence", "deflist"]

@@ -9,6 +9,7 @@ estimates whose verdict is known by construction.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -164,6 +165,30 @@ def test_converged_and_exit_codes():
     checked = BreadResult("m", {}, [far, near],
                           {"simulator_check": {"ran": True, "passed": False, "message": "tau"}})
     assert checked.status == "inconsistent" and cli._exit_code(checked) == 3
+
+
+def test_a_not_converged_verdict_names_the_command_to_run_next():
+    rng = np.random.default_rng(2)
+    far = _synthetic(-20 + rng.normal(size=100), -10 + rng.normal(size=100), n_steps=300)
+    near = _synthetic(-10 - 0.05 + 0.1 * rng.normal(size=100), -10 + 0.1 * rng.normal(size=100))
+    verdicts = {v.n_steps: v for v in BreadResult("m", {}, [far, near]).verdicts()}
+    stuck, done = verdicts[300], verdicts[near.n_steps]
+    assert stuck.status == "not converged" and done.status == "converged"
+    # ten times the step count, resumed in the same output directory
+    assert "--steps ...,3000 and the same --out resumes" in stuck.message
+    assert "--steps" not in done.message
+    # an estimate below the line whose interval crosses it: more chains, not more steps
+    z = rng.normal(size=(2, 20))
+    z = (z - z.mean(axis=1, keepdims=True)) / z.std(axis=1, keepdims=True)
+    wide = _synthetic(-10.5 + 2 * z[0], -10 + 2 * z[1])   # the bound is 0.5, sd 0.65
+    unsure = wide.verdict()
+    assert unsure.status == "not converged" and unsure.bound.estimate < 1 < unsure.bound.ci_high
+    assert "Next: --chains 80 halves the interval (a new --out" in unsure.message
+    assert "--steps ...," not in unsure.message
+    # the docs page the message names exists under that title
+    page = (Path(__file__).resolve().parent.parent / "docs" / "guides" / "not_converged.md")
+    assert "'Not converged?'" in stuck.message
+    assert page.read_text().startswith("# Not converged?\n")
 
 
 def test_scale_of_convergence_is_a_setting():

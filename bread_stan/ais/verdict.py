@@ -18,7 +18,7 @@ At each T the per-chain estimates face two questions.
      convergence an unlucky x* can make E[U | x*] - E[L] slightly negative.
      Near convergence it works at its boundary, where a correct run is flagged at
      close to its level by chance alone; a step flagged by it alone is told to
-     rerun with another seed (a bug fires again).  On eight schools (issue 26,
+     rerun with another seed (a bug fires again).  On eight schools (posteriordb's,
      ``scripts/sign_test_eight_schools.py``) correct runs of 30 + 30 chains at
      T = 100, 1000 were flagged at 0.19% on average over 10 simulated problems and
      at most 0.59% (the normal quantile used before: 0.24% and 0.75%); about one
@@ -33,7 +33,7 @@ At each T the per-chain estimates face two questions.
    estimates shifted down so that the bound is -1.3 (HMC) or -1.6 (NUTS) nats, the
    sign test fired in every run; at -0.55 nats (NUTS) in 78.5% of runs with 30 + 30
    chains and 99.5% with 100 + 100, at -0.27 (HMC) in 17% and 38.5% (the normal
-   quantile it used before issue 26: 80.5%, 99.5%, 17.5%, 40% on the same runs). The tail-bound
+   quantile it used before Welch's t: 80.5%, 99.5%, 17.5%, 40% on the same runs). The tail-bound
    test fired at none of the shifts up to 8 nats, as its threshold says. How much a
    single draw narrows the interval depends on the kernel: the 90% single-draw
    interval covered 74% of runs with HMC but 88% with NUTS, whose reverse chains
@@ -220,6 +220,15 @@ def judge_step(step, settings: VerdictSettings = VerdictSettings(), *,
         if draws == 1 and settings.one_reverse_start:
             message += (" The interval is conditional on the one exact draw x* (reverse chains "
                         "all start there); --exact-draws K gives an interval over draws.")
+        if status == "not converged" and bound.estimate > settings.converged_nats:
+            message += (f" Next: the same command with --steps ...,{10 * int(step.n_steps)} and "
+                        "the same --out resumes, running only the new step counts (from "
+                        "Python: RunSettings(steps=...) and the same out_dir); the other "
+                        "remedies and their cost are on the docs page 'Not converged?'.")
+        elif status == "not converged":
+            message += (f" Next: --chains {4 * L.size} halves the interval (a new --out: the "
+                        "chains change every number); the other remedies and their cost are "
+                        "on the docs page 'Not converged?'.")
     return StepVerdict(int(step.n_steps), status, bound, sign, tail, draws, float(fq[1]),
                        float(fq[2] - fq[0]), float(rq[1]), float(rq[2] - rq[0]), carriers,
                        int(stranded.size), rest_bound, message)

@@ -49,11 +49,12 @@ def _whole(least: int):
 def _add_kernel_options(p) -> None:
     """--kernel, --pilot-chains, --leapfrog and --max-depth (read by the CLI into
     SamplerSettings)."""
+    smc = "--algorithm smc and " if p.prog.split()[-1] in ("run", "compare", "subjective") else ""
     p.add_argument("--kernel", choices=sorted(KERNELS), default="nuts",
                    help="Markov kernel at each temperature: nuts, hmc, or imh (independent "
                    "Metropolis-Hastings with proposals frozen from an SMC pilot; no "
                    "gradients; for near-Gaussian posteriors of low dimension, with "
-                   "--algorithm smc and --pilot-chains 256 or more) (default nuts)")
+                   f"{smc}--pilot-chains 256 or more) (default nuts)")
     p.add_argument("--pilot-chains", type=_whole(2), default=32,
                    help="pilot chains that tune the kernel (imh: the pilot SMC's "
                    "particles) (default 32)")
@@ -64,9 +65,12 @@ def _add_kernel_options(p) -> None:
 
 def add_simulator_options(p: argparse.ArgumentParser) -> None:
     """``--simulator`` (optional: drafted when missing) and ``--likelihood``."""
+    saved = ("in a temporary folder, whose path the log names; draft one to keep with "
+             "draft-simulator --out FILE" if p.prog.split()[-1] == "check" else
+             "in OUT/programs")
     p.add_argument("--simulator", type=Path, default=None,
                    help="simulator program: draws all unknowns from the prior, then the "
-                   "data (default: drafted from the model, and saved in the output)")
+                   f"data (default: drafted from the model and checked, saved {saved})")
     p.add_argument("--likelihood", default=None, metavar="NAME,...",
                    help="the modelled data, for the automatic prior/likelihood split of a "
                    "model without prior_only (default: every data variable that is the "
@@ -98,7 +102,9 @@ def _add_run_options(p: argparse.ArgumentParser, simulator: bool = True) -> None
                    help="inverse metric tuned along beta: diagonal, dense (Stan's dense_e), "
                    "or auto (default: dense where the pilot draws are strongly correlated, "
                    "for at most 20 parameters)")
-    p.add_argument("--seed", type=_whole(0), default=0)
+    p.add_argument("--seed", type=_whole(0), default=0,
+                   help="seed of every random stream (the same seed and settings give the "
+                   "same numbers on any number of threads) (default 0)")
     if simulator:
         p.add_argument("--exact-draws", type=_whole(1), default=1,
                        help="simulated problems (x*, y*) to split the chains among: K > 1 gives an "
@@ -106,11 +112,14 @@ def _add_run_options(p: argparse.ArgumentParser, simulator: bool = True) -> None
                        "single draw (default 1)")
     p.add_argument("--threads", type=_whole(1), default=None,
                    help="threads per model call (default: all cores)")
+    default_out = {"run": "bread-<model name>", "compare": "bread-compare",
+                   "protocol": "protocol-<model name>",
+                   "subjective": "subjective-<model name>"}[p.prog.split()[-1]]
     p.add_argument("--out", type=Path, default=None,
-                   help="output directory (default: bread-<model name>); the same command "
+                   help=f"output directory (default: {default_out}); the same command "
                    "run again there resumes: what it saved (finished step counts, the "
                    "pilots' tuning and path choice, the simulator check) is read back, "
-                   "not rerun")
+                   "not rerun, so a larger --steps runs only the new step counts")
     p.add_argument("--converged-nats", type=float, default=1.0,
                    help="call a step count converged when the bound's upper limit is at most "
                    "this many nats (default 1)")
@@ -135,9 +144,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="bread-stan",
         description="Bound how far AIS/HMC output is from the exact posterior of a Stan model.",
-        epilog="exit status: 0 converged at some T; 3 a check failed (no bound reported); "
-               "4 ran and passed its checks but converged at no T; 2 bad input; "
-               "1 an internal error (a bug); 130 interrupted")
+        epilog="exit status: 0 converged at some T (check: passed; aide, draft-simulator, "
+               "info: done); 3 a check failed (no bound reported); 4 ran and passed its "
+               "checks but converged at no T; 2 bad input; 1 an internal error (a bug); "
+               "130 interrupted")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -250,16 +260,18 @@ def build_parser() -> argparse.ArgumentParser:
     _add_kernel_options(p)
     p.add_argument("--schedule", choices=("sigmoid", "linear", "geometric", "adaptive"),
                    default="adaptive", help="annealing schedule (default adaptive)")
-    p.add_argument("--seed", type=_whole(0), default=0)
+    p.add_argument("--seed", type=_whole(0), default=0,
+                   help="seed of every random stream (default 0)")
     p.add_argument("--threads", type=_whole(1), default=None,
                    help="threads per model call (default: all cores)")
     p.add_argument("--out", type=Path, default=None,
-                   help="output directory (default: aide-<model name>)")
+                   help="output directory (default: aide-<model name>); a rerun there "
+                   "loads the runs that finished")
     p.add_argument("--quiet", action="store_true",
                    help="no progress bars (on a terminal) or progress lines (in a log)")
 
     p = sub.add_parser("check", help="test that a simulator draws from the model's joint "
-                       "distribution (exit 0 pass, 3 flagged, 2 bad input)")
+                       "distribution (exit 0 pass, 3 flagged, 2 bad input, 1 a bug)")
     p.add_argument("model", type=Path, help="model program (split into prior and "
                    "likelihood automatically when it declares no prior_only)")
     add_simulator_options(p)
@@ -273,8 +285,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="frozen kernel transitions per chain (default 10)")
     p.add_argument("--alpha", type=float, default=0.01,
                    help="family-wise significance level (default 0.01)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=None, help="threads per model call")
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of the simulator's draws and the kernels (default 0)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="threads per model call (default: all cores)")
 
     p = sub.add_parser("draft-simulator", help="write a simulator program for a model "
                        "program (to stdout, or --out FILE)")
@@ -285,7 +299,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "the scalar parameters whose prior uses no other parameter)")
 
     p = sub.add_parser("report", help="regenerate figures and report from saved results")
-    p.add_argument("dir", type=Path)
+    p.add_argument("dir", type=Path, help="the output directory of a run, compare "
+                   "program, protocol or subjective run (its --out)")
 
     sub.add_parser("info", help="toolchain, cache directory and version")
     return parser

@@ -45,6 +45,8 @@ upper limit is within 1 nat) at some number of distributions; 3 when a check fai
 run finished and passed its checks but converged at no T; 2 for bad input; 130 when
 interrupted.  ``aide`` exits 0 when done (the gold runs are saved once in ``--out`` and
 shared by every target; a rerun loads what finished), 2 for bad input, 130 interrupted.
+Every command exits 1 on an internal error (a bug in bread-stan: one line, the
+traceback under ``--verbose``).
 """
 
 from __future__ import annotations

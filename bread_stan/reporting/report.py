@@ -128,16 +128,18 @@ _SUBJECTIVE = {
                    "bound on log p(y) of the real data",
     "log p(y) <=": "minus log-mean-exp of minus the reverse estimates, with (in brackets) a "
                    "one-sided confidence limit: an upper bound on log p(y) of the real data "
-                   "if the reference is exact (the limit assumes it is; Proposition 3: or at "
-                   "least closer to the posterior than AIS)",
+                   "if the reference is exact (the limit assumes it is), or at least as close "
+                   "to the posterior as AIS's output, KL(r||p) <= KL(r||q) (Proposition 3 of "
+                   "Cusumano-Towner and Mansinghka 2016, arXiv:1612.02161)",
     "log Z >=": "log-mean-exp of the forward estimates, with (in brackets) a one-sided "
                 "confidence limit valid for any weight distribution: a stochastic lower bound "
                 "on log Z, the normaliser of the program's density on the real data (log p(y) "
                 "only if its prior density integrates to 1)",
     "log Z <=": "minus log-mean-exp of minus the reverse estimates, with (in brackets) a "
                 "one-sided confidence limit that assumes the reference is exact: an upper "
-                "bound on log Z if it is (Proposition 3: or at least closer to the posterior "
-                "than AIS)",
+                "bound on log Z if it is, or if it is at least as close to the posterior as "
+                "AIS's output, KL(r||p) <= KL(r||q) (Proposition 3 of Cusumano-Towner and "
+                "Mansinghka 2016, arXiv:1612.02161)",
 }
 
 

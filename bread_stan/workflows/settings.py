@@ -176,7 +176,7 @@ class RunSettings:
     the pilot; :func:`~bread_stan.ais.betas.thermodynamic`): in
     ``scripts/bench_schedules.py`` it gave NHEFS linear regression a bound 5
     times smaller than the sigmoid schedule at the same T, and took the
-    vague-prior regression of issue 15 from 1e10 nats to a few.
+    vague-prior regression (``stan_models/vague_regression.stan``) from 1e10 nats to a few.
 
     ``exact_draws`` = K > 1 simulates K independent problems (x*_k, y*_k) and
     splits the chains of each direction among them: the bound is then averaged

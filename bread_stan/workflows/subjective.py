@@ -287,7 +287,8 @@ def _meaning(ref: Reference, used: int, stride: int, problems: list[str], base: 
             f"draws ({ref.source}, {ref.unconstrained.shape[0]} chains x "
             f"{ref.unconstrained.shape[1]} draws, thinned by {stride}), not from exact "
             "posterior draws. If the reference is exact, it bounds the Jeffreys divergence "
-            "of AIS(T) from the posterior (Proposition 1); a reference closer to the "
+            "of AIS(T) from the posterior (Proposition 1 of Cusumano-Towner and "
+            "Mansinghka 2016, arXiv:1612.02161); a reference closer to the "
             "posterior than AIS still bounds it, or bounds KL(AIS || posterior) "
             f"(Propositions 2-3). Your reference has {quality}. " + _NORMALISER[base])
     if problems:

@@ -1,4 +1,4 @@
-"""Draft a simulator program from a model program (issue 14).
+"""Draft a simulator program from a model program.
 
 ``draft_simulator(model)`` reads the model through stanc (``--info`` for the
 declared names, ``--debug-decorated-ast`` for the types of the ``~`` arguments),
