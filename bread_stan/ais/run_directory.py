@@ -2,7 +2,8 @@
 
 A run directory holds, each written atomically as a complete unit:
 
-- ``run.json``: the header (the model, the settings and their fingerprint, the extras:
+- ``run.json``: the header (written and read as a result by
+  :mod:`bread_stan.ais.result_files`, with ``steps_T.npz`` and the summary) (the model, the settings and their fingerprint, the extras:
   the path choice, the tuning record, the simulator check);
 - ``steps_T.npz``: one finished number of distributions T each;
 - ``summary.json``, ``summary.csv``: the table of the finished run;
@@ -35,6 +36,7 @@ import numpy as np
 from ..store import (CorruptFileError, load_for_run, load_if_sound, load_json, load_unit,
                      save_for_run, save_unit, set_aside)
 from .path import Path
+from .result_files import RUN_FILE
 from .path_kinds import KINDS, read_path
 
 __all__ = ["RunDirectory", "HEADER_FILE", "CHOICE_FILE", "SHARD_DIR"]
@@ -43,7 +45,7 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-HEADER_FILE = "run.json"
+HEADER_FILE = RUN_FILE
 CHOICE_FILE = "path_choice.json"
 SHARD_DIR = "shards"
 class RunDirectory:
@@ -75,7 +77,9 @@ class RunDirectory:
             save_for_run(self.root / name, record, self.fingerprint if key is None else key)
 
     def header(self) -> dict | None:
-        """The saved ``run.json`` (its own fingerprint is checked by the resume)."""
+        """The saved ``run.json`` as a dict, or None (none saved, or damaged: set aside);
+        the resume checks its fingerprint.  :func:`~bread_stan.ais.result_files.read_header`
+        reads it as a result."""
         path = self.file(HEADER_FILE)
         return None if path is None else load_if_sound(path, load_json)
 

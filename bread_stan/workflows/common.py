@@ -28,7 +28,7 @@ from ..ais.tuning import TunedKernel, TuningConfig
 from ..errors import BreadStanError, InputError
 from ..progress import duration
 from ..stan.compile import CompiledModel
-from ..store import check_writable, clean_temporaries, load_if_sound, load_json, lock
+from ..store import check_writable, clean_temporaries, lock
 
 __all__ = ["ResumeMismatchError", "check_program", "check_resumable", "cost_estimate",
            "default_name", "fingerprint", "fingerprints", "output_directory", "program_text",
@@ -71,7 +71,7 @@ def check_program(role: str, program) -> None:
 
 def resume_steps(result: BreadResult, out_dir: Path, header: dict) -> set[int]:
     """Load finished steps from ``out_dir`` if it holds a run with the same settings."""
-    saved = load_if_sound(out_dir / "run.json", load_json)
+    saved = RunDirectory(out_dir, header["fingerprint"]).header()
     if saved is not None:
         check_resumable(out_dir, saved.get("settings", {}), header)
         check = saved.get("extra", {}).get("simulator_check")
