@@ -255,6 +255,30 @@ def _inner_moments(outer: np.ndarray, counts: np.ndarray, k: int = 0, rng=None):
     return centre[:, None] + s1, var, k3
 
 
+def _iterated_moments(rng, draws, sizes, n_calibrate: int, n_inner: int):
+    """The sum's estimate, variance and third cumulant in ``n_inner`` inner resamples of
+    each of the first ``n_calibrate`` outer resamples (arrays (n_calibrate, n_inner)),
+    each sample resampled from its own smoothed tail (``sizes``: its k, 0 for none)."""
+    est_bb = var_bb = k3_bb = 0.0
+    for (draw, sign), k in zip(draws, sizes):
+        outer = np.sort(draw[:n_calibrate], axis=1) if k else draw[:n_calibrate]
+        mean, var_i, k3_i = _inner_moments(outer, _resample_counts(rng, draw.shape[1], n_inner),
+                                           k, rng)
+        est_bb, var_bb, k3_bb = est_bb + sign * mean, var_bb + var_i, k3_bb + sign ** 3 * k3_i
+    return est_bb, var_bb, k3_bb
+
+
+def _prepivots(outer: np.ndarray, h_inner: np.ndarray) -> np.ndarray:
+    """u* of each outer resample: the share of its inner h** below its h* ``outer``
+    (ties count half; non-finite values left out), uniform were the bootstrap exact."""
+    usable = np.isfinite(h_inner)
+    below = np.sum((h_inner < outer[:, None]) & usable, axis=1)
+    ties = np.sum((h_inner == outer[:, None]) & usable, axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        u = (below + ties / 2) / usable.sum(axis=1)
+    return u[np.isfinite(outer) & np.isfinite(u)]
+
+
 def skew_corrected_interval(parts, *, level: float = 0.95, n_boot: int = 4000,
                             n_calibrate: int = 1000, n_inner: int = 200, tail: bool = True,
                             seed=0) -> tuple[float, float, float, float]:
@@ -313,23 +337,12 @@ def skew_corrected_interval(parts, *, level: float = 0.95, n_boot: int = 4000,
     rng = np.random.default_rng(seed)
     draws = [(_tail_draws(rng, v, n_boot, k), sign) for (v, sign), k in zip(arrays, sizes)]
     est_b, var_b, k3_b = _moments(draws)
-    est_bb = var_bb = k3_bb = 0.0
-    for (draw, sign), k in zip(draws, sizes):
-        outer = np.sort(draw[:n_calibrate], axis=1) if k else draw[:n_calibrate]
-        mean, var_i, k3_i = _inner_moments(outer, _resample_counts(rng, draw.shape[1], n_inner),
-                                           k, rng)
-        est_bb, var_bb, k3_bb = est_bb + sign * mean, var_bb + var_i, k3_bb + sign ** 3 * k3_i
+    est_bb, var_bb, k3_bb = _iterated_moments(rng, draws, sizes, n_calibrate, n_inner)
     with np.errstate(divide="ignore", invalid="ignore"):
         se_b, se_bb = np.sqrt(var_b), np.sqrt(var_bb)
         h = _hall((est_b - estimate) / se_b, k3_b / se_b ** 3)
         h_inner = _hall((est_bb - est_b[:n_calibrate, None]) / se_bb, k3_bb / se_bb ** 3)
-    outer = h[:n_calibrate]
-    usable = np.isfinite(h_inner)
-    below = np.sum((h_inner < outer[:, None]) & usable, axis=1)
-    ties = np.sum((h_inner == outer[:, None]) & usable, axis=1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        u = (below + ties / 2) / usable.sum(axis=1)
-    u = u[np.isfinite(outer) & np.isfinite(u)]
+    u = _prepivots(h[:n_calibrate], h_inner)
     h = h[np.isfinite(h)]  # a resample of identical values has none
     if u.size == 0 or h.size == 0:  # every resample degenerate (a handful of values)
         return estimate, se, np.nan, np.nan

@@ -165,70 +165,90 @@ def judge_step(step, settings: VerdictSettings = VerdictSettings(), *,
                 "chains")
 
     if sign.negative or not tail.passed:
-        fired = [name for name, hit in (("sign test", sign.negative),
-                                        ("tail-bound test", not tail.passed)) if hit]
-        message = (f"LIKELY BUG ({' and '.join(fired)} fired): the bound came out {_fmt(bound.estimate)} "
-                   f"nats, and its one-sided {100 * (1 - sign.alpha):.4g}% upper limit is "
-                   f"{_fmt(sign.upper_limit)} (sign test p = {sign.p_value:.2g}; tail-bound "
-                   f"test p = {tail.p_value:.2g}); a divergence cannot be negative, so this is "
-                   "not reported as one. Likely causes: the simulator does not match the model "
-                   "(priors, likelihood, names), a kernel that does not leave its temperature's "
-                   "distribution invariant, or too few chains for a heavy-tailed estimate. "
-                   + evidence + ".")
-        if tail.passed:
-            message += (f" The sign test alone fired: a correct run is flagged at some step "
-                        f"count with probability up to {settings.sign_alpha:g}, most often "
-                        "near convergence, where the expected bound is close to 0 (rare "
-                        "forward chains stranded in a heavy-tailed prior's tails make it "
-                        "larger, but a run of a few dozen chains seldom holds one). Rerun "
-                        "with another --seed: a bug fires again, while a correct run is "
-                        f"flagged again with probability at most {settings.sign_alpha:g}.")
-            if draws == 1:
-                message += (" With one exact draw x* the test is also conditional on x*: "
-                            "an unlucky x* can do this too (--exact-draws 10 averages "
-                            "over draws).")
-        status = "inconsistent"
+        status, message = "inconsistent", _likely_bug(bound, sign, tail, settings, draws,
+                                                      evidence)
     else:
-        scale = settings.converged_nats
-        if np.isfinite(bound.ci_high) and bound.ci_high <= scale:
-            status = "converged"
-            message = (f"converged: the Jeffreys divergence between AIS's output and the "
-                       f"posterior is at most {_fmt(max(bound.ci_high, 0.0))} nats "
-                       f"({100 * bound.level:.0f}% upper limit; estimate {_fmt(bound.estimate)}).")
-        else:
-            status = "not converged"
-            where = (f"above the {scale:g}-nat scale" if bound.estimate > scale else
-                     f"its upper limit above the {scale:g}-nat scale (more chains narrow it)")
-            message = (f"not converged: the bound is {_fmt(bound.estimate)} nats "
-                       f"({100 * bound.level:.0f}% interval {_fmt(max(bound.ci_low, 0.0))} to "
-                       f"{_fmt(bound.ci_high)}), {where}.")
-            few = stranded.size and stranded.size <= max(1, 0.1 * L.size)
-            others_agree = np.isfinite(rest_bound) and rest_bound <= max(scale, 0.1 * bound.estimate)
-            if few and others_agree:
-                share = 1 - rest_bound / bound.estimate if bound.estimate > 0 else float("nan")
-                message += (f" {stranded.size} of {L.size} forward chains are stranded far below "
-                            f"the others and carry {100 * share:.0f}% of it; without them the "
-                            f"bound would be {_fmt(rest_bound)} nats. Such chains usually start "
-                            "in the prior's tails where the tuned step size is far too large: "
-                            "more leapfrog steps, NUTS, or a reparameterised model may free them.")
-            elif np.isfinite(fq[1]) and rq[1] - fq[1] > scale:
-                message += (f" The forward chains as a whole lag the reverse ones: the median "
-                            f"forward estimate is {_fmt(rq[1] - fq[1])} nats below the median "
-                            f"reverse estimate, and half of the bound comes from {carriers} of "
-                            f"{L.size} forward chains.")
+        status, message = _convergence(bound, settings, L.size, fq, rq, stranded, rest_bound,
+                                       carriers)
         message += " " + evidence + "."
         if draws == 1 and settings.one_reverse_start:
             message += (" The interval is conditional on the one exact draw x* (reverse chains "
                         "all start there); --exact-draws K gives an interval over draws.")
-        if status == "not converged" and bound.estimate > settings.converged_nats:
-            message += (f" Next: the same command with --steps ...,{10 * int(step.n_steps)} and "
-                        "the same --out resumes, running only the new step counts (from "
-                        "Python: RunSettings(steps=...) and the same out_dir); the other "
-                        "remedies and their cost are on the docs page 'Not converged?'.")
-        elif status == "not converged":
-            message += (f" Next: --chains {4 * L.size} halves the interval (a new --out: the "
-                        "chains change every number); the other remedies and their cost are "
-                        "on the docs page 'Not converged?'.")
+        if status == "not converged":
+            message += _next_command(bound, settings, int(step.n_steps), L.size)
     return StepVerdict(int(step.n_steps), status, bound, sign, tail, draws, float(fq[1]),
                        float(fq[2] - fq[0]), float(rq[1]), float(rq[2] - rq[0]), carriers,
                        int(stranded.size), rest_bound, message)
+
+
+def _next_command(bound, settings: VerdictSettings, T: int, chains: int) -> str:
+    """What to run after a not-converged step: more distributions when the bound itself
+    is above the line, more chains when only its interval crosses it."""
+    if bound.estimate > settings.converged_nats:
+        return (f" Next: the same command with --steps ...,{10 * T} and the same --out "
+                "resumes, running only the new step counts (from Python: "
+                "RunSettings(steps=...) and the same out_dir); the other remedies and their "
+                "cost are on the docs page 'Not converged?'.")
+    return (f" Next: --chains {4 * chains} halves the interval (a new --out: the chains "
+            "change every number); the other remedies and their cost are on the docs page "
+            "'Not converged?'.")
+
+
+def _likely_bug(bound, sign, tail, settings: VerdictSettings, draws: int, evidence: str) -> str:
+    """The message of a step whose sign test or tail-bound test fired."""
+    fired = [name for name, hit in (("sign test", sign.negative),
+                                    ("tail-bound test", not tail.passed)) if hit]
+    message = (f"LIKELY BUG ({' and '.join(fired)} fired): the bound came out {_fmt(bound.estimate)} "
+               f"nats, and its one-sided {100 * (1 - sign.alpha):.4g}% upper limit is "
+               f"{_fmt(sign.upper_limit)} (sign test p = {sign.p_value:.2g}; tail-bound "
+               f"test p = {tail.p_value:.2g}); a divergence cannot be negative, so this is "
+               "not reported as one. Likely causes: the simulator does not match the model "
+               "(priors, likelihood, names), a kernel that does not leave its temperature's "
+               "distribution invariant, or too few chains for a heavy-tailed estimate. "
+               + evidence + ".")
+    if tail.passed:
+        message += (f" The sign test alone fired: a correct run is flagged at some step "
+                    f"count with probability up to {settings.sign_alpha:g}, most often "
+                    "near convergence, where the expected bound is close to 0 (rare "
+                    "forward chains stranded in a heavy-tailed prior's tails make it "
+                    "larger, but a run of a few dozen chains seldom holds one). Rerun "
+                    "with another --seed: a bug fires again, while a correct run is "
+                    f"flagged again with probability at most {settings.sign_alpha:g}.")
+        if draws == 1:
+            message += (" With one exact draw x* the test is also conditional on x*: "
+                        "an unlucky x* can do this too (--exact-draws 10 averages "
+                        "over draws).")
+    return message
+
+
+def _convergence(bound, settings: VerdictSettings, n_forward: int, fq, rq, stranded,
+                 rest_bound: float, carriers: int) -> tuple[str, str]:
+    """The status ("converged" or "not converged") and message of a step whose tests
+    passed; past the scale it says whether a few stranded forward chains carry the
+    bound or the forward chains as a whole lag."""
+    scale = settings.converged_nats
+    if np.isfinite(bound.ci_high) and bound.ci_high <= scale:
+        return "converged", (
+            f"converged: the Jeffreys divergence between AIS's output and the "
+            f"posterior is at most {_fmt(max(bound.ci_high, 0.0))} nats "
+            f"({100 * bound.level:.0f}% upper limit; estimate {_fmt(bound.estimate)}).")
+    where = (f"above the {scale:g}-nat scale" if bound.estimate > scale else
+             f"its upper limit above the {scale:g}-nat scale (more chains narrow it)")
+    message = (f"not converged: the bound is {_fmt(bound.estimate)} nats "
+               f"({100 * bound.level:.0f}% interval {_fmt(max(bound.ci_low, 0.0))} to "
+               f"{_fmt(bound.ci_high)}), {where}.")
+    few = stranded.size and stranded.size <= max(1, 0.1 * n_forward)
+    others_agree = np.isfinite(rest_bound) and rest_bound <= max(scale, 0.1 * bound.estimate)
+    if few and others_agree:
+        share = 1 - rest_bound / bound.estimate if bound.estimate > 0 else float("nan")
+        message += (f" {stranded.size} of {n_forward} forward chains are stranded far below "
+                    f"the others and carry {100 * share:.0f}% of it; without them the "
+                    f"bound would be {_fmt(rest_bound)} nats. Such chains usually start "
+                    "in the prior's tails where the tuned step size is far too large: "
+                    "more leapfrog steps, NUTS, or a reparameterised model may free them.")
+    elif np.isfinite(fq[1]) and rq[1] - fq[1] > scale:
+        message += (f" The forward chains as a whole lag the reverse ones: the median "
+                    f"forward estimate is {_fmt(rq[1] - fq[1])} nats below the median "
+                    f"reverse estimate, and half of the bound comes from {carriers} of "
+                    f"{n_forward} forward chains.")
+    return "not converged", message

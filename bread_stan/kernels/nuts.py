@@ -248,8 +248,7 @@ def _transition(rng, target, chains, state, beta, eps, minv, max_depth):
     n, d = q0.shape
     p0 = draw_momentum(rng.normal(d, chains), minv)
     log_u = _LogUniforms(rng, chains, max_depth)
-    h0 = kinetic(p0, minv) - tempered_logp(ev0, beta)
-    g0 = tempered_grad(ev0, beta)
+    w = _start_trajectory(q0, p0, ev0, beta, eps, minv, max_depth, log_u)
 
     # The sample: the initial point until a proposal is accepted.
     out_v = np.stack([q0, ev0.grad_prior, ev0.grad_lik], axis=1)
@@ -259,26 +258,10 @@ def _transition(rng, target, chains, state, beta, eps, minv, max_depth):
     depth_out = np.zeros(n, dtype=np.int64)
     divergent = np.zeros(n, dtype=bool)
 
-    w = _Work()
-    w.ids = np.arange(n)
-    w.beta, w.eps, w.minv, w.h0 = beta, eps, minv, h0
-    # Trajectory: both ends (side 0 backward, 1 forward; position, momentum,
-    # tempered gradient), summed momentum and log sum of weights.
-    w.ends = np.repeat(np.stack([q0, p0, g0], axis=1)[:, None], 2, axis=1)
-    w.rho, w.lsw = p0.copy(), np.zeros(n)
-    w.depth = np.zeros(n, dtype=np.int64)  # valid doublings so far = depth being built
-    w.leaf = np.zeros(n, dtype=np.int64)  # next leaf's index within that subtree
-    # Pending left subtrees, one slot per level.
-    w.slot_v = np.zeros((n, max_depth, 6, d))
-    w.slot_s = np.zeros((n, max_depth, 4))
-    w.side = (log_u.next(w.ids) < LOG_HALF).astype(np.int64)
-    w.cq, w.cp, w.cg = q0.copy(), p0.copy(), g0.copy()  # the point to integrate from
-
     while w.ids.size:
         # One leapfrog step for every chain still building: one model call.
         direction = np.where(w.side == 1, w.eps, -w.eps)
         w.cq, w.cp, w.cg, ev = leapfrog(target, w.cq, w.cp, w.cg, direction, w.minv, w.beta)
-        m = w.ids.size
         h = kinetic(w.cp, w.minv) - tempered_logp(ev, w.beta)
         dh = h - w.h0
         dh = np.where(np.isnan(dh), np.inf, dh)  # also when the start had no density
@@ -287,28 +270,8 @@ def _transition(rng, target, chains, state, beta, eps, minv, max_depth):
         alive = ~(dh > DIVERGENCE_THRESHOLD)
         divergent[w.ids[~alive]] = True
 
-        # The new leaf as a one-point subtree, then carries up the levels.
-        cur_v = np.empty((m, 6, d))
-        cur_v[:, BEG:RHO + 1] = w.cp[:, None, :]
-        cur_v[:, Q], cur_v[:, GP], cur_v[:, GL] = w.cq, ev.grad_prior, ev.grad_lik
-        cur_s = np.empty((m, 4))
-        cur_s[:, LSW], cur_s[:, LP], cur_s[:, LL], cur_s[:, DH] = -dh, ev.log_prior, ev.log_lik, dh
-        carry = alive.copy()
-        for level in range(max_depth):
-            merge = carry & ((w.leaf >> level) & 1).astype(bool)
-            if merge.any():
-                idx = np.flatnonzero(merge)
-                ok = _merge_level(w, cur_v, cur_s, idx, level, log_u.next(w.ids[idx]))
-                alive[idx[~ok]] = False
-                merge[idx[~ok]] = False
-            # Store the subtree of the chains that stop here; merged chains
-            # overwrite the slot they just emptied, which is harmless.
-            np.copyto(w.slot_v[:, level], cur_v, where=carry[:, None, None])
-            np.copyto(w.slot_s[:, level], cur_s, where=carry[:, None])
-            carry = merge
-            if not carry.any():
-                break
-
+        cur_v, cur_s = _leaf_subtree(w, ev, dh)
+        _carry_up(w, cur_v, cur_s, alive, log_u, max_depth)
         complete = alive & (w.leaf == np.left_shift(1, w.depth) - 1)
         w.leaf += 1
         finished = ~alive
@@ -327,6 +290,64 @@ def _transition(rng, target, chains, state, beta, eps, minv, max_depth):
     info = StepInfo(accept_stat=accept_stat, divergent=divergent,
                     energy_error=out_s[:, 2].copy(), n_grad=n_leap, tree_depth=depth_out)
     return ChainState(out_v[:, 0].copy(), evaluation), info
+
+
+def _start_trajectory(q0, p0, ev0, beta, eps, minv, max_depth, log_u) -> _Work:
+    """The working arrays of a trajectory holding only the start point, its first
+    direction drawn."""
+    n, d = q0.shape
+    g0 = tempered_grad(ev0, beta)
+    w = _Work()
+    w.ids = np.arange(n)
+    w.beta, w.eps, w.minv = beta, eps, minv
+    w.h0 = kinetic(p0, minv) - tempered_logp(ev0, beta)
+    # Trajectory: both ends (side 0 backward, 1 forward; position, momentum,
+    # tempered gradient), summed momentum and log sum of weights.
+    w.ends = np.repeat(np.stack([q0, p0, g0], axis=1)[:, None], 2, axis=1)
+    w.rho, w.lsw = p0.copy(), np.zeros(n)
+    w.depth = np.zeros(n, dtype=np.int64)  # valid doublings so far = depth being built
+    w.leaf = np.zeros(n, dtype=np.int64)  # next leaf's index within that subtree
+    # Pending left subtrees, one slot per level.
+    w.slot_v = np.zeros((n, max_depth, 6, d))
+    w.slot_s = np.zeros((n, max_depth, 4))
+    w.side = (log_u.next(w.ids) < LOG_HALF).astype(np.int64)
+    w.cq, w.cp, w.cg = q0.copy(), p0.copy(), g0.copy()  # the point to integrate from
+    return w
+
+
+def _leaf_subtree(w, ev, dh) -> tuple[np.ndarray, np.ndarray]:
+    """The point just reached, packed as a one-point subtree (vectors, scalars)."""
+    m, d = w.cq.shape
+    cur_v = np.empty((m, 6, d))
+    cur_v[:, BEG:RHO + 1] = w.cp[:, None, :]
+    cur_v[:, Q], cur_v[:, GP], cur_v[:, GL] = w.cq, ev.grad_prior, ev.grad_lik
+    cur_s = np.empty((m, 4))
+    cur_s[:, LSW], cur_s[:, LP], cur_s[:, LL], cur_s[:, DH] = -dh, ev.log_prior, ev.log_lik, dh
+    return cur_v, cur_s
+
+
+def _carry_up(w, cur_v, cur_s, alive, log_u, max_depth) -> None:
+    """Merge the new leaf's subtree with the pending left subtrees, like carries in a
+    binary counter, and store it where the carry stops.
+
+    Updates ``cur_v``/``cur_s`` to the merged subtree and ``alive`` (False where a
+    merge fails the no-U-turn checks), in place.
+    """
+    carry = alive.copy()
+    for level in range(max_depth):
+        merge = carry & ((w.leaf >> level) & 1).astype(bool)
+        if merge.any():
+            idx = np.flatnonzero(merge)
+            ok = _merge_level(w, cur_v, cur_s, idx, level, log_u.next(w.ids[idx]))
+            alive[idx[~ok]] = False
+            merge[idx[~ok]] = False
+        # Store the subtree of the chains that stop here; merged chains
+        # overwrite the slot they just emptied, which is harmless.
+        np.copyto(w.slot_v[:, level], cur_v, where=carry[:, None, None])
+        np.copyto(w.slot_s[:, level], cur_s, where=carry[:, None])
+        carry = merge
+        if not carry.any():
+            break
 
 
 def _merge_level(w, cur_v, cur_s, idx, level, log_u) -> np.ndarray:

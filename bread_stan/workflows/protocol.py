@@ -33,7 +33,8 @@ number of distributions are reused); every random choice is a pure function
 of ``run.seed`` and its purpose.
 
 The agreement score is in :mod:`.agreement`, the S-sweep test in :mod:`.sweep`,
-the result and its files in :mod:`.protocol_result`.
+the result and its files in :mod:`.protocol_result`, the replicates in
+:mod:`.protocol_replicates`.
 """
 
 from __future__ import annotations
@@ -55,10 +56,9 @@ from ..kernels.base import initial_state
 from ..rng import ChainRandom, Purpose, Stream, derived_seed
 from ..stan.data import load_data
 from ..parallel.executor import Executor
-from ..stan.compile import CompiledModel
 from ..stan.simulator import Simulator, compile_with_simulator, draw_at, split_draw
 from ..stan.tempered import StanTarget
-from .common import (check_program, check_resumable, default_name, fingerprints, load_or_tune,
+from .common import (check_program, check_resumable, default_name, fingerprints,
                      output_directory, program_text, setup_warnings, warn_if_costly)
 from .problem import constrained, prior_draws, simulate_problem
 from .settings import RunSettings, SamplerSettings
@@ -68,12 +68,12 @@ from .simulator_check import CheckSettings, SimulatorCheck, check_simulator
 from .protocol_result import (
     HEADER,
     ProtocolResult,
-    replicate_path,
     save_direction,
     write_header,
 )
 from ..errors import InputError
 from .auto_path import prior_path_only
+from .protocol_replicates import forward_run, run_replicates, tuned_kernel
 
 __all__ = ["ProtocolSettings", "protocol"]
 
@@ -160,121 +160,6 @@ def _prior_unconstrained(target: StanTarget, simulator: Simulator, n: int, seed:
     return target.param_unconstrain_batch(params)
 
 
-def _tuned(path: Path | None, target, kernel, base, pilot, seed, sampler,
-           progress: bool = False) -> TunedKernel:
-    return load_or_tune(path, target, kernel, base, sampler.tuning_config(), seed,
-                        lambda _: pilot, progress=progress)[0]
-
-
-def _replicate_problem(name: str, model, fixed_sim: Simulator, data: Mapping, seed: int,
-                       threads, k: int):
-    """The k-th replicate: a fresh (theta, data) drawn with the fitted hyperparameters."""
-    truth_k = draw_at(fixed_sim.simulate(1, derived_seed(seed, Purpose.REPLICATE_TRUTH, k)), 0)
-    return simulate_problem(f"{name} (replicate {k})", model, fixed_sim, data, seed,
-                             threads, truth_k)
-
-
-def _forward(target, kernel, tuned: TunedKernel, betas, prior, seed: int, every,
-             steps_per_temperature: int, progress: bool) -> engine.AISRun:
-    """Forward AIS of the protocol's forward-only runs (real data, replicates)."""
-    return engine.anneal(target, kernel, tuned.schedule(betas, steps_per_temperature),
-                          [engine.Group("forward", prior, seed, 0)],
-                          increments_every=every, progress=progress)[0]
-
-
-@dataclass(frozen=True)
-class _ReplicateJob:
-    """One whole replicate, one task: its data set, tuning (unless ``tuned`` was
-    saved) and forward runs at ``steps`` (T -> betas, thinning, prior draws); with
-    ``out`` (a task run in this process) the tuning and each forward run are saved
-    there as they finish."""
-
-    name: str
-    model: CompiledModel
-    simulator: CompiledModel
-    data: dict
-    hyper: dict
-    seed: int
-    k: int
-    sampler: SamplerSettings
-    pilot: np.ndarray
-    tuned: TunedKernel | None
-    steps: dict
-    out: Path | None = None
-    threads: int | None = 1
-    progress: bool = False
-    replicates: int = 0
-
-
-def _run_replicate(job: _ReplicateJob) -> tuple[dict, dict[int, DirectionResult]]:
-    """Run one replicate (on a worker: threads 1, nothing saved): its tuned kernel (as
-    a dict) and forward results."""
-    fixed_sim = Simulator(job.simulator, job.data, hyper=job.hyper, threads=job.threads)
-    problem_k = _replicate_problem(job.name, job.model, fixed_sim, job.data, job.seed,
-                                   job.threads, job.k)
-    kernel, base = job.sampler.make()
-    path = None
-    if job.out is not None:
-        (job.out / "replicates").mkdir(parents=True, exist_ok=True)
-        path = job.out / "replicates" / f"tuning_r{job.k}.json"
-    tuned = job.tuned or _tuned(path, problem_k.target, kernel, base, job.pilot,
-                                derived_seed(job.seed, Purpose.REPLICATE_PILOT, job.k),
-                                job.sampler, job.progress)
-    forward = {}
-    for T, (betas, every, prior) in job.steps.items():
-        fwd = _forward(problem_k.target, kernel, tuned, betas, prior,
-                       derived_seed(job.seed, Purpose.REPLICATE_CHAINS, job.k, T), every,
-                       job.sampler.steps_per_temperature, job.progress)
-        forward[T] = fwd.to_direction_result()
-        if job.out is not None:
-            save_direction(replicate_path(job.out, job.k, T), forward[T])
-            log.info("%s: replicate %d of %d, T=%d: median forward estimate %.4g, %.1f s",
-                     job.name, job.k, job.replicates, T, float(np.median(fwd.log_estimates)),
-                     fwd.wall_time)
-    return tuned.to_dict(), forward
-
-
-def _run_replicates(executor: Executor, result: ProtocolResult, out: Path | None,
-                    name: str, compiled, sim_compiled, data, hyper, run: RunSettings,
-                    sampler: SamplerSettings, settings: ProtocolSettings, pilot,
-                    step_inputs) -> None:
-    """Run the missing replicates on ``executor``, one task each.  A task run in this
-    process saves its tuning and each forward run as it finishes (threads and progress
-    as the run's); one sent to a cluster is saved as it arrives."""
-    here = executor.in_process
-    steps = [T for T in run.steps
-             if settings.replicate_max_steps is None or T <= settings.replicate_max_steps]
-    tasks, inputs = {}, {}
-    for k in range(1, settings.replicates + 1):
-        missing = [T for T in steps if T not in result.replicate_forward.get(k, {})]
-        if not missing:
-            continue
-        for T in missing:
-            if T not in inputs:
-                inputs[T] = step_inputs(T)  # the same for every replicate
-        path = out / "replicates" / f"tuning_r{k}.json" if out is not None else None
-        tuned = load_if_sound(path, TunedKernel.load) if path is not None else None
-        tasks[f"replicate-{k}"] = (_ReplicateJob(
-            name, compiled, sim_compiled, dict(data), dict(hyper), run.seed, k, sampler, pilot,
-            tuned, {T: inputs[T] for T in missing}, out if here else None,
-            run.threads if here else 1, run.progress and here, settings.replicates),)
-
-    def arrived(key: str, value) -> None:
-        k = int(key.rsplit("-", 1)[1])
-        tuned, forward = value
-        result.replicate_forward.setdefault(k, {}).update(forward)
-        if out is not None and not here:
-            (out / "replicates").mkdir(parents=True, exist_ok=True)
-            TunedKernel.from_dict(tuned).save(out / "replicates" / f"tuning_r{k}.json")
-            for T, done in forward.items():
-                save_direction(replicate_path(out, k, T), done)
-        log.info("%s: replicate %d of %d done (%s)", name, k, settings.replicates,
-                 executor.describe()["kind"])
-
-    executor.run(_run_replicate, tasks, arrived, progress=run.progress,
-                 saved_in=str(out / "replicates") if out is not None else None)
-
-
 def _hyper_rhat(fitted: FitResult, hyper: Mapping) -> dict[str, float]:
     """Largest R-hat over the elements of each hyperparameter (names as Stan writes them, "tau[1]")."""
     index = fitted.summary.index.astype(str)
@@ -338,127 +223,62 @@ def protocol(model, simulator, real_data, *, sampler: SamplerSettings = SamplerS
                          executor)
 
 
+@dataclass(frozen=True)
+class _Context:
+    """What every stage of one protocol run reads: its name, output folder (None: nothing
+    saved), settings and kernel."""
+
+    name: str
+    out: Path | None
+    sampler: SamplerSettings
+    run: RunSettings
+    settings: ProtocolSettings
+    kernel: object
+
+    def seed(self, purpose: Purpose, *index: int) -> int:
+        return derived_seed(self.run.seed, purpose, *index)
+
+
 def _protocol(model, simulator, real_data, sampler: SamplerSettings, run: RunSettings,
               settings: ProtocolSettings, out: Path | None, name: str | None,
               executor: Executor | None = None) -> ProtocolResult:
     data = load_data(real_data)
     name = name or default_name(model)
     header = _header(name, model, simulator, data, sampler, run, settings)
-    previous = None
-    if out is not None:
-        saved = load_if_sound(out / HEADER, load_json)
-        if saved is not None:
-            check_resumable(out, saved.get("settings", {}), header)
-            previous = ProtocolResult.load(out)
-
+    previous = _previous(out, header)
     (compiled,), sim_compiled = compile_with_simulator([model], simulator)
     kernel, base = sampler.make()
+    ctx = _Context(name, out, sampler, run, settings, kernel)
     prior_sim = Simulator(sim_compiled, data, threads=run.threads)
     real_target = StanTarget(compiled, data, threads=run.threads)
     # 0. The simulator check, before anything expensive (its own pilot tuning).
     if run.check_simulator:
         simulator_check = check_simulator(
             compiled, prior_sim, data, sampler=sampler, threads=run.threads,
-            settings=CheckSettings(seed=derived_seed(run.seed, Purpose.PROTOCOL_CHECK))).to_dict()
+            settings=CheckSettings(seed=ctx.seed(Purpose.PROTOCOL_CHECK))).to_dict()
     else:
         simulator_check = SimulatorCheck.skipped().to_dict()
-
     # 1. Fit on the real data.
-    fit_dir = out / "fit" if out is not None else None
-    fitted = None
-    if fit_dir is not None:
-        fitted = load_if_sound(fit_dir / "fit.npz", lambda path: FitResult.load(path.parent))
-    if fitted is not None:
-        log.info("%s: fit loaded from %s", name, fit_dir)
-    else:
-        inits = _prior_unconstrained(real_target, prior_sim, settings.fit.chains,
-                                     derived_seed(run.seed, Purpose.FIT_INIT))
-        fitted = fit(real_target, inits, settings=settings.fit,
-                     seed=derived_seed(run.seed, Purpose.FIT))
-        if fit_dir is not None:
-            fitted.save(fit_dir)
-    hyper = fitted.hyperparameters(prior_sim.hyperparameters, settings.fit.hyper_summary)
-    hyper_rhat = _hyper_rhat(fitted, hyper)
-    if any(r > 1.1 for r in hyper_rhat.values()):
-        # Only the hyperparameters matter here: label switching or rotations of
-        # other parameters (mixtures, factorisations) inflate R-hat harmlessly.
-        log.warning("%s: the fit's hyperparameters have R-hat %s (> 1.1); the fitted values "
-                    "may be unreliable (longer warmup, more draws?)", name,
-                    {h: round(r, 3) for h, r in hyper_rhat.items()})
-    log.info("%s: fitted hyperparameters (posterior %s): %s", name,
-             settings.fit.hyper_summary, {k: np.round(v, 4).tolist() for k, v in hyper.items()})
-
+    fitted, hyper, hyper_rhat = _fit_real(ctx, real_target, prior_sim)
     # 2. Simulate with the fitted hyperparameters.
-    fixed_sim = Simulator(sim_compiled, data, hyper=hyper, threads=run.threads)
-    truth = draw_at(fixed_sim.simulate(1, derived_seed(run.seed, Purpose.TRUTH)), 0)
-    _, overrides = split_draw(truth, compiled)
-    problem = simulate_problem(name + " (simulated)", model, fixed_sim, data, run.seed,
-                                run.threads, truth)
-
-    # Do data simulated at eta_hat look like the real data at all?
-    simulated = fixed_sim.simulate(settings.data_check_draws,
-                                   derived_seed(run.seed, Purpose.DATA_CHECK))
-    checked = data_check(data, {k: simulated[k] for k in overrides},
-                         alpha=settings.data_check_alpha)
-    (log.info if checked.passed else log.warning)("%s: %s", name, checked.message)
-
-    extra = {"simulated_data": {k: np.asarray(v).tolist() for k, v in overrides.items()},
-             "data_check": checked.to_dict(),
-             "truth": problem.truth, "fit_sampler": fitted.sampler,
-             "fit_max_rhat": fitted.max_rhat, "fit_min_ess_bulk": fitted.min_ess_bulk,
-             "fit_hyper_rhat": hyper_rhat,
-             "hyper_summary": settings.fit.hyper_summary, "simulator_check": simulator_check}
+    problem, extra = _simulate_at_fit(ctx, model, compiled, sim_compiled, data, hyper)
+    extra.update({"truth": problem.truth, "fit_sampler": fitted.sampler,
+                  "fit_max_rhat": fitted.max_rhat, "fit_min_ess_bulk": fitted.min_ess_bulk,
+                  "fit_hyper_rhat": hyper_rhat, "hyper_summary": settings.fit.hyper_summary,
+                  "simulator_check": simulator_check})
     sim = BreadResult(name, header, [], {"truth": problem.truth, "known_log_ml_bounds": {},
                                          "simulator_check": simulator_check})
     result = ProtocolResult(name, header, fitted, hyper, sim, {}, {}, extra)
     if previous is not None:
-        result.sim.steps = [s for s in previous.sim.steps if s.n_steps in run.steps]
-        result.real_forward = {T: d for T, d in previous.real_forward.items() if T in run.steps}
-        result.reverse_sweep = {k: d for k, d in previous.reverse_sweep.items()
-                                if k[0] in settings.s_sweep and k[1] in run.steps}
-        result.replicate_forward = {
-            k: {T: d for T, d in by_steps.items() if T in run.steps}
-            for k, by_steps in previous.replicate_forward.items() if k <= settings.replicates}
-        result.extra.update({k: v for k, v in previous.extra.items() if k not in extra})
+        _carry_over(result, previous, ctx)
     result.extra["executor"] = (executor or Executor()).describe()
     if out is not None:
         write_header(out, result)
-
     # 3. Kernels tuned along beta on each data set (pilot chains from the full prior).
-    t0 = time.perf_counter()
-    pilot = prior_draws(problem, prior_sim, sampler.pilot_chains,
-                         derived_seed(run.seed, Purpose.PILOT))
-    tuned_sim = _tuned(out / "tuning_sim.json" if out else None, problem.target, kernel, base,
-                       pilot, derived_seed(run.seed, Purpose.PILOT), sampler, run.progress)
-    tuned_real = _tuned(out / "tuning_real.json" if out else None, real_target, kernel, base,
-                        pilot, derived_seed(run.seed, Purpose.REAL_PILOT), sampler, run.progress)
-    result.extra.setdefault("tuning_seconds", time.perf_counter() - t0)
-    result.sim.extra["tuning"] = tuned_sim.to_dict()
-    setup_warnings(result.sim.extra, tuned_sim, name + " (simulated)")
-    setup_warnings(result.extra, tuned_real, name + " (real data)")
-    # Per T: simulated forward, one reverse run per S, real forward, the replicates.
-    warn_if_costly(name, tuned_sim, list(run.steps), sampler.steps_per_temperature * run.chains
-                   * (2 + len(settings.s_sweep) + settings.replicates), problem.target.dim)
-
+    pilot, tuned_sim, tuned_real = _tune_both(ctx, result, problem, real_target, prior_sim,
+                                              base)
     # 4. Reverse starts: S frozen beta = 1 transitions from (eta_hat, theta) on D_sim.
-    starts_path = out / "reverse_starts.npz" if out is not None else None
-    starts: dict[int, np.ndarray] = {}
-    saved_starts = load_if_sound(starts_path, load_unit) if starts_path is not None else None
-    if saved_starts is not None:
-        starts = {int(k[1:]): v for k, v in saved_starts[0].items()}
-    if not set(settings.s_sweep) <= set(starts):
-        # The snapshots are a deterministic function of the seed, so recomputing
-        # for a larger sweep reproduces the saved ones.
-        at_one = tuned_sim.schedule(np.array([0.0, 1.0])).params_at(1)
-        starts, info = _reverse_starts(problem.target, kernel, at_one, problem.x_star,
-                                       run.chains, settings.s_sweep,
-                                       derived_seed(run.seed, Purpose.REVERSE_START))
-        result.extra["reverse_start"] = info
-        log.info("%s: reverse starts after S = %s transitions at beta = 1 (%.1f s, "
-                 "acceptance %.2f)", name, list(settings.s_sweep), info["seconds"],
-                 info["accept_stat"])
-        if starts_path is not None:
-            save_unit(starts_path, {f"S{S}": v for S, v in starts.items()}, {})
+    starts = _reverse_start_snapshots(ctx, result, problem, tuned_sim)
     if out is not None:
         write_header(out, result)
         result.sim.save_header(out / "sim")
@@ -468,63 +288,197 @@ def _protocol(model, simulator, real_data, sampler: SamplerSettings, run: RunSet
         every = (None if run.increment_blocks is None
                  else max(1, math.ceil((T - 1) / run.increment_blocks)))
         return (run.schedule.lazy(T, tuned_sim), every,
-                prior_draws(problem, prior_sim, run.chains,
-                             derived_seed(run.seed, Purpose.PRIOR, T)))
+                prior_draws(problem, prior_sim, run.chains, ctx.seed(Purpose.PRIOR, T)))
 
-    _run_replicates(executor or Executor(), result, out, name, compiled, sim_compiled, data,
-                    hyper, run, sampler, settings, pilot, step_inputs)
-
+    run_replicates(executor or Executor(), result, out, name, compiled, sim_compiled, data,
+                   hyper, run, sampler, settings, pilot, step_inputs)
     # 5. AIS for each number of distributions.
     for T in run.steps:
         betas, every, prior = step_inputs(T)
-        fwd_done = {st.n_steps: st for st in result.sim.steps}.get(T)
-        missing = [S for S in settings.s_sweep if (S, T) not in result.reverse_sweep]
-        chain_seed = derived_seed(run.seed, Purpose.CHAINS, T)
-        groups = [] if fwd_done is not None else [engine.Group("forward", prior, chain_seed, 0)]
-        # Stream 1 + S: a reverse chain's randomness depends on its S, not on the sweep.
-        groups += [engine.Group("reverse", starts[S], chain_seed, 1 + S) for S in missing]
-        if groups:
-            runs = engine.anneal(problem.target, kernel,
-                               tuned_sim.schedule(betas, sampler.steps_per_temperature), groups,
-                               increments_every=every, progress=run.progress)
-            if fwd_done is None:
-                fwd = runs.pop(0)
-                fwd_done = StepResult(T, fwd.to_direction_result(), None, betas,
-                                      constrained(problem, fwd.final_positions))
-            for S, r in zip(missing, runs):
-                result.reverse_sweep[(S, T)] = r.to_direction_result()
-                if out is not None:
-                    save_direction(out / "sweep" / f"reverse_S{S}_T{T}.npz",
-                                    result.reverse_sweep[(S, T)])
-        step = StepResult(T, fwd_done.forward, result.reverse_sweep[(settings.s_main, T)],
-                          betas, fwd_done.draws)
-        result.sim.steps = [st for st in result.sim.steps if st.n_steps != T] + [step]
-        if groups:
-            if out is not None:
-                result.sim.save_step(out / "sim", step)
-            check = step.consistency()
-            if not check.passed:
-                log.warning("%s, simulated data, %d distributions: %s", name, T, check.message)
-            log.info("%s: simulated data, T=%d: bound %.4g nats, %.1f s", name, T,
-                     step.bound().estimate, step.wall_time)
-        def forward_only(target, tuned: TunedKernel, seed: int, path: Path | None,
-                         label: str) -> DirectionResult:
-            fwd = _forward(target, kernel, tuned, betas, prior, seed, every,
-                           sampler.steps_per_temperature, run.progress)
-            done = fwd.to_direction_result()
-            if path is not None:
-                save_direction(path, done)
-            log.info("%s: %s, T=%d: median forward estimate %.4g, %.1f s", name, label, T,
-                     float(np.median(fwd.log_estimates)), fwd.wall_time)
-            return done
-
+        _simulated_step(ctx, result, problem, tuned_sim, starts, T, betas, every, prior)
         if T not in result.real_forward:
-            result.real_forward[T] = forward_only(
-                real_target, tuned_real, derived_seed(run.seed, Purpose.REAL_CHAINS, T),
-                out / "real" / f"forward_{T}.npz" if out is not None else None, "real data")
+            result.real_forward[T] = _forward_only(
+                ctx, real_target, tuned_real, ctx.seed(Purpose.REAL_CHAINS, T),
+                out / "real" / f"forward_{T}.npz" if out is not None else None, "real data",
+                T, betas, every, prior)
     result.sim.steps.sort(key=lambda s: s.n_steps)
     if out is not None:
         result.save(out)
     for problem_text in result.problems():
         log.warning("%s: %s", name, problem_text)
     return result
+
+
+def _previous(out: Path | None, header: dict) -> ProtocolResult | None:
+    """The result saved in ``out`` by an earlier run with the same settings, if any."""
+    if out is None:
+        return None
+    saved = load_if_sound(out / HEADER, load_json)
+    if saved is None:
+        return None
+    check_resumable(out, saved.get("settings", {}), header)
+    return ProtocolResult.load(out)
+
+
+def _fit_real(ctx: _Context, real_target: StanTarget, prior_sim: Simulator
+              ) -> tuple[FitResult, dict, dict[str, float]]:
+    """The fit on the real data (loaded when saved), its hyperparameters eta_hat and
+    their R-hat."""
+    fit_dir = ctx.out / "fit" if ctx.out is not None else None
+    fitted = None
+    if fit_dir is not None:
+        fitted = load_if_sound(fit_dir / "fit.npz", lambda path: FitResult.load(path.parent))
+    fit_settings = ctx.settings.fit
+    if fitted is not None:
+        log.info("%s: fit loaded from %s", ctx.name, fit_dir)
+    else:
+        inits = _prior_unconstrained(real_target, prior_sim, fit_settings.chains,
+                                     ctx.seed(Purpose.FIT_INIT))
+        fitted = fit(real_target, inits, settings=fit_settings, seed=ctx.seed(Purpose.FIT))
+        if fit_dir is not None:
+            fitted.save(fit_dir)
+    hyper = fitted.hyperparameters(prior_sim.hyperparameters, fit_settings.hyper_summary)
+    hyper_rhat = _hyper_rhat(fitted, hyper)
+    if any(r > 1.1 for r in hyper_rhat.values()):
+        # Only the hyperparameters matter here: label switching or rotations of
+        # other parameters (mixtures, factorisations) inflate R-hat harmlessly.
+        log.warning("%s: the fit's hyperparameters have R-hat %s (> 1.1); the fitted values "
+                    "may be unreliable (longer warmup, more draws?)", ctx.name,
+                    {h: round(r, 3) for h, r in hyper_rhat.items()})
+    log.info("%s: fitted hyperparameters (posterior %s): %s", ctx.name,
+             fit_settings.hyper_summary, {k: np.round(v, 4).tolist() for k, v in hyper.items()})
+    return fitted, hyper, hyper_rhat
+
+
+def _simulate_at_fit(ctx: _Context, model, compiled, sim_compiled, data, hyper):
+    """The simulated problem (theta and D_sim drawn with eta_hat), and the result's extra
+    entries of the simulated data and of its check against the real data."""
+    run = ctx.run
+    fixed_sim = Simulator(sim_compiled, data, hyper=hyper, threads=run.threads)
+    truth = draw_at(fixed_sim.simulate(1, ctx.seed(Purpose.TRUTH)), 0)
+    _, overrides = split_draw(truth, compiled)
+    problem = simulate_problem(ctx.name + " (simulated)", model, fixed_sim, data, run.seed,
+                               run.threads, truth)
+    # Do data simulated at eta_hat look like the real data at all?
+    simulated = fixed_sim.simulate(ctx.settings.data_check_draws,
+                                   ctx.seed(Purpose.DATA_CHECK))
+    checked = data_check(data, {k: simulated[k] for k in overrides},
+                         alpha=ctx.settings.data_check_alpha)
+    (log.info if checked.passed else log.warning)("%s: %s", ctx.name, checked.message)
+    return problem, {"simulated_data": {k: np.asarray(v).tolist()
+                                        for k, v in overrides.items()},
+                     "data_check": checked.to_dict()}
+
+
+def _carry_over(result: ProtocolResult, previous: ProtocolResult, ctx: _Context) -> None:
+    """Keep what a resumed run computed before, at the step counts, S values and
+    replicates still asked for."""
+    steps, settings = ctx.run.steps, ctx.settings
+    result.sim.steps = [s for s in previous.sim.steps if s.n_steps in steps]
+    result.real_forward = {T: d for T, d in previous.real_forward.items() if T in steps}
+    result.reverse_sweep = {k: d for k, d in previous.reverse_sweep.items()
+                            if k[0] in settings.s_sweep and k[1] in steps}
+    result.replicate_forward = {
+        k: {T: d for T, d in by_steps.items() if T in steps}
+        for k, by_steps in previous.replicate_forward.items() if k <= settings.replicates}
+    result.extra.update({k: v for k, v in previous.extra.items() if k not in result.extra})
+
+
+def _tune_both(ctx: _Context, result: ProtocolResult, problem, real_target, prior_sim, base
+               ) -> tuple[np.ndarray, TunedKernel, TunedKernel]:
+    """The pilot draws and the kernels tuned along beta on the simulated and the real
+    data (loaded when saved), their setup warnings recorded in ``result``."""
+    out, sampler, run, name = ctx.out, ctx.sampler, ctx.run, ctx.name
+    t0 = time.perf_counter()
+    pilot = prior_draws(problem, prior_sim, sampler.pilot_chains, ctx.seed(Purpose.PILOT))
+    tuned_sim = tuned_kernel(out / "tuning_sim.json" if out else None, problem.target,
+                             ctx.kernel, base, pilot, ctx.seed(Purpose.PILOT), sampler,
+                             run.progress)
+    tuned_real = tuned_kernel(out / "tuning_real.json" if out else None, real_target,
+                              ctx.kernel, base, pilot, ctx.seed(Purpose.REAL_PILOT), sampler,
+                              run.progress)
+    result.extra.setdefault("tuning_seconds", time.perf_counter() - t0)
+    result.sim.extra["tuning"] = tuned_sim.to_dict()
+    setup_warnings(result.sim.extra, tuned_sim, name + " (simulated)")
+    setup_warnings(result.extra, tuned_real, name + " (real data)")
+    # Per T: simulated forward, one reverse run per S, real forward, the replicates.
+    warn_if_costly(name, tuned_sim, list(run.steps), sampler.steps_per_temperature * run.chains
+                   * (2 + len(ctx.settings.s_sweep) + ctx.settings.replicates),
+                   problem.target.dim)
+    return pilot, tuned_sim, tuned_real
+
+
+def _reverse_start_snapshots(ctx: _Context, result: ProtocolResult, problem,
+                             tuned_sim: TunedKernel) -> dict[int, np.ndarray]:
+    """The reverse chains' starts of every S of the sweep (loaded when saved; computed
+    and saved when the sweep holds a new S)."""
+    s_sweep = ctx.settings.s_sweep
+    starts_path = ctx.out / "reverse_starts.npz" if ctx.out is not None else None
+    starts: dict[int, np.ndarray] = {}
+    saved_starts = load_if_sound(starts_path, load_unit) if starts_path is not None else None
+    if saved_starts is not None:
+        starts = {int(k[1:]): v for k, v in saved_starts[0].items()}
+    if not set(s_sweep) <= set(starts):
+        # The snapshots are a deterministic function of the seed, so recomputing
+        # for a larger sweep reproduces the saved ones.
+        at_one = tuned_sim.schedule(np.array([0.0, 1.0])).params_at(1)
+        starts, info = _reverse_starts(problem.target, ctx.kernel, at_one, problem.x_star,
+                                       ctx.run.chains, s_sweep,
+                                       ctx.seed(Purpose.REVERSE_START))
+        result.extra["reverse_start"] = info
+        log.info("%s: reverse starts after S = %s transitions at beta = 1 (%.1f s, "
+                 "acceptance %.2f)", ctx.name, list(s_sweep), info["seconds"],
+                 info["accept_stat"])
+        if starts_path is not None:
+            save_unit(starts_path, {f"S{S}": v for S, v in starts.items()}, {})
+    return starts
+
+
+def _simulated_step(ctx: _Context, result: ProtocolResult, problem, tuned_sim: TunedKernel,
+                    starts: dict[int, np.ndarray], T: int, betas, every, prior) -> None:
+    """The simulated forward run and the reverse runs of the missing S at T
+    distributions, in one batch per temperature, saved and put into ``result``."""
+    out, settings = ctx.out, ctx.settings
+    fwd_done = {st.n_steps: st for st in result.sim.steps}.get(T)
+    missing = [S for S in settings.s_sweep if (S, T) not in result.reverse_sweep]
+    chain_seed = ctx.seed(Purpose.CHAINS, T)
+    groups = [] if fwd_done is not None else [engine.Group("forward", prior, chain_seed, 0)]
+    # Stream 1 + S: a reverse chain's randomness depends on its S, not on the sweep.
+    groups += [engine.Group("reverse", starts[S], chain_seed, 1 + S) for S in missing]
+    if groups:
+        runs = engine.anneal(problem.target, ctx.kernel,
+                             tuned_sim.schedule(betas, ctx.sampler.steps_per_temperature),
+                             groups, increments_every=every, progress=ctx.run.progress)
+        if fwd_done is None:
+            fwd = runs.pop(0)
+            fwd_done = StepResult(T, fwd.to_direction_result(), None, betas,
+                                  constrained(problem, fwd.final_positions))
+        for S, r in zip(missing, runs):
+            result.reverse_sweep[(S, T)] = r.to_direction_result()
+            if out is not None:
+                save_direction(out / "sweep" / f"reverse_S{S}_T{T}.npz",
+                               result.reverse_sweep[(S, T)])
+    step = StepResult(T, fwd_done.forward, result.reverse_sweep[(settings.s_main, T)],
+                      betas, fwd_done.draws)
+    result.sim.steps = [st for st in result.sim.steps if st.n_steps != T] + [step]
+    if groups:
+        if out is not None:
+            result.sim.save_step(out / "sim", step)
+        check = step.consistency()
+        if not check.passed:
+            log.warning("%s, simulated data, %d distributions: %s", ctx.name, T, check.message)
+        log.info("%s: simulated data, T=%d: bound %.4g nats, %.1f s", ctx.name, T,
+                 step.bound().estimate, step.wall_time)
+
+
+def _forward_only(ctx: _Context, target, tuned: TunedKernel, seed: int, path: Path | None,
+                  label: str, T: int, betas, every, prior) -> DirectionResult:
+    """A forward run on its own (the real data's), saved to ``path``."""
+    fwd = forward_run(target, ctx.kernel, tuned, betas, prior, seed, every,
+                   ctx.sampler.steps_per_temperature, ctx.run.progress)
+    done = fwd.to_direction_result()
+    if path is not None:
+        save_direction(path, done)
+    log.info("%s: %s, T=%d: median forward estimate %.4g, %.1f s", ctx.name, label, T,
+             float(np.median(fwd.log_estimates)), fwd.wall_time)
+    return done

@@ -367,68 +367,105 @@ def check_simulator(model, simulator, data=None, *, sampler: SamplerSettings = S
         target = problem.target
         names = target.param_names()
 
-        # Centre of each parameter: median of an independent batch of simulator draws.
-        centre_params, _ = split_draw(
-            sim.simulate(200, derived_seed(seed, Purpose.CHECK_CENTRE)), compiled)
-        centre = np.median(np.atleast_2d(target.param_constrain(
-            _unconstrained(target, centre_params))), axis=0)
-
+        centre = _centre(target, sim, compiled, seed)
         log.info("simulator check: %d prior draws x %d transitions at beta = 0, then %d "
                  "simulated data sets x %d transitions at beta = 1 (one chain each)",
                  settings.prior_draws, k, settings.datasets, k)
         # (a) prior: frozen beta = 0 transitions from simulator draws.
-        params, _ = split_draw(
-            sim.simulate(settings.prior_draws, derived_seed(seed, Purpose.CHECK_PRIOR_DRAWS)),
-            compiled)
-        start = _unconstrained(target, params)
-        s0, s1, n_grad = _run_chains(kernel, schedule.params_at(0), target, start, 0.0, k,
-                                     derived_seed(seed, Purpose.CHECK_PRIOR_CHAINS))
-        rows = _stage_tests("prior", names, _snapshot(target, s0.position, s0.evaluation),
-                            _snapshot(target, s1.position, s1.evaluation), centre)
+        before, after, n_grad = _prior_chains(kernel, schedule.params_at(0), target, compiled,
+                                              sim, settings)
+        rows = _stage_tests("prior", names, before, after, centre)
 
         log.info("simulator check: prior stage done after %s", duration(
             time.perf_counter() - started))
         # (b) joint: one data set, one target and one chain per simulated (x_j, y_j).
-        pace = PaceLog("simulator check, joint stage", settings.datasets, "data sets")
-        draws = sim.simulate(settings.datasets, derived_seed(seed, Purpose.CHECK_DATASETS))
-        before, after = [], []
-        at_one = schedule.params_at(1)
-        joint_seed = derived_seed(seed, Purpose.CHECK_JOINT_CHAINS)
-        shared_prior = None  # data set 0's prior instance, reused if the prior ignores y
-        for j in range(settings.datasets):
-            draw = {key: value[j] for key, value in draws.items()}
-            params_j, overrides = split_draw(draw, compiled)
-            try:
-                target_j = StanTarget(compiled, {**data, **overrides}, threads=1,
-                                      prior_model=shared_prior)
-            except BreadStanError as error:
-                raise _OutsideSupport(f"simulated data set {j} is not valid data for the "
-                                      f"model: {_first_line(error)}") from None
-            x_j = _unconstrained(target_j, {key: np.asarray(v)[None] for key, v in
-                                            params_j.items()})
-            if j == 0:
-                shared_prior = target_j.prior_model
-            elif j == 1:
-                target_j, shared_prior = _share_prior(target_j, x_j, compiled,
-                                                      {**data, **overrides})
-            a, b, g = _run_chains(kernel, at_one, target_j, x_j, 1.0, k, joint_seed,
-                                  chains=np.array([j]))
-            n_grad += g
-            before.append(_snapshot(target_j, a.position, a.evaluation))
-            after.append(_snapshot(target_j, b.position, b.evaluation))
-            pace.tick(j + 1)
+        before, after, g = _joint_chains(kernel, schedule.params_at(1), compiled, sim, data,
+                                         settings)
+        n_grad += g
         rows += _stage_tests("joint", names, _concat(before), _concat(after), centre)
     except _OutsideSupport as error:
         return _flag_support(str(error), started, settings)
 
     for row in rows:
         row["p"] = min(1.0, row["p_raw"] * len(rows))
+    passed, message = _verdict(rows, settings, _kernel_phrase(sampler, k), k)
+    result = SimulatorCheck(True, passed, message, settings.alpha, rows,
+                            {**asdict(settings), "kernel": sampler.kernel,
+                             "max_depth": sampler.max_depth, "n_leapfrog": sampler.n_leapfrog,
+                             "rescue_prob": sampler.rescue_prob},
+                            time.perf_counter() - started, n_grad)
+    log.log(logging.INFO if passed else logging.WARNING, "simulator check %s (%.1f s)",
+            message, result.seconds)
+    return result
+
+
+def _centre(target: StanTarget, sim: Simulator, compiled, seed: int) -> np.ndarray:
+    """Centre of each parameter: median of an independent batch of simulator draws."""
+    centre_params, _ = split_draw(
+        sim.simulate(200, derived_seed(seed, Purpose.CHECK_CENTRE)), compiled)
+    return np.median(np.atleast_2d(target.param_constrain(
+        _unconstrained(target, centre_params))), axis=0)
+
+
+def _prior_chains(kernel, at_zero, target: StanTarget, compiled, sim: Simulator,
+                  settings: CheckSettings) -> tuple[_Snapshot, _Snapshot, int]:
+    """The prior stage's chains: frozen beta = 0 transitions from simulator draws; the
+    snapshots before and after, and the gradients used."""
+    params, _ = split_draw(
+        sim.simulate(settings.prior_draws,
+                     derived_seed(settings.seed, Purpose.CHECK_PRIOR_DRAWS)), compiled)
+    start = _unconstrained(target, params)
+    s0, s1, n_grad = _run_chains(kernel, at_zero, target, start, 0.0, settings.transitions,
+                                 derived_seed(settings.seed, Purpose.CHECK_PRIOR_CHAINS))
+    return (_snapshot(target, s0.position, s0.evaluation),
+            _snapshot(target, s1.position, s1.evaluation), n_grad)
+
+
+def _joint_chains(kernel, at_one, compiled, sim: Simulator, data: Mapping,
+                  settings: CheckSettings) -> tuple[list[_Snapshot], list[_Snapshot], int]:
+    """The joint stage's chains: for each simulated (x_j, y_j), one chain of frozen
+    beta = 1 transitions from x_j on a target of its own data y_j; the snapshots before
+    and after, and the gradients used.  Raises :class:`_OutsideSupport` for simulated
+    data the model refuses."""
+    k = settings.transitions
+    pace = PaceLog("simulator check, joint stage", settings.datasets, "data sets")
+    draws = sim.simulate(settings.datasets,
+                         derived_seed(settings.seed, Purpose.CHECK_DATASETS))
+    before, after, n_grad = [], [], 0
+    joint_seed = derived_seed(settings.seed, Purpose.CHECK_JOINT_CHAINS)
+    shared_prior = None  # data set 0's prior instance, reused if the prior ignores y
+    for j in range(settings.datasets):
+        draw = {key: value[j] for key, value in draws.items()}
+        params_j, overrides = split_draw(draw, compiled)
+        try:
+            target_j = StanTarget(compiled, {**data, **overrides}, threads=1,
+                                  prior_model=shared_prior)
+        except BreadStanError as error:
+            raise _OutsideSupport(f"simulated data set {j} is not valid data for the "
+                                  f"model: {_first_line(error)}") from None
+        x_j = _unconstrained(target_j, {key: np.asarray(v)[None] for key, v in
+                                        params_j.items()})
+        if j == 0:
+            shared_prior = target_j.prior_model
+        elif j == 1:
+            target_j, shared_prior = _share_prior(target_j, x_j, compiled,
+                                                  {**data, **overrides})
+        a, b, g = _run_chains(kernel, at_one, target_j, x_j, 1.0, k, joint_seed,
+                              chains=np.array([j]))
+        n_grad += g
+        before.append(_snapshot(target_j, a.position, a.evaluation))
+        after.append(_snapshot(target_j, b.position, b.evaluation))
+        pace.tick(j + 1)
+    return before, after, n_grad
+
+
+def _verdict(rows: list[dict], settings: CheckSettings, kernel_phrase: str,
+             transitions: int) -> tuple[bool, str]:
+    """Whether the check passed (every Bonferroni p at least alpha) and its message."""
     worst = min(rows, key=lambda r: r["p"])
-    passed = worst["p"] >= settings.alpha
-    kernel_phrase = _kernel_phrase(sampler, k)
     moved = {stage: np.mean([r["moved"] for r in rows if r["stage"] == stage])
              for stage in ("prior", "joint")}
-    if passed:
+    if worst["p"] >= settings.alpha:
         message = (f"passed: no quantity moved under {kernel_phrase} at beta = 0 from "
                    f"{settings.prior_draws} prior draws and at beta = 1 from "
                    f"{settings.datasets} simulated data sets (smallest Bonferroni p = "
@@ -440,24 +477,17 @@ def check_simulator(model, simulator, data=None, *, sampler: SamplerSettings = S
             message += (f"; but the kernel moved few {' and '.join(weak)} chains "
                         f"({', '.join(f'{moved[s]:.0%}' for s in weak)}), so the check "
                         "had little power there")
-    else:
-        flagged = sorted((r for r in rows if r["p"] < settings.alpha), key=lambda r: r["p"])
-        # Name a parameter when one moved: "tau drifts inward" says more than "log prior".
-        lead = next((r for r in flagged if r["kind"] in ("value", "spread")), worst)
-        others = [r for r in flagged if r is not lead][:3]
-        message = "flagged: " + _explain(lead, k)
-        if others:
-            message += " (also moved: " + ", ".join(
-                f"{r['quantity']} {'up' if r['direction'] > 0 else 'down'}"
-                f"{' in spread' if r['kind'] == 'spread' else ''} under {r['stage']} "
-                f"transitions, p = {r['p']:.2g}" for r in others) + ")"
-        message += (f" [{kernel_phrase} from {settings.prior_draws} prior draws and "
-                    f"{settings.datasets} simulated data sets]")
-    result = SimulatorCheck(True, passed, message, settings.alpha, rows,
-                            {**asdict(settings), "kernel": sampler.kernel,
-                             "max_depth": sampler.max_depth, "n_leapfrog": sampler.n_leapfrog,
-                             "rescue_prob": sampler.rescue_prob},
-                            time.perf_counter() - started, n_grad)
-    log.log(logging.INFO if passed else logging.WARNING, "simulator check %s (%.1f s)",
-            message, result.seconds)
-    return result
+        return True, message
+    flagged = sorted((r for r in rows if r["p"] < settings.alpha), key=lambda r: r["p"])
+    # Name a parameter when one moved: "tau drifts inward" says more than "log prior".
+    lead = next((r for r in flagged if r["kind"] in ("value", "spread")), worst)
+    others = [r for r in flagged if r is not lead][:3]
+    message = "flagged: " + _explain(lead, transitions)
+    if others:
+        message += " (also moved: " + ", ".join(
+            f"{r['quantity']} {'up' if r['direction'] > 0 else 'down'}"
+            f"{' in spread' if r['kind'] == 'spread' else ''} under {r['stage']} "
+            f"transitions, p = {r['p']:.2g}" for r in others) + ")"
+    message += (f" [{kernel_phrase} from {settings.prior_draws} prior draws and "
+                f"{settings.datasets} simulated data sets]")
+    return False, message

@@ -382,24 +382,11 @@ def subjective(model, data=None, *, reference: Any = None, simulator=None,
         stan = stan_model(model, data, run.threads)
 
     t0 = time.perf_counter()
-    if reference is None:
-        ref = load_reference(own_fit(stan, fit_settings, run.seed, out), stan)
-        ref_key: Any = {"own_fit": asdict(fit_settings)}
-    else:
-        ref = load_reference(reference, stan)
-        ref_key = hashlib.sha256(ref.unconstrained.tobytes()).hexdigest()[:16]
+    ref, ref_key = _reference(stan, reference, fit_settings, run.seed, out)
     reference_seconds = time.perf_counter() - t0
     thinned, stride = ref.thinned()
-    n_reverse = min(run.chains, thinned.shape[0])
-    if n_reverse < 2:
-        raise ReferenceDrawsError(f"only {thinned.shape[0]} roughly independent reference draw(s) "
-                             "after thinning; the reverse direction needs at least 2: give a "
-                             "longer reference")
-    pick = np.random.default_rng(derived_seed(run.seed, Purpose.SUBJECTIVE_PICK))
-    reverse_starts = thinned[np.sort(pick.choice(thinned.shape[0], n_reverse, replace=False))]
-    if n_reverse < run.chains:
-        log.warning("%s: only %d roughly independent reference draws, so %d reverse chains "
-                    "(forward: %d)", name, thinned.shape[0], n_reverse, run.chains)
+    reverse_starts = _reverse_starts(name, thinned, run)
+    n_reverse = reverse_starts.shape[0]
     for problem in ref.warnings():
         log.warning("%s: %s", name, problem)
 
@@ -407,24 +394,8 @@ def subjective(model, data=None, *, reference: Any = None, simulator=None,
         target, draw_base, base_info = prior_base(prior_target, simulator, data, run.threads)
         shard_source = (prior_target.compiled, dict(data), None)
     else:
-        all_draws = ref.unconstrained.reshape(-1, stan.dim)
-        q0 = (GaussianBase.from_draws(all_draws, base.widen) if base.fit == "reference"
-              else GaussianBase.laplace(stan, all_draws.mean(axis=0), base.widen))
-        target = GaussianBaseTarget(stan, q0)
-        base_info = {"kind": "gaussian", **q0.to_dict()}
-        shard_source = (stan.compiled, full_data(stan.compiled, data), q0)
-
-        def draw_base(n, seed):
-            return q0.sample(np.random.default_rng(seed), n)
-
-    scored = run.scored()
-    fingerprint, parts = fingerprints(
-        model=program, simulator=None if simulator is None else program_text(simulator),
-        data={k: np.asarray(v).tolist() for k, v in data.items()}, sampler=asdict(sampler),
-        tuning=sampler.tuning_fingerprint(), run=scored, base=asdict(base), reference=ref_key)
-    header = {"model": name, "method": "subjective", "fingerprint": fingerprint,
-              "fingerprints": parts, "steps": list(run.steps), "sampler": asdict(sampler),
-              "run": {**scored, "schedule": asdict(run.schedule)}, "base": asdict(base)}
+        target, draw_base, base_info, shard_source = _gaussian_base(stan, data, ref, base)
+    header = _header(name, program, simulator, data, sampler, run, base, ref_key)
     verdict = replace(verdict or VerdictSettings(), one_reverse_start=False)
     info = {"reference_source": ref.source, "reference_chains": ref.unconstrained.shape[0],
             "reference_draws": ref.n_draws, "reference_max_rhat": ref.max_rhat,
@@ -448,6 +419,63 @@ def subjective(model, data=None, *, reference: Any = None, simulator=None,
         with output_directory(out):
             result.save(out)
     return result
+
+
+def _reference(stan: StanModel, reference: Any, fit_settings: FitSettings, seed: int,
+               out: Path | None) -> tuple[Reference, Any]:
+    """The reference draws (None: the toolkit's own NUTS fit, saved in ``out``) and the
+    key that stands for them in the run's fingerprint."""
+    if reference is None:
+        ref = load_reference(own_fit(stan, fit_settings, seed, out), stan)
+        return ref, {"own_fit": asdict(fit_settings)}
+    ref = load_reference(reference, stan)
+    return ref, hashlib.sha256(ref.unconstrained.tobytes()).hexdigest()[:16]
+
+
+def _reverse_starts(name: str, thinned: np.ndarray, run: RunSettings) -> np.ndarray:
+    """The reverse chains' starts: ``run.chains`` of the thinned reference draws (all of
+    them when there are fewer, at least 2), picked at random."""
+    n_reverse = min(run.chains, thinned.shape[0])
+    if n_reverse < 2:
+        raise ReferenceDrawsError(f"only {thinned.shape[0]} roughly independent reference draw(s) "
+                             "after thinning; the reverse direction needs at least 2: give a "
+                             "longer reference")
+    pick = np.random.default_rng(derived_seed(run.seed, Purpose.SUBJECTIVE_PICK))
+    reverse_starts = thinned[np.sort(pick.choice(thinned.shape[0], n_reverse, replace=False))]
+    if n_reverse < run.chains:
+        log.warning("%s: only %d roughly independent reference draws, so %d reverse chains "
+                    "(forward: %d)", name, thinned.shape[0], n_reverse, run.chains)
+    return reverse_starts
+
+
+def _gaussian_base(stan: StanModel, data: Mapping, ref: Reference, base: BaseSettings):
+    """The Gaussian base fitted to the reference draws (or a Laplace approximation at
+    their mean): the annealing target, its sampler, its description and the shards'
+    source."""
+    all_draws = ref.unconstrained.reshape(-1, stan.dim)
+    q0 = (GaussianBase.from_draws(all_draws, base.widen) if base.fit == "reference"
+          else GaussianBase.laplace(stan, all_draws.mean(axis=0), base.widen))
+    target = GaussianBaseTarget(stan, q0)
+    base_info = {"kind": "gaussian", **q0.to_dict()}
+    shard_source = (stan.compiled, full_data(stan.compiled, data), q0)
+
+    def draw_base(n, seed):
+        return q0.sample(np.random.default_rng(seed), n)
+
+    return target, draw_base, base_info, shard_source
+
+
+def _header(name: str, program: str, simulator, data: Mapping, sampler: SamplerSettings,
+            run: RunSettings, base: BaseSettings, ref_key) -> dict:
+    """The saved run's header: its settings and the fingerprints that resuming checks."""
+    scored = run.scored()
+    fingerprint, parts = fingerprints(
+        model=program, simulator=None if simulator is None else program_text(simulator),
+        data={k: np.asarray(v).tolist() for k, v in data.items()}, sampler=asdict(sampler),
+        tuning=sampler.tuning_fingerprint(), run=scored, base=asdict(base), reference=ref_key)
+    return {"model": name, "method": "subjective", "fingerprint": fingerprint,
+            "fingerprints": parts, "steps": list(run.steps), "sampler": asdict(sampler),
+            "run": {**scored, "schedule": asdict(run.schedule)}, "base": asdict(base)}
 
 
 def _run_steps(result: BreadResult, out: Path | None, target, draw_base, reverse_starts,

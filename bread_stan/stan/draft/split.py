@@ -237,19 +237,8 @@ def split_program(source: str, info: dict, likelihood: Sequence[str] | None = No
     if "prior_only" in info.get("inputs", {}):
         return Split(source, "", [], [], own_split=True)
     program = parse_program(source)
-    if "model" not in program.blocks:
-        raise SplitError("the program has no model block: nothing to split")
-    if any(t.kind == "id" and t.text == "prior_only" for t in tokenize(source)):
-        raise SplitError("the program uses the name prior_only for something other "
-                         "than a data variable: rename it")
+    _check_splittable(program, source)
     model = program.blocks["model"]
-    for s in _walk([*program.blocks.get("transformed parameters", []), *model]):
-        for e in s.exprs() if s.kind not in ("block", "for", "foreach", "while", "if") \
-                else [x for x in (s.lhs, s.rhs) if x is not None]:
-            lp = sorted(c for c in e.calls() if c.endswith("_lp"))
-            if lp:
-                raise SplitError(f"line {s.line}: the function {lp[0]} adds to the target "
-                                 "itself, which cannot be split: declare prior_only by hand")
     c = _Classifier(program, likelihood)
     constants = c.data | c.tdata
     found: list[tuple[Stmt, list[DensityTerm]]] = []
@@ -259,16 +248,56 @@ def split_program(source: str, info: dict, likelihood: Sequence[str] | None = No
         if terms is not None:
             found.append((s, terms))
             conditions[id(s)] = conds
-    if likelihood is None:   # data that are the outcome of a density, anywhere in the model
-        for s in _walk(model):
-            init = s.decl.init if s.decl is not None else None
-            for e in (x for x in (s.lhs, s.rhs, init) if x is not None):
-                for outcome in _density_outcomes(e.tokens):
-                    c.modelled |= c.reads(outcome, True) & c.data
-        for s, terms in found:
-            for t in terms:
-                if t.call and not CDF.search(t.call):
-                    c.modelled |= c.outcome_names(t.outcome) & c.data
+    if likelihood is None:
+        _find_modelled_data(c, model, found)
+    rows, edits = _classify(c, found, conditions, source)
+    _check_rows(rows, found)
+    bare = {id(b) for p in _walk(model) if p.kind in ("if", "for", "foreach", "while")
+            for b in (*p.body, *p.orelse)}     # an unbraced body: an edit there needs braces
+    skipped = _likelihood_work(model, edits)
+    return Split(_rewrite(program, edits, bare, keep_likelihood=True, skipped=skipped),
+                 _rewrite(program, edits, bare, keep_likelihood=False, skipped=skipped),
+                 rows, sorted(c.modelled))
+
+
+def _check_splittable(program: StanProgram, source: str) -> None:
+    """Refuse a program with no model block, one that names something else prior_only,
+    and one whose functions add to the target themselves (``_lp``)."""
+    if "model" not in program.blocks:
+        raise SplitError("the program has no model block: nothing to split")
+    if any(t.kind == "id" and t.text == "prior_only" for t in tokenize(source)):
+        raise SplitError("the program uses the name prior_only for something other "
+                         "than a data variable: rename it")
+    for s in _walk([*program.blocks.get("transformed parameters", []),
+                    *program.blocks["model"]]):
+        for e in s.exprs() if s.kind not in ("block", "for", "foreach", "while", "if") \
+                else [x for x in (s.lhs, s.rhs) if x is not None]:
+            lp = sorted(c for c in e.calls() if c.endswith("_lp"))
+            if lp:
+                raise SplitError(f"line {s.line}: the function {lp[0]} adds to the target "
+                                 "itself, which cannot be split: declare prior_only by hand")
+
+
+def _find_modelled_data(c: _Classifier, model: Sequence[Stmt],
+                        found: list[tuple[Stmt, list[DensityTerm]]]) -> None:
+    """Add to ``c.modelled`` the data that are the outcome of a density, anywhere in the
+    model (the default when the user names no modelled data)."""
+    for s in _walk(model):
+        init = s.decl.init if s.decl is not None else None
+        for e in (x for x in (s.lhs, s.rhs, init) if x is not None):
+            for outcome in _density_outcomes(e.tokens):
+                c.modelled |= c.reads(outcome, True) & c.data
+    for s, terms in found:
+        for t in terms:
+            if t.call and not CDF.search(t.call):
+                c.modelled |= c.outcome_names(t.outcome) & c.data
+
+
+def _classify(c: _Classifier, found: list[tuple[Stmt, list[DensityTerm]]],
+              conditions: dict[int, tuple[Expr, ...]], source: str
+              ) -> tuple[list[SplitRow], list[tuple[Stmt, list[tuple[DensityTerm, str]]]]]:
+    """The role of every density term found: the table's rows, and the edits (each
+    statement with its terms' roles)."""
     rows: list[SplitRow] = []
     edits: list[tuple[Stmt, list[tuple[DensityTerm, str]]]] = []
     for s, terms in found:
@@ -287,6 +316,11 @@ def split_program(source: str, info: dict, likelihood: Sequence[str] | None = No
             text = s.text if len(terms) == 1 else Expr(t.tokens, source).text
             rows.append(SplitRow(s.line, text, role, why))
         edits.append((s, [(t, r) for t, r, _ in roles]))
+    return rows, edits
+
+
+def _check_rows(rows: list[SplitRow], found: list[tuple[Stmt, list[DensityTerm]]]) -> None:
+    """Refuse a split with a refused term, or with no likelihood term at all."""
     refused = [r for r in rows if r.role == "refused"]
     if refused:
         r = refused[0]
@@ -304,12 +338,6 @@ def split_program(source: str, info: dict, likelihood: Sequence[str] | None = No
                          "its outcome, so there is no likelihood to split off: declare "
                          "prior_only by hand, or name the modelled data with "
                          "--likelihood NAME,...")
-    bare = {id(b) for p in _walk(model) if p.kind in ("if", "for", "foreach", "while")
-            for b in (*p.body, *p.orelse)}     # an unbraced body: an edit there needs braces
-    skipped = _likelihood_work(model, edits)
-    return Split(_rewrite(program, edits, bare, keep_likelihood=True, skipped=skipped),
-                 _rewrite(program, edits, bare, keep_likelihood=False, skipped=skipped),
-                 rows, sorted(c.modelled))
 
 
 _CONTROL = ("for", "foreach", "while", "if", "block")
