@@ -249,7 +249,9 @@ def test_a_simulator_failing_on_a_check_draw_stops_before_the_pilot(monkeypatch)
     def no_pilot(*args, **kwargs):
         raise AssertionError("the pilot ran before the failing simulator was found")
 
-    monkeypatch.setattr("bread_stan.workflows.bread.load_or_tune", no_pilot)
+    monkeypatch.setattr("bread_stan.workflows.auto_path.resolve_path", no_pilot)
+    monkeypatch.setattr("bread_stan.workflows.saved_choice.resolve_path", no_pilot)
+    monkeypatch.setattr("bread_stan.ais.path_kinds.tune_prior", no_pilot)
     data = {"N": 20, "sigma": 1.0, "tau": 2.0, "factor": 1.0}
     with pytest.raises(StanDataError, match="simulation failed .*rare failure"):
         bread(NORMAL_MEAN, rare, data, sampler=SAMPLER,

@@ -113,8 +113,9 @@ def run_smc(path: Path, model: Target, kernel, config: RunConfig, T: int, direct
     if x_star.ndim == 1:
         x_star = np.repeat(x_star[None, :], prior.shape[0], axis=0)
     if direction == "both":
-        fwd, rev = smc.forward_and_conditional(leg.target, kernel, leg.schedule, start[0],
-                                               x_star, P, streams=streams, **kw)
+        fwd, rev = smc.forward_and_conditional(leg.target, kernel, leg.schedule,
+                                               start[0][:, :P], x_star, prior[:, P:], P,
+                                               streams=streams, **kw)
         return {"forward": fwd, "reverse": rev}
     return {"reverse": smc.conditional_smc(leg.target, kernel, leg.schedule, x_star,
                                            prior[:, P:], stream=streams[1], **kw)}

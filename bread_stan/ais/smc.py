@@ -503,24 +503,25 @@ def check_starts(target: Target, prior_draws, posterior_draws, P: int
     return prior, post
 
 
-def forward_and_conditional(target: Target, kernel: Kernel, schedule, prior, x_star, P: int,
-                            *, seed, resample_at, streams: tuple[int, int] = (0, 1),
+def forward_and_conditional(target: Target, kernel: Kernel, schedule, prior, x_star,
+                            free, P: int, *, seed, resample_at,
+                            streams: tuple[int, int] = (0, 1),
                             increments_every: int | None = None, first_run: int = 0,
                             progress: bool = False) -> tuple[SMCRun, SMCRun]:
     """Forward SMC and conditional SMC at once: the forward runs and the retained
     reverse chains share one batch, the free particles run in a second.  ``prior``
-    (runs, 2P - 1, d): run r's forward particles ``[:P]`` and its conditional run's
-    free particles ``[P:]``; ``x_star`` (runs, d)."""
+    (runs, P, d): the forward runs' particles; ``x_star`` (runs', d) the conditional
+    runs' exact draws and ``free`` (runs', P - 1, d) their free particles."""
     schedule = engine.as_schedule(schedule)
     at = _steps(resample_at, len(schedule.betas))
     T = len(schedule.betas)
-    fwd_lanes = _smc_lanes(prior[:, :P], seed, streams[0], first_run, P)
+    fwd_lanes = _smc_lanes(prior, seed, streams[0], first_run, P)
     ret_lanes = _retained_lanes(x_star, seed, streams[1], first_run)
     fwd_out, rev_out = _sweep(target, kernel, schedule, [fwd_lanes, ret_lanes], at,
                               increments_every, progress, f"SMC T={T}")
     free_out = None
     if P > 1:
-        free_lanes = _free_lanes(prior[:, P:], seed, streams[1], first_run, P, rev_out)
+        free_lanes = _free_lanes(free, seed, streams[1], first_run, P, rev_out)
         free_out = _sweep(target, kernel, schedule, [free_lanes], at, increments_every,
                           progress, f"SMC conditional T={T}")[0]
     return (_forward_result(fwd_out, fwd_lanes, P, at, schedule, True),
