@@ -25,7 +25,7 @@ from bread_stan.reporting import plots
 from bread_stan.reporting.report import write_report
 
 # The conjugate regression: HMC(step 0.15, L = 10); and the default kernel,
-# NUTS, as scripts/verdict_calibration.py runs it.
+# NUTS, as scripts/studies/verdict_calibration.py runs it.
 PARAMS = HMCParams(step_size=0.15, n_leapfrog=10)
 KERNELS = {"hmc": (HMC(), PARAMS),
            "nuts": (NUTS(), NUTSParams(step_size=0.15, max_depth=8, rescue_prob=0.1))}
@@ -108,7 +108,7 @@ def test_multi_draw_interval_covers_where_the_single_draw_interval_does_not():
     # so the single-draw interval (chain-to-chain spread) is too narrow for what it
     # claims.  200 replications: coverage standard error about 0.02-0.03.  (NUTS,
     # whose reverse chains forget x* faster, covered 0.88 and 0.96 in
-    # scripts/verdict_calibration.py: HMC is the case that shows the difference.)
+    # scripts/studies/verdict_calibration.py: HMC is the case that shows the difference.)
     model, _ = simulate_regression(100, 5, noise_sd=0.5, seed=1)
     single = single_draw_coverage(model, HMC(), PARAMS, steps=100, chains=50,
                                   replications=200, level=0.9, seed=0)
