@@ -151,6 +151,7 @@ def test_settings_refuse_bad_combinations_and_keep_old_fingerprints():
             != fingerprints(run=RunSettings().scored()))
 
 
+@pytest.mark.stan
 def test_bread_on_the_waypoint_path_sandwiches_the_exact_log_ml(tmp_path):
     model, simulator = TEST_STAN / "normal_mean.stan", TEST_STAN / "normal_mean_sim.stan"
     compile_many([model, simulator], workers=2)
