@@ -237,6 +237,7 @@ class _Correlated:
                           -x / 100, g)
 
 
+@pytest.mark.slow  # a few seconds: out of the fast tier's minute
 def test_a_strongly_correlated_base_is_the_metric_of_its_leg():
     """Above 20 parameters "auto" estimates a diagonal metric; where q is strongly
     correlated its covariance is the leg's metric at every beta instead, recorded once
