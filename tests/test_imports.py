@@ -1,6 +1,6 @@
-"""The package's import structure (scripts/tools/check_imports.py): no import circle, no
+"""The package's import structure (scripts/check_imports.py): no import circle, no
 private name imported across modules and no module over 600 lines beyond the debt
-listed in scripts/tools/import_debt.txt.  Exact: reads the source, runs nothing of it."""
+listed in scripts/import_debt.txt.  Exact: reads the source, runs nothing of it."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _checker():
-    return load_script("tools/check_imports")
+    return load_script("check_imports")
 
 
 def test_the_package_has_no_new_circle_private_import_or_long_module(capsys):
