@@ -142,7 +142,8 @@ def pytest_collection_modifyitems(config, items):
 #                      a CmdStan executable (FitSettings(sampler="cmdstan"), cmdstanpy).
 # Child processes (the CLI, a notebook kernel) get BREAD_STAN_TOOLCHAIN set to a source
 # that does not exist, so any compile or cache lookup there fails with that name in the
-# message.  The test fails even when the code under test swallows the error.
+# message.  The test fails even when the code under test swallows the error.  A test
+# module that asks for Stan when imported (collection, in every tier) is an error.
 _GUARDED = {
     "bread_stan.stan.toolchain": ("find_toolchain",),
     "bread_stan.stan.compile": ("compile_model", "compile_many", "build_bridge", "stanc_info",
@@ -161,6 +162,7 @@ class StanGuard:
 
     def __init__(self):
         self.item = None          # the test running (setup, call, teardown), or None
+        self.collecting = False   # importing the test modules: every tier does that
         self.violations: list[str] = []
         self.originals: dict[tuple[str, str], object] = {}
 
@@ -169,6 +171,10 @@ class StanGuard:
 
     def check(self, what: str) -> None:
         item = self.item
+        if self.collecting:
+            raise RuntimeError(f"a test module asked for {what} when imported: every tier "
+                               "imports every test module, so compile in a fixture or a "
+                               "test marked `stan`")
         if item is None or self.allowed(item):
             return  # outside a test (collection, session teardown) or a stan test
         message = (f"{item.nodeid} asked for {what}, but is not marked `stan`: the fast "
@@ -238,6 +244,15 @@ STAN_GUARD.install()
 def stan_guard() -> StanGuard:
     """The guard, for the tests of the guard itself."""
     return STAN_GUARD
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_collection(session):
+    STAN_GUARD.collecting = True
+    try:
+        yield
+    finally:
+        STAN_GUARD.collecting = False
 
 
 @pytest.hookimpl(hookwrapper=True)

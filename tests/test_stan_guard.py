@@ -93,6 +93,20 @@ def test_unmarked_and_asking_for_nothing_passes(stan_guard):
 '''
 
 
+def test_a_test_module_asking_for_stan_when_imported_is_a_collection_error(tmp_path):
+    (tmp_path / "conftest.py").write_text((Path(__file__).parent / "conftest.py").read_text())
+    (tmp_path / "test_inner.py").write_text(
+        "from bread_stan.stan.toolchain import find_toolchain\nfind_toolchain()\n\n"
+        "def test_nothing():\n    pass\n")
+    env = {k: v for k, v in os.environ.items() if k != "BREAD_STAN_TOOLCHAIN"}
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
+        capture_output=True, text=True, cwd=tmp_path, env={**env, "PYTHONPATH": str(ROOT)})
+    out = run.stdout + run.stderr
+    assert run.returncode != 0 and "1 error" in out, out
+    assert "a test module asked for find_toolchain() when imported" in out, out
+
+
 def test_a_test_that_swallows_the_failure_still_fails_and_marked_tests_pass(tmp_path):
     """In a pytest run of its own, with this conftest: the unmarked test that catches
     the guard's failure is reported failed; the marked tests and the one asking for
