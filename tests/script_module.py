@@ -9,9 +9,11 @@ from types import ModuleType
 SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
 
 
-def load_script(stem: str) -> ModuleType:
-    """``scripts/<stem>.py``, executed as a module named ``stem``."""
-    spec = importlib.util.spec_from_file_location(stem, SCRIPTS / f"{stem}.py")
+def load_script(name: str) -> ModuleType:
+    """``scripts/<name>.py`` (``name`` such as ``"tools/check_imports"``), executed as a
+    module named after the file's stem."""
+    path = SCRIPTS / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

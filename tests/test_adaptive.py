@@ -93,6 +93,7 @@ def test_adaptive_spec_needs_the_pilot_and_a_measured_curve():
         thermodynamic(10, [0.0, 0.5, 1.0], [1.0, 2.0])
 
 
+@pytest.mark.slow  # a few seconds: out of the fast tier's minute
 def test_pilot_measures_the_loglik_curve(informative):
     """The pilot's sd of the log likelihood tracks the exact curve over its five
     decades: median error under 15%, none over 50%.  (Each grid beta pools 320
@@ -138,7 +139,8 @@ def test_auto_keeps_the_diagonal_without_correlation():
     assert not tuned.dense and tuned.inv_metric.shape == (4, 3)
 
 
-@pytest.mark.parametrize("kernel, base", [(HMC(), HMCParams(0.1, 8)), (NUTS(), NUTSParams(0.1))])
+@pytest.mark.parametrize("kernel, base", [  # NUTS in the slow tier (the fast tier's minute)
+    (HMC(), HMCParams(0.1, 8)), pytest.param(NUTS(), NUTSParams(0.1), marks=pytest.mark.slow)])
 def test_adaptive_dense_sandwich_contains_exact_log_ml(kernel, base):
     """Forward and reverse AIS with the adaptive schedule and a dense metric on a
     correlated conjugate regression: each mean on the right side of the exact

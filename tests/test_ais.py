@@ -54,7 +54,8 @@ def _sandwich_ok(f, r, log_ml):
             and sw.contains(log_ml, n_se=N_SE) and consistency_check(L, U).passed)
 
 
-@pytest.mark.parametrize("kernel, params", [(HMC(), HMCParams(0.15, 8)), (NUTS(), NUTSParams(0.2))])
+@pytest.mark.parametrize("kernel, params", [  # NUTS in the slow tier (the fast tier's minute)
+    (HMC(), HMCParams(0.15, 8)), pytest.param(NUTS(), NUTSParams(0.2), marks=pytest.mark.slow)])
 def test_bounds_sandwich_exact_log_ml_and_gap_shrinks(problem, kernel, params):
     log_ml = problem["log_ml"]
     gaps = []

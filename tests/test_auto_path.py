@@ -135,6 +135,7 @@ def hard_problem():
     return simulate_problem("hard", compiled, sim, data, HARD_SEED, None), sim
 
 
+@pytest.mark.stan
 def test_auto_takes_the_gaussian_path_on_an_uncentred_half_cauchy_regression(hard_problem):
     problem, sim = hard_problem
     settled = resolve_path([problem], sim, SMALL_PILOT, RunSettings(seed=HARD_SEED), "hard")
@@ -146,6 +147,7 @@ def test_auto_takes_the_gaussian_path_on_an_uncentred_half_cauchy_regression(har
     assert settled.tuned.normaliser.trustworthy
 
 
+@pytest.mark.stan
 def test_auto_takes_the_waypoint_where_the_normaliser_cannot_be_trusted(hard_problem,
                                                                         monkeypatch):
     problem, sim = hard_problem
@@ -163,6 +165,7 @@ def test_auto_takes_the_waypoint_where_the_normaliser_cannot_be_trusted(hard_pro
     assert all(leg.native is not None for leg in legs)  # both legs run in the library
 
 
+@pytest.mark.stan
 def test_auto_falls_back_to_the_prior_path_with_its_reason(hard_problem, monkeypatch, caplog):
     problem, sim = hard_problem
     cases = {"SMC": RunSettings(seed=HARD_SEED, algorithm="smc"),
@@ -210,6 +213,7 @@ def test_auto_falls_back_to_the_prior_path_with_its_reason(hard_problem, monkeyp
     assert explicit.choice.requested == "prior" and explicit.choice.loglik_sd is None
 
 
+@pytest.mark.stan
 def test_bread_records_the_choice_and_runs_the_gaussian_path(hard_problem):
     run = RunSettings(steps=(4,), chains=4, seed=HARD_SEED, progress=False,
                       check_simulator=False)
@@ -235,6 +239,7 @@ def _same_path(a: gaussian_path.GaussianPath, b: gaussian_path.GaussianPath) -> 
     assert repr(a.normaliser) == repr(b.normaliser) and a.fit == b.fit  # NaN != NaN
 
 
+@pytest.mark.stan
 def test_a_resumed_run_reads_its_path_and_pilots_nothing(hard_problem, tmp_path,
                                                           monkeypatch, caplog):
     """A run interrupted after its first step count resumes from the saved choice and
@@ -277,6 +282,7 @@ def test_a_resumed_run_reads_its_path_and_pilots_nothing(hard_problem, tmp_path,
     assert other.extra["path_choice"]["path"] == "gaussian"
 
 
+@pytest.mark.stan
 def test_a_resumed_waypoint_run_reads_its_path(hard_problem, tmp_path, monkeypatch):
     """The waypoint path (q and both legs' tuning) is kept as the Gaussian path is: a
     resumed run neither fits q nor tunes a leg, and gives an uninterrupted run's
@@ -332,6 +338,7 @@ def test_the_base_metric_leg_and_a_pathfinder_path_survive_a_save(tmp_path):
             gaussian_path.GaussianPath.load(tmp_path / "g.json")
 
 
+@pytest.mark.stan
 def test_auto_takes_the_gaussian_path_on_the_conjugate_normal_mean():
     compile_many(list(EASY), workers=2)
     data = {"N": 20, "sigma": 1.0, "tau": 2.0}
@@ -349,6 +356,7 @@ def test_auto_takes_the_gaussian_path_on_the_conjugate_normal_mean():
     assert again.choice == settled.choice  # seeded pilots, costs in gradients
 
 
+@pytest.mark.stan
 def test_auto_on_the_prior_path_is_the_old_default_bit_for_bit(tmp_path, monkeypatch):
     simulator = draft_simulator(EIGHT)
     compile_many([EIGHT], workers=1)

@@ -1,4 +1,4 @@
-"""The calibration table's verdicts (scripts/calibration.py): the per-row binomial rule,
+"""The calibration table's verdicts (scripts/studies/calibration.py): the per-row binomial rule,
 the confirmatory rule for a flagged row and the family-wise false-alarm rate the footer
 states.  Exact: small tables written by hand, numbers from scipy's binomial."""
 
@@ -12,7 +12,7 @@ from script_module import load_script
 
 
 def _script():
-    return load_script("calibration")
+    return load_script("studies/calibration")
 
 
 def _table(seeds, first_seed, rows):

@@ -63,7 +63,7 @@ def test_committed_checksums():
     for line in sums.read_text().splitlines():
         digest, name = line.split()
         got = hashlib.sha256((datasets.data_dir() / name).read_bytes()).hexdigest()
-        assert got == digest, f"{name} changed; rerun scripts/extract_data.py"
+        assert got == digest, f"{name} changed; rerun scripts/tools/extract_data.py"
 
 
 def test_movielens_selection_tie_break():

@@ -89,7 +89,8 @@ _KERNELS = [(HMC(), HMCParams(step_size=0.6, n_leapfrog=4, inv_metric=_DENSE,
             (NUTS(), NUTSParams(step_size=0.6, inv_metric=_DENSE, max_depth=5))]
 
 
-@pytest.mark.parametrize("kernel, params", _KERNELS)
+@pytest.mark.parametrize("kernel, params", [  # NUTS in the slow tier (the fast tier's minute)
+    _KERNELS[0], pytest.param(*_KERNELS[1], marks=pytest.mark.slow)])
 def test_dense_metric_kernels_keep_exact_correlated_draws_exact(kernel, params):
     z, p_min, accept = _run(kernel, params)
     assert np.all(np.abs(z) < Z_TOL), z

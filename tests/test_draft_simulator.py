@@ -1,8 +1,8 @@
 """The drafted simulator (``bread_stan.stan.draft``): drafts of programs of many shapes
 type-check and follow the conventions of ``stan_models/README.md``, every refusal names
 its statement, and drafted simulators pass the simulator check (a few here; all the
-study models and test programs in ``scripts/draft_all.py``, output in
-``scripts/draft_all.txt``).
+study models and test programs in ``scripts/studies/draft_all.py``, output in
+``scripts/studies/draft_all.txt``).
 
 Deliberate break, done once: the translator emitting each ``normal_rng`` with its scale
 doubled made ``test_drafted_simulator_passes_the_check`` fail on both programs (flagged
@@ -286,7 +286,7 @@ def _passes(model: Path, pool: list[Path]):
     ``exp``), so one seed is a 1% lottery across machines.  Two
     independent seeds both flag a right draft with probability at most 1e-4; a wrong
     draft is flagged at both (the check's power on planted bugs is 10 of 10 seeds,
-    ``scripts/figures/simulator_check/power.md``)."""
+    ``scripts/figures/simulator_check_power/power.md``)."""
     result = _check(model, pool)
     return result if result.passed else _check(model, pool, seed=1)
 

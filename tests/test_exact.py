@@ -306,7 +306,8 @@ def _assert_agrees(checks):
             assert value > P_MIN, (key, checks)
 
 
-@pytest.mark.parametrize("name, T", [("barrier", 20), ("hard", 10)])
+@pytest.mark.parametrize("name, T", [pytest.param("barrier", 20, marks=pytest.mark.slow),
+                                     ("hard", 10)])
 def test_engine_reproduces_exact_bound_and_final_distribution(name, T):
     _assert_agrees(_oracle_checks(name, T, n=4000, seed=11))
 

@@ -123,6 +123,7 @@ def _importance(target, unconstrained, seed: int, n_draws=None):
                                    np.random.default_rng(seed), n_draws)
 
 
+@pytest.mark.stan
 @pytest.mark.parametrize("name", list(KNOWN))
 def test_the_exact_normaliser_is_the_closed_form_and_agrees_with_importance_sampling(
         programs, name):
@@ -152,6 +153,7 @@ def _truncated_location_log_c() -> float:
     return float(np.log(0.5 * mass))
 
 
+@pytest.mark.stan
 def test_a_rejection_loop_estimates_the_truncated_mass(programs):
     truth = _truncated_location_log_c()
     data = {"N": 3, "y": [0.2, 1.1, 0.5]}
@@ -180,6 +182,7 @@ def test_the_acceptance_estimator_is_unbiased_and_its_se_calibrated():
     assert abs(np.std(np.log(p_hat)) / se - 1) < 0.1
 
 
+@pytest.mark.stan
 def test_a_high_dimensional_hierarchical_prior_is_exact_where_importance_fails(programs):
     J = 120
     rng = np.random.default_rng(9)
@@ -195,6 +198,7 @@ def test_a_high_dimensional_hierarchical_prior_is_exact_where_importance_fails(p
     assert abs(est.log_c - 2 * HALF) > N_SE * est.se or not est.trustworthy, est.message
 
 
+@pytest.mark.stan
 def test_the_drafter_leaves_c_out_where_it_cannot_prove_it():
     source = """
     data { int<lower=0> N; vector[N] y; int<lower=0, upper=1> prior_only; }
@@ -211,6 +215,7 @@ def test_the_drafter_leaves_c_out_where_it_cannot_prove_it():
     assert "uses the name bread_log_c_exact_" in draft_program(clash).text
 
 
+@pytest.mark.stan
 def test_a_hand_written_simulator_another_program_or_given_hyperparameters_keep_is(
         programs):
     """Importance sampling stays for a simulator without the account, one drafted from

@@ -147,6 +147,7 @@ def test_the_checks_prior_end_is_tuned_on_the_prior_not_at_q(regression, path):
     np.testing.assert_array_equal(path.endpoints().inv_metric[0], path.leg.inv_metric[0])
 
 
+@pytest.mark.stan
 def test_bread_on_the_gaussian_path_sandwiches_log_ml_with_a_half_normal_scale():
     model = TEST_STAN / "halfnormal_mean.stan"
     simulator = TEST_STAN / "halfnormal_mean_sim.stan"
@@ -183,6 +184,7 @@ def _drafted_gaussian_run(tmp_path, name: str, data: dict, progress: bool = Fals
     return bread(model, simulator, data, sampler=sampler, run=run)
 
 
+@pytest.mark.stan
 def test_a_drafted_simulator_gives_the_exact_normaliser_and_the_sandwich_holds(tmp_path):
     """The drafted simulator computes c = 1/2 (the half-normal tau) itself: the run takes
     it (method "exact", se 0) instead of importance sampling, says so on its path line,
@@ -216,6 +218,7 @@ def _centred_groups_log_ml(y: np.ndarray) -> float:
     return float(np.log(value) - shift)
 
 
+@pytest.mark.stan
 def test_without_a_mode_q_is_pathfinders_and_the_sandwich_holds(tmp_path, caplog):
     """centred_groups.stan has no posterior mode (the density grows like tau^-3 toward
     tau = 0), so no Laplace fit: q is the Pathfinder Gaussian, recorded and named on the

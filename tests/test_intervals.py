@@ -73,6 +73,7 @@ def test_limits_are_the_tail_bounds_in_the_simple_cases():
     assert upper_limit([np.inf, np.inf]) == np.inf
 
 
+@pytest.mark.slow  # a few seconds: out of the fast tier's minute
 def test_reverse_chains_sharing_a_start_need_the_dependent_limit():
     # U_j = c + s * a + t * e_j with a shared a ~ N(0, 1) per replication (the x* all
     # chains remember) and E[exp(-U)] = exp(-log Z): the chains are dependent.
@@ -117,6 +118,7 @@ def test_sandwich_limits_cover_on_the_conjugate_regression():
         "interval.str.startswith('sandwich')", engine="python"))
 
 
+@pytest.mark.slow  # 600 replications of 100 grid chains: about 15 s of CPU
 def test_bound_intervals_cover_on_the_grid_oracle():
     # Single draw: truth E[U | x*] - E[L], exact; multi-draw (5 exact draws): E[B], exact.
     # 600 replications of 50 + 50 chains at T = 10 (the most skewed setting; grid chains
@@ -136,6 +138,7 @@ def _aide_terms(rng, n):
             gold.kl_to(target) + target.kl_to(gold))
 
 
+@pytest.mark.slow  # 800 replications of a calibrated bootstrap: about a minute of CPU
 def test_aide_interval_covers_between_two_gaussians():
     # 20 runs per side, where the terms' long right tail is rarely sampled; 800
     # replications: tolerance 0.075 per side (99.9% quantile of Binomial(800, 0.05) / 800).

@@ -102,7 +102,7 @@ def test_a_schedule_one_temperature_off_would_move_the_exact_grid_means():
         assert min(abs(z_fwd), abs(z_rev)) > 2 * Z_TOL, (offset, z_fwd, z_rev)
 
 
-@pytest.mark.parametrize("combined", [False, True])
+@pytest.mark.parametrize("combined", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_per_temperature_grid_schedule_reproduces_the_exact_means(combined):
     """Forward and reverse AIS with a per-temperature lazy grid kernel against the
     oracle with the same laziness at each temperature, separately and in one batch."""

@@ -196,9 +196,11 @@ def _moment_z(x, mean, cov):
     (HMC(), HMCParams(step_size=0.25, n_leapfrog=7)),
     (HMC(), HMCParams(step_size=0.4, n_leapfrog=7, step_size_jitter=0.9, rescue_prob=0.3)),
     (NUTS(), NUTSParams(step_size=0.3)),
-    (NUTS(), NUTSParams(step_size=0.3, inv_metric=np.array([0.3, 1.0, 3.0]), max_depth=4)),
-    (NUTS(), NUTSParams(step_size=0.4, step_size_jitter=0.5, rescue_prob=0.3, rescue_depth=2,
-                        max_depth=6)),
+    # the two NUTS variants below in the slow tier (the fast tier's minute)
+    pytest.param(NUTS(), NUTSParams(step_size=0.3, inv_metric=np.array([0.3, 1.0, 3.0]),
+                                    max_depth=4), marks=pytest.mark.slow),
+    pytest.param(NUTS(), NUTSParams(step_size=0.4, step_size_jitter=0.5, rescue_prob=0.3,
+                                    rescue_depth=2, max_depth=6), marks=pytest.mark.slow),
 ])
 @pytest.mark.parametrize("beta", [1.0, 0.05])
 def test_kernels_leave_tempered_conjugate_posterior_invariant(kernel, params, beta):
@@ -316,7 +318,8 @@ class _SteepGaussian:
 
 @pytest.mark.parametrize("kernel, make", [
     (HMC(), lambda rescue: HMCParams(step_size=0.5, n_leapfrog=10, rescue_prob=rescue)),
-    (NUTS(), lambda rescue: NUTSParams(step_size=0.5, max_depth=6, rescue_prob=rescue)),
+    pytest.param(NUTS(), lambda rescue: NUTSParams(step_size=0.5, max_depth=6, rescue_prob=rescue),
+                 marks=pytest.mark.slow),  # in the slow tier (the fast tier's minute)
 ])
 def test_rescue_steps_free_chains_stranded_far_from_a_narrow_mode(kernel, make):
     # A step size of 0.5 suits sd 1, not sd 0.01: from x = 3 every leapfrog

@@ -4,7 +4,7 @@ Two properties: the same answers as numpy's BLAS/LAPACK routines to rounding
 (relative 1e-12 on matrices with condition number below about 1e3, where both
 are accurate to ~1e-14), and the same bits on every call whatever the memory
 layout of the input or the rest of its batch (what makes a seed's numbers
-independent of the kernels OpenBLAS picks; ``scripts/blas_determinism.py``
+independent of the kernels OpenBLAS picks; ``scripts/studies/blas_determinism.py``
 checks whole runs under two kernel choices).
 """
 

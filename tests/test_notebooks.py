@@ -14,7 +14,7 @@ NOTEBOOKS = ROOT / "notebooks"
 
 
 def _runner():
-    return load_script("run_notebooks")
+    return load_script("tools/run_notebooks")
 
 
 @pytest.mark.slow

@@ -11,7 +11,7 @@ hyperparameter), so the simulated data have noise ~1 and the real data's forward
 AIS curve lags far behind the simulated ones.  The agreement flag asks whether
 the real curve lies outside the prediction band of 6 simulated data sets by more
 than 10% of the deficit (see ``bread_stan/protocol.py``).
-``scripts/agreement_calibration.py`` measured: noise sd 1 (well specified)
+``scripts/studies/agreement_calibration.py`` measured: noise sd 1 (well specified)
 flagged 0 of 10 times with HMC and 0 of 30 with NUTS, every score 0; sd 2
 flagged 3 of 10 with either; sd 20 flagged 10 of 10 with scores 0.95-1.00.  The
 well-specified and misspecified cases below run with both kernels.  The

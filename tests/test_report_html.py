@@ -4,7 +4,7 @@ A structural check with ``html.parser`` (no browser): the report's first
 ``<section>`` holds the verdict in words (the status, upper case, in the
 ``verdict`` banner) followed by the bound figure embedded as PNG data; tables sit
 in boxes that scroll sideways and right-align their numeric columns.
-``scripts/report_screenshot.py`` renders the same page in headless Chromium.
+``scripts/tools/report_screenshot.py`` renders the same page in headless Chromium.
 """
 
 from html.parser import HTMLParser

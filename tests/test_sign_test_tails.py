@@ -2,7 +2,7 @@
 
 On the non-centred eight schools (half-Cauchy prior on the scale), about one forward
 chain in 550 at T = 1000 starts far in the prior's tail and strands there: its log
-estimate lies 12 to 4e10 nats below log p(y) (scripts/sign_test_eight_schools.py).
+estimate lies 12 to 4e10 nats below log p(y) (scripts/studies/sign_test_eight_schools.py).
 Such chains put E[L] far below the other chains, so E[U] - E[L] is large, yet a run of
 30 chains seldom holds one; in the other runs the bound is centred where the bulk of
 the chains puts it, about 0.01 nats at T = 1000 against a standard error of 0.025, and

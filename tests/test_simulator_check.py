@@ -4,7 +4,7 @@ refused by stanc before any C++ compile, and the CLI's exit codes.
 
 The planted bugs are the simulators ``tests/stan/*_sim_scaled.stan`` with their
 ``factor`` data variable away from 1 (prior scale 1.2x, hyperprior scale 2x, data
-noise 1.25x, Poisson rate 2x); ``scripts/simulator_check_power.py`` measures their
+noise 1.25x, Poisson rate 2x); ``scripts/studies/simulator_check_power.py`` measures their
 detection rates over seeds, with HMC and with NUTS.  Here each runs once at a fixed
 seed with the default sizes and the default kernel (NUTS): over seeds 0-4 each planted
 bug was flagged with p below 3e-9 and named as below, and the right simulators had p

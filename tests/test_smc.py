@@ -150,7 +150,7 @@ def _exact_two_particles(log_prior, log_f, betas):
     return EL, EU, q_out, post, log_z
 
 
-@pytest.fixture(scope="module", params=[2, 10])
+@pytest.fixture(scope="module", params=[2, pytest.param(10, marks=pytest.mark.slow)])
 def grid_case(request):
     # T = 2: one increment (the whole likelihood), so the output is picked by very
     # unequal weights; T = 10: eight resampling steps.

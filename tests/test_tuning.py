@@ -112,7 +112,7 @@ def _achieved_accept(model, kernel, tuned, n=400, reps=3):
     return np.array(out)
 
 
-@pytest.mark.parametrize("metric", [False, True])
+@pytest.mark.parametrize("metric", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_nuts_achieves_the_target_acceptance_at_every_grid_beta(metric):
     """The frozen step sizes, applied to exact draws of each grid beta's tempered
     posterior, accept about as often as targeted.

@@ -151,6 +151,7 @@ def test_settings_refuse_bad_combinations_and_keep_old_fingerprints():
             != fingerprints(run=RunSettings().scored()))
 
 
+@pytest.mark.stan
 def test_bread_on_the_waypoint_path_sandwiches_the_exact_log_ml(tmp_path):
     model, simulator = TEST_STAN / "normal_mean.stan", TEST_STAN / "normal_mean_sim.stan"
     compile_many([model, simulator], workers=2)
@@ -236,6 +237,7 @@ class _Correlated:
                           -x / 100, g)
 
 
+@pytest.mark.slow  # a few seconds: out of the fast tier's minute
 def test_a_strongly_correlated_base_is_the_metric_of_its_leg():
     """Above 20 parameters "auto" estimates a diagonal metric; where q is strongly
     correlated its covariance is the leg's metric at every beta instead, recorded once

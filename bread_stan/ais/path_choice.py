@@ -9,7 +9,7 @@ beta where the likelihood matters (``pilot_floor`` of
 grid below ``floor_min`` = 1e-12, so a spread above ``1 / floor_min`` = 1e12 nats means
 the first tempered densities change faster than the pilot can follow: tempering would
 strand chains (the half-Cauchy regression with an uncentred predictor of
-``scripts/bench_hard.py`` has spreads of 2e13 to 1e16 nats, and AIS bounds of 2.4e5 nats
+``scripts/bench/bench_hard.py`` has spreads of 2e13 to 1e16 nats, and AIS bounds of 2.4e5 nats
 at T = 10,000).
 
 **The cost rule** (:class:`PathCost`, :func:`cheaper`, :class:`abandon_when_costlier`).

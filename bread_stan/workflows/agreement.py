@@ -24,11 +24,11 @@ score built on Monte Carlo error alone could not tell apart (a single simulated
 data set scored 0 to 0.14 on well-specified runs of one test model, by seed).
 ``replicate_max_steps`` limits the replicates to cheaper T; the score uses the
 T that all curves ran.  Calibration (5 replicates, so 6 simulated curves): on a
-test model (``scripts/agreement_calibration.py``, ``summary.md`` there) real
+test model (``scripts/studies/agreement_calibration.py``, ``summary.md`` there) real
 noise that fits was flagged 0 of 30 times with the default kernel NUTS (0 of 10
 with HMC, L = 5; every score 0, no run outside the band), noise twice what the
 prior allows 3 of 10 with either kernel, twenty times 10 of 10 (scores 0.98 to 1
-with NUTS, 0.95 to 1 with HMC); in ``scripts/protocol_study.py`` (HMC) linear
+with NUTS, 0.95 to 1 with HMC); in ``scripts/studies/protocol_study.py`` (HMC) linear
 and logistic regression, AR(1), the mixture and centred MovieLens score 0, and
 the misspecified uncentred MovieLens ratings score 0.21 (flagged: at 10 and 100
 distributions the real deficit is 4288 and 882 nats against simulated means of

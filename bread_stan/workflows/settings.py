@@ -89,8 +89,8 @@ class SamplerSettings:
     tunes as before.
 
     NUTS is the default because it reached a given bound in less time than HMC
-    with 10 leapfrog steps on every model measured (``scripts/bench_defaults.py``
-    and ``scripts/bench_schedules.py``): its trajectory length follows the
+    with 10 leapfrog steps on every model measured (``scripts/bench/bench_defaults.py``
+    and ``scripts/bench/bench_schedules.py``): its trajectory length follows the
     posterior's scale at each temperature, which one fixed L cannot.  The metric
     is "auto" with a 20-transition pilot for the same reason: on the models
     measured (NHEFS, Pima and the vague-prior regression, with six, six and three
@@ -174,7 +174,7 @@ class RunSettings:
 
     The default schedule is the adaptive one (equal thermodynamic length, from
     the pilot; :func:`~bread_stan.ais.betas.thermodynamic`): in
-    ``scripts/bench_schedules.py`` it gave NHEFS linear regression a bound 5
+    ``scripts/bench/bench_schedules.py`` it gave NHEFS linear regression a bound 5
     times smaller than the sigmoid schedule at the same T, and took the
     vague-prior regression (``stan_models/vague_regression.stan``) from 1e10 nats to a few.
 
@@ -200,7 +200,7 @@ class RunSettings:
     posterior, each leg tuned by its own pilot (:mod:`bread_stan.ais.waypoint`).  It
     still starts from exact prior draws and estimates log p(y) itself, and it avoids
     the funnels that tempering a vague prior's likelihood creates (a half-Cauchy
-    regression with an uncentred predictor: ``scripts/bench_hard.py``).  It needs a
+    regression with an uncentred predictor: ``scripts/bench/bench_hard.py``).  It needs a
     posterior mode with a Gaussian approximation there, and runs AIS only with one
     exact draw (``exact_draws`` = 1: the waypoint is fitted to that data set).
 

@@ -36,8 +36,8 @@ flagged at once.  Hyperparameters are always drawn from their prior here (the
 
 The kernel is the sampler's (:class:`~bread_stan.SamplerSettings`, NUTS by default,
 with its rescue transitions), and the message names it and the number of transitions.
-``scripts/simulator_check_power.py`` measures power and false alarms for HMC and NUTS
-(``scripts/figures/simulator_check/power.md``).
+``scripts/studies/simulator_check_power.py`` measures power and false alarms for HMC and NUTS
+(``scripts/figures/simulator_check_power/power.md``).
 
 What the check cannot see.  It sees a wrong simulator only through a drift, within
 ``transitions`` steps, of the tested quantities: each parameter's value and distance

@@ -13,7 +13,7 @@ The two means are independent; the interval is a studentised bootstrap over both
 of draws (:func:`~bread_stan.ais.intervals.studentized_interval`), whose se is
 sqrt(var_r / n_r + var_q / n_q): the terms are log density ratios, skewed, and the
 normal interval D +- z se missed high in 13% of 200 replications at level 0.9 with 20
-draws each (scripts/calibration.py).  Reference draws from MCMC are thinned to about one
+draws each (scripts/studies/calibration.py).  Reference draws from MCMC are thinned to about one
 per effective sample first (:meth:`~bread_stan.workflows.subjective.Reference.thinned`).
 """
 

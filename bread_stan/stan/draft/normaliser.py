@@ -63,7 +63,7 @@ def prior_digest(source: str) -> str | None:
                      if b in program.spans)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 # Constrained types whose Stan densities integrate to 1 in Stan's coordinates (checked
-# by importance sampling: scripts/constrained_normalisers.py).
+# by importance sampling: scripts/studies/constrained_normalisers.py).
 NORMALISED = {"simplex", "cholesky_factor_corr", "corr_matrix", "cov_matrix",
               "cholesky_factor_cov"}
 
