@@ -4,4 +4,5 @@ import sys
 
 from .main import main
 
-sys.exit(main())
+if __name__ == "__main__":  # importing the module (docs checks, indexes) runs nothing
+    sys.exit(main())
