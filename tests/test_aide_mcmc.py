@@ -171,12 +171,12 @@ def _mh(target, start, T):
 
 def test_the_reverse_chain_is_an_unbiased_estimate_of_the_output_density(grid):
     """E over reverse chains of xi = p~(x) q0(v_0) / p~(v_0) is q_T(x), the exact T-step
-    law at x (matrix powers), at every cell, within 5 se."""
+    law at x (matrix powers), at five cells, within 5 se."""
     target, start, post, laws, _, _ = grid
-    T = 8
-    cells = np.array([0, 7, 20, 35])
+    T = 3  # cells where q_3 and q_2 differ by about 20%: a chain one step short fails
+    cells = np.array([0, 4, 11, 17, 34])
     x = cells_to_positions(cells, (6, 6))
-    meta = _mh(target, start, T).meta_log_xi(x, 2500, 2)
+    meta = _mh(target, start, T).meta_log_xi(x, 3000, 2)
     xi = np.exp(meta.log_xi)  # p~(x) q0(v_0) / p~(v_0): the normaliser of p~ cancels
     mean, se = xi.mean(axis=1), xi.std(axis=1) / np.sqrt(xi.shape[1])
     assert np.all(np.abs(mean - laws[T][cells]) <= 5 * se), (mean - laws[T][cells]) / se
