@@ -198,3 +198,30 @@ def test_aide_of_mh_on_the_grid_bounds_the_exact_divergence_and_approaches_it_wi
     # the gap to the truth shrinks: at M = 30 it is under a third of the one-trace gap
     gap1, gap30 = got[1].estimate - j_true, got[30].estimate - j_true
     assert gap30 < gap1 / 3, (gap1, gap30)
+
+
+# -- NUTS on a Stan program ------------------------------------------------------------------
+
+@pytest.mark.stan
+@pytest.mark.slow
+def test_nuts_on_eight_schools_from_the_command_line_falls_with_t(tmp_path, capsys):
+    """``bread-stan aide eight_schools.stan --target nuts:1 nuts:30`` from Stan's uniform
+    start, 30 traces per output: finite estimates, the longer chain's clearly lower."""
+    import json
+    from pathlib import Path
+    from bread_stan.reporting.cli import main
+
+    here = Path(__file__).resolve().parent / "stan"
+    out = tmp_path / "es"
+    args = ["aide", str(here / "eight_schools.stan"), "--data",
+            str(here / "eight_schools.json"), "--gold", "ais:200", "--target", "nuts:1",
+            "nuts:30", "--n-gold", "30", "--n-target", "30", "--m-target", "30",
+            "--mcmc-start", "uniform", "--pilot-chains", "8", "--threads", "1", "--quiet",
+            "--out", str(out)]
+    assert main(args) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    short, long = summary["targets"]
+    assert short["settings"]["mcmc_start"] == "uniform(-2, 2)"
+    assert np.isfinite(long["aide_nats"]) and long["aide_nats"] < 3
+    assert short["aide_nats"] > long["aide_nats"] + 2 * (short["se"] + long["se"])
+    assert "MCMC" in (out / "report.md").read_text()
