@@ -206,7 +206,10 @@ def test_aide_of_mh_on_the_grid_bounds_the_exact_divergence_and_approaches_it_wi
 @pytest.mark.slow
 def test_nuts_on_eight_schools_from_the_command_line_falls_with_t(tmp_path, capsys):
     """``bread-stan aide eight_schools.stan --target nuts:1 nuts:30`` from Stan's uniform
-    start, 30 traces per output: finite estimates, the longer chain's clearly lower."""
+    start, 100 traces per output: the longer chain's estimate is finite and clearly lower.
+    (NUTS mixes in a few transitions here: nuts:2 is already within error of nuts:30. The
+    one-step chain's estimate is large or infinite: none of the 100 one-step reverse chains from
+    some posterior draw gets back into the box [-2, 2]^10, where the start has density.)"""
     import json
     from pathlib import Path
     from bread_stan.reporting.cli import main
@@ -215,7 +218,7 @@ def test_nuts_on_eight_schools_from_the_command_line_falls_with_t(tmp_path, caps
     out = tmp_path / "es"
     args = ["aide", str(here / "eight_schools.stan"), "--data",
             str(here / "eight_schools.json"), "--gold", "ais:200", "--target", "nuts:1",
-            "nuts:30", "--n-gold", "30", "--n-target", "30", "--m-target", "30",
+            "nuts:30", "--n-gold", "60", "--n-target", "100", "--m-target", "100",
             "--mcmc-start", "uniform", "--pilot-chains", "8", "--threads", "1", "--quiet",
             "--out", str(out)]
     assert main(args) == 0
@@ -223,5 +226,6 @@ def test_nuts_on_eight_schools_from_the_command_line_falls_with_t(tmp_path, caps
     short, long = summary["targets"]
     assert short["settings"]["mcmc_start"] == "uniform(-2, 2)"
     assert np.isfinite(long["aide_nats"]) and long["aide_nats"] < 3
-    assert short["aide_nats"] > long["aide_nats"] + 2 * (short["se"] + long["se"])
+    se = np.hypot(min(short["se"], 1e9), long["se"])
+    assert short["aide_nats"] > long["aide_nats"] + 2 * se, (short, long)
     assert "MCMC" in (out / "report.md").read_text()
