@@ -236,14 +236,19 @@ def build_parser() -> argparse.ArgumentParser:
                    help="gold standard: ais:T or reference (default ais:10000)")
     p.add_argument("--target", nargs="+", default=["advi-meanfield"],
                    help="one or more of advi-meanfield, advi-fullrank, laplace, pathfinder, "
-                   "ais:T, smc:P:T (P particles, T distributions), sir:P "
-                   "(default advi-meanfield)")
+                   "ais:T, smc:P:T (P particles, T distributions), sir:P, nuts:T, hmc:T, "
+                   "mh:T (T transitions of MCMC at the posterior; give them --m-target 10 "
+                   "or more) (default advi-meanfield)")
     p.add_argument("--n-gold", type=_whole(2), default=100, help="gold runs (default 100)")
     p.add_argument("--n-target", type=_whole(2), default=100, help="target runs (default 100)")
     p.add_argument("--m-gold", type=_whole(1), default=1,
                    help="meta-inference traces per output for an AIS/SIR gold (default 1)")
     p.add_argument("--m-target", type=_whole(1), default=1,
                    help="meta-inference traces per output for an AIS/SIR target (default 1)")
+    p.add_argument("--mcmc-start", choices=("uniform", "prior", "q0"), default="uniform",
+                   help="where nuts:T, hmc:T, mh:T chains start: uniform(-2, 2) on the "
+                   "unconstrained scale as Stan does (default), the prior (--base prior) or "
+                   "the Gaussian q0")
     p.add_argument("--base", choices=("gaussian", "prior"), default="gaussian",
                    help="initial distribution of AIS (and SIR's proposal is the Gaussian): a "
                    "widened Gaussian in the unconstrained space (default), or the prior "

@@ -14,8 +14,10 @@ Usage::
                    [--approximation laplace|advi-meanfield|advi-fullrank|pathfinder]
                    [--base-fit reference|laplace] [--widen 1.5] [run options]
     bread-stan aide MODEL.stan --data DATA.json [--gold ais:10000|reference]
-                   [--target advi-meanfield advi-fullrank laplace pathfinder ais:100 sir:1000]
+                   [--target advi-meanfield advi-fullrank laplace pathfinder ais:100 sir:1000
+                    nuts:100 hmc:100 mh:1000]
                    [--n-gold 100] [--n-target 100] [--m-gold 1] [--m-target 1]
+                   [--mcmc-start uniform|prior|q0]
                    [--base gaussian|prior] [--simulator SIM.stan] [--out DIR]
     bread-stan check MODEL.stan --simulator SIM.stan --data DATA.json [--kernel hmc|nuts]
                    [--prior-draws 2000] [--datasets 100] [--transitions 10] [--alpha 0.01]
@@ -307,7 +309,7 @@ def _cmd_aide(args) -> int:
         reference = reference[0]
     sampler = _sampler(args)
     settings = AIDESettings(n_gold=args.n_gold, n_target=args.n_target, m_gold=args.m_gold,
-                            m_target=args.m_target)
+                            m_target=args.m_target, mcmc_start=args.mcmc_start)
     run = RunSettings(seed=args.seed, schedule=ScheduleSpec(kind=args.schedule),
                       threads=args.threads, progress=not args.quiet)
     common = dict(gold=args.gold, settings=settings, sampler=sampler, run=run,

@@ -58,6 +58,26 @@ def plot_aide(results: Sequence[AIDEResult]):
     return fig
 
 
+def _mcmc_notes(results: Sequence[AIDEResult]) -> list[str]:
+    """What the report says about MCMC targets (``nuts:T``, ``hmc:T``, ``mh:T``)."""
+    mcmc = [r for r in results if "mcmc_start" in r.settings]
+    if not mcmc:
+        return []
+    starts = sorted({r.settings["mcmc_start"] for r in mcmc})
+    accept = ", ".join(f"{r.target} {r.settings['mcmc_accept_stat']:.2f}" for r in mcmc)
+    return [
+        f"- **MCMC targets** ({', '.join(r.target for r in mcmc)}): T transitions at the "
+        f"posterior from {' / '.join(starts)}, with a kernel frozen after a tuning run that "
+        "is not part of what is scored. Stan's warm-up adapts while it runs; that "
+        "adaptation is not what is scored here. Mean acceptance statistic: " + accept + ".",
+        "- AIDE over-estimates an MCMC run's divergence in expectation. Each trace of the "
+        "meta-inference is a reverse chain of T steps from the output; averaged over M_t "
+        "traces, its xi estimates the output density q_T(x) without bias, so E[AIDE] lies "
+        "above J(q_T, p) and falls towards it as M_t grows. With M_t = 1 its expectation "
+        "is J(q0, p), the divergence of the start, whatever T. Give MCMC targets many "
+        "traces (--m-target), and compare estimates at equal M_t."]
+
+
 def write_aide_report(results: Sequence[AIDEResult], out_dir: str | Path, *,
                       model: str = "") -> Path:
     """Save ``summary.json``, ``aide.png`` and ``report.md`` in ``out_dir``; return the
@@ -87,6 +107,7 @@ def write_aide_report(results: Sequence[AIDEResult], out_dir: str | Path, *,
         lines.append("- The gold standard is reference draws taken as exact: each term is "
                      "shifted by the unknown log Z (with opposite signs), only their sum is "
                      "meaningful.")
+    lines += _mcmc_notes(results)
     if "aide" in figures:
         lines += ["", "![AIDE per target](aide.png)"]
     lines += [f"- {f}" for f in failures]
