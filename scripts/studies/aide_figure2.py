@@ -25,7 +25,7 @@ Panels:
 Writes ``scripts/figures/aide_figure2/figure2.png``, ``results.md`` (the tables) and
 ``results.json``.  Python targets only (no Stan): a few minutes on one core.
 
-    python scripts/aide_figure2.py [--quick]
+    python scripts/studies/aide_figure2.py [--quick]
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ from bread_stan.kernels.hmc import HMC
 from bread_stan.meta import (MCMCAlgorithm, SMCAlgorithm, TractableAlgorithm, density_start,
                              estimate_aide)
 
-OUT = Path(__file__).resolve().parent / "figures" / "aide_figure2"
+OUT = Path(__file__).resolve().parents[1] / "figures" / "aide_figure2"
 
 
 def regression() -> LinearRegression:
@@ -265,7 +265,7 @@ def main() -> None:
     plot(smc_rows, mh_rows, vi_rows, asymptote, OUT / "figure2.png")
     seconds = time.perf_counter() - t0
     text = [
-        "# AIDE figure 2 reproduced (scripts/aide_figure2.py)", "",
+        "# AIDE figure 2 reproduced (scripts/studies/aide_figure2.py)", "",
         f"Bayesian linear regression, 2 coefficients, 20 points; gold = the exact posterior; "
         f"{n} runs per side (VI: {4 * n}); {seconds:.0f} s.", "",
         "## Panel 1: SMC (10 tempered distributions, HMC moves, resampling every step), "
