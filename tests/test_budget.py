@@ -124,7 +124,7 @@ def test_a_tiny_budget_stops_not_converged_and_names_the_predicted_T():
     result = BreadResult("m", {}, [power_law_step(50, 200.0, 0.05)],
                          {"auto_steps": record.to_dict()})
     headline = result.headline()
-    assert headline.startswith("Not converged within the budget of 1 minutes: largest "
+    assert headline.startswith("Not converged within the budget of 1 minute: largest "
                                "T = 50, bound 4 nats")
     assert "about T = 200 for 1 nat (about 0.166 minutes on this machine)" in headline
     fig = plots.plot_bound(result)

@@ -221,13 +221,14 @@ def budget_sentence(record: dict, bound: float) -> str:
     at its largest T); empty when it stopped on an inconsistent step count."""
     auto = AutoSteps(**record)
     steps = ",".join(map(str, sorted(auto.chosen)))
+    minutes = f"{auto.budget_minutes:g} minute{'' if auto.budget_minutes == 1 else 's'}"
     if auto.stopped == "converged":
         return (f"Converged at T = {auto.chosen[-1]} (step counts {steps} chosen within a "
-                f"budget of {auto.budget_minutes:g} minutes; --steps {steps} gives the same "
+                f"budget of {minutes}; --steps {steps} gives the same "
                 "numbers).")
     if auto.stopped != "budget":
         return ""
-    text = (f"Not converged within the budget of {auto.budget_minutes:g} minutes: largest "
+    text = (f"Not converged within the budget of {minutes}: largest "
             f"T = {max(auto.chosen)}, bound {bound:.3g} nats")
     fit = auto.decay()
     if auto.predicted_steps is None:
