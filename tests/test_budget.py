@@ -142,6 +142,26 @@ def test_a_resumed_choice_never_reruns_a_finished_T():
     assert calls == [200, 600] and record.chosen == [50, 200, 600]
 
 
+def test_a_rerun_counts_the_setup_of_earlier_sessions_and_stops_where_it_stopped():
+    clock, calls, started = Clock(50.0), [], []
+    first = run_within_budget(runner(200.0, 0.05, clock, calls), [], judge,
+                              budget_minutes=1, level=1.0, length=10.0, clock=clock,
+                              started=0.0, on_start=lambda r: started.append(r.setup_seconds))
+    assert started == [50.0] and first.setup_seconds == 50.0 and calls == [50]
+    # the same command again: T = 50 loaded, its pilot and check read back in 1 s
+    rerun = run_within_budget(runner(200.0, 0.05, Clock(1.0), calls),
+                              [power_law_step(50, 200.0, 0.05)], judge, budget_minutes=1,
+                              level=1.0, length=10.0, clock=Clock(1.0), started=0.0,
+                              setup_before=first.setup_seconds)
+    assert calls == [50] and rerun.stopped == "budget" and rerun.setup_seconds == 51.0
+    # without the earlier session's 50 s it would have gone on from T = 50
+    clock = Clock(1.0)
+    assert run_within_budget(runner(200.0, 0.05, clock, calls),
+                             [power_law_step(50, 200.0, 0.05)], judge, budget_minutes=1,
+                             level=1.0, length=10.0, clock=clock,
+                             started=0.0).chosen[:2] == [50, 200]
+
+
 def test_on_the_conjugate_regression_T_grows_until_converged():
     model, w = simulate_regression(20, 2, noise_sd=0.5, seed=3)
 

@@ -134,7 +134,8 @@ class AutoSteps:
     ("converged", "budget" or "inconsistent"), the fit of the bounds, the T it predicts
     for the level and the minutes a run at that T takes here (from ``seconds_per_step``,
     the measured seconds of one of T - 1 steps, both directions), and the seconds spent
-    (pilots and checks included, compiles not)."""
+    (pilots and checks included, compiles not; ``setup_seconds`` those before the
+    first step count, summed over the sessions of a resumed run)."""
 
     budget_minutes: float
     level: float
@@ -147,6 +148,7 @@ class AutoSteps:
     predicted_minutes: float | None = None
     seconds_per_step: float | None = None
     spent_seconds: float = 0.0
+    setup_seconds: float = 0.0  # pilots and check, over every session of the run
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -158,16 +160,23 @@ class AutoSteps:
 def run_within_budget(run_one: Callable[[int], object], done: list, judge, *,
                       budget_minutes: float, level: float, length: float | None,
                       pilot_seconds_per_step: float | None = None,
-                      started: float | None = None, clock=time.monotonic) -> AutoSteps:
+                      started: float | None = None, setup_before: float = 0.0,
+                      on_start: Callable[[AutoSteps], None] | None = None,
+                      clock=time.monotonic) -> AutoSteps:
     """Run step counts (``run_one(T)`` returns the finished step) until the largest is
     converged (``judge(step)`` returns its :class:`~.verdict.StepVerdict`) or the next
     would exceed the budget.  ``done``: steps finished by an interrupted run (their
     seconds count as spent, and the choice continues from them: never rerun);
-    ``started``: the clock when the budget started (the pilot and check included)."""
+    ``started``: the clock when this session's part of the budget started (its pilot
+    and check included); ``setup_before``: the seconds earlier sessions of the run
+    spent before their step counts (``AutoSteps.setup_seconds`` as saved), so that a
+    rerun of a finished run stops where it stopped.  ``on_start`` gets the record
+    before the first step count runs (to save it: an interrupted run keeps its
+    setup seconds)."""
     started = clock() if started is None else started
     budget = 60.0 * budget_minutes
     finished = {int(s.n_steps): s for s in done}
-    before = sum(s.wall_time for s in done)
+    before = sum(s.wall_time for s in done) + setup_before
 
     def spent() -> float:
         return before + clock() - started
@@ -178,7 +187,8 @@ def run_within_budget(run_one: Callable[[int], object], done: list, judge, *,
             return pilot_seconds_per_step
         return sum(s.wall_time for s in own) / sum(s.n_steps - 1 for s in own)
 
-    record = AutoSteps(budget_minutes, level, length)
+    record = AutoSteps(budget_minutes, level, length,
+                       setup_seconds=setup_before + clock() - started)
     first, record.first_reason = first_steps(length, level, seconds_per_step=rate(),
                                              remaining=budget - spent())
     chosen = sorted(finished)
@@ -201,6 +211,9 @@ def run_within_budget(run_one: Callable[[int], object], done: list, judge, *,
                 break
         else:
             T = first
+        if on_start is not None:
+            on_start(record)
+            on_start = None
         finished[T] = run_one(T)
         chosen.append(T)
     record.chosen = chosen

@@ -153,13 +153,20 @@ def _within_budget(result: BreadResult, problems: list[Problem], simulator: Simu
                    fingerprint, executor, finish)
         return result.step(T)
 
+    def save(record) -> None:  # before the first new step count: its setup seconds
+        result.extra["auto_steps"] = record.to_dict()
+        if out_dir is not None:
+            result.save_header(out_dir)
+
     per_step = (2 * run.chains * sampler.steps_per_temperature
                 * float(getattr(path, "seconds_per_transition", float("nan"))))
+    saved = result.extra.get("auto_steps") or {}  # the setup of the run's earlier sessions
     record = run_within_budget(run_one, list(result.steps), lambda step: step.verdict(settings),
                                budget_minutes=run.budget_minutes,
                                level=settings.converged_nats, length=path_length(path),
                                pilot_seconds_per_step=per_step if per_step > 0 else None,
-                               started=started)
+                               started=started, setup_before=saved.get("setup_seconds", 0.0),
+                               on_start=save)
     result.extra["auto_steps"] = record.to_dict()
     log.info("%s: step counts %s chosen within %g minutes (%s)", result.model,
              ", ".join(map(str, record.chosen)), run.budget_minutes, record.stopped)
