@@ -21,6 +21,7 @@ import pandas as pd
 from ..stan.draws import to_arviz
 from ..store import jsonable
 from . import result_files
+from .budget import budget_sentence
 from .betas import Betas
 from .estimators import (Sandwich, bidirectional_log_ml, consistency_check, grouped_bound,
                          jeffreys_bound, log_ml_sandwich, one_sided_bounds)
@@ -264,6 +265,9 @@ class BreadResult:
                 text += f" SET-UP PROBLEM: {problem}."
             return text.strip()
         text = f"With {last.n_steps} distributions AIS is {last.message}"
+        if self.extra.get("auto_steps"):  # steps="auto": the budget's verdict first
+            text = (budget_sentence(self.extra["auto_steps"], last.bound.estimate)
+                    + " " + text).strip()
         if self.status == "converged" and not last.converged:
             best = min((v for v in verdicts if v.converged), key=lambda v: v.n_steps)
             text += f" (It converged at {best.n_steps} distributions.)"

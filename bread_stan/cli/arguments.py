@@ -28,7 +28,23 @@ def _int_list(option: str, least: int, what: str):
     return parse
 
 
-_steps = _int_list("--steps", 2, "every number of distributions")
+_step_counts = _int_list("--steps", 2, "every number of distributions")
+
+
+def _steps(text: str):
+    """--steps: comma-separated numbers of distributions, or "auto" (with --budget)."""
+    return "auto" if text.strip().lower() == "auto" else _step_counts(text)
+
+
+def _minutes(text: str) -> float:
+    """--budget: a positive number of minutes."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected minutes, got {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of minutes, got {text}")
+    return value
 _sweep = _int_list("--sweep", 0, "numbers of transitions")
 
 
@@ -83,8 +99,17 @@ def _add_run_options(p: argparse.ArgumentParser, simulator: bool = True) -> None
     p.add_argument("--data", help="the model's data: a JSON file, or the name of a bundled "
                    "data set (nhefs, pima, goog, faithful, movielens, ...)"
                    + ("; the simulator reads it too" if simulator else ""))
-    p.add_argument("--steps", type=_steps, default=(10, 100, 1000),
-                   help="numbers of AIS distributions, comma-separated (default 10,100,1000)")
+    budgeted = p.prog.split()[-1] in ("run", "compare")
+    p.add_argument("--steps", type=_steps if budgeted else _step_counts,
+                   default=(10, 100, 1000),
+                   help="numbers of AIS distributions, comma-separated (default 10,100,1000)"
+                   + ("; 'auto' with --budget chooses them" if budgeted else ""))
+    if budgeted:
+        p.add_argument("--budget", type=_minutes, default=None, metavar="MINUTES",
+                       help="with --steps auto: minutes of wall time (compiles excluded, "
+                       "pilots and the simulator check included); T starts where the "
+                       "pilot predicts a gap of --converged-nats and grows 3 to 4 times "
+                       "until converged or the next T would not fit")
     p.add_argument("--chains", type=_whole(2), default=100,
                    help="chains per direction (default 100)")
     _add_kernel_options(p)

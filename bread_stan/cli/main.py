@@ -114,7 +114,8 @@ def _settings(args):
                       check_simulator=not getattr(args, "no_check", False),
                       algorithm=getattr(args, "algorithm", "ais"),
                       particles=getattr(args, "particles", None),
-                      path=getattr(args, "path", "auto"))
+                      path=getattr(args, "path", "auto"),
+                      budget_minutes=getattr(args, "budget", None))
     return sampler, run
 
 

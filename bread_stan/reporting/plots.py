@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from ..ais.budget import DecayFit
+
 # A result is a bread_stan.ais.results.BreadResult; it is not imported here, since
 # BreadResult.plot calls plot_all (through bread_stan.late: no circle, even for type
 # checkers).
@@ -116,6 +118,8 @@ def plot_bound(result: BreadResult):
             for xv in x[~ok]:
                 ax.axvline(xv, color="#b00", alpha=0.4)
             ax.plot([], [], color="#b00", alpha=0.4, label="check failed: no bound")
+        if ax is ax_steps:
+            x = np.append(x, _decay_fit_line(ax, result.extra.get("auto_steps")))
         scale = result.verdict_settings().converged_nats
         ax.axhline(scale, color="#060", linestyle="--", linewidth=1,
                    label=f"converged below {scale:g} nat")
@@ -129,6 +133,23 @@ def plot_bound(result: BreadResult):
     fig.suptitle(f"{result.model}: bound on the Jeffreys divergence (axis linear below 0.1 nat)")
     fig.tight_layout()
     return fig
+
+
+def _decay_fit_line(ax, record: dict | None) -> list[float]:
+    """The fit of a ``--steps auto`` run's bounds (log bound linear in log T), from its
+    smallest T to the T it predicts for the converged level; the Ts it spans."""
+    if not record or not record.get("fit"):
+        return []
+    fit = DecayFit(**record["fit"])
+    right = max(record["chosen"] + [record.get("predicted_steps") or 0])
+    T = np.geomspace(min(record["chosen"]), right, 50)
+    how = "slope set to 1" if fit.slope_fixed else f"{fit.points} step counts"
+    ax.plot(T, [fit.bound_at(t) for t in T], color="#36c", linestyle=":",
+            label=f"fit: bound ~ T^-{fit.slope:.2f} ({how})")
+    if record.get("predicted_steps"):
+        ax.plot([record["predicted_steps"]], [record["level"]], marker="x", color="#36c",
+                linestyle="none", label=f"predicted T = {record['predicted_steps']:,.0f}")
+    return [float(T[0]), float(T[-1])]
 
 
 def plot_gap_by_temperature(result: BreadResult, n_steps: int | None = None):

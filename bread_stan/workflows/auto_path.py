@@ -204,7 +204,7 @@ def _bid(first: Problem, sampler: SamplerSettings, run: RunSettings, name: str,
     kernel, base_params = on_path.make()
     log.info("%s: choosing the path: the prior path's pilot (abandoned once it costs "
              "more than the Gaussian path: %s)", name, rival.describe())
-    give_up = abandon_when_costlier(rival, steps=max(run.steps))
+    give_up = abandon_when_costlier(rival, steps=None if run.auto_steps else max(run.steps))
     try:
         tuned = tune(first.target, kernel, base_params, pilot, seed=pilot_seed,
                      config=on_path.tuning_config(), progress=run.progress, give_up=give_up)

@@ -24,6 +24,7 @@ so an interrupted run resumed later gives the numbers of an uninterrupted one.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -31,6 +32,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..ais import engine, smc
+from ..ais.budget import path_length, run_within_budget
 from ..ais.gaussian_path import tune_prior_end
 from ..ais.path_kinds import kind
 from ..ais.run_directory import RunDirectory
@@ -85,8 +87,9 @@ def _tune_check_and_run(problems: list[Problem], simulator: Simulator,
                         header: dict, known_log_ml_bounds: Mapping[str, float] | None,
                         verdict: VerdictSettings, data: Mapping,
                         executor: Executor | None = None, choice: PathChoice | None = None,
-                        fitted=None, tuned_here=None, check_draws_simulated: bool = False
-                        ) -> BreadResult:
+                        fitted=None, tuned_here=None, check_draws_simulated: bool = False,
+                        started: float | None = None) -> BreadResult:
+    started = time.monotonic() if started is None else started  # the budget's clock
     first = problems[0]
     result = _new_result(problems, header, known_log_ml_bounds, verdict)
     choice = choice or given(run.path, run.path, "set in RunSettings.path")
@@ -112,7 +115,7 @@ def _tune_check_and_run(problems: list[Problem], simulator: Simulator,
     result.extra["tuning"] = path.to_dict()
     result.extra["executor"] = (executor or Executor()).describe()
     setup_warnings(result.extra, path, first.name)
-    todo = [T for T in run.steps if T not in done]
+    todo = [] if run.auto_steps else [T for T in run.steps if T not in done]
     # Said before the simulator check, so that a long run is announced right after the pilot.
     warn_if_costly(first.name, path, todo,
                    2 * run.chains * run.particles_per_run * sampler.steps_per_temperature,
@@ -124,13 +127,49 @@ def _tune_check_and_run(problems: list[Problem], simulator: Simulator,
         result.save_header(out_dir)
     for T in sorted(done):
         log.info("%s: %d distributions already done, loaded from %s", first.name, T, out_dir)
-    _run_steps(problems, simulator, sampler.make()[0], path, sampler, run, todo, out_dir,
-               header["fingerprint"], executor or Executor(),
-               _finisher(result, out_dir, len(run.steps)))
+    finish = _finisher(result, out_dir, 1 if run.auto_steps else len(run.steps))
+    if run.auto_steps:
+        _within_budget(result, problems, simulator, path, sampler, run, out_dir,
+                       header["fingerprint"], executor or Executor(), finish, started)
+    else:
+        _run_steps(problems, simulator, sampler.make()[0], path, sampler, run, todo, out_dir,
+                   header["fingerprint"], executor or Executor(), finish)
     result.steps.sort(key=lambda s: s.n_steps)
     if out_dir is not None:
         result.save(out_dir)
     return result
+
+
+def _within_budget(result: BreadResult, problems: list[Problem], simulator: Simulator, path,
+                   sampler: SamplerSettings, run: RunSettings, out_dir: Path | None,
+                   fingerprint: str, executor: Executor, finish, started: float) -> None:
+    """``steps="auto"``: run step counts chosen within ``run.budget_minutes``
+    (:func:`~bread_stan.ais.budget.run_within_budget`; the clock ``started`` after the
+    compiles), each saved as it finishes; what was chosen in ``extra["auto_steps"]``."""
+    settings = result.verdict_settings()
+
+    def run_one(T: int) -> StepResult:
+        _run_steps(problems, simulator, sampler.make()[0], path, sampler, run, [T], out_dir,
+                   fingerprint, executor, finish)
+        return result.step(T)
+
+    def save(record) -> None:  # before the first new step count: its setup seconds
+        result.extra["auto_steps"] = record.to_dict()
+        if out_dir is not None:
+            result.save_header(out_dir)
+
+    per_step = (2 * run.chains * sampler.steps_per_temperature
+                * float(getattr(path, "seconds_per_transition", float("nan"))))
+    saved = result.extra.get("auto_steps") or {}  # the setup of the run's earlier sessions
+    record = run_within_budget(run_one, list(result.steps), lambda step: step.verdict(settings),
+                               budget_minutes=run.budget_minutes,
+                               level=settings.converged_nats, length=path_length(path),
+                               pilot_seconds_per_step=per_step if per_step > 0 else None,
+                               started=started, setup_before=saved.get("setup_seconds", 0.0),
+                               on_start=save)
+    result.extra["auto_steps"] = record.to_dict()
+    log.info("%s: step counts %s chosen within %g minutes (%s)", result.model,
+             ", ".join(map(str, record.chosen)), run.budget_minutes, record.stopped)
 
 
 def _new_result(problems: list[Problem], header: dict,
@@ -289,8 +328,10 @@ def _header(name: str, model, simulator, data: Mapping, sampler: SamplerSettings
         data={k: np.asarray(v).tolist() for k, v in data.items()}, sampler=asdict(sampler),
         tuning=sampler.tuning_fingerprint(), run=scored, hyper=hyper)
     return {"model": name, "fingerprint": fingerprint, "fingerprints": parts,
-            "steps": list(run.steps), "sampler": asdict(sampler),
-            "run": {**scored, "schedule": asdict(run.schedule)}, "hyper": dict(hyper or {})}
+            "steps": "auto" if run.auto_steps else list(run.steps), "sampler": asdict(sampler),
+            "run": {**scored, "schedule": asdict(run.schedule),
+                    **({"budget_minutes": run.budget_minutes} if run.auto_steps else {})},
+            "hyper": dict(hyper or {})}
 
 
 def bread(model, simulator, data=None, *, sampler: SamplerSettings = SamplerSettings(),
@@ -321,6 +362,7 @@ def bread(model, simulator, data=None, *, sampler: SamplerSettings = SamplerSett
         data = load_data(data)
         name = name or default_name(model)
         (compiled,), sim_compiled = compile_with_simulator([model], simulator, hyper=hyper)
+        started = time.monotonic()  # a budget (steps="auto") counts from here
         sim = Simulator(sim_compiled, data, hyper=hyper, threads=run.threads)
         problems = [simulate_problem(name, compiled, sim, data, run.seed, run.threads, truth)
                     for truth in _truth_draws(sim, run)]
@@ -332,7 +374,7 @@ def bread(model, simulator, data=None, *, sampler: SamplerSettings = SamplerSett
         return _run_problem(problems, sim, settled.sampler, settled.run, out, header,
                             known_log_ml_bounds, verdict or VerdictSettings(), data, executor,
                             settled.choice, settled.fitted, settled.tuned,
-                            check_draws_simulated=True)
+                            check_draws_simulated=True, started=started)
 
 
 def _check_known_bounds(known: Mapping[str, float] | None) -> None:
@@ -441,7 +483,7 @@ def _run_programs(executor: Executor, models: Mapping, compiled, sim_compiled, d
         if sub is not None:
             sub.mkdir(exist_ok=True)
         job_run = own.run
-        if not here:
+        if not here and not run.auto_steps:  # auto: the task chooses its step counts
             done = (resume_steps(BreadResult(label, header, [], {}), sub, header)
                     if sub is not None else set())
             missing = tuple(T for T in run.steps if T not in done)

@@ -77,8 +77,11 @@ def resume_steps(result: BreadResult, out_dir: Path, header: dict) -> set[int]:
         check = saved.get("extra", {}).get("simulator_check")
         if check and check.get("ran"):  # the same simulator and model: no need to rerun it
             result.extra["simulator_check"] = check
+        if header["steps"] == "auto" and saved.get("extra", {}).get("auto_steps"):
+            result.extra["auto_steps"] = saved["extra"]["auto_steps"]  # its setup seconds
     previous = load_steps(out_dir, header["fingerprint"])
-    result.steps.extend(s for s in previous if s.n_steps in set(header["steps"]))
+    wanted = header["steps"]  # "auto": every step count saved (chosen within a budget)
+    result.steps.extend(s for s in previous if wanted == "auto" or s.n_steps in set(wanted))
     return {s.n_steps for s in result.steps}
 
 

@@ -54,6 +54,19 @@ def _check_whole(name: str, value, least: int, why: str = "") -> None:
         raise InputError(f"{name} must be a whole number >= {least}{hint}; got {value!r}")
 
 
+def _step_counts(value) -> tuple[int, ...]:
+    """Step counts as a sorted tuple of distinct whole numbers >= 2."""
+    steps = (value,) if _is_whole(value) else value
+    if isinstance(steps, (str, bytes)) or not all(_is_whole(s) for s in _iterable(steps)):
+        raise InputError(f"steps must be whole numbers of distributions (each at least 2), "
+                         f"for example (10, 100, 1000), or 'auto' with budget_minutes; "
+                         f"got {value!r}")
+    steps = tuple(int(s) for s in steps)
+    if not steps or min(steps) < 2:
+        raise InputError("steps must be numbers of distributions, each at least 2")
+    return tuple(sorted(set(steps)))
+
+
 @dataclass(frozen=True)
 class SamplerSettings:
     """The Markov kernel used at every temperature, and how it is tuned.
@@ -172,6 +185,14 @@ class SamplerSettings:
 class RunSettings:
     """What to run: step counts, chains per direction, schedule, seed, threads.
 
+    ``steps="auto"`` with ``budget_minutes`` M chooses the step counts: the first T
+    where the pilot's predicted gap L^2 / (2T) reaches the verdict's ``converged_nats``
+    (at least 10), then 3 to 4 times larger until the bound's upper limit is at most
+    that level or the next T would not finish within M minutes of wall time (the pilots
+    and the simulator check count, compiles do not; :mod:`bread_stan.ais.budget`).  The
+    chosen step counts are in ``extra["auto_steps"]``; ``steps`` set to them gives the
+    same numbers.
+
     The default schedule is the adaptive one (equal thermodynamic length, from
     the pilot; :func:`~bread_stan.ais.betas.thermodynamic`): in
     ``scripts/bench/bench_schedules.py`` it gave NHEFS linear regression a bound 5
@@ -227,7 +248,7 @@ class RunSettings:
     the prior path gives the numbers of ``path="prior"`` and resumes its saved results.
     """
 
-    steps: tuple[int, ...] = RunConfig.steps
+    steps: tuple[int, ...] | str = RunConfig.steps
     chains: int = 100
     schedule: ScheduleSpec = field(default_factory=lambda: ScheduleSpec("adaptive"))
     seed: int = 0
@@ -239,6 +260,7 @@ class RunSettings:
     algorithm: str = "ais"
     particles: int | None = None
     path: str = "auto"
+    budget_minutes: float | None = None
 
     def __post_init__(self):
         if self.algorithm not in ("ais", "smc"):
@@ -257,13 +279,9 @@ class RunSettings:
             _check_whole("particles", self.particles, 1)
         elif self.algorithm == "smc":
             object.__setattr__(self, "particles", SMC_PARTICLES)
-        steps = (self.steps,) if _is_whole(self.steps) else self.steps
-        if isinstance(steps, (str, bytes)) or not all(_is_whole(s) for s in _iterable(steps)):
-            raise InputError(f"steps must be whole numbers of distributions (each at least 2), "
-                             f"for example (10, 100, 1000); got {self.steps!r}")
-        steps = tuple(int(s) for s in steps)
-        if not steps or min(steps) < 2:
-            raise InputError("steps must be numbers of distributions, each at least 2")
+        auto = self._check_budget()
+        if not auto:
+            object.__setattr__(self, "steps", _step_counts(self.steps))
         _check_whole("chains", self.chains, 2, "intervals need spread")
         _check_whole("seed", self.seed, 0)
         if self.threads is not None:
@@ -274,10 +292,38 @@ class RunSettings:
         if self.exact_draws != 1 and not 2 <= self.exact_draws <= self.chains:
             raise InputError(f"exact_draws must be 1, or between 2 and chains ({self.chains}) "
                              "so that every simulated problem gets a chain in each direction")
-        object.__setattr__(self, "steps", tuple(sorted(set(steps))))
+
+    def _check_budget(self) -> bool:
+        """Check ``steps="auto"`` and ``budget_minutes`` (True: the steps are "auto")."""
+        auto = isinstance(self.steps, str) and self.steps == "auto"
+        if self.budget_minutes is not None:
+            if not auto:
+                raise InputError("budget_minutes is for steps='auto' (the step counts "
+                                 "chosen within the budget)")
+            if (isinstance(self.budget_minutes, bool)
+                    or not isinstance(self.budget_minutes, (int, float, np.number))
+                    or not self.budget_minutes > 0 or not np.isfinite(self.budget_minutes)):
+                raise InputError(f"budget_minutes must be a positive number of minutes; "
+                                 f"got {self.budget_minutes!r}")
+        elif auto:
+            raise InputError("steps='auto' needs budget_minutes (minutes of wall time, "
+                             "compiles excluded), e.g. RunSettings(steps='auto', "
+                             "budget_minutes=10)")
+        if auto and self.algorithm != "ais":
+            raise InputError("steps='auto' runs AIS only; use algorithm='ais' with it")
+        return auto
+
+    @property
+    def auto_steps(self) -> bool:
+        """True when the step counts are chosen within ``budget_minutes``
+        (:mod:`bread_stan.ais.budget`)."""
+        return self.steps == "auto"
 
     # Settings that never change a step's numbers: left out of the resume fingerprint.
-    UNSCORED: ClassVar[tuple[str, ...]] = ("steps", "progress", "threads", "check_simulator")
+    # The budget only chooses which step counts run (each T's numbers depend on T
+    # alone), so an auto run and a --steps run of the same settings share a directory.
+    UNSCORED: ClassVar[tuple[str, ...]] = ("steps", "progress", "threads", "check_simulator",
+                                           "budget_minutes")
 
     def scored(self) -> dict[str, Any]:
         """The settings that change the numbers (those a resumed run must share), as a

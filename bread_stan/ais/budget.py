@@ -1,0 +1,256 @@
+"""Step counts chosen within a budget: ``--steps auto --budget M``.
+
+AIS's gap at T distributions along a path of thermodynamic length L is about
+L^2 / (2T) (:func:`~bread_stan.ais.betas.thermodynamic_length`; the path choice's cost
+rests on the same law).  :func:`run_within_budget` picks the first T where that
+prediction reaches the convergence level (:func:`first_steps`: at least
+``MIN_STEPS``, at most what the pilot's time a transition says the budget allows),
+measures the bound, and grows T by 3 to 4 times (:func:`next_steps`: towards the T the
+fit of the bounds measured so far predicts) until the bound's upper limit is at most the
+level, or the next T would not fit in what is left of the budget (predicted from the
+seconds a transition of the finished step counts took: a step's time is linear in T).
+
+The prediction of the T that would converge is fitted to the measured bounds
+(:func:`fit_decay`): log(bound) = a - b log(T) by least squares over the finished step
+counts, b free; with one finished step count, b = 1 (the L^2 / (2T) law).  What a run
+chose and why is :class:`AutoSteps`, kept in the result's ``extra["auto_steps"]``; the
+same numbers come from ``--steps`` with the chosen step counts, because a step count's
+random streams depend on T alone.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from .betas import thermodynamic_length
+
+__all__ = ["MIN_STEPS", "GROWTH", "DecayFit", "AutoSteps", "fit_decay", "path_length",
+           "first_steps", "next_steps", "run_within_budget", "budget_sentence"]
+
+MIN_STEPS = 10       # the smallest first T: fewer distributions measure little
+GROWTH = (3.0, 4.0)  # each new T is 3 to 4 times the last
+
+
+@dataclass(frozen=True)
+class DecayFit:
+    """log(bound) = ``intercept`` - ``slope`` log(T), fitted to ``points`` step counts
+    (``slope_fixed``: one step count, the slope set to 1, the L^2 / (2T) law)."""
+
+    intercept: float
+    slope: float
+    points: int
+    slope_fixed: bool = False
+
+    def bound_at(self, T: float) -> float:
+        return float(math.exp(self.intercept - self.slope * math.log(T)))
+
+    def steps_for(self, level: float) -> float:
+        """The T at which the fitted bound reaches ``level`` (inf when it does not fall)."""
+        if not self.slope > 0:
+            return math.inf
+        log_T = (self.intercept - math.log(level)) / self.slope
+        return float(math.exp(log_T)) if log_T < 700 else math.inf
+
+    def describe(self) -> str:
+        how = ("slope set to 1 (one step count: the L^2/(2T) law)" if self.slope_fixed
+               else f"fitted to {self.points} step counts")
+        return f"bound about {math.exp(self.intercept):.3g} T^-{self.slope:.2f}, {how}"
+
+
+def fit_decay(steps, bounds) -> DecayFit | None:
+    """Least squares of log(bound) on log(T) over the step counts whose bound is
+    positive and finite (None when there is none).  One such step count, or all at one
+    T: the slope is 1."""
+    T = np.asarray(steps, dtype=float)
+    B = np.asarray(bounds, dtype=float)
+    keep = np.isfinite(B) & (B > 0)
+    T, B = T[keep], B[keep]
+    if T.size == 0:
+        return None
+    x, y = np.log(T), np.log(B)
+    if np.unique(T).size == 1:
+        return DecayFit(float(np.mean(y + x)), 1.0, int(T.size), slope_fixed=True)
+    slope, intercept = np.polyfit(x, y, 1)
+    return DecayFit(float(intercept), float(-slope), int(T.size))
+
+
+def path_length(path) -> float | None:
+    """The thermodynamic length of a tuned path as its pilot measured it: the sum of the
+    legs' lengths on a path of several legs (T is split between them in proportion, so
+    the gap is about (l1 + l2)^2 / (2T)), else the length of its one leg's measured sd
+    curve; None where the pilot measured none (a path that tunes nothing)."""
+    lengths = getattr(path, "lengths", None)
+    if lengths is not None:
+        return float(sum(lengths))
+    tuning = path.leg_tuning() if hasattr(path, "leg_tuning") else path
+    grid, sd = getattr(tuning, "grid_betas", None), getattr(tuning, "loglik_sd", None)
+    if grid is None or sd is None:
+        return None
+    length = thermodynamic_length(grid, sd)
+    return length if np.isfinite(length) else None
+
+
+def _nice(T: float) -> int:
+    """T rounded to two significant digits (20, 75, 300, 1200)."""
+    return int(float(f"{T:.2g}"))
+
+
+def first_steps(length: float | None, level: float, *, seconds_per_step: float | None = None,
+                remaining: float | None = None) -> tuple[int, str]:
+    """The first T and why: where L^2 / (2T) is ``level`` (two significant digits), at
+    least ``MIN_STEPS``, and at most the T whose predicted time (``seconds_per_step``
+    for each of T - 1 steps) fits in ``remaining`` seconds."""
+    if length is None:
+        T, why = MIN_STEPS, "the pilot measured no thermodynamic length"
+    else:
+        wanted = length ** 2 / (2 * level)
+        T = max(MIN_STEPS, _nice(math.ceil(wanted)))
+        why = (f"the path's thermodynamic length L = {length:.3g} predicts a gap "
+               f"L^2/(2T) of {level:g} nat at T = {wanted:.3g}")
+    if seconds_per_step and remaining is not None and np.isfinite(seconds_per_step):
+        allowed = 1 + remaining / seconds_per_step
+        if allowed < T:
+            T = max(MIN_STEPS, int(allowed))
+            why += f"; the budget allows T = {T} (at the pilot's time a transition)"
+    return int(T), why
+
+
+def next_steps(T: int, fit: DecayFit | None, level: float) -> int:
+    """The T after ``T``: towards the fit's T for ``level``, 3 to 4 times ``T``."""
+    wanted = fit.steps_for(level) if fit is not None else math.inf
+    factor = float(np.clip(wanted / T, *GROWTH)) if np.isfinite(wanted) else GROWTH[1]
+    return max(_nice(T * factor), T + 1)
+
+
+@dataclass
+class AutoSteps:
+    """What ``--steps auto`` chose: the budget (minutes), the level, the path's length
+    and the first T's reason, the step counts in the order run, why it stopped
+    ("converged", "budget" or "inconsistent"), the fit of the bounds, the T it predicts
+    for the level and the minutes a run at that T takes here (from ``seconds_per_step``,
+    the measured seconds of one of T - 1 steps, both directions), and the seconds spent
+    (pilots and checks included, compiles not; ``setup_seconds`` those before the
+    first step count, summed over the sessions of a resumed run)."""
+
+    budget_minutes: float
+    level: float
+    length: float | None = None
+    first_reason: str = ""
+    chosen: list[int] = field(default_factory=list)
+    stopped: str = ""
+    fit: dict | None = None
+    predicted_steps: float | None = None
+    predicted_minutes: float | None = None
+    seconds_per_step: float | None = None
+    spent_seconds: float = 0.0
+    setup_seconds: float = 0.0  # pilots and check, over every session of the run
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def decay(self) -> DecayFit | None:
+        return DecayFit(**self.fit) if self.fit else None
+
+
+def run_within_budget(run_one: Callable[[int], object], done: list, judge, *,
+                      budget_minutes: float, level: float, length: float | None,
+                      pilot_seconds_per_step: float | None = None,
+                      started: float | None = None, setup_before: float = 0.0,
+                      on_start: Callable[[AutoSteps], None] | None = None,
+                      clock=time.monotonic) -> AutoSteps:
+    """Run step counts (``run_one(T)`` returns the finished step) until the largest is
+    converged (``judge(step)`` returns its :class:`~.verdict.StepVerdict`) or the next
+    would exceed the budget.  ``done``: steps finished by an interrupted run (their
+    seconds count as spent, and the choice continues from them: never rerun);
+    ``started``: the clock when this session's part of the budget started (its pilot
+    and check included); ``setup_before``: the seconds earlier sessions of the run
+    spent before their step counts (``AutoSteps.setup_seconds`` as saved), so that a
+    rerun of a finished run stops where it stopped.  ``on_start`` gets the record
+    before the first step count runs (to save it: an interrupted run keeps its
+    setup seconds)."""
+    started = clock() if started is None else started
+    budget = 60.0 * budget_minutes
+    finished = {int(s.n_steps): s for s in done}
+    before = sum(s.wall_time for s in done) + setup_before
+
+    def spent() -> float:
+        return before + clock() - started
+
+    def rate() -> float | None:
+        own = [s for s in finished.values() if s.wall_time > 0]
+        if not own:
+            return pilot_seconds_per_step
+        return sum(s.wall_time for s in own) / sum(s.n_steps - 1 for s in own)
+
+    record = AutoSteps(budget_minutes, level, length,
+                       setup_seconds=setup_before + clock() - started)
+    first, record.first_reason = first_steps(length, level, seconds_per_step=rate(),
+                                             remaining=budget - spent())
+    chosen = sorted(finished)
+    fit = None
+    while True:
+        if chosen:
+            last = finished[chosen[-1]]
+            verdict = judge(last)
+            Ts = sorted(finished)
+            fit = fit_decay(Ts, [judge(finished[T]).bound.estimate for T in Ts])
+            if verdict.converged:
+                record.stopped = "converged"
+                break
+            if not verdict.consistent:
+                record.stopped = "inconsistent"
+                break
+            T = next_steps(chosen[-1], fit, level)
+            if spent() + rate() * (T - 1) > budget:
+                record.stopped = "budget"
+                break
+        else:
+            T = first
+        if on_start is not None:
+            on_start(record)
+            on_start = None
+        finished[T] = run_one(T)
+        chosen.append(T)
+    record.chosen = chosen
+    record.fit = asdict(fit) if fit is not None else None
+    record.seconds_per_step = rate()
+    record.spent_seconds = spent()
+    if fit is not None and record.stopped != "converged":
+        predicted = fit.steps_for(level)
+        if np.isfinite(predicted):
+            record.predicted_steps = float(_nice(math.ceil(predicted)))
+            if record.seconds_per_step:
+                record.predicted_minutes = record.seconds_per_step * (predicted - 1) / 60
+    return record
+
+
+def budget_sentence(record: dict, bound: float) -> str:
+    """The verdict of a run with ``--steps auto`` in one sentence (``bound``: the bound
+    at its largest T); empty when it stopped on an inconsistent step count."""
+    auto = AutoSteps(**record)
+    steps = ",".join(map(str, sorted(auto.chosen)))
+    minutes = f"{auto.budget_minutes:g} minute{'' if auto.budget_minutes == 1 else 's'}"
+    if auto.stopped == "converged":
+        return (f"Converged at T = {auto.chosen[-1]} (step counts {steps} chosen within a "
+                f"budget of {minutes}; --steps {steps} gives the same "
+                "numbers).")
+    if auto.stopped != "budget":
+        return ""
+    text = (f"Not converged within the budget of {minutes}: largest "
+            f"T = {max(auto.chosen)}, bound {bound:.3g} nats")
+    fit = auto.decay()
+    if auto.predicted_steps is None:
+        why = ("the bound did not decrease with T" if fit is not None
+               else "no positive bound to fit")
+        return text + f"; no T predicted ({why}). Step counts run: {steps}."
+    text += (f"; at the measured rate of decay ({fit.describe()}), about "
+             f"T = {auto.predicted_steps:.0f} for {auto.level:g} nat")
+    if auto.predicted_minutes is not None:
+        text += f" (about {auto.predicted_minutes:.3g} minutes on this machine)"
+    return text + (f". Step counts run: {steps}; --steps {steps},"
+                   f"{auto.predicted_steps:.0f} with the same --out runs only the new one.")

@@ -1,0 +1,228 @@
+"""``--steps auto --budget M``: the step counts chosen within a budget.
+
+Fast tests run the choice (:func:`bread_stan.ais.budget.run_within_budget`) on steps whose
+bound is known by construction (B(T) = c / T, chains spread 0.05 nats, a clock that
+advances by a known time a transition) and on the conjugate regression through the real
+AIS engine; one end-to-end test runs ``bread`` on ``tests/stan/normal_mean.stan`` and
+checks that ``--steps`` with the chosen step counts gives the same numbers bit for bit,
+and that an interrupted auto run resumes without rerunning a finished T.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bread_stan.ais import engine, runs
+from bread_stan.ais.budget import (GROWTH, MIN_STEPS, fit_decay, first_steps, next_steps,
+                                   run_within_budget)
+from bread_stan.ais.results import BreadResult, DirectionResult, StepResult
+from bread_stan.ais.verdict import VerdictSettings
+from bread_stan.cli.arguments import build_parser
+from bread_stan.errors import InputError
+from bread_stan.exact.conjugate import simulate_regression
+from bread_stan.kernels.hmc import HMC, HMCParams
+from bread_stan.reporting import plots
+from bread_stan.workflows.settings import RunSettings
+
+SETTINGS = VerdictSettings()
+
+
+def judge(step):
+    return step.verdict(SETTINGS)
+
+
+class Clock:
+    """A clock that moves only when a step runs (``rate`` seconds a transition)."""
+
+    def __init__(self, now: float = 0.0):
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def power_law_step(T: int, c: float, rate: float = 0.0, chains: int = 100) -> StepResult:
+    """A step whose bound is exactly c / T (chains spread 0.05 nats around it), taking
+    ``rate`` seconds a transition, both directions together."""
+    noise = np.random.default_rng(0).normal(0, 0.05, chains)
+    noise -= noise.mean()
+    seconds = rate * (T - 1) / 2
+    return StepResult(T, DirectionResult(-c / (2 * T) + noise, seconds, 10),
+                      DirectionResult(c / (2 * T) + noise, seconds, 10))
+
+
+def runner(c: float, rate: float, clock: Clock, calls: list):
+    def run_one(T: int) -> StepResult:
+        calls.append(T)
+        clock.now += rate * (T - 1)
+        return power_law_step(T, c, rate)
+    return run_one
+
+
+@pytest.mark.parametrize("c,b", [(50.0, 1.0), (7.0, 0.5), (300.0, 1.7)])
+def test_the_fit_recovers_an_exact_power_law(c, b):
+    T = np.array([10, 30, 100, 400])
+    fit = fit_decay(T, c * T ** -b)
+    assert fit.slope == pytest.approx(b, abs=1e-12)
+    assert math.exp(fit.intercept) == pytest.approx(c, rel=1e-12)
+    assert fit.steps_for(1.0) == pytest.approx(c ** (1 / b), rel=1e-10)
+    assert not fit.slope_fixed and fit.points == 4
+
+
+def test_one_step_count_takes_the_slope_of_the_L2_over_2T_law():
+    fit = fit_decay([20], [5.0])
+    assert fit.slope_fixed and fit.slope == 1.0
+    assert fit.bound_at(100) == pytest.approx(1.0) and fit.steps_for(1.0) == pytest.approx(100)
+    # a bound at or below 0 cannot be logged: left out, and with none left there is no fit
+    assert fit_decay([10, 30], [-1.0, 2.0]).points == 1
+    assert fit_decay([10], [0.0]) is None
+    # a bound that does not fall predicts no T
+    assert fit_decay([10, 40], [3.0, 3.0]).steps_for(1.0) == math.inf
+
+
+def test_first_and_next_step_counts():
+    assert first_steps(20.0, 1.0)[0] == 200  # L^2 / (2T) = 1 at T = 200
+    assert first_steps(1.0, 1.0)[0] == MIN_STEPS
+    assert first_steps(None, 1.0)[0] == MIN_STEPS
+    # the budget caps it: 30 s left at 0.5 s a transition allows T = 61
+    T, why = first_steps(20.0, 1.0, seconds_per_step=0.5, remaining=30.0)
+    assert T == 61 and "budget allows" in why
+    for T, wanted in [(50, 51.0), (50, 180.0), (50, 1e6), (50, math.inf)]:
+        fit = fit_decay([T], [wanted / T])  # slope 1: predicts `wanted`
+        grown = next_steps(T, fit, 1.0)
+        assert GROWTH[0] * T * 0.95 <= grown <= GROWTH[1] * T * 1.05
+
+
+def test_T_grows_and_stops_at_convergence():
+    clock, calls = Clock(), []
+    record = run_within_budget(runner(200.0, 0.001, clock, calls), [], judge,
+                               budget_minutes=60, level=1.0, length=10.0, clock=clock,
+                               started=0.0)
+    # L = 10 predicts T = 50 (bound 4); the fit then predicts 200 (4x); its bound, 1 nat,
+    # has an upper limit above 1, so T grows 3x to 600, where the bound is 1/3
+    assert record.chosen == calls == [50, 200, 600]
+    assert record.stopped == "converged"
+    verdicts = [judge(power_law_step(T, 200.0)) for T in record.chosen]
+    assert verdicts[-1].converged and not any(v.converged for v in verdicts[:-1])
+    assert verdicts[-2].bound.ci_high > 1.0 >= verdicts[-1].bound.ci_high
+    assert record.fit["slope"] == pytest.approx(1.0, abs=1e-9)
+
+
+def test_a_tiny_budget_stops_not_converged_and_names_the_predicted_T():
+    clock, calls = Clock(50.0), []  # 50 s of pilots and check before the first T
+    record = run_within_budget(runner(200.0, 0.05, clock, calls), [], judge,
+                               budget_minutes=1, level=1.0, length=10.0, clock=clock,
+                               started=0.0)
+    # T = 50 takes 2.45 s; T = 200 would take 9.95 s more: 62.4 s > 60 s
+    assert record.chosen == [50] and record.stopped == "budget"
+    assert record.predicted_steps == 200  # 4 nats at T = 50, slope 1
+    assert record.predicted_minutes == pytest.approx(0.05 * 199 / 60)
+    result = BreadResult("m", {}, [power_law_step(50, 200.0, 0.05)],
+                         {"auto_steps": record.to_dict()})
+    headline = result.headline()
+    assert headline.startswith("Not converged within the budget of 1 minute: largest "
+                               "T = 50, bound 4 nats")
+    assert "about T = 200 for 1 nat (about 0.166 minutes on this machine)" in headline
+    fig = plots.plot_bound(result)
+    labels = [line.get_label() for line in fig.axes[0].lines]
+    assert "fit: bound ~ T^-1.00 (slope set to 1)" in labels
+    assert "predicted T = 200" in labels
+
+
+def test_a_resumed_choice_never_reruns_a_finished_T():
+    clock, calls = Clock(), []
+    done = [power_law_step(50, 200.0, 0.001)]  # saved by an interrupted run
+    record = run_within_budget(runner(200.0, 0.001, clock, calls), done, judge,
+                               budget_minutes=60, level=1.0, length=10.0, clock=clock,
+                               started=0.0)
+    assert calls == [200, 600] and record.chosen == [50, 200, 600]
+
+
+def test_a_rerun_counts_the_setup_of_earlier_sessions_and_stops_where_it_stopped():
+    clock, calls, started = Clock(50.0), [], []
+    first = run_within_budget(runner(200.0, 0.05, clock, calls), [], judge,
+                              budget_minutes=1, level=1.0, length=10.0, clock=clock,
+                              started=0.0, on_start=lambda r: started.append(r.setup_seconds))
+    assert started == [50.0] and first.setup_seconds == 50.0 and calls == [50]
+    # the same command again: T = 50 loaded, its pilot and check read back in 1 s
+    rerun = run_within_budget(runner(200.0, 0.05, Clock(1.0), calls),
+                              [power_law_step(50, 200.0, 0.05)], judge, budget_minutes=1,
+                              level=1.0, length=10.0, clock=Clock(1.0), started=0.0,
+                              setup_before=first.setup_seconds)
+    assert calls == [50] and rerun.stopped == "budget" and rerun.setup_seconds == 51.0
+    # without the earlier session's 50 s it would have gone on from T = 50
+    clock = Clock(1.0)
+    assert run_within_budget(runner(200.0, 0.05, clock, calls),
+                             [power_law_step(50, 200.0, 0.05)], judge, budget_minutes=1,
+                             level=1.0, length=10.0, clock=clock,
+                             started=0.0).chosen[:2] == [50, 200]
+
+
+def test_on_the_conjugate_regression_T_grows_until_converged():
+    model, w = simulate_regression(20, 2, noise_sd=0.5, seed=3)
+
+    def run_one(T: int) -> StepResult:
+        rng = np.random.default_rng(T)
+        return runs.run(model, HMC(), model.sample_prior(rng, 100), w, seed=T,
+                        path=HMCParams(step_size=0.15, n_leapfrog=10),
+                        config=engine.RunConfig(steps=(T,))).steps[0]
+
+    record = run_within_budget(run_one, [], judge, budget_minutes=10, level=1.0,
+                               length=None)
+    assert record.stopped == "converged" and record.chosen[0] == MIN_STEPS
+    assert all(GROWTH[0] * 0.95 <= b / a <= GROWTH[1] * 1.05
+               for a, b in zip(record.chosen, record.chosen[1:]))
+    assert len(record.chosen) >= 2  # 10 distributions do not converge here
+
+
+def test_settings_and_command_line():
+    run = RunSettings(steps="auto", budget_minutes=5)
+    assert run.auto_steps and run.steps == "auto"
+    # the budget and "auto" choose step counts only: the fingerprint is --steps's
+    assert run.scored() == RunSettings(steps=(10, 30)).scored()
+    for bad in ({"steps": "auto"}, {"budget_minutes": 5},
+                {"steps": "auto", "budget_minutes": 0},
+                {"steps": "auto", "budget_minutes": 5, "algorithm": "smc"}):
+        with pytest.raises(InputError):
+            RunSettings(**bad)
+    args = build_parser().parse_args(["run", "m.stan", "--simulator", "s.stan",
+                                      "--steps", "auto", "--budget", "2.5"])
+    assert args.steps == "auto" and args.budget == 2.5
+
+
+@pytest.mark.stan
+def test_auto_steps_equal_explicit_steps_bit_for_bit_and_resume(tmp_path: Path):
+    from bread_stan.stan.compile import compile_many
+    from bread_stan.workflows.bread import bread
+    from bread_stan.workflows.settings import SamplerSettings
+    from test_dask import assert_same_numbers
+
+    stan = Path(__file__).resolve().parent / "stan"
+    model, simulator = stan / "normal_mean.stan", stan / "normal_mean_sim.stan"
+    compile_many([model, simulator], workers=2)
+    data = {"N": 20, "sigma": 1.0, "tau": 2.0}
+    sampler = SamplerSettings(kernel="hmc", n_leapfrog=5, pilot_chains=16, pilot_grid=6,
+                              pilot_steps=20)
+    common = dict(chains=20, seed=1, progress=False, path="prior")
+    auto = bread(model, simulator, data, sampler=sampler, out_dir=tmp_path / "auto",
+                 run=RunSettings(steps="auto", budget_minutes=10, **common))
+    record = auto.extra["auto_steps"]
+    assert record["stopped"] == "converged" and auto.status == "converged"
+    assert [s.n_steps for s in auto.steps] == sorted(record["chosen"])
+    assert auto.headline().startswith(f"Converged at T = {record['chosen'][-1]}")
+    explicit = bread(model, simulator, data, sampler=sampler, out_dir=tmp_path / "explicit",
+                     run=RunSettings(steps=tuple(record["chosen"]), **common))
+    assert_same_numbers(auto, explicit)
+    # interrupted after its first T: the same command loads it and runs the rest
+    first = min(record["chosen"])
+    for step in (tmp_path / "auto").glob("steps_*.npz"):
+        if step.name != f"steps_{first}.npz":
+            step.unlink()
+    resumed = bread(model, simulator, data, sampler=sampler, out_dir=tmp_path / "auto",
+                    run=RunSettings(steps="auto", budget_minutes=10, **common))
+    assert resumed.extra["auto_steps"]["chosen"] == record["chosen"]
+    assert_same_numbers(auto, resumed)
