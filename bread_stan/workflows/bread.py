@@ -53,6 +53,7 @@ from .problem import (Problem, constrained, largest_simulated_value, prior_draws
 from .settings import RunSettings, SamplerSettings
 from .auto_path import Resolution, pilot_inputs, resolve_path
 from .saved_choice import settle
+from .programs import attach, prepared
 from ..ais.path_choice import PathChoice, given
 from .simulator_check import (CheckSettings, SimulatorCheck, check_simulator,
                               simulate_check_draws)
@@ -293,16 +294,23 @@ def _header(name: str, model, simulator, data: Mapping, sampler: SamplerSettings
             "run": {**scored, "schedule": asdict(run.schedule)}, "hyper": dict(hyper or {})}
 
 
-def bread(model, simulator, data=None, *, sampler: SamplerSettings = SamplerSettings(),
+def bread(model, simulator=None, data=None, *, sampler: SamplerSettings = SamplerSettings(),
           run: RunSettings = RunSettings(), hyper: Mapping[str, float] | None = None,
           known_log_ml_bounds: Mapping[str, float] | None = None,
           verdict: VerdictSettings | None = None,
           out_dir: str | Path | None = None, name: str | None = None,
-          executor: Executor | None = None) -> BreadResult:
+          executor: Executor | None = None,
+          likelihood: str | Sequence[str] | None = None) -> BreadResult:
     """Bound the Jeffreys divergence between AIS output and the posterior of ``model``.
 
-    ``model`` and ``simulator`` are Stan programs (paths or program text; see
-    ``stan_models/README.md`` for the conventions), ``data`` the model's data
+    ``model`` is a Stan program as it is: a path, program text or a
+    ``cmdstanpy.CmdStanModel``.  Without ``prior_only`` it is split into prior and
+    likelihood automatically (``likelihood`` names the modelled data, as the command
+    line's ``--likelihood``), and without a ``simulator`` (a program following
+    ``stan_models/README.md``) one is drafted from it
+    (:func:`bread_stan.workflows.programs.prepared`, what ``bread-stan run`` does too):
+    the generated programs and the split table are saved in ``out_dir/programs`` and kept
+    in ``extra["programs"]``.  ``data`` is the model's data
     (dict or JSON path; the simulator reads it too, and its simulated variables
     replace the observed ones).  ``hyper`` fixes the simulator's hyperparameters.
     ``known_log_ml_bounds`` ({"upper": ..., "lower": ...}) adds one-sided KL
@@ -314,25 +322,37 @@ def bread(model, simulator, data=None, *, sampler: SamplerSettings = SamplerSett
     default, each finished shard saved in ``out_dir/shards``.
     """
     check_program("model", model)
-    check_program("simulator", simulator)
+    if simulator is not None:
+        check_program("simulator", simulator)
     _check_known_bounds(known_log_ml_bounds)
     out = Path(out_dir) if out_dir is not None else None
-    with output_directory(out):
-        data = load_data(data)
-        name = name or default_name(model)
-        (compiled,), sim_compiled = compile_with_simulator([model], simulator, hyper=hyper)
-        sim = Simulator(sim_compiled, data, hyper=hyper, threads=run.threads)
-        problems = [simulate_problem(name, compiled, sim, data, run.seed, run.threads, truth)
-                    for truth in _truth_draws(sim, run)]
-        if run.check_simulator:  # a failing simulator stops before any pilot
-            simulate_check_draws(sim, data, _check_settings(run), run.threads, compiled)
-        requested = _header(name, model, simulator, data, sampler, run, hyper)["fingerprint"]
-        settled = settle(problems, sim, sampler, run, name, out, requested)
-        header = _header(name, model, simulator, data, settled.sampler, settled.run, hyper)
-        return _run_problem(problems, sim, settled.sampler, settled.run, out, header,
-                            known_log_ml_bounds, verdict or VerdictSettings(), data, executor,
-                            settled.choice, settled.fitted, settled.tuned,
-                            check_draws_simulated=True)
+    name = name or default_name(model)
+    with output_directory(out), prepared([model], simulator, out, [name],
+                                         likelihood) as programs:
+        result = _bread(programs.models[0], programs.simulator, data, sampler, run, hyper,
+                        known_log_ml_bounds, verdict, out, name, executor)
+        attach(result, programs.records[name], out)
+        return result
+
+
+def _bread(model, simulator, data, sampler: SamplerSettings, run: RunSettings, hyper,
+           known_log_ml_bounds, verdict: VerdictSettings | None, out: Path | None, name: str,
+           executor: Executor | None) -> BreadResult:
+    """:func:`bread` on the programs that run (split, with a simulator)."""
+    data = load_data(data)
+    (compiled,), sim_compiled = compile_with_simulator([model], simulator, hyper=hyper)
+    sim = Simulator(sim_compiled, data, hyper=hyper, threads=run.threads)
+    problems = [simulate_problem(name, compiled, sim, data, run.seed, run.threads, truth)
+                for truth in _truth_draws(sim, run)]
+    if run.check_simulator:  # a failing simulator stops before any pilot
+        simulate_check_draws(sim, data, _check_settings(run), run.threads, compiled)
+    requested = _header(name, model, simulator, data, sampler, run, hyper)["fingerprint"]
+    settled = settle(problems, sim, sampler, run, name, out, requested)
+    header = _header(name, model, simulator, data, settled.sampler, settled.run, hyper)
+    return _run_problem(problems, sim, settled.sampler, settled.run, out, header,
+                        known_log_ml_bounds, verdict or VerdictSettings(), data, executor,
+                        settled.choice, settled.fitted, settled.tuned,
+                        check_draws_simulated=True)
 
 
 def _check_known_bounds(known: Mapping[str, float] | None) -> None:
@@ -358,15 +378,19 @@ def _truth_draws(simulator: Simulator, run: RunSettings) -> list[dict]:
             for k in range(run.exact_draws)]
 
 
-def compare(models: Mapping[str, Any] | Sequence, simulator, data=None, *,
+def compare(models: Mapping[str, Any] | Sequence, simulator=None, data=None, *,
             sampler: SamplerSettings = SamplerSettings(), run: RunSettings = RunSettings(),
             hyper: Mapping[str, float] | None = None, out_dir: str | Path | None = None,
             verdict: VerdictSettings | None = None,
-            executor: Executor | None = None) -> dict[str, BreadResult]:
+            executor: Executor | None = None,
+            likelihood: str | Sequence[str] | None = None) -> dict[str, BreadResult]:
     """BREAD on several programs of one model, on one shared simulated data set and
     exact posterior draw.  ``models`` maps labels to programs (or is a list of
     programs, labelled by file name; programs sharing a file name are told apart
-    by their folders).  Every program is compiled before any run starts.
+    by their folders).  Programs are taken as they are, as by :func:`bread`: each
+    without ``prior_only`` is split, and without a ``simulator`` one is drafted from the
+    first (its programs in ``out_dir/programs/LABEL``, its record in each result's
+    ``extra["programs"]``).  Every program is compiled before any run starts.
     ``executor`` runs each program, whole (tuning, simulator check, every step count),
     as one task on a Dask cluster, with the numbers of the local default; each finished
     program is saved in ``out_dir/LABEL`` as it arrives, and a rerun sends only the step
@@ -375,17 +399,24 @@ def compare(models: Mapping[str, Any] | Sequence, simulator, data=None, *,
         models = dict(zip(_labels(models), models))
     for label, program in models.items():
         check_program(f"model {label!r}", program)
-    check_program("simulator", simulator)
+    if simulator is not None:
+        check_program("simulator", simulator)
     out = Path(out_dir) if out_dir is not None else None
-    with output_directory(out):
+    with output_directory(out), prepared(list(models.values()), simulator, out, list(models),
+                                         likelihood) as programs:
+        models = dict(zip(models, programs.models))
+        simulator = programs.simulator
         compiled, sim_compiled = compile_with_simulator(list(models.values()), simulator,
                                                         hyper=hyper)
         data = load_data(data)
         sim = Simulator(sim_compiled, data, hyper=hyper, threads=run.threads)
         truths = _truth_draws(sim, run)
-        return _run_programs(executor or Executor(), models, compiled, sim_compiled, data,
-                             hyper, truths, sampler, run, out, simulator,
-                             verdict or VerdictSettings())
+        results = _run_programs(executor or Executor(), models, compiled, sim_compiled, data,
+                                hyper, truths, sampler, run, out, simulator,
+                                verdict or VerdictSettings())
+        for label, result in results.items():
+            attach(result, programs.records[label], out / label if out is not None else None)
+        return results
 
 
 @dataclass(frozen=True)
