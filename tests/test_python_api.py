@@ -12,6 +12,7 @@ itself in a notebook as the report's first screen.
 
 from __future__ import annotations
 
+import warnings
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -110,3 +111,34 @@ def test_python_bread_on_a_program_as_it_is_gives_the_command_lines_numbers(tmp_
     assert (out / "programs" / "eight_schools_sim.stan").read_text() \
         == programs["files"]["eight_schools_sim.stan"]
     assert "| likelihood | `y ~ normal(theta, sigma);` |" in programs["table"]
+
+
+def test_a_program_is_taken_as_text_or_as_a_cmdstanpy_model(tmp_path):
+    """No compile (stanc only): program text and a ``cmdstanpy.CmdStanModel`` are split and
+    given a drafted simulator as a path is, the files named after the result (the text's
+    default name, the model's Stan file), and a program with its own ``prior_only`` and a
+    simulator runs as it is, nothing written."""
+    from bread_stan.workflows.common import check_program, default_name
+    from bread_stan.workflows.programs import prepared
+
+    text = EIGHT.read_text()
+    name = default_name(text)
+    with prepared([text], None, None, [name]) as programs:
+        assert programs.models[0].name == f"{name}.stan"
+        assert programs.simulator.name == f"{name}_sim.stan"
+        assert programs.records[name]["split"] == "automatic" and programs.records[name]["drafted"]
+    cmdstanpy = pytest.importorskip("cmdstanpy")
+    with warnings.catch_warnings():  # compile=False is deprecated, and needs no CmdStan
+        warnings.simplefilter("ignore")
+        model = cmdstanpy.CmdStanModel(stan_file=str(EIGHT), compile=False)
+    check_program("model", model)
+    assert default_name(model) == "eight_schools"
+    with prepared([model], None, tmp_path, ["eight_schools"]) as programs:
+        assert programs.models == [tmp_path / "programs" / "eight_schools.stan"]
+        assert programs.records["eight_schools"]["directory"] == str(tmp_path / "programs")
+    own, sim = TEST_STAN / "normal_mean.stan", TEST_STAN / "normal_mean_sim.stan"
+    with prepared([own], sim, None, ["normal_mean"]) as programs:
+        assert programs.models == [own] and programs.simulator == sim
+        assert programs.records["normal_mean"]["split"] == "own"
+        assert "declares `prior_only`" in programs.records["normal_mean"]["table"]
+

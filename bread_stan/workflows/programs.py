@@ -21,7 +21,9 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from ..stan.compile import CompiledModel, read_program, stanc_info
-from ..stan.prepare import PreparedPrograms, parse_likelihood, prepare_programs
+from ..stan.draft import Split
+from ..stan.prepare import (PreparedPrograms, parse_likelihood, prepare_programs,
+                            split_table_markdown)
 
 __all__ = ["Programs", "PROGRAMS_DIR", "attach", "likelihood_names", "prepared", "record"]
 
@@ -86,7 +88,7 @@ def prepared(models: Sequence, simulator, out: Path | None, labels: Sequence[str
     names = likelihood_names(likelihood)
     if out is None and simulator is not None and names is None and all(
             _declares_prior_only(m) for m in models):
-        yield Programs(list(models), simulator, {label: _own() for label in labels})
+        yield Programs(list(models), simulator, {label: _own(label) for label in labels})
         return
     with contextlib.ExitStack() as stack:
         base = (Path(out) / PROGRAMS_DIR if out is not None else
@@ -94,7 +96,9 @@ def prepared(models: Sequence, simulator, out: Path | None, labels: Sequence[str
         run, records = [], {}
         for label, model in zip(labels, models):
             directory = base / label if len(models) > 1 else base
-            p = prepare_programs(model, simulator, directory, names)
+            given = model.program if isinstance(model, CompiledModel) else read_program(model)
+            p = prepare_programs(model, simulator, directory, names,  # text: files by label
+                                 name=None if given.path is not None else label)
             simulator = p.simulator  # compare: the simulator drafted from the first model
             if p.split is not None or p.drafted:
                 log.info("%s: %s", label, p.describe())
@@ -103,9 +107,10 @@ def prepared(models: Sequence, simulator, out: Path | None, labels: Sequence[str
         yield Programs(run, simulator, records)
 
 
-def _own() -> dict:
+def _own(label: str) -> dict:
     """The record of a program that ran as it was given (its own ``prior_only``)."""
-    return {"split": "own", "modelled_data": [], "rows": [], "table": "", "drafted": False,
+    table = split_table_markdown(Split("", "", [], [], own_split=True), label)
+    return {"split": "own", "modelled_data": [], "rows": [], "table": table, "drafted": False,
             "relaxed_bounds": {}, "files": {}, "directory": None}
 
 
