@@ -142,3 +142,21 @@ def test_a_program_is_taken_as_text_or_as_a_cmdstanpy_model(tmp_path):
         assert programs.records["normal_mean"]["split"] == "own"
         assert "declares `prior_only`" in programs.records["normal_mean"]["table"]
 
+
+
+def test_a_wrong_likelihood_is_bad_input_in_one_line(tmp_path, capsys):
+    """``--likelihood`` naming nothing, or given to a program with its own ``prior_only``,
+    is bad input (exit 2, one line), from the command line as from Python (an
+    ``InputError``, still a ``ValueError``).  Break tried: raising ``ValueError`` as
+    before exits 1, "internal error"."""
+    from bread_stan.cli.main import main
+    from bread_stan.errors import InputError
+    from bread_stan.workflows.programs import prepared
+
+    with pytest.raises(InputError, match="at least one data variable"):
+        with prepared([EIGHT], None, None, ["eight_schools"], likelihood=" , "):
+            pass
+    own = TEST_STAN / "normal_mean.stan"
+    code = main(["check", str(own), "--data", str(EIGHT_DATA), "--likelihood", "y"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "declares prior_only (its own split)" in err[0]

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from ..errors import InputError
 from ..store import write_atomic
 from .compile import CompiledModel, read_program, stanc_info
 from .draft import Split, draft_program, relax_data_bounds, split_model
@@ -58,7 +59,7 @@ def parse_likelihood(text: str | None) -> list[str] | None:
         return None
     names = [n.strip() for n in text.split(",") if n.strip()]
     if not names:
-        raise ValueError("--likelihood needs at least one data variable name")
+        raise InputError("--likelihood needs at least one data variable name")
     return names
 
 
@@ -102,7 +103,7 @@ def prepare_programs(model, simulator, directory: str | os.PathLike,
     info = model.info if compiled else stanc_info(program, toolchain)
     own = "prior_only" in info.get("inputs", {})
     if own and likelihood is not None:
-        raise ValueError(f"{label} declares prior_only (its own split); --likelihood "
+        raise InputError(f"{label} declares prior_only (its own split); --likelihood "
                          "applies only to programs without it")
     split = (Split(program.code, "", [], [], own_split=True) if own
              else split_model(program, likelihood, toolchain=toolchain))
