@@ -53,7 +53,8 @@ _LAZY = {
 _SUBPACKAGES = ("stan", "kernels", "ais", "approx", "meta", "parallel", "workflows", "exact",
                 "reporting", "cli")
 # What a lower layer calls and a higher one provides: name -> "module:function".
-_LATE = {"plot_result": "reporting.plots:plot_all"}  # BreadResult.plot
+_LATE = {"plot_result": "reporting.plots:plot_all",       # BreadResult.plot
+         "result_html": "reporting.report:result_html"}    # BreadResult._repr_html_
 
 __all__ = ["__version__", "late", *_LAZY, *_SUBPACKAGES]
 

@@ -440,10 +440,13 @@ class BreadResult:
 
         return late("plot_result")(self, truth=truth)
 
-    def _repr_html_(self) -> str:  # Jupyter display
-        head = f"<b>BREAD: {self.model}</b><p>{self.headline()}</p>"
-        warn = "".join(f"<p style='color:#b00'>{p}</p>" for p in self.problems())
-        return head + warn + self.summary().to_html(index=False, float_format="%.4g")
+    def _repr_html_(self) -> str:
+        """Jupyter's display: the HTML report's first screen (verdict banner, bound
+        figure, results table: :func:`bread_stan.reporting.report.result_html`, a layer
+        above this one, found through :func:`bread_stan.late`)."""
+        from .. import late
+
+        return late("result_html")(self)
 
     def __repr__(self) -> str:
         return f"BreadResult(model={self.model!r}, steps={[s.n_steps for s in self.steps]})"

@@ -28,6 +28,9 @@ Usage::
 ``prior_only`` the model is split into prior and likelihood automatically
 (``--likelihood NAME,...`` names the modelled data), and without ``--simulator`` one is
 drafted; the generated programs and the split table are saved in ``OUT/programs``.
+Each command is a thin layer over the Python call of the same name
+(:func:`bread_stan.bread`, ``compare``, ``protocol``, ``check_simulator``), which
+prepares the programs itself (:mod:`bread_stan.workflows.programs`).
 
 ``run``, ``compare`` and ``protocol`` first check the simulator against the model
 (``--no-check`` skips it).  ``check`` exits 0 when the simulator passes, 3 when it
@@ -172,7 +175,7 @@ def _cmd_run(args) -> int:
     with _executor(args) as executor:
         result = bread(args.model, args.simulator, _data(args.data), sampler=sampler, run=run,
                        known_log_ml_bounds=known or None, out_dir=out, verdict=_verdict(args),
-                       executor=executor)
+                       executor=executor, likelihood=args.likelihood)
     return _report(result, out, "results and report")
 
 
@@ -185,7 +188,8 @@ def _cmd_compare(args) -> int:
     try:
         with _executor(args) as executor:
             results = compare(args.models, args.simulator, _data(args.data), sampler=sampler,
-                              run=run, out_dir=out, verdict=_verdict(args), executor=executor)
+                              run=run, out_dir=out, verdict=_verdict(args), executor=executor,
+                              likelihood=args.likelihood)
     except (BreadStanError, ValueError, OSError):
         _compare_finished(out)
         raise
@@ -247,7 +251,8 @@ def _cmd_protocol(args) -> int:
     out = args.out or Path(f"protocol-{args.model.stem}")
     with _executor(args) as executor:
         result = protocol(args.model, args.simulator, _data(args.data), sampler=sampler,
-                          run=run, settings=settings, out_dir=out, executor=executor)
+                          run=run, settings=settings, out_dir=out, executor=executor,
+                          likelihood=args.likelihood)
     report = write_protocol_report(result, out)
     _print_protocol(result)
     print(f"\nresults and report: {report}")
@@ -333,8 +338,10 @@ def _cmd_check(args) -> int:
     settings = CheckSettings(prior_draws=args.prior_draws, datasets=args.datasets,
                              transitions=args.transitions, alpha=args.alpha, seed=args.seed)
     result = check_simulator(args.model, args.simulator, _data(args.data), sampler=sampler,
-                             settings=settings, threads=args.threads)
-    print(f"{args.simulator} against {args.model}: {result.message}")
+                             settings=settings, threads=args.threads,
+                             likelihood=args.likelihood)
+    simulator = args.simulator or "the drafted simulator"
+    print(f"{simulator} against {args.model}: {result.message}")
     return _exit_code(result)
 
 
@@ -398,37 +405,6 @@ def _os_message(error: OSError) -> str:
     return f"{error.strerror}{where}"
 
 
-def _prepare(args) -> None:
-    """Split the model(s) without prior_only and draft the simulator when none is
-    given, saving the generated programs under the output directory (in place in
-    ``args``)."""
-    from ..stan.prepare import parse_likelihood, prepare_programs
-
-    likelihood = parse_likelihood(args.likelihood)
-    models = args.models if args.command == "compare" else [args.model]
-    default = {"run": f"bread-{models[0].stem}", "compare": "bread-compare",
-               "protocol": f"protocol-{models[0].stem}"}.get(args.command)
-    if default is None:       # check: no output directory of its own
-        import tempfile
-        base = Path(tempfile.mkdtemp(prefix="bread-check-"))
-    else:
-        from ..store import check_writable
-        base = check_writable(args.out or Path(default)) / "programs"
-    simulator, prepared = args.simulator, []
-    for model in models:
-        directory = base / model.stem if len(models) > 1 else base
-        p = prepare_programs(model, simulator, directory, likelihood)
-        simulator = p.simulator     # compare: the simulator drafted from the first model
-        prepared.append(p)
-        if p.split is not None or p.drafted:
-            logging.getLogger("bread_stan").info("%s: %s", model, p.describe())
-    if args.command == "compare":
-        args.models = [p.model for p in prepared]
-    else:
-        args.model = prepared[0].model
-    args.simulator = simulator
-
-
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``bread-stan`` console script."""
     args = build_parser().parse_args(argv)
@@ -439,8 +415,6 @@ def main(argv: list[str] | None = None) -> int:
                 "draft-simulator": _cmd_draft_simulator, "report": _cmd_report,
                 "info": _cmd_info}
     try:
-        if args.command in ("run", "compare", "check", "protocol"):
-            _prepare(args)
         return commands[args.command](args)
     except BaseException as error:  # the one exit policy of the command line
         return _exit_status(args, error)

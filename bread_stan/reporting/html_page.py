@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 
 __all__ = ["STYLE", "html_document", "markdown_to_html", "table_html", "embedded_figure",
-           "verdict_banner", "STATUS_COLOURS"]
+           "png_figure", "verdict_banner", "STATUS_COLOURS", "scoped_style"]
 
 # Status -> (text colour, background) of the verdict banner; any other status is red.
 STATUS_COLOURS = {"converged": ("#0b6b1f", "#e8f5eb"),
@@ -51,6 +51,18 @@ th.num,td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:now
 pre{overflow-x:auto;background:#f5f7fa;border:1px solid #d8dde3;padding:8px 12px;
  font-size:.82rem;max-width:100%}
 """
+
+
+
+def scoped_style(scope: str) -> str:
+    """The rules of :data:`STYLE` for the verdict, figures and tables, each under the
+    selector ``scope`` (a notebook cell: no rule reaches the page around it)."""
+    rules = [rule for rule in re.findall(r"[^{}]+\{[^}]*\}", STYLE)
+             if rule.strip().split("{")[0].strip().startswith(
+                 (".verdict", ".failure", "figure", ".scroll", "table", "th", "tr", "td"))]
+    return "".join(", ".join(f"{scope} {sel.strip()}" for sel in rule.split("{")[0].split(","))
+                   + "{" + rule.split("{", 1)[1] for rule in rules)
+
 
 # A cell that is a number, or numbers joined as the reports write them
 # ("-2257.82 +- 1", "0 to 1.79e+04"), or n/a: right-aligned in its column.
@@ -118,7 +130,13 @@ def embedded_figure(path: Path, alt: str, caption: str = "", *, main: bool = Fal
                     element_id: str | None = None) -> str:
     """A ``<figure>`` with the PNG at ``path`` embedded as data (``main``: the report's
     first figure, kept short enough to share the first screen with the verdict)."""
-    data = base64.b64encode(Path(path).read_bytes()).decode()
+    return png_figure(Path(path).read_bytes(), alt, caption, main=main, element_id=element_id)
+
+
+def png_figure(png: bytes, alt: str, caption: str = "", *, main: bool = False,
+               element_id: str | None = None) -> str:
+    """:func:`embedded_figure` of PNG bytes."""
+    data = base64.b64encode(png).decode()
     attrs = (f" id='{html.escape(element_id)}'" if element_id else "") + (
         " class='main'" if main else "")
     cap = f"<figcaption>{html.escape(caption)}</figcaption>" if caption else ""

@@ -18,10 +18,11 @@ import pandas as pd
 
 from ..ais.results import BreadResult, SubjectiveResult
 from ..store import write_atomic
-from .html_page import embedded_figure, html_document, markdown_to_html, verdict_banner
+from .html_page import (embedded_figure, html_document, markdown_to_html, png_figure,
+                        scoped_style, verdict_banner)
 
 __all__ = ["write_report", "write_comparison", "markdown_table", "display_table", "result_table",
-           "glossary", "save_figures"]
+           "glossary", "save_figures", "result_html"]
 
 log = logging.getLogger(__name__)
 
@@ -376,6 +377,35 @@ _CAPTIONS = {
     "gap_by_temperature": "Where along the schedule the bound comes from: mean reverse minus "
                           "mean forward contribution of each block of temperatures.",
 }
+
+
+def result_html(result: BreadResult) -> str:
+    """The report's first screen, for a notebook (``BreadResult._repr_html_``, through
+    :func:`bread_stan.late`): the title, the verdict banner, the bound figure (PNG,
+    embedded) and the results table, styled by rules that reach no further than the
+    cell.  A figure that cannot be drawn is noted, never fatal."""
+    import io
+
+    import matplotlib.pyplot as plt
+
+    from . import plots
+
+    parts = [f"<h3>{html.escape(_title(result))}</h3>",
+             verdict_banner(result.status, result.headline())]
+    parts += [f"<p class=failure>{html.escape(p)}</p>" for p in result.problems()]
+    try:
+        fig = plots.plot_bound(result)
+        png = io.BytesIO()
+        fig.savefig(png, format="png", dpi=90, bbox_inches="tight")
+        plt.close(fig)
+        parts.append(png_figure(png.getvalue(), "bound", _CAPTIONS["bound"], main=True))
+    except Exception as error:  # a figure must never take the display away
+        plt.close("all")
+        parts.append(f"<p class=failure>figure bound could not be drawn "
+                     f"({html.escape(type(error).__name__)}: {html.escape(str(error))})</p>")
+    parts.append(markdown_to_html(markdown_table(result_table(result))))
+    return (f"<div class=bread-result><style>{scoped_style('.bread-result')}</style>"
+            + "".join(parts) + "</div>")
 
 
 def _split_section(out_dir: Path) -> list[tuple[str, str]]:

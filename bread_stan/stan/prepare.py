@@ -13,10 +13,11 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
+from ..errors import InputError
 from ..store import write_atomic
-from .compile import read_program, stanc_info
+from .compile import CompiledModel, read_program, stanc_info
 from .draft import Split, draft_program, relax_data_bounds, split_model
 
 __all__ = ["PreparedPrograms", "prepare_programs", "parse_likelihood", "split_table_markdown",
@@ -31,8 +32,8 @@ class PreparedPrograms:
     (given or drafted), the split (None when the model declares ``prior_only``) and
     the saved files."""
 
-    model: Path
-    simulator: Path
+    model: Any           # a path; the program as given when it ran as it is
+    simulator: Any
     split: Split | None
     drafted: bool
     table: Path | None
@@ -58,7 +59,7 @@ def parse_likelihood(text: str | None) -> list[str] | None:
         return None
     names = [n.strip() for n in text.split(",") if n.strip()]
     if not names:
-        raise ValueError("--likelihood needs at least one data variable name")
+        raise InputError("--likelihood needs at least one data variable name")
     return names
 
 
@@ -78,11 +79,14 @@ def split_table_markdown(split: Split, label: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def prepare_programs(model: str | os.PathLike, simulator: str | os.PathLike | None,
-                     directory: str | os.PathLike, likelihood: Sequence[str] | None = None,
-                     *, toolchain=None) -> PreparedPrograms:
+def prepare_programs(model, simulator, directory: str | os.PathLike,
+                     likelihood: Sequence[str] | None = None, *, name: str | None = None,
+                     toolchain=None) -> PreparedPrograms:
     """The model and simulator to run, generating what is missing into ``directory``.
 
+    ``model`` is a path, program text, a ``cmdstanpy.CmdStanModel`` or a compiled model;
+    ``name`` the stem of the files generated for it (default: the file's stem, or the
+    program's name).  A model that declares ``prior_only`` runs as it is given.
     When the drafted simulator can draw data outside bounds the data block declares,
     the model run is the (split) program with those bounds dropped
     (:func:`~bread_stan.stan.draft.relax_data_bounds`; the same density).
@@ -91,37 +95,48 @@ def prepare_programs(model: str | os.PathLike, simulator: str | os.PathLike | No
     :class:`~bread_stan.errors.DraftError` (one line naming the statement) when the
     model cannot be split or no simulator can be drafted.
     """
-    model = Path(model)
-    program = read_program(model)
+    compiled = isinstance(model, CompiledModel)
+    program = model.program if compiled else read_program(model)
+    stem = name or (program.path.stem if program.path is not None else program.name)
+    label = program.path.name if program.path is not None else f"{stem}.stan"
     directory = Path(directory)
-    info = stanc_info(program, toolchain)
+    info = model.info if compiled else stanc_info(program, toolchain)
     own = "prior_only" in info.get("inputs", {})
     if own and likelihood is not None:
-        raise ValueError(f"{model} declares prior_only (its own split); --likelihood "
+        raise InputError(f"{label} declares prior_only (its own split); --likelihood "
                          "applies only to programs without it")
     split = (Split(program.code, "", [], [], own_split=True) if own
-             else split_model(model, likelihood, toolchain=toolchain))
+             else split_model(program, likelihood, toolchain=toolchain))
     directory.mkdir(parents=True, exist_ok=True)
     table = directory / SPLIT_TABLE
-    write_atomic(table, split_table_markdown(split, model.name))
-    run_model = model
+    write_atomic(table, split_table_markdown(split, label))
+    run_model = _as_given(model)
     if not own:
-        run_model = directory / model.name
+        run_model = directory / f"{stem}.stan"
         write_atomic(run_model, split.program)
-        write_atomic(directory / f"{model.stem}_prior_part.stan", split.prior_program)
+        write_atomic(directory / f"{stem}_prior_part.stan", split.prior_program)
     if simulator is not None:
-        return PreparedPrograms(run_model, Path(simulator), None if own else split, False,
-                                table)
-    drafted = draft_program(run_model, toolchain=toolchain)
-    sim = directory / f"{model.stem}_sim.stan"
+        return PreparedPrograms(run_model, _as_given(simulator), None if own else split,
+                                False, table)
+    drafted = draft_program(program if own else run_model, toolchain=toolchain)
+    sim = directory / f"{stem}_sim.stan"
     write_atomic(sim, drafted.text)
     if drafted.relaxed_bounds:
-        source = relax_data_bounds(read_program(run_model).code, drafted.relaxed_bounds)
-        run_model = directory / model.name
-        write_atomic(run_model, source)
+        code = program.code if own else split.program
+        run_model = directory / f"{stem}.stan"
+        write_atomic(run_model, relax_data_bounds(code, drafted.relaxed_bounds))
         write_atomic(table, table.read_text() + _relaxed_note(drafted.relaxed_bounds))
     return PreparedPrograms(run_model, sim, None if own else split, True, table,
                             drafted.relaxed_bounds)
+
+
+def _as_given(program):
+    """A program that runs as it is: a path as a ``Path``, anything else unchanged."""
+    if isinstance(program, os.PathLike) or (
+            isinstance(program, str) and program.endswith(".stan") and "\n" not in program
+            and "{" not in program):
+        return Path(program)
+    return program
 
 
 def _relaxed_note(relaxed: dict[str, str]) -> str:

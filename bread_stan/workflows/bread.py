@@ -37,7 +37,7 @@ from ..ais.gaussian_path import tune_prior_end
 from ..ais.path_kinds import kind
 from ..ais.run_directory import RunDirectory
 from ..ais.betas import ScheduleError
-from ..ais.results import BreadResult, DirectionResult, StepResult
+from ..ais.results import BreadResult, StepResult
 from ..ais.tuning import TunedKernel
 from ..ais.verdict import VerdictSettings
 from ..parallel.executor import Executor
@@ -45,16 +45,17 @@ from ..parallel.shards import ShardContext
 from ..rng import Purpose, derived_seed
 from ..stan.compile import CompiledModel
 from ..stan.data import load_data
-from ..stan.simulator import Simulator, compile_with_simulator, draw_at, split_draw
+from ..stan.simulator import Simulator, compile_with_simulator, draw_at
 from ..parallel.steps import run_steps_in_shards
 from .common import (ResumeMismatchError, check_program, default_name,
                      fingerprints, output_directory, program_text, resume_steps,
                      setup_warnings, warn_if_costly)
-from .problem import (Problem, constrained, largest_simulated_value, prior_draws, problem_seed,
-                      simulate_problem)
+from .problem import (Problem, join_problems, largest_simulated_value, prior_draws,
+                      prior_starts, problem_seed, simulate_problem)
 from .settings import RunSettings, SamplerSettings
 from .auto_path import Resolution, pilot_inputs, resolve_path
 from .saved_choice import settle
+from .programs import attach, prepared
 from ..ais.path_choice import PathChoice, given
 from .simulator_check import (CheckSettings, SimulatorCheck, check_simulator,
                               simulate_check_draws)
@@ -232,35 +233,6 @@ def _ais_config(sampler: SamplerSettings, run: RunSettings, T: int,
                             increment_blocks=run.increment_blocks, progress=progress)
 
 
-def _prior_starts(problems: list[Problem], simulator: Simulator, run: RunSettings,
-                  T: int) -> list[np.ndarray]:
-    """The forward chains' exact prior draws at ``T`` (unconstrained), per problem; for
-    SMC, (runs, 2P - 1, d): each run's forward particles and its conditional run's
-    free ones."""
-    per = 1 if run.algorithm == "ais" else 2 * run.particles_per_run - 1
-    draws = simulator.simulate(run.chains * per, derived_seed(run.seed, Purpose.PRIOR, T))
-    starts = []
-    for problem, rows in zip(problems, np.array_split(np.arange(run.chains), len(problems))):
-        rows = (rows[:, None] * per + np.arange(per)).ravel()
-        params, _ = split_draw({name: v[rows] for name, v in draws.items()},
-                               problem.target.compiled)
-        u = problem.target.param_unconstrain_batch(params)
-        starts.append(u if run.algorithm == "ais" else u.reshape(-1, per, u.shape[1]))
-    return starts
-
-
-def _join_problems(problems: list[Problem], parts: list[StepResult]) -> StepResult:
-    """One step from each problem's step (final forward positions still unconstrained)."""
-    for problem, one in zip(problems, parts):
-        one.draws = constrained(problem, one.draws.pop("unconstrained"))
-    if len(parts) == 1:
-        return parts[0]
-    T = parts[0].n_steps
-    return StepResult(T, _stack([p.forward for p in parts]), _stack([p.reverse for p in parts]),
-                      parts[0].betas, {name: np.concatenate([p.draws[name] for p in parts])
-                                       for name in parts[0].draws})
-
-
 def _run_steps(problems: list[Problem], simulator: Simulator, kernel, tuned,
                sampler: SamplerSettings, run: RunSettings, steps: Sequence[int],
                out_dir: Path | None, fingerprint: str, executor: Executor, finish) -> None:
@@ -278,32 +250,14 @@ def _run_steps(problems: list[Problem], simulator: Simulator, kernel, tuned,
         own = tuned.forward_starts(derived_seed(run.seed, Purpose.PRIOR, T), run.chains)
         if own is not None:  # exact draws of the path's own start (one problem)
             return [own]
-        return _prior_starts(problems, simulator, run, T)
+        return prior_starts(problems, simulator, run, T)
 
     run_steps_in_shards(
         contexts, lambda T: [(prior, p.x_star if smc_config is None else (p.x_star, prior))
                              for p, prior in zip(problems, starts(T))],
         lambda T, k: problem_seed(run.seed, Purpose.CHAINS, T, k), steps,
         sampler.steps_per_temperature, out_dir, fingerprint, executor,
-        lambda parts: finish(_join_problems(problems, parts)), run.progress)
-
-
-def _stack(directions: list[DirectionResult]) -> DirectionResult:
-    """One direction's chains over several problems, labelled by problem."""
-    sizes = [d.log_estimates.size for d in directions]
-    weights = np.asarray(sizes, dtype=float) / sum(sizes)
-    keys = set.intersection(*(set(d.diagnostics) for d in directions))
-    additive = {"divergences", "divergent_chains", "non_finite_estimates"}
-    diagnostics = {key: float(sum(d.diagnostics[key] for d in directions)) if key in additive
-                   else float(np.dot(weights, [d.diagnostics[key] for d in directions]))
-                   for key in keys}
-    cumulative = (np.concatenate([d.cumulative for d in directions])
-                  if all(d.cumulative is not None for d in directions) else None)
-    return DirectionResult(
-        np.concatenate([d.log_estimates for d in directions]),
-        sum(d.wall_time for d in directions), sum(d.n_grad for d in directions), diagnostics,
-        cumulative, directions[0].cumulative_at if cumulative is not None else None,
-        np.repeat(np.arange(len(directions)), sizes))
+        lambda parts: finish(join_problems(problems, parts)), run.progress)
 
 
 def _check(problem: Problem, simulator: Simulator, data: Mapping, sampler: SamplerSettings,
@@ -334,16 +288,23 @@ def _header(name: str, model, simulator, data: Mapping, sampler: SamplerSettings
             "hyper": dict(hyper or {})}
 
 
-def bread(model, simulator, data=None, *, sampler: SamplerSettings = SamplerSettings(),
+def bread(model, simulator=None, data=None, *, sampler: SamplerSettings = SamplerSettings(),
           run: RunSettings = RunSettings(), hyper: Mapping[str, float] | None = None,
           known_log_ml_bounds: Mapping[str, float] | None = None,
           verdict: VerdictSettings | None = None,
           out_dir: str | Path | None = None, name: str | None = None,
-          executor: Executor | None = None) -> BreadResult:
+          executor: Executor | None = None,
+          likelihood: str | Sequence[str] | None = None) -> BreadResult:
     """Bound the Jeffreys divergence between AIS output and the posterior of ``model``.
 
-    ``model`` and ``simulator`` are Stan programs (paths or program text; see
-    ``stan_models/README.md`` for the conventions), ``data`` the model's data
+    ``model`` is a Stan program as it is: a path, program text or a
+    ``cmdstanpy.CmdStanModel``.  Without ``prior_only`` it is split into prior and
+    likelihood automatically (``likelihood`` names the modelled data, as the command
+    line's ``--likelihood``), and without a ``simulator`` (a program following
+    ``stan_models/README.md``) one is drafted from it
+    (:func:`bread_stan.workflows.programs.prepared`, what ``bread-stan run`` does too):
+    the generated programs and the split table are saved in ``out_dir/programs`` and kept
+    in ``extra["programs"]``.  ``data`` is the model's data
     (dict or JSON path; the simulator reads it too, and its simulated variables
     replace the observed ones).  ``hyper`` fixes the simulator's hyperparameters.
     ``known_log_ml_bounds`` ({"upper": ..., "lower": ...}) adds one-sided KL
@@ -355,26 +316,38 @@ def bread(model, simulator, data=None, *, sampler: SamplerSettings = SamplerSett
     default, each finished shard saved in ``out_dir/shards``.
     """
     check_program("model", model)
-    check_program("simulator", simulator)
+    if simulator is not None:
+        check_program("simulator", simulator)
     _check_known_bounds(known_log_ml_bounds)
     out = Path(out_dir) if out_dir is not None else None
-    with output_directory(out):
-        data = load_data(data)
-        name = name or default_name(model)
-        (compiled,), sim_compiled = compile_with_simulator([model], simulator, hyper=hyper)
-        started = time.monotonic()  # a budget (steps="auto") counts from here
-        sim = Simulator(sim_compiled, data, hyper=hyper, threads=run.threads)
-        problems = [simulate_problem(name, compiled, sim, data, run.seed, run.threads, truth)
-                    for truth in _truth_draws(sim, run)]
-        if run.check_simulator:  # a failing simulator stops before any pilot
-            simulate_check_draws(sim, data, _check_settings(run), run.threads, compiled)
-        requested = _header(name, model, simulator, data, sampler, run, hyper)["fingerprint"]
-        settled = settle(problems, sim, sampler, run, name, out, requested)
-        header = _header(name, model, simulator, data, settled.sampler, settled.run, hyper)
-        return _run_problem(problems, sim, settled.sampler, settled.run, out, header,
-                            known_log_ml_bounds, verdict or VerdictSettings(), data, executor,
-                            settled.choice, settled.fitted, settled.tuned,
-                            check_draws_simulated=True, started=started)
+    name = name or default_name(model)
+    with output_directory(out), prepared([model], simulator, out, [name],
+                                         likelihood) as programs:
+        result = _bread(programs.models[0], programs.simulator, data, sampler, run, hyper,
+                        known_log_ml_bounds, verdict, out, name, executor)
+        attach(result, programs.records[name], out)
+        return result
+
+
+def _bread(model, simulator, data, sampler: SamplerSettings, run: RunSettings, hyper,
+           known_log_ml_bounds, verdict: VerdictSettings | None, out: Path | None, name: str,
+           executor: Executor | None) -> BreadResult:
+    """:func:`bread` on the programs that run (split, with a simulator)."""
+    data = load_data(data)
+    (compiled,), sim_compiled = compile_with_simulator([model], simulator, hyper=hyper)
+    started = time.monotonic()  # a budget (steps="auto") counts from here
+    sim = Simulator(sim_compiled, data, hyper=hyper, threads=run.threads)
+    problems = [simulate_problem(name, compiled, sim, data, run.seed, run.threads, truth)
+                for truth in _truth_draws(sim, run)]
+    if run.check_simulator:  # a failing simulator stops before any pilot
+        simulate_check_draws(sim, data, _check_settings(run), run.threads, compiled)
+    requested = _header(name, model, simulator, data, sampler, run, hyper)["fingerprint"]
+    settled = settle(problems, sim, sampler, run, name, out, requested)
+    header = _header(name, model, simulator, data, settled.sampler, settled.run, hyper)
+    return _run_problem(problems, sim, settled.sampler, settled.run, out, header,
+                        known_log_ml_bounds, verdict or VerdictSettings(), data, executor,
+                        settled.choice, settled.fitted, settled.tuned,
+                        check_draws_simulated=True, started=started)
 
 
 def _check_known_bounds(known: Mapping[str, float] | None) -> None:
@@ -400,15 +373,19 @@ def _truth_draws(simulator: Simulator, run: RunSettings) -> list[dict]:
             for k in range(run.exact_draws)]
 
 
-def compare(models: Mapping[str, Any] | Sequence, simulator, data=None, *,
+def compare(models: Mapping[str, Any] | Sequence, simulator=None, data=None, *,
             sampler: SamplerSettings = SamplerSettings(), run: RunSettings = RunSettings(),
             hyper: Mapping[str, float] | None = None, out_dir: str | Path | None = None,
             verdict: VerdictSettings | None = None,
-            executor: Executor | None = None) -> dict[str, BreadResult]:
+            executor: Executor | None = None,
+            likelihood: str | Sequence[str] | None = None) -> dict[str, BreadResult]:
     """BREAD on several programs of one model, on one shared simulated data set and
     exact posterior draw.  ``models`` maps labels to programs (or is a list of
     programs, labelled by file name; programs sharing a file name are told apart
-    by their folders).  Every program is compiled before any run starts.
+    by their folders).  Programs are taken as they are, as by :func:`bread`: each
+    without ``prior_only`` is split, and without a ``simulator`` one is drafted from the
+    first (its programs in ``out_dir/programs/LABEL``, its record in each result's
+    ``extra["programs"]``).  Every program is compiled before any run starts.
     ``executor`` runs each program, whole (tuning, simulator check, every step count),
     as one task on a Dask cluster, with the numbers of the local default; each finished
     program is saved in ``out_dir/LABEL`` as it arrives, and a rerun sends only the step
@@ -417,17 +394,24 @@ def compare(models: Mapping[str, Any] | Sequence, simulator, data=None, *,
         models = dict(zip(_labels(models), models))
     for label, program in models.items():
         check_program(f"model {label!r}", program)
-    check_program("simulator", simulator)
+    if simulator is not None:
+        check_program("simulator", simulator)
     out = Path(out_dir) if out_dir is not None else None
-    with output_directory(out):
+    with output_directory(out), prepared(list(models.values()), simulator, out, list(models),
+                                         likelihood) as programs:
+        models = dict(zip(models, programs.models))
+        simulator = programs.simulator
         compiled, sim_compiled = compile_with_simulator(list(models.values()), simulator,
                                                         hyper=hyper)
         data = load_data(data)
         sim = Simulator(sim_compiled, data, hyper=hyper, threads=run.threads)
         truths = _truth_draws(sim, run)
-        return _run_programs(executor or Executor(), models, compiled, sim_compiled, data,
-                             hyper, truths, sampler, run, out, simulator,
-                             verdict or VerdictSettings())
+        results = _run_programs(executor or Executor(), models, compiled, sim_compiled, data,
+                                hyper, truths, sampler, run, out, simulator,
+                                verdict or VerdictSettings())
+        for label, result in results.items():
+            attach(result, programs.records[label], out / label if out is not None else None)
+        return results
 
 
 @dataclass(frozen=True)

@@ -63,10 +63,11 @@ def default_name(program) -> str:
 def check_program(role: str, program) -> None:
     """Refuse a ``program`` that is neither a path, program text nor a compiled model."""
     if isinstance(program, (CompiledModel, os.PathLike)) or (
-            isinstance(program, str) and program.strip()):
+            isinstance(program, str) and program.strip()) or (
+            type(program).__name__ == "CmdStanModel"):  # cmdstanpy is optional: no import
         return
     raise InputError(f"{role} must be a Stan program: the path of a .stan file, the program "
-                     f"text, or a compiled model; got {program!r}")
+                     f"text, a cmdstanpy.CmdStanModel or a compiled model; got {program!r}")
 
 
 def resume_steps(result: BreadResult, out_dir: Path, header: dict) -> set[int]:

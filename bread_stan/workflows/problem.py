@@ -13,6 +13,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from ..ais.results import DirectionResult, StepResult
 from ..errors import BreadStanError, InputError
 from ..rng import Purpose, derived_seed
 from ..stan.model import unflatten_draws
@@ -20,7 +21,8 @@ from ..stan.simulator import Simulator, check_data_names, draw_at, split_draw
 from ..stan.tempered import StanTarget, check_split, compile_tempered
 
 __all__ = ["Problem", "constrained", "prior_draws", "problem_seed", "simulate_problem",
-           "largest_simulated_value", "unconstrained_draws"]
+           "largest_simulated_value", "unconstrained_draws", "prior_starts", "join_problems",
+           "stack"]
 
 _CHECK_DRAWS = 8  # prior draws at which the model's prior/likelihood split is checked
 
@@ -104,3 +106,50 @@ def largest_simulated_value(problem: Problem) -> str:
         text += (" (the prior predictive overflows: the priors are too vague for the "
                  "model's scale; give proper, weakly informative priors)")
     return text
+
+
+def prior_starts(problems: list[Problem], simulator: Simulator, run,
+                  T: int) -> list[np.ndarray]:
+    """The forward chains' exact prior draws at ``T`` (unconstrained), per problem; for
+    SMC, (runs, 2P - 1, d): each run's forward particles and its conditional run's
+    free ones."""
+    per = 1 if run.algorithm == "ais" else 2 * run.particles_per_run - 1
+    draws = simulator.simulate(run.chains * per, derived_seed(run.seed, Purpose.PRIOR, T))
+    starts = []
+    for problem, rows in zip(problems, np.array_split(np.arange(run.chains), len(problems))):
+        rows = (rows[:, None] * per + np.arange(per)).ravel()
+        params, _ = split_draw({name: v[rows] for name, v in draws.items()},
+                               problem.target.compiled)
+        u = problem.target.param_unconstrain_batch(params)
+        starts.append(u if run.algorithm == "ais" else u.reshape(-1, per, u.shape[1]))
+    return starts
+
+
+def join_problems(problems: list[Problem], parts: list[StepResult]) -> StepResult:
+    """One step from each problem's step (final forward positions still unconstrained)."""
+    for problem, one in zip(problems, parts):
+        one.draws = constrained(problem, one.draws.pop("unconstrained"))
+    if len(parts) == 1:
+        return parts[0]
+    T = parts[0].n_steps
+    return StepResult(T, stack([p.forward for p in parts]), stack([p.reverse for p in parts]),
+                      parts[0].betas, {name: np.concatenate([p.draws[name] for p in parts])
+                                       for name in parts[0].draws})
+
+
+def stack(directions: list[DirectionResult]) -> DirectionResult:
+    """One direction's chains over several problems, labelled by problem."""
+    sizes = [d.log_estimates.size for d in directions]
+    weights = np.asarray(sizes, dtype=float) / sum(sizes)
+    keys = set.intersection(*(set(d.diagnostics) for d in directions))
+    additive = {"divergences", "divergent_chains", "non_finite_estimates"}
+    diagnostics = {key: float(sum(d.diagnostics[key] for d in directions)) if key in additive
+                   else float(np.dot(weights, [d.diagnostics[key] for d in directions]))
+                   for key in keys}
+    cumulative = (np.concatenate([d.cumulative for d in directions])
+                  if all(d.cumulative is not None for d in directions) else None)
+    return DirectionResult(
+        np.concatenate([d.log_estimates for d in directions]),
+        sum(d.wall_time for d in directions), sum(d.n_grad for d in directions), diagnostics,
+        cumulative, directions[0].cumulative_at if cumulative is not None else None,
+        np.repeat(np.arange(len(directions)), sizes))

@@ -44,7 +44,7 @@ import math
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -73,6 +73,7 @@ from .protocol_result import (
 )
 from ..errors import InputError
 from .auto_path import prior_path_only
+from .programs import attach, prepared
 from .protocol_replicates import forward_run, run_replicates, tuned_kernel
 
 __all__ = ["ProtocolSettings", "protocol"]
@@ -188,15 +189,18 @@ def _header(name, model, simulator, data, sampler, run, settings) -> dict:
             "protocol": pset}
 
 
-def protocol(model, simulator, real_data, *, sampler: SamplerSettings = SamplerSettings(),
+def protocol(model, simulator=None, real_data=None, *, sampler: SamplerSettings = SamplerSettings(),
              run: RunSettings = RunSettings(), settings: ProtocolSettings = ProtocolSettings(),
              out_dir: str | Path | None = None, name: str | None = None,
-             executor: Executor | None = None) -> ProtocolResult:
+             executor: Executor | None = None,
+             likelihood: str | Sequence[str] | None = None) -> ProtocolResult:
     """Run the real-data protocol of SPEC section 4 (see the module docstring).
 
-    ``model`` and ``simulator`` are Stan programs (paths or text) following
-    ``stan_models/README.md``; the simulator must have the given-hyperparameters
-    inputs.  ``real_data`` is the model's data (dict or JSON path).  With
+    ``model`` is a Stan program as it is (path, text or ``cmdstanpy.CmdStanModel``),
+    split and given a drafted simulator when it has no ``prior_only`` or no
+    ``simulator`` is given, as :func:`bread_stan.bread` does (``likelihood``; the
+    programs in ``out_dir/programs`` and ``extra["programs"]``); a given simulator
+    follows ``stan_models/README.md`` with the given-hyperparameters inputs.  ``real_data`` is the model's data (dict or JSON path).  With
     ``out_dir`` every finished part is saved at once and a rerun with the same
     settings resumes; adding step counts or S values to a finished run only
     computes what is new (the reverse starts are snapshots of one seeded chain
@@ -213,14 +217,19 @@ def protocol(model, simulator, real_data, *, sampler: SamplerSettings = SamplerS
     """
     sampler, run = prior_path_only(sampler, run, "protocol")
     check_program("model", model)
-    check_program("simulator", simulator)
+    if simulator is not None:
+        check_program("simulator", simulator)
     if run.algorithm != "ais":
         raise InputError("the real-data protocol runs AIS only; use RunSettings(algorithm="
                          "'ais') here (SMC runs under bread, compare and subjective)")
     out = Path(out_dir) if out_dir is not None else None
-    with output_directory(out):
-        return _protocol(model, simulator, real_data, sampler, run, settings, out, name,
-                         executor)
+    name = name or default_name(model)
+    with output_directory(out), prepared([model], simulator, out, [name],
+                                         likelihood) as programs:
+        result = _protocol(programs.models[0], programs.simulator, real_data, sampler, run,
+                           settings, out, name, executor)
+        attach(result, programs.records[name], out, lambda where: write_header(where, result))
+        return result
 
 
 @dataclass(frozen=True)

@@ -57,7 +57,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import numpy as np
 from scipy import stats
@@ -72,6 +72,7 @@ from ..stan.tempered import StanTarget
 from ..ais.tuning import TunedKernel
 from .common import tune_kernel
 from .problem import prior_draws, simulate_problem
+from .programs import prepared
 from .settings import SamplerSettings
 
 __all__ = ["CheckSettings", "SimulatorCheck", "check_simulator", "simulate_check_draws"]
@@ -118,6 +119,7 @@ class SimulatorCheck:
     settings: dict = field(default_factory=dict)
     seconds: float = 0.0
     n_grad: int = 0
+    programs: dict | None = None  # the programs generated for the check (programs.record)
 
     @property
     def min_p(self) -> float:
@@ -331,13 +333,19 @@ def simulate_check_draws(simulator, data=None, settings: CheckSettings = CheckSe
             split_draw(sim.simulate(n, seed), model)
 
 
-def check_simulator(model, simulator, data=None, *, sampler: SamplerSettings = SamplerSettings(),
+def check_simulator(model, simulator=None, data=None, *,
+                    sampler: SamplerSettings = SamplerSettings(),
                     settings: CheckSettings = CheckSettings(), tuned: TunedKernel | None = None,
-                    threads: int | None = None) -> SimulatorCheck:
+                    threads: int | None = None,
+                    likelihood: str | Sequence[str] | None = None) -> SimulatorCheck:
     """Test whether ``simulator`` draws from the joint distribution of ``model``.
 
-    ``model`` and ``simulator`` are Stan programs (paths, text or compiled) following
-    ``stan_models/README.md``; ``data`` the model's data (the simulator reads it too).
+    ``model`` and ``simulator`` are Stan programs (paths, text, a
+    ``cmdstanpy.CmdStanModel`` or compiled) following ``stan_models/README.md``; a model
+    without ``prior_only`` is split and, without a ``simulator``, one is drafted, as
+    :func:`bread_stan.bread` does (``likelihood``; the generated programs, in a temporary
+    folder, are kept in ``programs``).  ``data`` the model's data (the simulator reads
+    it too).
     ``sampler`` chooses the kernel; ``tuned`` reuses a kernel already tuned along beta
     on this model (as :func:`bread_stan.bread` does), else one is tuned here on pilot
     chains exactly as BREAD tunes.  See the module docstring for the method and the
@@ -345,6 +353,18 @@ def check_simulator(model, simulator, data=None, *, sampler: SamplerSettings = S
     Bonferroni over all quantities at ``settings.alpha``).  Returns a
     :class:`SimulatorCheck`; it never raises for a flagged simulator.
     """
+    with prepared([model], simulator, None, ["model"], likelihood) as programs:
+        check = _check_simulator(programs.models[0], programs.simulator, data, sampler,
+                                 settings, tuned, threads)
+    own = programs.records["model"]
+    if own["split"] != "own" or own["drafted"]:
+        check.programs = own
+    return check
+
+
+def _check_simulator(model, simulator, data, sampler: SamplerSettings, settings: CheckSettings,
+                     tuned: TunedKernel | None, threads: int | None) -> SimulatorCheck:
+    """:func:`check_simulator` on the programs that run (split, with a simulator)."""
     started = time.perf_counter()
     data = load_data(data)
     if isinstance(simulator, Simulator):
