@@ -113,6 +113,7 @@ def test_python_bread_on_a_program_as_it_is_gives_the_command_lines_numbers(tmp_
     assert "| likelihood | `y ~ normal(theta, sigma);` |" in programs["table"]
 
 
+@pytest.mark.stan
 def test_a_program_is_taken_as_text_or_as_a_cmdstanpy_model(tmp_path):
     """No compile (stanc only): program text and a ``cmdstanpy.CmdStanModel`` are split and
     given a drafted simulator as a path is, the files named after the result (the text's
@@ -144,6 +145,7 @@ def test_a_program_is_taken_as_text_or_as_a_cmdstanpy_model(tmp_path):
 
 
 
+@pytest.mark.stan
 def test_a_wrong_likelihood_is_bad_input_in_one_line(tmp_path, capsys):
     """``--likelihood`` naming nothing, or given to a program with its own ``prior_only``,
     is bad input (exit 2, one line), from the command line as from Python (an

@@ -263,11 +263,12 @@ def test_cli_report_regenerates_from_saved_results(tmp_path):
     assert (out / "report.html").exists()
 
 
-def test_model_without_prior_only_is_refused_before_compiling():
-    from bread_stan.errors import PriorOnlyMissingError
-
-    with pytest.raises(PriorOnlyMissingError, match="if \\(!prior_only\\)"):
-        bread(TEST_STAN / "no_prior_only.stan", SIMULATOR, DATA, sampler=SAMPLER, run=RUN)
+def test_a_model_without_prior_only_is_split_as_the_command_line_splits_it():
+    """From Python as from the command line, a program without the prior_only flag is
+    split into prior and likelihood (it used to be refused); the split is recorded."""
+    res = bread(TEST_STAN / "no_prior_only.stan", SIMULATOR, DATA, sampler=SAMPLER, run=RUN)
+    record = res.extra["programs"]
+    assert record["split"] == "automatic" and record["modelled_data"] == ["y"], record
 
 
 def test_adaptive_schedule_and_dense_metric_in_the_workflow():
