@@ -27,6 +27,7 @@ import pytest
 from scipy import stats
 
 from bread_stan.ais import engine as ais
+from bread_stan.ais import runs
 from bread_stan.ais.betas import ScheduleSpec, sigmoidal
 from bread_stan.ais.estimators import log_ml_sandwich
 from bread_stan.ais.tuning import TuningConfig, tune
@@ -115,7 +116,7 @@ def test_per_temperature_grid_schedule_reproduces_the_exact_means(combined):
     if combined:
         config = ais.RunConfig(steps=(GRID_T,), schedule=ScheduleSpec("linear"),
                                steps_per_temperature=GRID_STEPS, increment_blocks=None)
-        step = ais.run(target, kernel, prior, post, seed=22, tuned=schedule, config=config).steps[0]
+        step = runs.run(target, kernel, prior, post, seed=22, path=schedule, config=config).steps[0]
         L, U = step.forward.log_estimates, step.reverse.log_estimates
     else:
         L = ais.forward(target, kernel, schedule, prior, seed=22).log_estimates
@@ -184,7 +185,7 @@ def test_each_temperature_gets_its_own_kernel_params_in_both_directions(gaussian
     if combined:
         config = ais.RunConfig(steps=(T,), schedule=ScheduleSpec("sigmoid"),
                                steps_per_temperature=spt, increment_blocks=None)
-        ais.run(model, spy, prior, post, seed=1, tuned=gaussian["tuned"], config=config)
+        runs.run(model, spy, prior, post, seed=1, path=gaussian["tuned"], config=config)
         directions = {"forward": slice(0, n), "reverse": slice(n, 2 * n)}
         calls = {name: [tuple(a[sl] for a in call) for call in spy.calls]
                  for name, sl in directions.items()}

@@ -2,7 +2,7 @@
 
 Every workflow sends its AIS step counts through ``parallel.steps.run_steps_in_shards``;
 locally a step count's shard per problem holds both directions in one batch, so the
-joined step must equal ``engine.run``'s bit for bit (same chains, same random streams,
+joined step must equal ``runs.run``'s bit for bit (same chains, same random streams,
 same batch).  An executor that splits the chains into blocks (as Dask does, here run
 in this process) must give the same numbers too, since every chain's stream is keyed
 by its global index and nothing reduces across chains.  Exact equality, no tolerance.

@@ -1,5 +1,5 @@
 """One set of defaults: the engine's and the tuning's own settings default to what the
-workflows' settings give them, so calling tune() or engine.run() directly runs as
+workflows' settings give them, so calling tune() or runs.run() directly runs as
 bread() does; one name per field from SamplerSettings down to TuningConfig; and the
 resume fingerprint of a run saved before the fields were renamed is unchanged.  Exact:
 compares dataclass fields and fingerprints, runs nothing."""

@@ -25,6 +25,8 @@ from pathlib import Path
 import numpy as np
 
 from bread_stan.ais import engine as ais
+
+from bread_stan.ais import runs
 from bread_stan.exact.conjugate import simulate_regression
 from bread_stan.kernels.hmc import HMC, HMCParams
 from bread_stan.kernels.nuts import NUTS, NUTSParams
@@ -86,7 +88,7 @@ def run(target, starts, truth, kernel, pilot, temperatures):
     config = ais.RunConfig(steps=(temperatures,), schedule=ScheduleSpec("sigmoid"),
                            increment_blocks=100)
     start = time.perf_counter()
-    result = ais.run(timed, kernel, starts, truth, seed=2, tuned=pilot, config=config)
+    result = runs.run(timed, kernel, starts, truth, seed=2, path=pilot, config=config)
     wall = time.perf_counter() - start
     step = result.steps[0]
     return wall, step.forward.n_grad + step.reverse.n_grad, timed

@@ -30,6 +30,8 @@ from pathlib import Path
 import numpy as np
 
 from bread_stan.ais import engine as ais
+
+from bread_stan.ais import runs
 from bread_stan.ais.betas import ScheduleSpec
 from bread_stan.ais.tuning import TuningConfig, tune
 from bread_stan.kernels.hmc import HMC, HMCParams
@@ -141,7 +143,7 @@ def bench_ais(data, posterior, temperatures, nuts_temperatures):
             kernel = kernel_class(native=native)
             per_point = split_seconds_per_point(one, points)
             start, cpu = time.perf_counter(), time.process_time()
-            result = ais.run(target, kernel, prior, post, seed=2, tuned=tuned, config=config)
+            result = runs.run(target, kernel, prior, post, seed=2, path=tuned, config=config)
             wall, cpu = time.perf_counter() - start, time.process_time() - cpu
             step = result.steps[0]
             grads = int(step.forward.n_grad + step.reverse.n_grad)

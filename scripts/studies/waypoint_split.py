@@ -44,7 +44,7 @@ def main() -> None:
     print(f"seed {seed} (sigma {sigma:.4g}): waypoint fitted in {seconds:.0f} s; "
           f"thermodynamic lengths {path.lengths[0]:.3g} (prior to q), {path.lengths[1]:.3g} "
           f"(q to posterior); T = 10,000 splits {path.split(10_000)}; seconds per chain and "
-          f"transition {[f'{leg.seconds_per_transition:.3g}' for leg in path.legs]}")
+          f"transition {[f'{leg.seconds_per_transition:.3g}' for leg in path.tunings]}")
 
 
 if __name__ == "__main__":
