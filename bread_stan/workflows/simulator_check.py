@@ -74,9 +74,12 @@ from .common import tune_kernel
 from .problem import prior_draws, simulate_problem
 from .settings import SamplerSettings
 
-__all__ = ["CheckSettings", "SimulatorCheck", "check_simulator", "simulate_check_draws"]
+__all__ = ["CheckDraws", "CheckSettings", "SimulatorCheck", "check_simulator",
+           "simulate_check_draws"]
 
 log = logging.getLogger(__name__)
+
+_CENTRE_DRAWS = 200  # simulator draws whose median centres each parameter
 
 
 @dataclass(frozen=True)
@@ -312,28 +315,43 @@ def _share_prior(target: StanTarget, x: np.ndarray, compiled, values: Mapping):
     return (target, target.prior_model) if same else (fresh, None)
 
 
+# The check's simulator draws by (number of draws, seed), as simulate_check_draws
+# returns them for check_simulator to reuse.
+CheckDraws = Mapping[tuple[int, int], Mapping[str, np.ndarray]]
+
+
 def simulate_check_draws(simulator, data=None, settings: CheckSettings = CheckSettings(),
-                         threads: int | None = None, model=None) -> None:
+                         threads: int | None = None, model=None) -> CheckDraws:
     """Simulate every draw :func:`check_simulator` will use with these arguments (same
     seeds, same draws), and nothing else: a simulator that fails on one of them (an _rng
     refusing an overflowing argument, data outside their declared bounds, and with the
     ``model`` given, a parameter or datum drawn infinite) then fails in seconds, before
-    any pilot, with the error the check would raise."""
+    any pilot, with the error the check would raise.  Returns the draws, which
+    ``check_simulator(..., draws=)`` then uses instead of simulating them again."""
     if isinstance(simulator, Simulator):
         simulator = simulator.compiled
     sim = Simulator(simulator, load_data(data), threads=threads)
-    for n, purpose in ((200, Purpose.CHECK_CENTRE), (settings.prior_draws,
+    drawn = {}
+    for n, purpose in ((_CENTRE_DRAWS, Purpose.CHECK_CENTRE), (settings.prior_draws,
                        Purpose.CHECK_PRIOR_DRAWS), (settings.datasets, Purpose.CHECK_DATASETS)):
         seed = derived_seed(settings.seed, purpose)
-        if model is None:
-            sim.simulate_flat(n, seed)
-        else:
-            split_draw(sim.simulate(n, seed), model)
+        drawn[n, seed] = sim.simulate(n, seed)
+        if model is not None:
+            split_draw(drawn[n, seed], model)
+    return drawn
+
+
+def _simulated(sim: Simulator, n: int, seed: int, drawn: CheckDraws | None):
+    """``sim.simulate(n, seed)``, taken from ``drawn`` when simulated there already."""
+    if drawn is not None and (n, seed) in drawn:
+        return drawn[n, seed]
+    return sim.simulate(n, seed)
 
 
 def check_simulator(model, simulator, data=None, *, sampler: SamplerSettings = SamplerSettings(),
                     settings: CheckSettings = CheckSettings(), tuned: TunedKernel | None = None,
-                    threads: int | None = None) -> SimulatorCheck:
+                    threads: int | None = None, draws: CheckDraws | None = None
+                    ) -> SimulatorCheck:
     """Test whether ``simulator`` draws from the joint distribution of ``model``.
 
     ``model`` and ``simulator`` are Stan programs (paths, text or compiled) following
@@ -342,7 +360,9 @@ def check_simulator(model, simulator, data=None, *, sampler: SamplerSettings = S
     on this model (as :func:`bread_stan.bread` does), else one is tuned here on pilot
     chains exactly as BREAD tunes.  See the module docstring for the method and the
     test (paired Wilcoxon signed-rank, exact under the null by reversibility,
-    Bonferroni over all quantities at ``settings.alpha``).  Returns a
+    Bonferroni over all quantities at ``settings.alpha``).  ``draws``, from
+    :func:`simulate_check_draws` with the same simulator, data and settings, are used
+    instead of simulating them again (the same draws).  Returns a
     :class:`SimulatorCheck`; it never raises for a flagged simulator.
     """
     started = time.perf_counter()
@@ -367,20 +387,20 @@ def check_simulator(model, simulator, data=None, *, sampler: SamplerSettings = S
         target = problem.target
         names = target.param_names()
 
-        centre = _centre(target, sim, compiled, seed)
+        centre = _centre(target, sim, compiled, seed, draws)
         log.info("simulator check: %d prior draws x %d transitions at beta = 0, then %d "
                  "simulated data sets x %d transitions at beta = 1 (one chain each)",
                  settings.prior_draws, k, settings.datasets, k)
         # (a) prior: frozen beta = 0 transitions from simulator draws.
         before, after, n_grad = _prior_chains(kernel, schedule.params_at(0), target, compiled,
-                                              sim, settings)
+                                              sim, settings, draws)
         rows = _stage_tests("prior", names, before, after, centre)
 
         log.info("simulator check: prior stage done after %s", duration(
             time.perf_counter() - started))
         # (b) joint: one data set, one target and one chain per simulated (x_j, y_j).
         before, after, g = _joint_chains(kernel, schedule.params_at(1), compiled, sim, data,
-                                         settings)
+                                         settings, draws)
         n_grad += g
         rows += _stage_tests("joint", names, _concat(before), _concat(after), centre)
     except _OutsideSupport as error:
@@ -399,21 +419,23 @@ def check_simulator(model, simulator, data=None, *, sampler: SamplerSettings = S
     return result
 
 
-def _centre(target: StanTarget, sim: Simulator, compiled, seed: int) -> np.ndarray:
+def _centre(target: StanTarget, sim: Simulator, compiled, seed: int,
+            drawn: CheckDraws | None = None) -> np.ndarray:
     """Centre of each parameter: median of an independent batch of simulator draws."""
-    centre_params, _ = split_draw(
-        sim.simulate(200, derived_seed(seed, Purpose.CHECK_CENTRE)), compiled)
+    centre_params, _ = split_draw(_simulated(
+        sim, _CENTRE_DRAWS, derived_seed(seed, Purpose.CHECK_CENTRE), drawn), compiled)
     return np.median(np.atleast_2d(target.param_constrain(
         _unconstrained(target, centre_params))), axis=0)
 
 
 def _prior_chains(kernel, at_zero, target: StanTarget, compiled, sim: Simulator,
-                  settings: CheckSettings) -> tuple[_Snapshot, _Snapshot, int]:
+                  settings: CheckSettings, drawn: CheckDraws | None = None
+                  ) -> tuple[_Snapshot, _Snapshot, int]:
     """The prior stage's chains: frozen beta = 0 transitions from simulator draws; the
     snapshots before and after, and the gradients used."""
-    params, _ = split_draw(
-        sim.simulate(settings.prior_draws,
-                     derived_seed(settings.seed, Purpose.CHECK_PRIOR_DRAWS)), compiled)
+    params, _ = split_draw(_simulated(
+        sim, settings.prior_draws, derived_seed(settings.seed, Purpose.CHECK_PRIOR_DRAWS),
+        drawn), compiled)
     start = _unconstrained(target, params)
     s0, s1, n_grad = _run_chains(kernel, at_zero, target, start, 0.0, settings.transitions,
                                  derived_seed(settings.seed, Purpose.CHECK_PRIOR_CHAINS))
@@ -422,15 +444,16 @@ def _prior_chains(kernel, at_zero, target: StanTarget, compiled, sim: Simulator,
 
 
 def _joint_chains(kernel, at_one, compiled, sim: Simulator, data: Mapping,
-                  settings: CheckSettings) -> tuple[list[_Snapshot], list[_Snapshot], int]:
+                  settings: CheckSettings, drawn: CheckDraws | None = None
+                  ) -> tuple[list[_Snapshot], list[_Snapshot], int]:
     """The joint stage's chains: for each simulated (x_j, y_j), one chain of frozen
     beta = 1 transitions from x_j on a target of its own data y_j; the snapshots before
     and after, and the gradients used.  Raises :class:`_OutsideSupport` for simulated
     data the model refuses."""
     k = settings.transitions
     pace = PaceLog("simulator check, joint stage", settings.datasets, "data sets")
-    draws = sim.simulate(settings.datasets,
-                         derived_seed(settings.seed, Purpose.CHECK_DATASETS))
+    draws = _simulated(sim, settings.datasets,
+                       derived_seed(settings.seed, Purpose.CHECK_DATASETS), drawn)
     before, after, n_grad = [], [], 0
     joint_seed = derived_seed(settings.seed, Purpose.CHECK_JOINT_CHAINS)
     shared_prior = None  # data set 0's prior instance, reused if the prior ignores y
