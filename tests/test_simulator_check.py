@@ -282,3 +282,26 @@ def test_bread_simulates_the_checks_and_the_pilots_draws_once(monkeypatch):
     assert (SAMPLER.pilot_chains, pilot) in calls
     repeated = {call: calls.count(call) for call in calls if calls.count(call) > 1}
     assert not repeated, f"simulated more than once: {repeated}"
+
+
+def test_prior_max_depth_caps_the_prior_stages_trees_and_says_so():
+    # A fixed cap on NUTS's depth at beta = 0 keeps the kernel reversible (the test
+    # stays exact): a right simulator still passes, the check costs fewer gradients,
+    # its prior stage moves differently, the joint stage not at all, and the message
+    # names the cap.
+    own, capped = (_check_capped(depth) for depth in (None, 1))
+    assert own.passed and capped.passed
+    assert capped.n_grad < own.n_grad
+    assert "tree depth <= 1 at beta = 0" in capped.message
+    assert capped.settings["prior_max_depth"] == 1
+    stage = lambda check, name: [r["p_raw"] for r in check.tests if r["stage"] == name]  # noqa
+    assert stage(own, "prior") != stage(capped, "prior")
+    assert stage(own, "joint") == stage(capped, "joint")
+    with pytest.raises(Exception, match="prior_max_depth"):
+        CheckSettings(prior_max_depth=0)
+
+
+def _check_capped(depth):
+    model, simulator, data, _ = CASES["prior scale"]
+    return check_simulator(model, simulator, {**data, "factor": 1.0}, sampler=SAMPLER,
+                           settings=CheckSettings(prior_max_depth=depth))

@@ -56,7 +56,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Mapping
 
 import numpy as np
@@ -92,6 +92,11 @@ class CheckSettings:
     transitions: int = 10
     alpha: float = 0.01
     seed: int = 0
+    # NUTS only: the prior stage's trees capped at this depth (None: the kernel's own).
+    # Any fixed depth keeps the kernel reversible, so the test stays exact; a funnel
+    # prior, whose trees all reach the maximum depth at beta = 0, then costs
+    # 2^depth - 1 leapfrog steps a transition at most, at some loss of power.
+    prior_max_depth: int | None = None
 
     def __post_init__(self):
         if self.prior_draws < 20 or self.datasets < 20:
@@ -99,6 +104,8 @@ class CheckSettings:
                              "data sets (the signed-rank test has no power below that)")
         if self.transitions < 1:
             raise InputError("transitions must be at least 1")
+        if self.prior_max_depth is not None and self.prior_max_depth < 1:
+            raise InputError("prior_max_depth must be at least 1 (or None)")
         if not 0.0 < self.alpha < 1.0:
             raise InputError(f"alpha must be in (0, 1), got {self.alpha}")
 
@@ -392,8 +399,8 @@ def check_simulator(model, simulator, data=None, *, sampler: SamplerSettings = S
                  "simulated data sets x %d transitions at beta = 1 (one chain each)",
                  settings.prior_draws, k, settings.datasets, k)
         # (a) prior: frozen beta = 0 transitions from simulator draws.
-        before, after, n_grad = _prior_chains(kernel, schedule.params_at(0), target, compiled,
-                                              sim, settings, draws)
+        before, after, n_grad = _prior_chains(kernel, _at_zero(schedule, settings), target,
+                                              compiled, sim, settings, draws)
         rows = _stage_tests("prior", names, before, after, centre)
 
         log.info("simulator check: prior stage done after %s", duration(
@@ -408,7 +415,10 @@ def check_simulator(model, simulator, data=None, *, sampler: SamplerSettings = S
 
     for row in rows:
         row["p"] = min(1.0, row["p_raw"] * len(rows))
-    passed, message = _verdict(rows, settings, _kernel_phrase(sampler, k), k)
+    phrase = _kernel_phrase(sampler, k)
+    if settings.prior_max_depth is not None and sampler.kernel == "nuts":
+        phrase += f", tree depth <= {settings.prior_max_depth} at beta = 0"
+    passed, message = _verdict(rows, settings, phrase, k)
     result = SimulatorCheck(True, passed, message, settings.alpha, rows,
                             {**asdict(settings), "kernel": sampler.kernel,
                              "max_depth": sampler.max_depth, "n_leapfrog": sampler.n_leapfrog,
@@ -417,6 +427,15 @@ def check_simulator(model, simulator, data=None, *, sampler: SamplerSettings = S
     log.log(logging.INFO if passed else logging.WARNING, "simulator check %s (%.1f s)",
             message, result.seconds)
     return result
+
+
+def _at_zero(schedule, settings: CheckSettings):
+    """The frozen kernel's parameters at beta = 0, NUTS's depth capped at
+    ``settings.prior_max_depth`` if given (a fixed cap: still reversible)."""
+    params = schedule.params_at(0)
+    if settings.prior_max_depth is None or not hasattr(params, "max_depth"):
+        return params
+    return replace(params, max_depth=min(int(params.max_depth), settings.prior_max_depth))
 
 
 def _centre(target: StanTarget, sim: Simulator, compiled, seed: int,
