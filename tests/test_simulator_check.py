@@ -282,6 +282,13 @@ def test_bread_simulates_the_checks_and_the_pilots_draws_once(monkeypatch):
     assert (SAMPLER.pilot_chains, pilot) in calls
     repeated = {call: calls.count(call) for call in calls if calls.count(call) > 1}
     assert not repeated, f"simulated more than once: {repeated}"
+    # The gradients before the first scored transition, beside the scored ones.
+    setup = result.extra["setup_gradients"]
+    assert setup["check"] == result.extra["simulator_check"]["n_grad"] > 0
+    assert setup["pilots"] > 0
+    assert setup["scored"] == sum(s.forward.n_grad + s.reverse.n_grad for s in result.steps)
+    total = setup["pilots"] + setup["check"] + setup["scored"]
+    assert setup["share"] == pytest.approx((setup["pilots"] + setup["check"]) / total)
 
 
 def test_prior_max_depth_caps_the_prior_stages_trees_and_says_so():

@@ -106,8 +106,8 @@ def _tune_check_and_run(problems: list[Problem], simulator: Simulator,
     path, seconds = RunDirectory(out_dir, header["fingerprint"]).load_or_fit(
         run.path, lambda: kind(run.path).fit(pilot_inputs(first, simulator, sampler, run,
                                                           fitted)), tuned_here)
-    check_kernel = path.check_kernel(_prior_end(first, simulator, sampler, run, path)
-                                     if check else None)
+    prior_end = _prior_end(first, simulator, sampler, run, path) if check else None
+    check_kernel = path.check_kernel(prior_end)
     _describe_path(result, choice, path)
     if seconds is not None:
         result.extra["tuning_seconds"] = seconds
@@ -135,9 +135,27 @@ def _tune_check_and_run(problems: list[Problem], simulator: Simulator,
         _run_steps(problems, simulator, sampler.make()[0], path, sampler, run, todo, out_dir,
                    header["fingerprint"], executor or Executor(), finish)
     result.steps.sort(key=lambda s: s.n_steps)
+    result.extra["setup_gradients"] = _setup_gradients(result, prior_end)
     if out_dir is not None:
         result.save(out_dir)
     return result
+
+
+def _setup_gradients(result: BreadResult, prior_end) -> dict:
+    """Gradients before the first scored transition beside the scored ones: the pilots
+    (every ``pilot_gradients`` of the path's tuning, and the check's kernel at the prior;
+    not a rival path's abandoned pilot) and the simulator check."""
+    def pilots(record) -> float:
+        if isinstance(record, dict):
+            return sum(float(v) if k == "pilot_gradients" and np.isfinite(float(v))
+                       else pilots(v) for k, v in record.items())
+        return sum(map(pilots, record)) if isinstance(record, list) else 0.0
+    pilot = pilots(result.extra["tuning"]) + pilots(prior_end.to_dict() if prior_end else {})
+    check = float(result.extra["simulator_check"].get("n_grad", 0))
+    scored = float(sum(s.forward.n_grad + s.reverse.n_grad for s in result.steps))
+    total = pilot + check + scored
+    return {"pilots": pilot, "check": check, "scored": scored,
+            "share": (pilot + check) / total if total > 0 else float("nan")}
 
 
 def _within_budget(result: BreadResult, problems: list[Problem], simulator: Simulator, path,
