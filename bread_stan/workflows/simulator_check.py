@@ -36,6 +36,10 @@ flagged at once.  Hyperparameters are always drawn from their prior here (the
 
 The kernel is the sampler's (:class:`~bread_stan.SamplerSettings`, NUTS by default,
 with its rescue transitions), and the message names it and the number of transitions.
+``CheckSettings(prior_max_depth=D)`` caps NUTS's trees at depth D in the prior stage
+(a fixed cap keeps the kernel reversible, so the test stays exact; only power changes):
+where a funnel prior makes every tree at beta = 0 reach the maximum depth it bounds the
+stage's cost; ``scripts/bench/bench_pilot_levers.py`` measures cost and power.
 ``scripts/studies/simulator_check_power.py`` measures power and false alarms for HMC and NUTS
 (``scripts/figures/simulator_check_power/power.md``).
 
