@@ -40,7 +40,7 @@ from bread_stan.stan import datasets
 from bread_stan.stan.draft import draft_simulator
 from bread_stan.stan.simulator import Simulator
 from bread_stan.workflows import auto_path, bread as bread_module, problem as problem_module
-from bread_stan.workflows.bread import RunSettings, bread
+from bread_stan.workflows.bread import RunSettings, SamplerSettings, bread
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "scripts" / "figures" / "bench_pilot_levers"
@@ -154,7 +154,8 @@ def funnel(seeds: int, depths: list[int]) -> list[str]:
                 secs.append(check.seconds)
                 flagged += not check.passed
                 ps.append(min(row["p"] for row in check.tests))
-            lines.append(f"| {'own (10)' if depth is None else depth} | {name} | "
+            own = f"own ({SamplerSettings().max_depth})"
+            lines.append(f"| {own if depth is None else depth} | {name} | "
                          f"{np.mean(grads):.0f} | {np.mean(secs):.1f} | {flagged}/{seeds} | "
                          f"{min(ps):.2g} |")
             print(lines[-1], flush=True)
