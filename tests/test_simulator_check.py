@@ -23,7 +23,8 @@ from bread_stan.errors import PriorOnlyMissingError, StanDataError
 from bread_stan.cli import main as cli
 from bread_stan.stan import compile as compile_module
 from bread_stan.stan.compile import compile_many
-from bread_stan.stan.simulator import compile_with_simulator
+from bread_stan.rng import Purpose, derived_seed
+from bread_stan.stan.simulator import Simulator, compile_with_simulator
 from bread_stan.workflows.bread import RunSettings, SamplerSettings, bread
 from bread_stan.workflows.simulator_check import (CheckSettings, _signed_rank, _stage_tests,
                                                   _Snapshot, check_simulator)
@@ -256,3 +257,58 @@ def test_a_simulator_failing_on_a_check_draw_stops_before_the_pilot(monkeypatch)
     with pytest.raises(StanDataError, match="simulation failed .*rare failure"):
         bread(NORMAL_MEAN, rare, data, sampler=SAMPLER,
               run=RunSettings(steps=(3,), chains=4, seed=3, progress=False))
+
+
+def test_bread_simulates_the_checks_and_the_pilots_draws_once(monkeypatch):
+    # Every batch of simulator draws (n, seed) of a run is simulated once: the check's
+    # three batches (centre, prior stage, joint stage) are drawn before the pilot so a
+    # failing simulator stops early, then handed to the check; the pilot's draws serve
+    # the path's fit and the check's kernel tuned at the prior (the Gaussian path).
+    calls = []
+    simulate = Simulator.simulate
+
+    def counted(self, n, seed, **kwargs):
+        calls.append((n, seed))
+        return simulate(self, n, seed, **kwargs)
+
+    monkeypatch.setattr(Simulator, "simulate", counted)
+    run = RunSettings(steps=(3,), chains=20, seed=1, progress=False, path="gaussian")
+    result = bread(NORMAL_MEAN, NORMAL_MEAN_SIM, {"N": 20, "sigma": 1.0, "tau": 2.0,
+                                                  "factor": 1.0}, sampler=SAMPLER, run=run)
+    assert result.extra["simulator_check"]["ran"]
+    check = derived_seed(derived_seed(run.seed, Purpose.CHECK), Purpose.CHECK_PRIOR_DRAWS)
+    pilot = derived_seed(run.seed, Purpose.PILOT)
+    assert (CheckSettings().prior_draws, check) in calls
+    assert (SAMPLER.pilot_chains, pilot) in calls
+    repeated = {call: calls.count(call) for call in calls if calls.count(call) > 1}
+    assert not repeated, f"simulated more than once: {repeated}"
+    # The gradients before the first scored transition, beside the scored ones.
+    setup = result.extra["setup_gradients"]
+    assert setup["check"] == result.extra["simulator_check"]["n_grad"] > 0
+    assert setup["pilots"] > 0
+    assert setup["scored"] == sum(s.forward.n_grad + s.reverse.n_grad for s in result.steps)
+    total = setup["pilots"] + setup["check"] + setup["scored"]
+    assert setup["share"] == pytest.approx((setup["pilots"] + setup["check"]) / total)
+
+
+def test_prior_max_depth_caps_the_prior_stages_trees_and_says_so():
+    # A fixed cap on NUTS's depth at beta = 0 keeps the kernel reversible (the test
+    # stays exact): a right simulator still passes, the check costs fewer gradients,
+    # its prior stage moves differently, the joint stage not at all, and the message
+    # names the cap.
+    own, capped = (_check_capped(depth) for depth in (None, 1))
+    assert own.passed and capped.passed
+    assert capped.n_grad < own.n_grad
+    assert "tree depth <= 1 at beta = 0" in capped.message
+    assert capped.settings["prior_max_depth"] == 1
+    stage = lambda check, name: [r["p_raw"] for r in check.tests if r["stage"] == name]  # noqa
+    assert stage(own, "prior") != stage(capped, "prior")
+    assert stage(own, "joint") == stage(capped, "joint")
+    with pytest.raises(Exception, match="prior_max_depth"):
+        CheckSettings(prior_max_depth=0)
+
+
+def _check_capped(depth):
+    model, simulator, data, _ = CASES["prior scale"]
+    return check_simulator(model, simulator, {**data, "factor": 1.0}, sampler=SAMPLER,
+                           settings=CheckSettings(prior_max_depth=depth))

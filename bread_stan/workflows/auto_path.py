@@ -50,7 +50,7 @@ from ..rng import Purpose, derived_seed
 from ..stan.simulator import Simulator
 from .base_fit import fit_q
 from .simulator_normaliser import simulator_normaliser
-from .problem import Problem, prior_draws, unconstrained_draws
+from .problem import Problem, pilot_draws, unconstrained_draws
 from .settings import RunSettings, SamplerSettings
 
 __all__ = ["Resolution", "resolve_path", "concrete", "prior_path_only", "fit_gaussian"]
@@ -88,7 +88,7 @@ def pilot_inputs(problem: Problem, simulator: Simulator, sampler: SamplerSetting
     prior's normaliser from the simulator (computed when the drafted simulator can,
     else exact prior draws to estimate it from)."""
     pilot_seed = derived_seed(run.seed, Purpose.PILOT)
-    pilot = prior_draws(problem, simulator, sampler.pilot_chains, pilot_seed)
+    pilot = pilot_draws(problem, simulator, sampler.pilot_chains, pilot_seed)
 
     def on_path(name: str) -> tuple:
         settings = sampler.for_path(name)
@@ -156,7 +156,7 @@ def resolve_path(problems: list[Problem], simulator: Simulator, sampler: Sampler
         return concrete(sampler, run, choice)
     first = problems[0]
     pilot_seed = derived_seed(run.seed, Purpose.PILOT)
-    pilot = prior_draws(first, simulator, sampler.pilot_chains, pilot_seed)
+    pilot = pilot_draws(first, simulator, sampler.pilot_chains, pilot_seed)
     rule = choose(first.target.evaluate(pilot, gradient=False).log_lik)
     # One fit of q serves both paths that start from it.
     cannot = unavailable = _cannot_fit(sampler, run)

@@ -50,14 +50,14 @@ from ..parallel.steps import run_steps_in_shards
 from .common import (ResumeMismatchError, check_program, default_name,
                      fingerprints, output_directory, program_text, resume_steps,
                      setup_warnings, warn_if_costly)
-from .problem import (Problem, join_problems, largest_simulated_value, prior_draws,
+from .problem import (Problem, join_problems, largest_simulated_value, pilot_draws,
                       prior_starts, problem_seed, simulate_problem)
 from .settings import RunSettings, SamplerSettings
 from .auto_path import Resolution, pilot_inputs, resolve_path
 from .saved_choice import settle
 from .programs import attach, prepared
 from ..ais.path_choice import PathChoice, given
-from .simulator_check import (CheckSettings, SimulatorCheck, check_simulator,
+from .simulator_check import (CheckDraws, CheckSettings, SimulatorCheck, check_simulator,
                               simulate_check_draws)
 from ..errors import BreadStanError, InputError
 
@@ -88,7 +88,7 @@ def _tune_check_and_run(problems: list[Problem], simulator: Simulator,
                         header: dict, known_log_ml_bounds: Mapping[str, float] | None,
                         verdict: VerdictSettings, data: Mapping,
                         executor: Executor | None = None, choice: PathChoice | None = None,
-                        fitted=None, tuned_here=None, check_draws_simulated: bool = False,
+                        fitted=None, tuned_here=None, check_draws: CheckDraws | None = None,
                         started: float | None = None) -> BreadResult:
     started = time.monotonic() if started is None else started  # the budget's clock
     first = problems[0]
@@ -97,18 +97,18 @@ def _tune_check_and_run(problems: list[Problem], simulator: Simulator,
     result.extra["path_choice"] = choice.to_dict()
     done = resume_steps(result, out_dir, header) if out_dir is not None else set()
     check = run.check_simulator and "simulator_check" not in result.extra
-    if check and not check_draws_simulated:
+    if check and check_draws is None:
         # the check's draws, simulated first: a failing simulator stops before the pilot
-        simulate_check_draws(simulator, data, _check_settings(run), run.threads,
-                             first.target.compiled)
+        check_draws = simulate_check_draws(simulator, data, _check_settings(run),
+                                           run.threads, first.target.compiled)
     if run.path != "prior" and sampler.kernel == "imh":
         raise InputError(f"path={run.path!r} tunes HMC or NUTS on each leg; use "
                          "kernel='nuts' (or 'hmc') with it, or path='prior' with kernel='imh'")
     path, seconds = RunDirectory(out_dir, header["fingerprint"]).load_or_fit(
         run.path, lambda: kind(run.path).fit(pilot_inputs(first, simulator, sampler, run,
                                                           fitted)), tuned_here)
-    check_kernel = path.check_kernel(_prior_end(first, simulator, sampler, run, path)
-                                     if check else None)
+    prior_end = _prior_end(first, simulator, sampler, run, path) if check else None
+    check_kernel = path.check_kernel(prior_end)
     _describe_path(result, choice, path)
     if seconds is not None:
         result.extra["tuning_seconds"] = seconds
@@ -123,7 +123,7 @@ def _tune_check_and_run(problems: list[Problem], simulator: Simulator,
                    first.target.dim)
     if "simulator_check" not in result.extra:
         result.extra["simulator_check"] = _check(first, simulator, data, sampler, run,
-                                                 check_kernel)
+                                                 check_kernel, check_draws)
     if out_dir is not None:
         result.save_header(out_dir)
     for T in sorted(done):
@@ -136,9 +136,27 @@ def _tune_check_and_run(problems: list[Problem], simulator: Simulator,
         _run_steps(problems, simulator, sampler.make()[0], path, sampler, run, todo, out_dir,
                    header["fingerprint"], executor or Executor(), finish)
     result.steps.sort(key=lambda s: s.n_steps)
+    result.extra["setup_gradients"] = _setup_gradients(result, prior_end)
     if out_dir is not None:
         result.save(out_dir)
     return result
+
+
+def _setup_gradients(result: BreadResult, prior_end) -> dict:
+    """Gradients before the first scored transition beside the scored ones: the pilots
+    (every ``pilot_gradients`` of the path's tuning, and the check's kernel at the prior;
+    not a rival path's abandoned pilot) and the simulator check."""
+    def pilots(record) -> float:
+        if isinstance(record, dict):
+            return sum(float(v) if k == "pilot_gradients" and np.isfinite(float(v))
+                       else pilots(v) for k, v in record.items())
+        return sum(map(pilots, record)) if isinstance(record, list) else 0.0
+    pilot = pilots(result.extra["tuning"]) + pilots(prior_end.to_dict() if prior_end else {})
+    check = float(result.extra["simulator_check"].get("n_grad", 0))
+    scored = float(sum(s.forward.n_grad + s.reverse.n_grad for s in result.steps))
+    total = pilot + check + scored
+    return {"pilots": pilot, "check": check, "scored": scored,
+            "share": (pilot + check) / total if total > 0 else float("nan")}
 
 
 def _within_budget(result: BreadResult, problems: list[Problem], simulator: Simulator, path,
@@ -222,7 +240,7 @@ def _prior_end(problem: Problem, simulator: Simulator, sampler: SamplerSettings,
     kernel, base_params = sampler.make()
     pilot_seed = derived_seed(run.seed, Purpose.PILOT)
     return tune_prior_end(problem.target, kernel, base_params, path,
-                          prior_draws(problem, simulator, sampler.pilot_chains, pilot_seed),
+                          pilot_draws(problem, simulator, sampler.pilot_chains, pilot_seed),
                           seed=pilot_seed, config=sampler.tuning_config())
 
 
@@ -261,12 +279,14 @@ def _run_steps(problems: list[Problem], simulator: Simulator, kernel, tuned,
 
 
 def _check(problem: Problem, simulator: Simulator, data: Mapping, sampler: SamplerSettings,
-           run: RunSettings, tuned: TunedKernel) -> dict:
-    """The simulator check with the run's frozen kernel, as a plain dict."""
+           run: RunSettings, tuned: TunedKernel, draws: CheckDraws | None = None) -> dict:
+    """The simulator check with the run's frozen kernel (on its ``draws`` simulated
+    already, if given), as a plain dict."""
     if not run.check_simulator:
         return SimulatorCheck.skipped().to_dict()
     check = check_simulator(problem.target.compiled, simulator, data, sampler=sampler,
-                            settings=_check_settings(run), tuned=tuned, threads=run.threads)
+                            settings=_check_settings(run), tuned=tuned, threads=run.threads,
+                            draws=draws)
     return check.to_dict()
 
 
@@ -339,15 +359,16 @@ def _bread(model, simulator, data, sampler: SamplerSettings, run: RunSettings, h
     sim = Simulator(sim_compiled, data, hyper=hyper, threads=run.threads)
     problems = [simulate_problem(name, compiled, sim, data, run.seed, run.threads, truth)
                 for truth in _truth_draws(sim, run)]
-    if run.check_simulator:  # a failing simulator stops before any pilot
-        simulate_check_draws(sim, data, _check_settings(run), run.threads, compiled)
+    # a failing simulator stops before any pilot; the check reuses these draws
+    check_draws = (simulate_check_draws(sim, data, _check_settings(run), run.threads,
+                                        compiled) if run.check_simulator else None)
     requested = _header(name, model, simulator, data, sampler, run, hyper)["fingerprint"]
     settled = settle(problems, sim, sampler, run, name, out, requested)
     header = _header(name, model, simulator, data, settled.sampler, settled.run, hyper)
     return _run_problem(problems, sim, settled.sampler, settled.run, out, header,
                         known_log_ml_bounds, verdict or VerdictSettings(), data, executor,
                         settled.choice, settled.fitted, settled.tuned,
-                        check_draws_simulated=True, started=started)
+                        check_draws=check_draws, started=started)
 
 
 def _check_known_bounds(known: Mapping[str, float] | None) -> None:

@@ -20,9 +20,9 @@ from ..stan.model import unflatten_draws
 from ..stan.simulator import Simulator, check_data_names, draw_at, split_draw
 from ..stan.tempered import StanTarget, check_split, compile_tempered
 
-__all__ = ["Problem", "constrained", "prior_draws", "problem_seed", "simulate_problem",
-           "largest_simulated_value", "unconstrained_draws", "prior_starts", "join_problems",
-           "stack"]
+__all__ = ["Problem", "constrained", "pilot_draws", "prior_draws", "problem_seed",
+           "simulate_problem", "largest_simulated_value", "unconstrained_draws",
+           "prior_starts", "join_problems", "stack"]
 
 _CHECK_DRAWS = 8  # prior draws at which the model's prior/likelihood split is checked
 
@@ -37,6 +37,8 @@ class Problem:
     truth: dict[str, Any]
     simulated_data: dict[str, Any]
     data: dict[str, Any] = field(default_factory=dict)  # the model's data on y*
+    # the pilot's prior draws by (n, seed), with their simulator (see pilot_draws)
+    pilots: dict = field(default_factory=dict, repr=False, compare=False)
 
 
 def problem_seed(seed: int, purpose: int, *rest_and_k: int) -> int:
@@ -78,6 +80,16 @@ def _as_lists(values: Mapping[str, Any]) -> dict[str, Any]:
 
 def prior_draws(problem: Problem, simulator: Simulator, n: int, seed: int) -> np.ndarray:
     return unconstrained_draws(problem, simulator.simulate(n, seed))
+
+
+def pilot_draws(problem: Problem, simulator: Simulator, n: int, seed: int) -> np.ndarray:
+    """:func:`prior_draws` for the pilot, simulated once per problem and simulator:
+    the path's choice, its fit and the check's kernel at the prior all start from the
+    same draws (a copy each time, so that no caller changes another's)."""
+    cached = problem.pilots.get((n, seed))
+    if cached is None or cached[0] is not simulator:
+        cached = problem.pilots[n, seed] = (simulator, prior_draws(problem, simulator, n, seed))
+    return cached[1].copy()
 
 
 def unconstrained_draws(problem: Problem, draws: Mapping[str, np.ndarray]) -> np.ndarray:

@@ -36,6 +36,10 @@ flagged at once.  Hyperparameters are always drawn from their prior here (the
 
 The kernel is the sampler's (:class:`~bread_stan.SamplerSettings`, NUTS by default,
 with its rescue transitions), and the message names it and the number of transitions.
+``CheckSettings(prior_max_depth=D)`` caps NUTS's trees at depth D in the prior stage
+(a fixed cap keeps the kernel reversible, so the test stays exact; only power changes):
+where a funnel prior makes every tree at beta = 0 reach the maximum depth it bounds the
+stage's cost; ``scripts/bench/bench_pilot_levers.py`` measures cost and power.
 ``scripts/studies/simulator_check_power.py`` measures power and false alarms for HMC and NUTS
 (``scripts/figures/simulator_check_power/power.md``).
 
@@ -56,7 +60,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -75,9 +79,12 @@ from .problem import prior_draws, simulate_problem
 from .programs import prepared
 from .settings import SamplerSettings
 
-__all__ = ["CheckSettings", "SimulatorCheck", "check_simulator", "simulate_check_draws"]
+__all__ = ["CheckDraws", "CheckSettings", "SimulatorCheck", "check_simulator",
+           "simulate_check_draws"]
 
 log = logging.getLogger(__name__)
+
+_CENTRE_DRAWS = 200  # simulator draws whose median centres each parameter
 
 
 @dataclass(frozen=True)
@@ -90,6 +97,11 @@ class CheckSettings:
     transitions: int = 10
     alpha: float = 0.01
     seed: int = 0
+    # NUTS only: the prior stage's trees capped at this depth (None: the kernel's own).
+    # Any fixed depth keeps the kernel reversible, so the test stays exact; a funnel
+    # prior, whose trees all reach the maximum depth at beta = 0, then costs
+    # 2^depth - 1 leapfrog steps a transition at most, at some loss of power.
+    prior_max_depth: int | None = None
 
     def __post_init__(self):
         if self.prior_draws < 20 or self.datasets < 20:
@@ -97,6 +109,8 @@ class CheckSettings:
                              "data sets (the signed-rank test has no power below that)")
         if self.transitions < 1:
             raise InputError("transitions must be at least 1")
+        if self.prior_max_depth is not None and self.prior_max_depth < 1:
+            raise InputError("prior_max_depth must be at least 1 (or None)")
         if not 0.0 < self.alpha < 1.0:
             raise InputError(f"alpha must be in (0, 1), got {self.alpha}")
 
@@ -314,29 +328,43 @@ def _share_prior(target: StanTarget, x: np.ndarray, compiled, values: Mapping):
     return (target, target.prior_model) if same else (fresh, None)
 
 
+# The check's simulator draws by (number of draws, seed), as simulate_check_draws
+# returns them for check_simulator to reuse.
+CheckDraws = Mapping[tuple[int, int], Mapping[str, np.ndarray]]
+
+
 def simulate_check_draws(simulator, data=None, settings: CheckSettings = CheckSettings(),
-                         threads: int | None = None, model=None) -> None:
+                         threads: int | None = None, model=None) -> CheckDraws:
     """Simulate every draw :func:`check_simulator` will use with these arguments (same
     seeds, same draws), and nothing else: a simulator that fails on one of them (an _rng
     refusing an overflowing argument, data outside their declared bounds, and with the
     ``model`` given, a parameter or datum drawn infinite) then fails in seconds, before
-    any pilot, with the error the check would raise."""
+    any pilot, with the error the check would raise.  Returns the draws, which
+    ``check_simulator(..., draws=)`` then uses instead of simulating them again."""
     if isinstance(simulator, Simulator):
         simulator = simulator.compiled
     sim = Simulator(simulator, load_data(data), threads=threads)
-    for n, purpose in ((200, Purpose.CHECK_CENTRE), (settings.prior_draws,
+    drawn = {}
+    for n, purpose in ((_CENTRE_DRAWS, Purpose.CHECK_CENTRE), (settings.prior_draws,
                        Purpose.CHECK_PRIOR_DRAWS), (settings.datasets, Purpose.CHECK_DATASETS)):
         seed = derived_seed(settings.seed, purpose)
-        if model is None:
-            sim.simulate_flat(n, seed)
-        else:
-            split_draw(sim.simulate(n, seed), model)
+        drawn[n, seed] = sim.simulate(n, seed)
+        if model is not None:
+            split_draw(drawn[n, seed], model)
+    return drawn
+
+
+def _simulated(sim: Simulator, n: int, seed: int, drawn: CheckDraws | None):
+    """``sim.simulate(n, seed)``, taken from ``drawn`` when simulated there already."""
+    if drawn is not None and (n, seed) in drawn:
+        return drawn[n, seed]
+    return sim.simulate(n, seed)
 
 
 def check_simulator(model, simulator=None, data=None, *,
                     sampler: SamplerSettings = SamplerSettings(),
                     settings: CheckSettings = CheckSettings(), tuned: TunedKernel | None = None,
-                    threads: int | None = None,
+                    threads: int | None = None, draws: CheckDraws | None = None,
                     likelihood: str | Sequence[str] | None = None) -> SimulatorCheck:
     """Test whether ``simulator`` draws from the joint distribution of ``model``.
 
@@ -350,12 +378,14 @@ def check_simulator(model, simulator=None, data=None, *,
     on this model (as :func:`bread_stan.bread` does), else one is tuned here on pilot
     chains exactly as BREAD tunes.  See the module docstring for the method and the
     test (paired Wilcoxon signed-rank, exact under the null by reversibility,
-    Bonferroni over all quantities at ``settings.alpha``).  Returns a
+    Bonferroni over all quantities at ``settings.alpha``).  ``draws``, from
+    :func:`simulate_check_draws` with the same simulator, data and settings, are used
+    instead of simulating them again (the same draws).  Returns a
     :class:`SimulatorCheck`; it never raises for a flagged simulator.
     """
     with prepared([model], simulator, None, ["model"], likelihood) as programs:
         check = _check_simulator(programs.models[0], programs.simulator, data, sampler,
-                                 settings, tuned, threads)
+                                 settings, tuned, threads, draws)
     own = programs.records["model"]
     if own["split"] != "own" or own["drafted"]:
         check.programs = own
@@ -363,7 +393,8 @@ def check_simulator(model, simulator=None, data=None, *,
 
 
 def _check_simulator(model, simulator, data, sampler: SamplerSettings, settings: CheckSettings,
-                     tuned: TunedKernel | None, threads: int | None) -> SimulatorCheck:
+                     tuned: TunedKernel | None, threads: int | None,
+                     draws: "CheckDraws | None") -> SimulatorCheck:
     """:func:`check_simulator` on the programs that run (split, with a simulator)."""
     started = time.perf_counter()
     data = load_data(data)
@@ -387,20 +418,20 @@ def _check_simulator(model, simulator, data, sampler: SamplerSettings, settings:
         target = problem.target
         names = target.param_names()
 
-        centre = _centre(target, sim, compiled, seed)
+        centre = _centre(target, sim, compiled, seed, draws)
         log.info("simulator check: %d prior draws x %d transitions at beta = 0, then %d "
                  "simulated data sets x %d transitions at beta = 1 (one chain each)",
                  settings.prior_draws, k, settings.datasets, k)
         # (a) prior: frozen beta = 0 transitions from simulator draws.
-        before, after, n_grad = _prior_chains(kernel, schedule.params_at(0), target, compiled,
-                                              sim, settings)
+        before, after, n_grad = _prior_chains(kernel, _at_zero(schedule, settings), target,
+                                              compiled, sim, settings, draws)
         rows = _stage_tests("prior", names, before, after, centre)
 
         log.info("simulator check: prior stage done after %s", duration(
             time.perf_counter() - started))
         # (b) joint: one data set, one target and one chain per simulated (x_j, y_j).
         before, after, g = _joint_chains(kernel, schedule.params_at(1), compiled, sim, data,
-                                         settings)
+                                         settings, draws)
         n_grad += g
         rows += _stage_tests("joint", names, _concat(before), _concat(after), centre)
     except _OutsideSupport as error:
@@ -408,7 +439,10 @@ def _check_simulator(model, simulator, data, sampler: SamplerSettings, settings:
 
     for row in rows:
         row["p"] = min(1.0, row["p_raw"] * len(rows))
-    passed, message = _verdict(rows, settings, _kernel_phrase(sampler, k), k)
+    phrase = _kernel_phrase(sampler, k)
+    if settings.prior_max_depth is not None and sampler.kernel == "nuts":
+        phrase += f", tree depth <= {settings.prior_max_depth} at beta = 0"
+    passed, message = _verdict(rows, settings, phrase, k)
     result = SimulatorCheck(True, passed, message, settings.alpha, rows,
                             {**asdict(settings), "kernel": sampler.kernel,
                              "max_depth": sampler.max_depth, "n_leapfrog": sampler.n_leapfrog,
@@ -419,21 +453,32 @@ def _check_simulator(model, simulator, data, sampler: SamplerSettings, settings:
     return result
 
 
-def _centre(target: StanTarget, sim: Simulator, compiled, seed: int) -> np.ndarray:
+def _at_zero(schedule, settings: CheckSettings):
+    """The frozen kernel's parameters at beta = 0, NUTS's depth capped at
+    ``settings.prior_max_depth`` if given (a fixed cap: still reversible)."""
+    params = schedule.params_at(0)
+    if settings.prior_max_depth is None or not hasattr(params, "max_depth"):
+        return params
+    return replace(params, max_depth=min(int(params.max_depth), settings.prior_max_depth))
+
+
+def _centre(target: StanTarget, sim: Simulator, compiled, seed: int,
+            drawn: CheckDraws | None = None) -> np.ndarray:
     """Centre of each parameter: median of an independent batch of simulator draws."""
-    centre_params, _ = split_draw(
-        sim.simulate(200, derived_seed(seed, Purpose.CHECK_CENTRE)), compiled)
+    centre_params, _ = split_draw(_simulated(
+        sim, _CENTRE_DRAWS, derived_seed(seed, Purpose.CHECK_CENTRE), drawn), compiled)
     return np.median(np.atleast_2d(target.param_constrain(
         _unconstrained(target, centre_params))), axis=0)
 
 
 def _prior_chains(kernel, at_zero, target: StanTarget, compiled, sim: Simulator,
-                  settings: CheckSettings) -> tuple[_Snapshot, _Snapshot, int]:
+                  settings: CheckSettings, drawn: CheckDraws | None = None
+                  ) -> tuple[_Snapshot, _Snapshot, int]:
     """The prior stage's chains: frozen beta = 0 transitions from simulator draws; the
     snapshots before and after, and the gradients used."""
-    params, _ = split_draw(
-        sim.simulate(settings.prior_draws,
-                     derived_seed(settings.seed, Purpose.CHECK_PRIOR_DRAWS)), compiled)
+    params, _ = split_draw(_simulated(
+        sim, settings.prior_draws, derived_seed(settings.seed, Purpose.CHECK_PRIOR_DRAWS),
+        drawn), compiled)
     start = _unconstrained(target, params)
     s0, s1, n_grad = _run_chains(kernel, at_zero, target, start, 0.0, settings.transitions,
                                  derived_seed(settings.seed, Purpose.CHECK_PRIOR_CHAINS))
@@ -442,15 +487,16 @@ def _prior_chains(kernel, at_zero, target: StanTarget, compiled, sim: Simulator,
 
 
 def _joint_chains(kernel, at_one, compiled, sim: Simulator, data: Mapping,
-                  settings: CheckSettings) -> tuple[list[_Snapshot], list[_Snapshot], int]:
+                  settings: CheckSettings, drawn: CheckDraws | None = None
+                  ) -> tuple[list[_Snapshot], list[_Snapshot], int]:
     """The joint stage's chains: for each simulated (x_j, y_j), one chain of frozen
     beta = 1 transitions from x_j on a target of its own data y_j; the snapshots before
     and after, and the gradients used.  Raises :class:`_OutsideSupport` for simulated
     data the model refuses."""
     k = settings.transitions
     pace = PaceLog("simulator check, joint stage", settings.datasets, "data sets")
-    draws = sim.simulate(settings.datasets,
-                         derived_seed(settings.seed, Purpose.CHECK_DATASETS))
+    draws = _simulated(sim, settings.datasets,
+                       derived_seed(settings.seed, Purpose.CHECK_DATASETS), drawn)
     before, after, n_grad = [], [], 0
     joint_seed = derived_seed(settings.seed, Purpose.CHECK_JOINT_CHAINS)
     shared_prior = None  # data set 0's prior instance, reused if the prior ignores y
