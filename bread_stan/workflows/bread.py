@@ -94,6 +94,8 @@ def _tune_check_and_run(problems: list[Problem], simulator: Simulator,
     result = _new_result(problems, header, known_log_ml_bounds, verdict)
     choice = choice or given(run.path, run.path, "set in RunSettings.path")
     result.extra["path_choice"] = choice.to_dict()
+    if first.redraws:   # the model's own rejections, redrawn (stan.redraw)
+        result.extra["redraws"] = first.redraws
     done = resume_steps(result, out_dir, header) if out_dir is not None else set()
     check = run.check_simulator and "simulator_check" not in result.extra
     if check and not check_draws_simulated:
@@ -238,7 +240,7 @@ def _prior_starts(problems: list[Problem], simulator: Simulator, run: RunSetting
     SMC, (runs, 2P - 1, d): each run's forward particles and its conditional run's
     free ones."""
     per = 1 if run.algorithm == "ais" else 2 * run.particles_per_run - 1
-    draws = simulator.simulate(run.chains * per, derived_seed(run.seed, Purpose.PRIOR, T))
+    draws = simulator.simulate_prior(run.chains * per, derived_seed(run.seed, Purpose.PRIOR, T))
     starts = []
     for problem, rows in zip(problems, np.array_split(np.arange(run.chains), len(problems))):
         rows = (rows[:, None] * per + np.arange(per)).ravel()

@@ -8,6 +8,7 @@ is the seed of one purpose for problem k of a multi-draw run.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -22,6 +23,8 @@ from ..stan.tempered import StanTarget, check_split, compile_tempered
 __all__ = ["Problem", "constrained", "prior_draws", "problem_seed", "simulate_problem",
            "largest_simulated_value", "unconstrained_draws"]
 
+log = logging.getLogger(__name__)
+
 _CHECK_DRAWS = 8  # prior draws at which the model's prior/likelihood split is checked
 
 
@@ -35,6 +38,8 @@ class Problem:
     truth: dict[str, Any]
     simulated_data: dict[str, Any]
     data: dict[str, Any] = field(default_factory=dict)  # the model's data on y*
+    # parameter draws tried and redrawn where the model rejects them (stan.redraw)
+    redraws: dict | None = None
 
 
 def problem_seed(seed: int, purpose: int, *rest_and_k: int) -> int:
@@ -49,6 +54,7 @@ def simulate_problem(name, model, simulator: Simulator, data: Mapping, seed: int
                       threads, truth_draw: Mapping | None = None) -> Problem:
     compiled = compile_tempered(model)
     check_data_names(simulator, compiled)
+    simulator.honour(compiled, data)   # a draw the model rejects too is redrawn
     if truth_draw is None:
         truth_draw = draw_at(simulator.simulate(1, problem_seed(seed, Purpose.TRUTH, 0)), 0)
     params, overrides = split_draw(truth_draw, compiled)
@@ -67,6 +73,9 @@ def simulate_problem(name, model, simulator: Simulator, data: Mapping, seed: int
                        model_data)
     check_split(target, prior_draws(problem, simulator, _CHECK_DRAWS,
                                      derived_seed(seed, Purpose.CHECK)))
+    if simulator.redraws.rejected:
+        problem.redraws = simulator.redraws.to_dict()
+        log.info("%s: %s", name, simulator.redraws.describe())
     return problem
 
 
@@ -75,7 +84,7 @@ def _as_lists(values: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def prior_draws(problem: Problem, simulator: Simulator, n: int, seed: int) -> np.ndarray:
-    return unconstrained_draws(problem, simulator.simulate(n, seed))
+    return unconstrained_draws(problem, simulator.simulate_prior(n, seed))
 
 
 def unconstrained_draws(problem: Problem, draws: Mapping[str, np.ndarray]) -> np.ndarray:

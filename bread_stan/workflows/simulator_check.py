@@ -118,6 +118,7 @@ class SimulatorCheck:
     settings: dict = field(default_factory=dict)
     seconds: float = 0.0
     n_grad: int = 0
+    redraws: dict | None = None   # parameter draws redrawn where the model rejects them
 
     @property
     def min_p(self) -> float:
@@ -132,7 +133,7 @@ class SimulatorCheck:
         return {"ran": self.ran, "passed": self.passed, "message": self.message,
                 "alpha": self.alpha, "min_p": self.min_p, "p_values": self.p_values(),
                 "tests": self.tests, "settings": self.settings, "seconds": self.seconds,
-                "n_grad": self.n_grad}
+                "n_grad": self.n_grad, **({"redraws": self.redraws} if self.redraws else {})}
 
     @classmethod
     def skipped(cls, reason: str = "the simulator check was skipped (--no-check, "
@@ -322,13 +323,17 @@ def simulate_check_draws(simulator, data=None, settings: CheckSettings = CheckSe
     if isinstance(simulator, Simulator):
         simulator = simulator.compiled
     sim = Simulator(simulator, load_data(data), threads=threads)
+    if model is not None:
+        sim.honour(model, load_data(data))    # draws the model rejects too are redrawn
     for n, purpose in ((200, Purpose.CHECK_CENTRE), (settings.prior_draws,
                        Purpose.CHECK_PRIOR_DRAWS), (settings.datasets, Purpose.CHECK_DATASETS)):
         seed = derived_seed(settings.seed, purpose)
         if model is None:
             sim.simulate_flat(n, seed)
-        else:
+        elif purpose is Purpose.CHECK_DATASETS:
             split_draw(sim.simulate(n, seed), model)
+        else:
+            split_draw(sim.simulate_prior(n, seed), model)
 
 
 def check_simulator(model, simulator, data=None, *, sampler: SamplerSettings = SamplerSettings(),
@@ -389,11 +394,16 @@ def check_simulator(model, simulator, data=None, *, sampler: SamplerSettings = S
     for row in rows:
         row["p"] = min(1.0, row["p_raw"] * len(rows))
     passed, message = _verdict(rows, settings, _kernel_phrase(sampler, k), k)
+    if sim.redraws is not None and sim.redraws.rejected:
+        message += f"; {sim.redraws.describe()}"
+        log.info("simulator check: %s", sim.redraws.describe())
     result = SimulatorCheck(True, passed, message, settings.alpha, rows,
                             {**asdict(settings), "kernel": sampler.kernel,
                              "max_depth": sampler.max_depth, "n_leapfrog": sampler.n_leapfrog,
                              "rescue_prob": sampler.rescue_prob},
-                            time.perf_counter() - started, n_grad)
+                            time.perf_counter() - started, n_grad,
+                            sim.redraws.to_dict() if sim.redraws and sim.redraws.rejected
+                            else None)
     log.log(logging.INFO if passed else logging.WARNING, "simulator check %s (%.1f s)",
             message, result.seconds)
     return result
@@ -402,7 +412,7 @@ def check_simulator(model, simulator, data=None, *, sampler: SamplerSettings = S
 def _centre(target: StanTarget, sim: Simulator, compiled, seed: int) -> np.ndarray:
     """Centre of each parameter: median of an independent batch of simulator draws."""
     centre_params, _ = split_draw(
-        sim.simulate(200, derived_seed(seed, Purpose.CHECK_CENTRE)), compiled)
+        sim.simulate_prior(200, derived_seed(seed, Purpose.CHECK_CENTRE)), compiled)
     return np.median(np.atleast_2d(target.param_constrain(
         _unconstrained(target, centre_params))), axis=0)
 
@@ -412,8 +422,8 @@ def _prior_chains(kernel, at_zero, target: StanTarget, compiled, sim: Simulator,
     """The prior stage's chains: frozen beta = 0 transitions from simulator draws; the
     snapshots before and after, and the gradients used."""
     params, _ = split_draw(
-        sim.simulate(settings.prior_draws,
-                     derived_seed(settings.seed, Purpose.CHECK_PRIOR_DRAWS)), compiled)
+        sim.simulate_prior(settings.prior_draws,
+                           derived_seed(settings.seed, Purpose.CHECK_PRIOR_DRAWS)), compiled)
     start = _unconstrained(target, params)
     s0, s1, n_grad = _run_chains(kernel, at_zero, target, start, 0.0, settings.transitions,
                                  derived_seed(settings.seed, Purpose.CHECK_PRIOR_CHAINS))

@@ -4,14 +4,29 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from .replay import OBSERVED_SUFFIX
 from .translate import Draft
 
-__all__ = ["emit"]
+__all__ = ["emit", "emit_parameter_part"]
 
 
 def _block(name: str, lines: list[str]) -> list[str]:
     return [f"{name} {{", *lines, "}"]
+
+
+def emit_parameter_part(draft: Draft, model_name: str) -> str | None:
+    """The simulator's parameter part: the same program with the data draws left out and
+    only the parameters (and the normaliser's outputs) generated, whose draw ``i`` gives
+    the parameters of the simulator's draw ``i`` (the same RNG calls, in the same order,
+    up to the first data draw); None when a data draw precedes a prior draw."""
+    if draft.parameter_statements is None:
+        return None
+    simulated = set(draft.simulated)
+    return emit(replace(draft, outputs=[d for d in draft.outputs if d.name not in simulated],
+                        statements=draft.parameter_statements, simulated=[]),
+                model_name + " (its parameter part)")
 
 
 def emit(draft: Draft, model_name: str) -> str:
