@@ -81,14 +81,12 @@ class Rejections:
     if the model's draft is the simulator itself."""
 
     def __init__(self, model: CompiledModel, data: Mapping[str, Any], *,
-                 parameter_part: str | Program | CompiledModel | None = None,
-                 check: bool = True):
+                 parameter_part: str | Program | CompiledModel | None = None):
         self.model = model
         self.data = dict(data)
         self._part = parameter_part
         self._part_model: StanModel | None = None
         self._target: StanTarget | None = None
-        self.check = check    # False only to show that the check matters (tests)
         self.count = RedrawCount()
 
     def parameter_part(self, simulator: CompiledModel, values: Mapping) -> StanModel:
@@ -163,8 +161,7 @@ class Rejections:
                             "the model is defined: give proper, weakly informative priors")
 
     def _confirm_at(self, simulator, values, seed: int, index: int, failure: str) -> None:
-        if self.check:
-            self.confirm(self.parameters(simulator, values, seed, index), failure)
+        self.confirm(self.parameters(simulator, values, seed, index), failure)
 
 
 def _drafted_part(model: CompiledModel, simulator: CompiledModel) -> Program:

@@ -83,13 +83,12 @@ class Simulator:
         self.rejections: Rejections | None = None
 
     def honour(self, model: CompiledModel, data: Mapping[str, Any], *,
-               parameter_part=None, check: bool = True) -> "Simulator":
+               parameter_part=None) -> "Simulator":
         """Redraw the parameters of a draw whose data draw fails where ``model`` (on
         ``data``) rejects them too (:mod:`.redraw`); a failure the model does not share
         stays a refusal.  Returns self."""
         if self.rejections is None or self.rejections.model.library != model.library:
-            self.rejections = Rejections(model, data, parameter_part=parameter_part,
-                                         check=check)
+            self.rejections = Rejections(model, data, parameter_part=parameter_part)
         return self
 
     @property
@@ -209,7 +208,7 @@ class Simulator:
         part = self.rejections.parameter_part(self.compiled, self._values)
         names = part.param_names(True, True)
         rows = np.asarray([self.names.index(name) for name in names])
-        kept = out[:, rows]
+        kept = np.ascontiguousarray(out[:, rows])
         for i in sorted(failed):
             if part.generate_batch(seed, i, kept[i:i + 1], threads):
                 raise StanDataError(f"simulation failed for draw {i}, whose parameters "
