@@ -34,7 +34,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from ..errors import DraftError, StanDataError
+from ..errors import BreadStanError, StanDataError
 from ..rng import Purpose, derived_seed
 from .compile import CompiledModel, Program, compile_model
 from .draft import draft_program
@@ -93,8 +93,14 @@ class Rejections:
         """The simulator's parameter part on the simulator's data ``values``."""
         if self._part_model is None:
             part = self._part
+            if isinstance(part, NoParameterPart):     # found missing before
+                raise part
             if part is None:
-                part = _drafted_part(self.model, simulator)
+                try:
+                    part = _drafted_part(self.model, simulator)
+                except NoParameterPart as missing:
+                    self._part = missing
+                    raise
             if not isinstance(part, CompiledModel):
                 part = compile_model(part)
             self._part_model = StanModel(part, values)
@@ -169,7 +175,7 @@ def _drafted_part(model: CompiledModel, simulator: CompiledModel) -> Program:
     draft is ``simulator`` (a hand-written simulator has no known parameter part)."""
     try:
         drafted = draft_program(model.program)
-    except DraftError as error:
+    except BreadStanError as error:    # not draftable (or stanc refuses it)
         raise NoParameterPart(f"no simulator can be drafted from the model to find the "
                               f"parameters of a failed draw: {error}") from None
     if drafted.text != simulator.program.code or drafted.parameter_part is None:

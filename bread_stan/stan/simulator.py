@@ -203,9 +203,12 @@ class Simulator:
                 failed.update({start + k: m for k, m in self.model.last_errors.items()})
         if not failed:
             return self._as_dict(out, self.names)
-        if any(REJECTED in m or SIZE_REJECTED in m for m in failed.values()):
+        try:
+            if any(REJECTED in m or SIZE_REJECTED in m for m in failed.values()):
+                raise NoParameterPart("the drafted simulator's own refusal")
+            part = self.rejections.parameter_part(self.compiled, self._values)
+        except NoParameterPart:
             return self.simulate(n, seed, threads=threads)    # refused as simulate refuses
-        part = self.rejections.parameter_part(self.compiled, self._values)
         names = part.param_names(True, True)
         rows = np.asarray([self.names.index(name) for name in names])
         kept = np.ascontiguousarray(out[:, rows])

@@ -32,9 +32,11 @@ def emit_parameter_part(draft: Draft, model_name: str) -> str | None:
 def emit(draft: Draft, model_name: str) -> str:
     """The simulator program's text."""
     hyper = ", ".join(h.name for h in draft.hyper) or "none"
+    data = (f"then the\n// simulated data {', '.join(draft.simulated)}" if draft.simulated
+            else "and no\n// data")
     out = [f"// Simulator for {model_name}, drafted by `bread-stan draft-simulator`:",
-           "// every parameter from its prior (hyperparameters unless given), then the",
-           f"// simulated data {', '.join(draft.simulated)}. Hyperparameters: {hyper}."]
+           f"// every parameter from its prior (hyperparameters unless given), {data}. "
+           f"Hyperparameters: {hyper}."]
     out += [f"// Declared without its data-block bounds: {why}" for why in draft.relaxed.values()]
     out += [draft.normaliser_note] if draft.normaliser_note else []
     if draft.functions is not None:
