@@ -365,7 +365,8 @@ def bread(model, simulator, data=None, *, sampler: SamplerSettings = SamplerSett
         name = name or default_name(model)
         (compiled,), sim_compiled = compile_with_simulator([model], simulator, hyper=hyper)
         started = time.monotonic()  # a budget (steps="auto") counts from here
-        sim = Simulator(sim_compiled, data, hyper=hyper, threads=run.threads)
+        sim = Simulator(sim_compiled, data, hyper=hyper, threads=run.threads
+                        ).honour(compiled, data)   # draws the model rejects too: redrawn
         problems = [simulate_problem(name, compiled, sim, data, run.seed, run.threads, truth)
                     for truth in _truth_draws(sim, run)]
         if run.check_simulator:  # a failing simulator stops before any pilot
