@@ -12,6 +12,7 @@ exact and the simulation is refused in one line.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from scipy import stats
 
 from bread_stan.errors import StanDataError
 from bread_stan.rng import Purpose, derived_seed
+from bread_stan.stan.compile import Program, compile_many
 from bread_stan.stan.draft import draft_program
 from bread_stan.stan.simulator import Simulator, compile_with_simulator
 from bread_stan.stan.tempered import compile_tempered
@@ -111,3 +113,23 @@ def test_a_failure_the_model_does_not_share_is_refused_in_one_line():
     assert "\n" not in text
     assert "poisson_log_rng" in text and "the model's likelihood evaluates" in text
     assert "no redraw samples the model" in text
+
+
+@pytest.mark.parametrize("name, data", [
+    ("bounded_scales", None),                          # half distributions, bounded rates
+    ("truncated_location", {"N": 3, "y": [0.5, 1.0, 2.0]}),   # a rejection loop
+])
+def test_parameter_part_draws_the_simulators_parameters(name, data):
+    """The parameter part makes the simulator's RNG calls up to its first data draw: on
+    draws that do not fail, the same parameters bit for bit."""
+    program = TEST_STAN / "draft" / f"{name}.stan"
+    data = data or json.loads(program.with_suffix(".json").read_text())
+    drafted = draft_program(program)
+    assert drafted.parameter_part is not None
+    sim, part = compile_many([Program(drafted.text, f"{name}_sim"),
+                              Program(drafted.parameter_part, f"{name}_part")], workers=2)
+    full = Simulator(sim, data).simulate(300, seed=5)
+    parameters = Simulator(part, data).simulate(300, seed=5)
+    assert set(parameters) < set(full)
+    for key, values in parameters.items():
+        np.testing.assert_array_equal(values, full[key])
