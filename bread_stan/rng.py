@@ -87,7 +87,8 @@ class Purpose(enum.Enum):
     protocol in one job; its numbers 10-14 are the protocol's, kept so that seeded
     results stay as they were.  ``check``: the simulator check's own seed (itself
     ``derived_seed(seed, CHECK)``).  ``aide``: the seed of one AIDE estimate;
-    ``algorithm``: the seed of one run of an AIDE algorithm.
+    ``algorithm``: the seed of one run of an AIDE algorithm; ``simulator``: the seed of
+    one simulator draw (its redraws where the model rejects its parameters).
     """
 
     # run: bread / compare
@@ -143,6 +144,8 @@ class Purpose(enum.Enum):
     ALGORITHM_REVERSE_START = ("algorithm", 2)
     ALGORITHM_REVERSE = ("algorithm", 3)
     ALGORITHM_FREE_PARTICLES = ("algorithm", 4)  # conditional SMC's free particles
+    # simulator: the seed of a simulator draw (stan.redraw)
+    SIMULATOR_REDRAW = ("simulator", 0)  # the redraws of a draw the model rejects
 
     @property
     def scope(self) -> str:

@@ -30,6 +30,7 @@ from .compile import (DEFAULT_STANC_ARGS, CompiledModel, Program, compile_many, 
 from .data import DataLike, load_data, nonfinite_entries
 from .draft import OBSERVED_SUFFIX, REJECTED, SIZE_REJECTED
 from .model import StanModel, unflatten_draws, variable_shapes
+from .redraw import NoParameterPart, RedrawCount, Rejections
 from .tempered import PRIOR_ONLY
 
 __all__ = ["Simulator", "split_draw", "draw_at", "to_unconstrained", "check_data_names",
@@ -78,6 +79,22 @@ class Simulator:
         self.shapes = variable_shapes(self.names)
         gq = program.info.get("generated quantities", {})
         self._int_outputs = {k for k, v in gq.items() if v.get("type") == "int"}
+        self._values = values
+        self.rejections: Rejections | None = None
+
+    def honour(self, model: CompiledModel, data: Mapping[str, Any], *,
+               parameter_part=None) -> "Simulator":
+        """Redraw the parameters of a draw whose data draw fails where ``model`` (on
+        ``data``) rejects them too (:mod:`.redraw`); a failure the model does not share
+        stays a refusal.  Returns self."""
+        if self.rejections is None or self.rejections.model.library != model.library:
+            self.rejections = Rejections(model, data, parameter_part=parameter_part)
+        return self
+
+    @property
+    def redraws(self) -> RedrawCount | None:
+        """Parameter draws tried and redrawn so far (None when not honouring a model)."""
+        return None if self.rejections is None else self.rejections.count
 
     def _hyper_data(self, inputs: Mapping, hyper: Mapping[str, Any] | None) -> dict:
         if _HYPER_FLAG not in inputs:
@@ -112,8 +129,13 @@ class Simulator:
         for start in range(0, n, self.batch_size):
             stop = min(n, start + self.batch_size)
             rc = self.model.generate_batch(seed, first + start, out[start:stop], threads)
+            if self.rejections is not None:
+                self.rejections.count.tried += stop - start
             if rc:
-                index, message = next(iter(self.model.last_errors.items()))
+                failures = dict(self.model.last_errors)
+                if self._redraw(out[start:stop], failures, seed, first + start, threads):
+                    continue
+                index, message = next(iter(failures.items()))
                 bad = nonfinite_entries(self.data)
                 bound = _BOUND.search(message)
                 cause = "" if REJECTED in message or SIZE_REJECTED in message else (
@@ -133,11 +155,71 @@ class Simulator:
                                     f"{first + start + index}: {message}{cause}")
         return out
 
+    def _redraw(self, rows: np.ndarray, failures: dict[int, str], seed: int, first: int,
+                threads: int | None) -> bool:
+        """Replace the failed ``rows`` (draws ``first + k``) by confirmed redraws;
+        False (nothing replaced) when no model is honoured or a failure is the drafted
+        simulator's own refusal."""
+        if self.rejections is None or any(REJECTED in m or SIZE_REJECTED in m
+                                          for m in failures.values()):
+            return False
+
+        def simulate(stream: int, at: int, n: int):
+            batch = np.empty((n, len(self.names)))
+            failed = self.model.generate_batch(stream, at, batch, threads)
+            return batch, dict(self.model.last_errors) if failed else {}
+
+        try:
+            self.rejections.parameter_part(self.compiled, self._values)
+        except NoParameterPart as why:
+            logger.info("no redraw of the failed simulator draws: %s", why)
+            return False
+        for k, message in sorted(failures.items()):
+            rows[k] = self.rejections.redraw(
+                simulate, self.compiled, self._values, seed, first + k,
+                f"simulation failed at draw {first + k}: {message}")
+        return True
+
     def simulate(self, n: int, seed: int, *, first: int = 0,
                  threads: int | None = None) -> dict[str, np.ndarray]:
         """Draws as a dict name -> array of shape ``(n, *stan_shape)``."""
-        flat = self.simulate_flat(n, seed, first=first, threads=threads)
-        draws = unflatten_draws(flat, self.names)
+        return self._as_dict(self.simulate_flat(n, seed, first=first, threads=threads),
+                             self.names)
+
+    def simulate_prior(self, n: int, seed: int, *,
+                       threads: int | None = None) -> dict[str, np.ndarray]:
+        """The parameters of draws ``0 .. n - 1`` (the prior's exact draws, which the
+        tempered path starts from at beta = 0): those of :meth:`simulate`'s draws where
+        nothing fails.  When a model is honoured (:meth:`honour`), a draw whose data draw
+        fails keeps its parameters (from the simulator's parameter part, not redrawn:
+        the prior is not conditioned) and the outputs are the parameter part's only."""
+        if self.rejections is None:
+            return self.simulate(n, seed, threads=threads)
+        out = np.empty((n, len(self.names)))
+        failed: dict[int, str] = {}
+        for start in range(0, n, self.batch_size):
+            stop = min(n, start + self.batch_size)
+            if self.model.generate_batch(seed, start, out[start:stop], threads):
+                failed.update({start + k: m for k, m in self.model.last_errors.items()})
+        if not failed:
+            return self._as_dict(out, self.names)
+        try:
+            if any(REJECTED in m or SIZE_REJECTED in m for m in failed.values()):
+                raise NoParameterPart("the drafted simulator's own refusal")
+            part = self.rejections.parameter_part(self.compiled, self._values)
+        except NoParameterPart:
+            return self.simulate(n, seed, threads=threads)    # refused as simulate refuses
+        names = part.param_names(True, True)
+        rows = np.asarray([self.names.index(name) for name in names])
+        kept = np.ascontiguousarray(out[:, rows])
+        for i in sorted(failed):
+            if part.generate_batch(seed, i, kept[i:i + 1], threads):
+                raise StanDataError(f"simulation failed for draw {i}, whose parameters "
+                                    f"cannot be drawn either: {part.last_errors[0]}")
+        return self._as_dict(kept, names)
+
+    def _as_dict(self, flat: np.ndarray, names: list[str]) -> dict[str, np.ndarray]:
+        draws = unflatten_draws(flat, names)
         for name in self._int_outputs & draws.keys():
             draws[name] = np.rint(draws[name]).astype(np.int64)
         return draws

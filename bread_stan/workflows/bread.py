@@ -95,6 +95,8 @@ def _tune_check_and_run(problems: list[Problem], simulator: Simulator,
     result = _new_result(problems, header, known_log_ml_bounds, verdict)
     choice = choice or given(run.path, run.path, "set in RunSettings.path")
     result.extra["path_choice"] = choice.to_dict()
+    if first.redraws:   # the model's own rejections, redrawn (stan.redraw)
+        result.extra["redraws"] = first.redraws
     done = resume_steps(result, out_dir, header) if out_dir is not None else set()
     check = run.check_simulator and "simulator_check" not in result.extra
     if check and check_draws is None:
@@ -356,7 +358,8 @@ def _bread(model, simulator, data, sampler: SamplerSettings, run: RunSettings, h
     data = load_data(data)
     (compiled,), sim_compiled = compile_with_simulator([model], simulator, hyper=hyper)
     started = time.monotonic()  # a budget (steps="auto") counts from here
-    sim = Simulator(sim_compiled, data, hyper=hyper, threads=run.threads)
+    sim = Simulator(sim_compiled, data, hyper=hyper, threads=run.threads
+                    ).honour(compiled, data)   # draws the model rejects too: redrawn
     problems = [simulate_problem(name, compiled, sim, data, run.seed, run.threads, truth)
                 for truth in _truth_draws(sim, run)]
     # a failing simulator stops before any pilot; the check reuses these draws

@@ -8,6 +8,7 @@ is the seed of one purpose for problem k of a multi-draw run.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -24,6 +25,8 @@ __all__ = ["Problem", "constrained", "pilot_draws", "prior_draws", "problem_seed
            "simulate_problem", "largest_simulated_value", "unconstrained_draws",
            "prior_starts", "join_problems", "stack"]
 
+log = logging.getLogger(__name__)
+
 _CHECK_DRAWS = 8  # prior draws at which the model's prior/likelihood split is checked
 
 
@@ -39,6 +42,8 @@ class Problem:
     data: dict[str, Any] = field(default_factory=dict)  # the model's data on y*
     # the pilot's prior draws by (n, seed), with their simulator (see pilot_draws)
     pilots: dict = field(default_factory=dict, repr=False, compare=False)
+    # parameter draws tried and redrawn where the model rejects them (stan.redraw)
+    redraws: dict | None = None
 
 
 def problem_seed(seed: int, purpose: int, *rest_and_k: int) -> int:
@@ -53,6 +58,7 @@ def simulate_problem(name, model, simulator: Simulator, data: Mapping, seed: int
                       threads, truth_draw: Mapping | None = None) -> Problem:
     compiled = compile_tempered(model)
     check_data_names(simulator, compiled)
+    simulator.honour(compiled, data)   # a draw the model rejects too is redrawn
     if truth_draw is None:
         truth_draw = draw_at(simulator.simulate(1, problem_seed(seed, Purpose.TRUTH, 0)), 0)
     params, overrides = split_draw(truth_draw, compiled)
@@ -71,6 +77,9 @@ def simulate_problem(name, model, simulator: Simulator, data: Mapping, seed: int
                        model_data)
     check_split(target, prior_draws(problem, simulator, _CHECK_DRAWS,
                                      derived_seed(seed, Purpose.CHECK)))
+    if simulator.redraws.rejected:
+        problem.redraws = simulator.redraws.to_dict()
+        log.info("%s: %s", name, simulator.redraws.describe())
     return problem
 
 
@@ -79,7 +88,7 @@ def _as_lists(values: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def prior_draws(problem: Problem, simulator: Simulator, n: int, seed: int) -> np.ndarray:
-    return unconstrained_draws(problem, simulator.simulate(n, seed))
+    return unconstrained_draws(problem, simulator.simulate_prior(n, seed))
 
 
 def pilot_draws(problem: Problem, simulator: Simulator, n: int, seed: int) -> np.ndarray:
@@ -126,7 +135,7 @@ def prior_starts(problems: list[Problem], simulator: Simulator, run,
     SMC, (runs, 2P - 1, d): each run's forward particles and its conditional run's
     free ones."""
     per = 1 if run.algorithm == "ais" else 2 * run.particles_per_run - 1
-    draws = simulator.simulate(run.chains * per, derived_seed(run.seed, Purpose.PRIOR, T))
+    draws = simulator.simulate_prior(run.chains * per, derived_seed(run.seed, Purpose.PRIOR, T))
     starts = []
     for problem, rows in zip(problems, np.array_split(np.arange(run.chains), len(problems))):
         rows = (rows[:, None] * per + np.arange(per)).ravel()

@@ -134,6 +134,7 @@ class SimulatorCheck:
     seconds: float = 0.0
     n_grad: int = 0
     programs: dict | None = None  # the programs generated for the check (programs.record)
+    redraws: dict | None = None   # parameter draws redrawn where the model rejects them
 
     @property
     def min_p(self) -> float:
@@ -148,7 +149,7 @@ class SimulatorCheck:
         return {"ran": self.ran, "passed": self.passed, "message": self.message,
                 "alpha": self.alpha, "min_p": self.min_p, "p_values": self.p_values(),
                 "tests": self.tests, "settings": self.settings, "seconds": self.seconds,
-                "n_grad": self.n_grad}
+                "n_grad": self.n_grad, **({"redraws": self.redraws} if self.redraws else {})}
 
     @classmethod
     def skipped(cls, reason: str = "the simulator check was skipped (--no-check, "
@@ -345,20 +346,27 @@ def simulate_check_draws(simulator, data=None, settings: CheckSettings = CheckSe
         simulator = simulator.compiled
     sim = Simulator(simulator, load_data(data), threads=threads)
     drawn = {}
+    if model is not None:
+        sim.honour(model, load_data(data))    # draws the model rejects too are redrawn
     for n, purpose in ((_CENTRE_DRAWS, Purpose.CHECK_CENTRE), (settings.prior_draws,
                        Purpose.CHECK_PRIOR_DRAWS), (settings.datasets, Purpose.CHECK_DATASETS)):
         seed = derived_seed(settings.seed, purpose)
-        drawn[n, seed] = sim.simulate(n, seed)
+        # the prior stage starts from the prior itself (beta = 0), draws the model
+        # rejects included; the joint stage from the model's joint (redrawn)
+        prior = purpose is not Purpose.CHECK_DATASETS
+        drawn[n, seed] = (sim.simulate_prior if prior else sim.simulate)(n, seed)
         if model is not None:
             split_draw(drawn[n, seed], model)
     return drawn
 
 
-def _simulated(sim: Simulator, n: int, seed: int, drawn: CheckDraws | None):
-    """``sim.simulate(n, seed)``, taken from ``drawn`` when simulated there already."""
+def _simulated(sim: Simulator, n: int, seed: int, drawn: CheckDraws | None, *,
+               prior: bool = False):
+    """``sim.simulate(n, seed)`` (``prior``: ``sim.simulate_prior``, the prior's own
+    draws, none redrawn), taken from ``drawn`` when simulated there already."""
     if drawn is not None and (n, seed) in drawn:
         return drawn[n, seed]
-    return sim.simulate(n, seed)
+    return (sim.simulate_prior if prior else sim.simulate)(n, seed)
 
 
 def check_simulator(model, simulator=None, data=None, *,
@@ -443,11 +451,16 @@ def _check_simulator(model, simulator, data, sampler: SamplerSettings, settings:
     if settings.prior_max_depth is not None and sampler.kernel == "nuts":
         phrase += f", tree depth <= {settings.prior_max_depth} at beta = 0"
     passed, message = _verdict(rows, settings, phrase, k)
+    if sim.redraws is not None and sim.redraws.rejected:
+        message += f"; {sim.redraws.describe()}"
+        log.info("simulator check: %s", sim.redraws.describe())
     result = SimulatorCheck(True, passed, message, settings.alpha, rows,
                             {**asdict(settings), "kernel": sampler.kernel,
                              "max_depth": sampler.max_depth, "n_leapfrog": sampler.n_leapfrog,
                              "rescue_prob": sampler.rescue_prob},
-                            time.perf_counter() - started, n_grad)
+                            time.perf_counter() - started, n_grad,
+                            sim.redraws.to_dict() if sim.redraws and sim.redraws.rejected
+                            else None)
     log.log(logging.INFO if passed else logging.WARNING, "simulator check %s (%.1f s)",
             message, result.seconds)
     return result
@@ -466,7 +479,8 @@ def _centre(target: StanTarget, sim: Simulator, compiled, seed: int,
             drawn: CheckDraws | None = None) -> np.ndarray:
     """Centre of each parameter: median of an independent batch of simulator draws."""
     centre_params, _ = split_draw(_simulated(
-        sim, _CENTRE_DRAWS, derived_seed(seed, Purpose.CHECK_CENTRE), drawn), compiled)
+        sim, _CENTRE_DRAWS, derived_seed(seed, Purpose.CHECK_CENTRE), drawn, prior=True),
+        compiled)
     return np.median(np.atleast_2d(target.param_constrain(
         _unconstrained(target, centre_params))), axis=0)
 
@@ -478,7 +492,7 @@ def _prior_chains(kernel, at_zero, target: StanTarget, compiled, sim: Simulator,
     snapshots before and after, and the gradients used."""
     params, _ = split_draw(_simulated(
         sim, settings.prior_draws, derived_seed(settings.seed, Purpose.CHECK_PRIOR_DRAWS),
-        drawn), compiled)
+        drawn, prior=True), compiled)
     start = _unconstrained(target, params)
     s0, s1, n_grad = _run_chains(kernel, at_zero, target, start, 0.0, settings.transitions,
                                  derived_seed(settings.seed, Purpose.CHECK_PRIOR_CHAINS))

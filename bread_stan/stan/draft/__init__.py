@@ -21,7 +21,7 @@ from typing import Sequence
 from ...errors import DraftError, StanCompileError
 from ..compile import Program, run_stanc, resolve_toolchain, read_program
 from .coverage import SIZE_REJECTED
-from .emit import emit
+from .emit import emit, emit_parameter_part
 from .normaliser import DIGEST_TAG, LOG_C_EXACT, PRIOR_TRIES, prior_digest
 from .parse import parse_program
 from .relax import relax_data_bounds
@@ -45,6 +45,8 @@ class DraftedSimulator:
 
     text: str
     relaxed_bounds: dict[str, str] = field(default_factory=dict)
+    # the parameters alone, drawn as ``text`` draws them (:func:`.emit_parameter_part`)
+    parameter_part: str | None = None
 
 
 def split_model(model_program: str | os.PathLike | Program,
@@ -128,6 +130,7 @@ def draft_program(model_program: str | os.PathLike | Program,
         except DraftError as error:
             raise DraftError(f"cannot draft a simulator for {label}{lines}: {error}") from None
         simulator = emit(draft, label)
+        parameter_part = emit_parameter_part(draft, label)
         if draft.normaliser and digest is not None:
             simulator = f"{DIGEST_TAG} {digest}\n" + simulator
         try:
@@ -137,4 +140,4 @@ def draft_program(model_program: str | os.PathLike | Program,
             raise DraftError(f"the simulator drafted for {label} does not type-check "
                              f"(a drafter bug; please report it): "
                              f"{' '.join(str(error).split())[:300]}") from None
-    return DraftedSimulator(simulator, draft.relaxed)
+    return DraftedSimulator(simulator, draft.relaxed, parameter_part)

@@ -51,6 +51,9 @@ class Draft:
     relaxed: dict[str, str] = field(default_factory=dict)   # data -> why its bounds go
     normaliser: list[str] = field(default_factory=list)     # its outputs' declarations
     normaliser_note: str = ""                                 # what it says of c
+    # the statements with the data draws left out, consuming the RNG as ``statements``
+    # do up to the first data draw (None when a data draw comes before a prior draw)
+    parameter_statements: list[str] | None = None
 
 
 def translate(program: StanProgram, info: dict, types: list, hyper=None,
@@ -93,14 +96,22 @@ def translate(program: StanProgram, info: dict, types: list, hyper=None,
                            else _direct(tr, units, sizes))
     order = dependency_order(prior)
     hyper_names = hyperparameters(read.parameters, read.transformed, read.decls, units, hyper)
-    lines, cut = _ordered_lines(order, hyper_names, drawn.truncated)
-    lines += replayed
     known = tr.written.normaliser
-    lines = rejection_loop(known.finish(lines[:cut]), known.finish(lines[cut:]),
-                           drawn.truncated, hyper_names,
-                           None if known.unavailable else PRIOR_TRIES)
-    lines = drawn.cover.size_checks(read.copies.values(), drawn.simulated) + lines
-    return _draft(tr, hyper_names, td, outputs, lines)
+    checks = drawn.cover.size_checks(read.copies.values(), drawn.simulated)
+
+    def statements(units: list[Unit], tail: list[str]) -> list[str]:
+        lines, cut = _ordered_lines(units, hyper_names, drawn.truncated)
+        lines += tail
+        return checks + rejection_loop(known.finish(lines[:cut]), known.finish(lines[cut:]),
+                                       drawn.truncated, hyper_names,
+                                       None if known.unavailable else PRIOR_TRIES)
+
+    lines = statements(order, replayed)
+    data_first = next((k for k, u in enumerate(order) if u.likelihood), len(order))
+    prefix = all(u.likelihood for u in order[data_first:])   # the data drawn last
+    draft = _draft(tr, hyper_names, td, outputs, lines)
+    draft.parameter_statements = statements(order[:data_first], []) if prefix else None
+    return draft
 
 
 def _rendered_units(tr: Translation) -> list[Unit]:
