@@ -265,13 +265,23 @@ def test_bread_simulates_the_checks_and_the_pilots_draws_once(monkeypatch):
     # failing simulator stops early, then handed to the check; the pilot's draws serve
     # the path's fit and the check's kernel tuned at the prior (the Gaussian path).
     calls = []
-    simulate = Simulator.simulate
 
-    def counted(self, n, seed, **kwargs):
-        calls.append((n, seed))
-        return simulate(self, n, seed, **kwargs)
+    depth = [0]  # simulate_prior may call simulate: count the outermost call only
 
-    monkeypatch.setattr(Simulator, "simulate", counted)
+    def counting(method):
+        def counted(self, n, seed, **kwargs):
+            if depth[0] == 0:
+                calls.append((n, seed))
+            depth[0] += 1
+            try:
+                return method(self, n, seed, **kwargs)
+            finally:
+                depth[0] -= 1
+        return counted
+
+    # the prior's own draws (simulate_prior) and the joint's (simulate) alike
+    monkeypatch.setattr(Simulator, "simulate", counting(Simulator.simulate))
+    monkeypatch.setattr(Simulator, "simulate_prior", counting(Simulator.simulate_prior))
     run = RunSettings(steps=(3,), chains=20, seed=1, progress=False, path="gaussian")
     result = bread(NORMAL_MEAN, NORMAL_MEAN_SIM, {"N": 20, "sigma": 1.0, "tau": 2.0,
                                                   "factor": 1.0}, sampler=SAMPLER, run=run)

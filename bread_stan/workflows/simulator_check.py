@@ -459,8 +459,8 @@ def _check_simulator(model, simulator, data, sampler: SamplerSettings, settings:
                              "max_depth": sampler.max_depth, "n_leapfrog": sampler.n_leapfrog,
                              "rescue_prob": sampler.rescue_prob},
                             time.perf_counter() - started, n_grad,
-                            sim.redraws.to_dict() if sim.redraws and sim.redraws.rejected
-                            else None)
+                            redraws=(sim.redraws.to_dict()
+                                     if sim.redraws and sim.redraws.rejected else None))
     log.log(logging.INFO if passed else logging.WARNING, "simulator check %s (%.1f s)",
             message, result.seconds)
     return result
