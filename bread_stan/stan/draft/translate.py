@@ -25,6 +25,7 @@ from .tdata import simulator_transformed_data, transformed_data_split
 from .replay import (OBSERVED_SUFFIX, Replayable, Site, Unreplayable, lpdf_text,
                      replay_section, site_lines)
 from .units import Unit, hyperparameters, uniform_unit
+from .zero_sum import ZERO_SUM, zero_sum_prior
 from .zero_inflated import fold_zero_inflated
 from .support import (CONSTRAINED, GLM, INV_LOGIT, INV_LOGIT_FUNCTIONS, LOCATION,
                       MULTI_LOCATION, POSITIVE, REAL, SCALAR_ONLY, SIZE_FIRST, UNIT,
@@ -87,10 +88,9 @@ class _Translator:
         lhs_type, arg_types = next(self.types)
         form = lhs_form(s.lhs)
         if s.truncation is not None and not self.truncation_at_zero(s, form):
-            raise refuse(s, "truncation T[...] is not translated (the simulator would "
-                             "need the truncated distribution); only T[0, ] on a "
-                             "<lower=0> parameter is (a half distribution); write this "
-                             "simulator by hand")
+            raise refuse(s, "truncation T[...] is not translated (the simulator would need the "
+                             "truncated distribution); only T[0, ] on a <lower=0> parameter is "
+                             "(a half distribution); write this simulator by hand")
         if form is None:
             raise refuse(s, "the left of ~ is an expression, not a variable (a change of "
                              "variables needs a Jacobian); only x, x[...] and to_vector(x) "
@@ -137,11 +137,12 @@ class _Translator:
             dist, args, arg_types = "normal", ["0", "1"], [Type("int"), Type("int")]
         if dist in GLM:
             if var in self.parameters:
-                raise refuse(s, f"{dist} is a likelihood, not a prior the drafter "
-                                 "translates")
+                raise refuse(s, f"{dist} is a likelihood, not a prior the drafter translates")
             dist, args, arg_types = glm_as_univariate(s, dist, args, arg_types)
         if var in self.inputs:
             self.data_support(s, var, dist)
+        elif self.decls[var].base in ZERO_SUM:     # a parameter of Stan 2.36+: .zero_sum
+            return zero_sum_prior(self, s, shape, dist, args, arg_types)
         ordered = var in self.parameters and self.decls[var].base in ORDERED
         half = False
         if ordered:
@@ -153,8 +154,7 @@ class _Translator:
             self.factor = self.normaliser.tilde(s, self.decls[var], half, ordered, lhs_type,
                                                 target)
         draw = self.draw(s, dist, args, arg_types, lhs_type, s.lhs.text)
-        if half:
-            draw = f"abs({draw})"
+        draw = f"abs({draw})" if half else draw
         if shape == "to_vector":
             declared = self.decls[var]
             if declared.dims:
