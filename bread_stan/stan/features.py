@@ -56,7 +56,7 @@ def needed_features(source: str) -> list[tuple[str, int, tuple[int, int]]]:
 
 
 def _remedy(toolchain: Toolchain, release: tuple[int, int]) -> str:
-    have = f"Stan {toolchain.stan_version}"
+    have = "Stan {}.{}".format(*_version(toolchain.stan_version))
     if toolchain.source == "cmdstan":
         return (f"this toolkit uses {have} from the CmdStan at {toolchain.source_version}; "
                 f"use CmdStan {release[0]}.{release[1]} or later, or the httpstan toolchain "
