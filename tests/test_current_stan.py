@@ -225,15 +225,28 @@ def test_zero_sum_model_end_to_end_contains_the_known_log_ml(tmp_path, path, ste
 @pytest.mark.stan
 def test_jacobian_program_end_to_end_contains_the_known_log_ml(tmp_path):
     """The split keeps jacobian += in the prior (it is not a density statement of the
-    model block, and cancels in the likelihood): the sandwich contains log p(y)
-    computed by quadrature.  Break tried: deleting jacobian += from the prior part (the
-    prior then is lognormal(0, 1) in log_sigma without its Jacobian, not the simulator's
-    normal(0, 1)) fails here."""
+    model block, and cancels in the likelihood): the prior is normal(0, 1) in log_sigma,
+    the likelihood the normals of y (exactly, 1e-10), and the sandwich contains log p(y)
+    computed by quadrature.  Break tried: deleting jacobian += from the program (the prior
+    then is lognormal(0, 1) without its Jacobian, normal(0, 1) times e^(-log_sigma)) fails
+    the exact check; the sandwich at seed 2 does not see it (its data put log p(y) about
+    where the two priors' predictions agree)."""
+    from bread_stan.stan.compile import compile_model
+    from bread_stan.stan.model import StanModel
     from bread_stan.stan.prepare import prepare_programs
     from bread_stan.workflows.bread import RunSettings, SamplerSettings, bread
 
     p = prepare_programs(JACOBIAN, JACOBIAN_SIM, tmp_path)
     assert p.split is not None and not p.drafted
+    y = np.linspace(-2, 2, 10)
+    compiled = compile_model(p.model)
+    prior = StanModel(compiled, {"N": 10, "y": y, "prior_only": 1}, threads=1)
+    full = StanModel(compiled, {"N": 10, "y": y, "prior_only": 0}, threads=1)
+    for u in (-1.5, 0.0, 0.7):
+        point = np.array([u])
+        assert abs(prior.log_density(point) - stats.norm.logpdf(u)) < 1e-10
+        assert abs(full.log_density(point) - prior.log_density(point)
+                   - stats.norm.logpdf(y, 0, np.exp(u)).sum()) < 1e-10
     result = bread(p.model, p.simulator, {"N": 10, "y": [0.0] * 10},
                    sampler=SamplerSettings(kernel="hmc", n_leapfrog=5, pilot_chains=16,
                                            pilot_grid=6, pilot_steps=20),
