@@ -16,7 +16,9 @@ same in every draw) sums, over the statements as they run (inside their loops):
   -log K! (the iid density on the ordered cone, not renormalised);
 * a parameter bounded on both sides without a density (density 1): log(U - L) per
   element; a simplex of K elements without a density: -log Gamma(K) (the volume of the
-  simplex in the first K - 1 coordinates, Stan 2.35's stick-breaking coordinates);
+  simplex in the first K - 1 coordinates: Stan 2.35's stick-breaking coordinates, and
+  the isometric log-ratio ones of Stan 2.39, whose Jacobian keeps that measure: checked
+  by importance sampling, -1.7926 +- 0.0012 against -log 3! for K = 4);
 * a constant term that reading ``target += ... - 1 * student_t_lccdf(0 | 3, 0, 2.5)``
   as a ``~`` statement dropped (:mod:`.targets`; brms's normaliser of a half
   distribution): the term itself, once per run of its statement;
