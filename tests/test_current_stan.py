@@ -95,6 +95,16 @@ def test_newer_features_are_found_in_code_not_in_comments():
     assert needed_features("parameters { real jacobian_x; }") == []
 
 
+def test_the_second_ci_leg_names_test_modules_that_exist():
+    """The leg2 marker (CI's Python 3.13 / Stan 2.39 leg) is set by module name: a renamed
+    or removed module must not drop out of that leg silently.  Break tried: a misspelt
+    name fails here."""
+    from conftest import _LEG2_STAN_MODULES
+
+    tests = Path(__file__).resolve().parent
+    assert sorted(m for m in _LEG2_STAN_MODULES if not (tests / f"{m}.py").is_file()) == []
+
+
 @needs_old
 @pytest.mark.stan
 @pytest.mark.parametrize("program, feature, release, line", [
