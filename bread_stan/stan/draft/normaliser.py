@@ -106,7 +106,8 @@ class Normaliser:
         if ordered:
             if decl.bounds:
                 self.refuse(f"{decl.name} is {decl.base} with bounds")
-            return f"{LOG_C_EXACT} -= lgamma(num_elements({lhs}) + 1);"
+            # a real argument: Stan 2.39's lgamma of an integer is ambiguous in C++
+            return f"{LOG_C_EXACT} -= lgamma(num_elements({lhs}) + 1.0);"
         if half:
             return None if s.truncation is not None else \
                 f"{LOG_C_EXACT} += {count}log(0.5);"
@@ -121,7 +122,7 @@ class Normaliser:
         uniformly by :func:`.units.uniform_unit`)."""
         count = "".join(f"({d.text}) * " for d in decl.dims)
         if decl.base == "simplex":
-            return f"{LOG_C_EXACT} -= {count}lgamma({decl.sizes[0].text});"
+            return f"{LOG_C_EXACT} -= {count}lgamma(1.0 * ({decl.sizes[0].text}));"
         if decl.base in ("real", "vector", "row_vector"):
             low, high = decl.bounds["lower"].text, decl.bounds["upper"].text
             n = "" if not decl.dims and not decl.sizes else f"num_elements({decl.name}) * "
