@@ -15,6 +15,7 @@ __all__ = [
     "DraftError",
     "ToolchainError",
     "StanCompileError",
+    "StanVersionError",
     "CompilerError",
     "StanDataError",
     "StanEvaluationError",
@@ -54,6 +55,19 @@ class StanCompileError(BreadStanError):
         where = f" at line {self.line}, column {self.column}" if found else ""
         super().__init__(f"stanc could not translate {program or 'the program'}{where}:\n"
                          f"{self.message}")
+
+
+class StanVersionError(StanCompileError):
+    """The program uses a language feature newer than the toolchain's Stan (for
+    example ``sum_to_zero_vector`` under Stan 2.35): one line naming the feature, the
+    Stan release it needs and how to get one (:mod:`bread_stan.stan.features`)."""
+
+    def __init__(self, message: str, *, program: str = "", line: int | None = None):
+        self.message = message
+        self.program = program
+        self.line = line
+        self.column = None
+        BreadStanError.__init__(self, message)
 
 
 class CompilerError(BreadStanError):

@@ -22,7 +22,9 @@ def test_stanc_error_has_message_and_position():
     error = info.value
     assert error.line == 7 and error.column is not None
     assert "syntax_error.stan" in str(error)
-    with pytest.raises(StanCompileError, match="Identifier 'undefined_thing' not in scope"):
+    # stanc 2.35 quotes the name with '', stanc 2.39 with ""
+    with pytest.raises(StanCompileError,
+                       match="Identifier ['\"]undefined_thing['\"] not in scope"):
         compile_model("parameters { real x; } model { x ~ normal(undefined_thing, 1); }")
 
 

@@ -388,11 +388,13 @@ def _cmd_report(args) -> int:
 def _cmd_info(args) -> int:
     from .. import __version__
     from ..stan.compile import cache_dir
+    from ..stan.features import stan_version_line
     from ..stan.toolchain import find_toolchain
 
     tc = find_toolchain()
     print(f"bread-stan {__version__}")
     print(f"toolchain: {tc.version} (stanc {tc.stanc})")
+    print(f"stan: {stan_version_line(tc)}")
     print(f"cache: {cache_dir()}")
     return 0
 

@@ -33,6 +33,7 @@ from typing import Sequence
 from ..errors import CompilerError, InputError, StanCompileError
 from ..store import (CorruptFileError, OutputDirectoryError, check_writable, load_json, lock,
                      save_json, write_atomic)
+from .features import newer_stan_refusal
 from .pch import precompiled_header_dir
 from .toolchain import Toolchain, find_toolchain
 
@@ -152,8 +153,10 @@ def run_stanc(program: Program, toolchain: Toolchain, args: Sequence[str], workd
     command.append(str(source))
     result = _run(command)
     if result.returncode != 0:
-        raise StanCompileError(result.stderr + result.stdout,
-                               program=str(program.path or program.name))
+        label = str(program.path or program.name)
+        # a feature of a newer Stan (sum_to_zero_vector under 2.35): one line saying so
+        raise (newer_stan_refusal(program.code, toolchain, label)
+               or StanCompileError(result.stderr + result.stdout, program=label))
     return result.stdout
 
 

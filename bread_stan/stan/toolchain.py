@@ -92,14 +92,15 @@ def _from_httpstan() -> Toolchain:
         spec = None
     if spec is None or not spec.submodule_search_locations:
         raise ToolchainError("the httpstan package is not installed; install it with "
-                             "`pip install httpstan==4.13.0` or set CMDSTAN")
+                             "`pip install -e .` in the bread-stan checkout (which pins "
+                             "its version) or set CMDSTAN")
     root = Path(next(iter(spec.submodule_search_locations)))
     include, lib = root / "include", root / "lib"
     stanc = root / "stanc"
     for needed in (stanc, include / "stan", lib / "libtbb.so.2"):
         if not needed.exists():
             raise ToolchainError(f"the httpstan wheel at {root} lacks {needed.name}; "
-                                 "reinstall httpstan==4.13.0")
+                                 "reinstall the httpstan version bread-stan pins")
     return Toolchain(
         source="httpstan", stanc=stanc, include_dirs=(include,), tbb_dir=lib,
         sundials_libs=tuple(sorted(lib.glob("libsundials_*.a"))),

@@ -48,7 +48,8 @@ OBSERVED_SUFFIX = "_observed"   # the simulator's data variable of y's observed 
 _LOCAL = {"int": "int", "real": "real", "complex": "complex", "vector": "vector",
           "row_vector": "row_vector", "matrix": "matrix", "simplex": "vector",
           "unit_vector": "vector", "ordered": "vector", "positive_ordered": "vector",
-          "sum_to_zero_vector": "vector"}
+          "sum_to_zero_vector": "vector", "sum_to_zero_matrix": "matrix",
+          "column_stochastic_matrix": "matrix", "row_stochastic_matrix": "matrix"}
 _SQUARE = {"cov_matrix", "corr_matrix", "cholesky_factor_corr", "cholesky_factor_cov"}
 _DISCRETE = DISCRETE | SCALAR_ONLY | {"binomial_logit", "bernoulli_logit_glm",
                                       "poisson_log_glm", "multinomial", "multinomial_logit"}

@@ -88,11 +88,15 @@ def walk(stmts):
 
 def refuse_target_in(s: Stmt) -> None:
     """Refuse a ``target +=`` in ``s`` or its body, unless it is a ``log_mix`` the
-    drafter folds."""
+    drafter folds, and a ``jacobian +=``."""
     if s.kind == "target" and log_mix(s) is not None:
         return
     if s.kind == "target":
         raise refuse(s, "target += has no _rng counterpart; write the simulator by hand "
                          "(or state this term as a ~ statement)")
+    if s.kind == "assign" and s.op == "+=" and s.lhs is not None and s.lhs.text == "jacobian":
+        raise refuse(s, "jacobian += (Stan 2.36+) makes the prior a density of transformed "
+                         "parameters, which the drafter does not draw; write the simulator "
+                         "by hand")
     for b in (*s.body, *s.orelse):
         refuse_target_in(b)

@@ -17,6 +17,7 @@ from .replay import Replayable, Site, lpdf_text
 from .restrict import ORDERED, bound_condition, check_ordered
 from .state import Translation
 from .statements import lhs_form
+from .zero_sum import ZERO_SUM, zero_sum_prior
 from .support import (CONSTRAINED, GLM, INV_LOGIT, LOCATION, MULTI_LOCATION, POSITIVE, REAL,
                       SCALAR_ONLY, SIZE_FIRST, UNIT, UNIVARIATE, ZERO, Type, glm_as_univariate,
                       outside_bounds, refuse, within_bound)
@@ -36,6 +37,8 @@ def tilde(tr: Translation, s: Stmt, likelihood: bool) -> str:
     dist, args, arg_types = _distribution(tr, s, var, arg_types)
     if var in read.inputs:
         data_support(tr, s, var, dist)
+    elif read.decls[var].base in ZERO_SUM:     # a parameter of Stan 2.36+: .zero_sum
+        return zero_sum_prior(tr, s, shape, dist, args, arg_types)
     ordered = var in read.parameters and read.decls[var].base in ORDERED
     half = False
     if ordered:
