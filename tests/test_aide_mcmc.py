@@ -212,7 +212,7 @@ def test_nuts_on_eight_schools_from_the_command_line_falls_with_t(tmp_path, caps
     some posterior draw gets back into the box [-2, 2]^10, where the start has density.)"""
     import json
     from pathlib import Path
-    from bread_stan.reporting.cli import main
+    from bread_stan.cli.main import main
 
     here = Path(__file__).resolve().parent / "stan"
     out = tmp_path / "es"
