@@ -48,6 +48,8 @@ from bread_stan.ais import gaussian_path
 from bread_stan.ais.known_normaliser import known_log_normaliser, tries_needed
 from bread_stan.ais.prior_normaliser import estimate_log_normaliser, fit_draws
 from bread_stan.stan.compile import Program, compile_many
+from bread_stan.errors import ToolchainError
+from bread_stan.stan.toolchain import find_toolchain
 from bread_stan.stan.draft import LOG_C_EXACT, PRIOR_TRIES, draft_program, split_model
 from bread_stan.stan.simulator import Simulator, split_draw
 from bread_stan.stan.tempered import StanTarget
@@ -76,6 +78,14 @@ KNOWN = {
 # under a half-Cauchy scale (k 0.87, log c_hat -0.34 for log 1/2), and non-centred eight
 # schools (k 0.97, though its log c_hat -0.6875 is 0.6 se from log 1/2).
 FUNNELS = {"eight_schools_centred", "eight_schools_noncentred"}
+# Stan 2.37+ puts a simplex in isometric log-ratio coordinates, where the Dirichlet's
+# weights are heavier-tailed too (Pareto k 0.79 at this seed under Stan 2.39; log c_hat
+# -0.014, se 0.008, for 0): the exact c is still checked against the closed form.
+try:
+    if tuple(int(p) for p in find_toolchain().stan_version.split(".")[:2]) >= (2, 37):
+        FUNNELS = FUNNELS | {"dirichlet_categorical"}
+except ToolchainError:       # no compiler: the tests here cannot run anyway
+    pass
 
 
 def _data(name: str, data):
