@@ -1,7 +1,7 @@
 """The annealing path: what a tuned path gives the rest of the toolkit, for any T.
 
 A path is the sequence of distributions AIS (or SMC) anneals through, with the frozen
-kernels that move the chains along it.  Four paths implement :class:`Path`:
+kernels that move the chains along it.  Four classes implement :class:`Path`:
 
 - the prior path, tempering the likelihood from the prior
   (:class:`~bread_stan.ais.tuning.TunedKernel` for HMC and NUTS,
@@ -77,6 +77,10 @@ class Path(Protocol):
 
     def describe(self) -> str | None:
         """What the path is, where that says more than its name (reports), or None."""
+
+    def leg_tuning(self):
+        """A one-leg path's pilot record (its log-likelihood curve sets SMC's
+        resampling steps)."""
 
     def problems(self) -> list[str]:
         """Signs that the pilot went wrong, in words."""

@@ -166,6 +166,9 @@ class WaypointPath:
     def describe(self) -> None:
         return None
 
+    def leg_tuning(self) -> None:
+        return None  # two legs: SMC runs on one-leg paths only
+
     @classmethod
     def fit(cls, inputs: PilotInputs) -> "WaypointPath":
         """q (the path choice's, else fitted on the pilot) and both legs tuned."""
