@@ -11,11 +11,14 @@ update one :class:`Translation`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from ...errors import DraftError
 from .copies import Copy
 from .coverage import Coverage, integer_data, size_aliases
+
+if TYPE_CHECKING:  # the field's type in full (exact.coverage has a Coverage too)
+    import bread_stan.stan.draft.coverage
 from .normaliser import Normaliser
 from .parse import Decl, StanProgram, Stmt
 from .replay import Site
@@ -63,10 +66,11 @@ class Read:
 @dataclass
 class Drawn:
     """What the translator has drawn so far: each variable's ~ statement, the simulated
-    data in order, the elements covered (:class:`.Coverage`), the simulated data whose
+    data in order, the elements covered
+    (:class:`~bread_stan.stan.draft.coverage.Coverage`), the simulated data whose
     declared bounds the likelihood can cross, and the priors truncated by their bounds."""
 
-    cover: Coverage
+    cover: bread_stan.stan.draft.coverage.Coverage
     tilde_of: dict[str, Stmt] = field(default_factory=dict)   # variable -> its ~ statement
     simulated: list[str] = field(default_factory=list)
     relaxed: dict[str, str] = field(default_factory=dict)   # simulated data -> bound crossed
