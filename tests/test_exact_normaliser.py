@@ -87,7 +87,7 @@ ISOMETRIC_SIMPLEX = {"dirichlet_categorical"}
 
 def _heavy_tailed(name: str) -> bool:
     """Whether importance sampling's cross-check of ``name`` is left out."""
-    if _heavy_tailed(name):
+    if name in FUNNELS:
         return True
     if name not in ISOMETRIC_SIMPLEX:
         return False
