@@ -24,7 +24,7 @@ import numpy as np
 from ..rng import ChainRandom
 from ..target import Evaluation, Target
 
-__all__ = ["ChainState", "StepInfo", "Kernel", "initial_state", "batch_of"]
+__all__ = ["ChainState", "StepInfo", "Kernel", "initial_state", "batch_of", "metropolis_accept"]
 
 
 @dataclass
@@ -82,3 +82,22 @@ def batch_of(kernel: str, params, params_class: type, state: ChainState,
     n = state.position.shape[0]
     chains = np.arange(n) if chains is None else np.asarray(chains, dtype=np.int64)
     return chains, np.broadcast_to(np.asarray(beta, dtype=float), (n,))
+
+
+def metropolis_accept(state: ChainState, proposal: np.ndarray, proposed: Evaluation,
+                      log_ratio: np.ndarray, log_u: np.ndarray
+                      ) -> tuple[ChainState, StepInfo]:
+    """The Metropolis-Hastings decision of a gradient-free kernel: each chain moves to
+    ``proposal`` (its density ``proposed``) where ``log_u`` < ``log_ratio`` (a NaN ratio
+    rejects), else stays; the info of one such step (no gradients, no tree)."""
+    log_ratio = np.where(np.isnan(log_ratio), -np.inf, log_ratio)
+    accept = log_u < log_ratio
+    n = accept.size
+    keep = lambda new, old: np.where(accept, new, old)  # noqa: E731
+    position = np.where(accept[:, None], proposal, state.position)
+    evaluation = Evaluation(keep(proposed.log_prior, state.evaluation.log_prior),
+                            keep(proposed.log_lik, state.evaluation.log_lik))
+    info = StepInfo(accept_stat=np.exp(np.minimum(log_ratio, 0.0)),
+                    divergent=np.zeros(n, dtype=bool), energy_error=np.zeros(n),
+                    n_grad=np.zeros(n, dtype=np.int64), tree_depth=np.zeros(n, dtype=np.int64))
+    return ChainState(position, evaluation), info

@@ -31,8 +31,8 @@ import numpy as np
 
 from ..linalg import cholesky, row_dot, triangular_inverse
 from ..rng import ChainRandom
-from ..target import Evaluation, Target, tempered_log_density
-from .base import ChainState, StepInfo, batch_of
+from ..target import Target, tempered_log_density
+from .base import ChainState, StepInfo, batch_of, metropolis_accept
 
 __all__ = ["IMH", "IMHParams", "MAX_DF"]
 
@@ -125,16 +125,5 @@ class IMH:
             log_ratio = (tempered_log_density(proposed, beta)
                          - tempered_log_density(state.evaluation, beta)
                          - log_q_new + log_q_old)
-        log_ratio = np.where(np.isnan(log_ratio), -np.inf, log_ratio)
-        accept = log_u < log_ratio
-
-        keep = lambda new, old: np.where(accept, new, old)  # noqa: E731
-        position = np.where(accept[:, None], proposal, x0)
-        evaluation = Evaluation(keep(proposed.log_prior, state.evaluation.log_prior),
-                                keep(proposed.log_lik, state.evaluation.log_lik))
-        info = StepInfo(accept_stat=np.exp(np.minimum(log_ratio, 0.0)),
-                        divergent=np.zeros(n, dtype=bool), energy_error=np.zeros(n),
-                        n_grad=np.zeros(n, dtype=np.int64),
-                        tree_depth=np.zeros(n, dtype=np.int64))
-        return ChainState(position, evaluation), info
+        return metropolis_accept(state, proposal, proposed, log_ratio, log_u)
 
