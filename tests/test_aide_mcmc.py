@@ -14,7 +14,7 @@ from scipy.special import logsumexp
 from bread_stan.ais.frozen_kernels import KernelSchedule
 from bread_stan.ais.gaussian_base import GaussianBase
 from bread_stan.exact.conjugate import simulate_regression
-from bread_stan.exact.grid import GridTarget, cells_to_positions, grid_log_f, positions_to_cells
+from bread_stan.exact.grid import GridLaw, GridTarget, cells_to_positions, grid_log_f
 from bread_stan.exact.oracle import NeighbourMetropolis
 from bread_stan.kernels.base import initial_state
 from bread_stan.kernels.grid_mh import GridMetropolis
@@ -122,20 +122,6 @@ def test_a_uniform_start_gives_no_trace_where_the_reverse_chain_leaves_its_box()
 
 # -- the exact grid oracle -------------------------------------------------------------------
 
-class GridLaw:
-    """An exact distribution on the grid's cells, as a tractable algorithm wants it."""
-
-    def __init__(self, log_p: np.ndarray, shape):
-        self.log_p = log_p - logsumexp(log_p)
-        self.shape, self.dim = shape, 2
-
-    def sample(self, rng, n):
-        p = np.exp(self.log_p)
-        return cells_to_positions(rng.choice(p.size, size=n, p=p / p.sum()), self.shape)
-
-    def log_density(self, points):
-        cells = positions_to_cells(points, self.shape)
-        return np.where(cells >= 0, self.log_p[cells], -np.inf)
 
 
 def _jeffreys(p: np.ndarray, q: np.ndarray) -> float:

@@ -18,7 +18,7 @@ from scipy.special import logsumexp
 
 from ..target import Evaluation
 
-__all__ = ["GridTarget", "grid_log_f", "GRID_TARGETS", "cells_to_positions",
+__all__ = ["GridTarget", "GridLaw", "grid_log_f", "GRID_TARGETS", "cells_to_positions",
            "positions_to_cells"]
 
 GRID_TARGETS = ("easy", "hard", "barrier")
@@ -119,3 +119,20 @@ class GridTarget:
     def _sample(self, rng: np.random.Generator, n: int, log_p: np.ndarray) -> np.ndarray:
         p = np.exp(log_p.ravel() - logsumexp(log_p))
         return cells_to_positions(rng.choice(p.size, size=n, p=p / p.sum()), self.shape)
+
+
+class GridLaw:
+    """An exact distribution on a grid's cells: draws (as cell centres) and log pmf, as
+    AIDE's tractable algorithms want them (a start, or a gold standard, on the grid)."""
+
+    def __init__(self, log_p: np.ndarray, shape: tuple[int, int]):
+        self.log_p = log_p - logsumexp(log_p)
+        self.shape, self.dim = shape, 2
+
+    def sample(self, rng, n: int) -> np.ndarray:
+        p = np.exp(self.log_p)
+        return cells_to_positions(rng.choice(p.size, size=n, p=p / p.sum()), self.shape)
+
+    def log_density(self, points: np.ndarray) -> np.ndarray:
+        cells = positions_to_cells(points, self.shape)
+        return np.where(cells >= 0, self.log_p[cells], -np.inf)

@@ -41,7 +41,7 @@ from scipy.special import logsumexp
 from bread_stan.ais.frozen_kernels import KernelSchedule
 from bread_stan.ais.gaussian_base import GaussianBase
 from bread_stan.exact.conjugate import LinearRegression
-from bread_stan.exact.grid import GridTarget, cells_to_positions, positions_to_cells
+from bread_stan.exact.grid import GridLaw, GridTarget
 from bread_stan.exact.oracle import NeighbourMetropolis
 from bread_stan.kernels.grid_mh import GridMetropolis
 from bread_stan.kernels.hmc import HMC
@@ -96,20 +96,6 @@ def smc_panel(model, gold, particles, n_runs) -> list[dict]:
 
 # -- panel 2: Metropolis on the discretised posterior ----------------------------------------
 
-class GridLaw:
-    """An exact distribution on a lattice's cells (sample, log pmf)."""
-
-    def __init__(self, log_p: np.ndarray, shape):
-        self.log_p = log_p - logsumexp(log_p)
-        self.shape, self.dim = shape, 2
-
-    def sample(self, rng, n):
-        p = np.exp(self.log_p)
-        return cells_to_positions(rng.choice(p.size, size=n, p=p / p.sum()), self.shape)
-
-    def log_density(self, points):
-        cells = positions_to_cells(points, self.shape)
-        return np.where(cells >= 0, self.log_p[cells], -np.inf)
 
 
 def lattice(model, size: int = 25, width: float = 4.5):
