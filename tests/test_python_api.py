@@ -19,21 +19,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bread_stan.ais.results import BreadResult, DirectionResult, StepResult
+from bread_stan.ais.results import BreadResult
+from synthetic_results import synthetic_step
 
 TEST_STAN = Path(__file__).parent / "stan"
 EIGHT, EIGHT_DATA = TEST_STAN / "eight_schools.stan", TEST_STAN / "eight_schools.json"
-
-
-def _step(n_steps: int, gap: float, seed: int, n: int = 30) -> StepResult:
-    rng = np.random.default_rng(seed)
-    lower = -10.0 - gap / 2 + 0.05 * rng.standard_normal(n)
-    upper = -10.0 + gap / 2 + 0.05 * rng.standard_normal(n)
-    at = np.array([n_steps - 1])
-    return StepResult(n_steps,
-                      DirectionResult(lower, 0.1 * n_steps, 100 * n_steps, {}, lower[:, None], at),
-                      DirectionResult(upper, 0.1 * n_steps, 100 * n_steps, {}, upper[:, None], at),
-                      np.linspace(0, 1, n_steps))
 
 
 class _Tags(HTMLParser):
@@ -54,7 +44,7 @@ def test_a_result_shows_the_reports_first_screen_in_a_notebook(tmp_path, gap, st
     then the results table with one row per step count; nothing styles the page around
     the cell.  Break tried: the old _repr_html_ (headline and a pandas table, no banner,
     no figure) fails the banner and image assertions."""
-    saved = BreadResult("toy", {"seed": 0}, [_step(10, 5.0, 1), _step(100, gap, 2)])
+    saved = BreadResult("toy", {"seed": 0}, [synthetic_step(10, 5.0, 1), synthetic_step(100, gap, 2)])
     saved.save(tmp_path)
     result = BreadResult.load(tmp_path)
     assert result.status == status

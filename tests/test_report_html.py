@@ -9,10 +9,10 @@ in boxes that scroll sideways and right-align their numeric columns.
 
 from html.parser import HTMLParser
 
-import numpy as np
 import pytest
 
-from bread_stan.ais.results import BreadResult, DirectionResult, StepResult
+from bread_stan.ais.results import BreadResult
+from synthetic_results import synthetic_step
 from bread_stan.reporting import plots
 from bread_stan.reporting.html_page import markdown_to_html
 from bread_stan.reporting.report import write_comparison, write_report
@@ -50,19 +50,8 @@ def _outline(path) -> _Outline:
     return parser
 
 
-def _step(n_steps: int, gap: float, seed: int, n: int = 30) -> StepResult:
-    rng = np.random.default_rng(seed)
-    lower = -10.0 - gap / 2 + 0.05 * rng.standard_normal(n)
-    upper = -10.0 + gap / 2 + 0.05 * rng.standard_normal(n)
-    at = np.array([n_steps - 1])
-    return StepResult(n_steps,
-                      DirectionResult(lower, 0.1 * n_steps, 100 * n_steps, {}, lower[:, None], at),
-                      DirectionResult(upper, 0.1 * n_steps, 100 * n_steps, {}, upper[:, None], at),
-                      np.linspace(0, 1, n_steps))
-
-
 def _result(final_gap: float) -> BreadResult:
-    return BreadResult("toy", {"seed": 0}, [_step(10, 5.0, 1), _step(100, final_gap, 2)])
+    return BreadResult("toy", {"seed": 0}, [synthetic_step(10, 5.0, 1), synthetic_step(100, final_gap, 2)])
 
 
 @pytest.mark.parametrize("gap, status", [(0.2, "converged"), (3.0, "not converged")])
