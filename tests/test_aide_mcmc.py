@@ -27,6 +27,7 @@ from bread_stan.rng import ChainRandom
 
 # -- the random-walk Metropolis kernel ------------------------------------------------------
 
+@pytest.mark.slow  # over 1 s: kept out of the fast tier (CI's slow tier runs it)
 @pytest.mark.parametrize("metric", ["diag", "dense"])
 def test_random_walk_metropolis_leaves_a_correlated_gaussian_invariant(metric):
     """Exact draws of a correlated Gaussian posterior, ten steps each: mean and
@@ -57,6 +58,7 @@ def test_random_walk_metropolis_leaves_a_correlated_gaussian_invariant(metric):
         assert abs(got - c) < 5 * se, (i, j, got, c, se)
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast tier (CI's slow tier runs it)
 def test_random_walk_metropolis_satisfies_detailed_balance_on_a_lattice():
     """On a density that is constant on each of five unit cells, the one-step flow
     between cells, pi(A) K(A, B), is symmetric (detailed balance): checked from exact
@@ -168,6 +170,7 @@ def test_the_reverse_chain_is_an_unbiased_estimate_of_the_output_density(grid):
     assert np.all(np.abs(mean - laws[T][cells]) <= 5 * se), (mean - laws[T][cells]) / se
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast tier (CI's slow tier runs it)
 def test_aide_of_mh_on_the_grid_bounds_the_exact_divergence_and_approaches_it_with_m(grid):
     """AIDE's mh:T estimate against the exact posterior (gold), over many runs: with one
     trace its expectation is J(q0, p) whatever T; with M traces it lies above the exact

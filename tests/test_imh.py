@@ -119,6 +119,7 @@ def _moments_after_steps(model, n=4000, steps=10, beta=0.5, seed=0):
             float(np.mean(info.accept_stat)))
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast tier (CI's slow tier runs it)
 def test_imh_keeps_a_tempered_gaussian_invariant():
     model, _ = simulate_regression(10, 2, correlation=0.5, seed=3)
     mean_err, var_err, cross_err, accept = _moments_after_steps(model)

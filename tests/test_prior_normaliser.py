@@ -142,6 +142,7 @@ def test_same_seed_same_numbers_and_bad_input_is_refused():
                                 draws(np.random.default_rng(1), 64), np.random.default_rng(9))
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast tier (CI's slow tier runs it)
 def test_proposal_is_a_normalised_density_with_its_own_draws():
     """Importance sampling g from g gives weight exactly 1 at every draw (log c = 0,
     se 0), and g integrates to 1: in 1-D by the trapezoid rule on [-2e4, 2e4] (the

@@ -86,6 +86,7 @@ def test_sign_test_holds_its_level_when_stranded_chains_carry_the_bound(chains):
     assert 0.05 < held.mean() < 0.35 and not np.any(fires & held)
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast tier (CI's slow tier runs it)
 def test_sign_test_still_sees_a_shifted_reverse_direction_among_stranded_chains():
     # Power where it matters: the same runs with the reverse estimates 0.2 nats too low
     # (7 standard errors of a 30 + 30 bound: sqrt(2 * 0.01 / 30) = 0.026) are flagged

@@ -167,6 +167,7 @@ def grid_case(request):
             "U": c.log_estimates, "cells": positions_to_cells(f.final_positions, target.shape)}
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast tier (CI's slow tier runs it)
 def test_grid_exact_jeffreys_of_output_below_exact_bound(grid_case):
     g = grid_case
     J = _kl(g["p"], g["q"]) + _kl(g["q"], g["p"])
@@ -263,6 +264,7 @@ def test_log_mean_exp():
 # ------------------------------------------------------------- AIDE's SMC algorithm
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast tier (CI's slow tier runs it)
 def test_aide_smc_algorithm_is_ais_with_one_particle_and_meta_inference_is_exact(regression):
     from bread_stan.meta import AISAlgorithm, SMCAlgorithm
     from bread_stan.ais.gaussian_base import GaussianBase

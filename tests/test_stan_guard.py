@@ -93,6 +93,7 @@ def test_unmarked_and_asking_for_nothing_passes(stan_guard):
 '''
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast tier (CI's slow tier runs it)
 def test_a_test_module_asking_for_stan_when_imported_is_a_collection_error(tmp_path):
     (tmp_path / "conftest.py").write_text((Path(__file__).parent / "conftest.py").read_text())
     (tmp_path / "test_inner.py").write_text(
@@ -107,6 +108,7 @@ def test_a_test_module_asking_for_stan_when_imported_is_a_collection_error(tmp_p
     assert "a test module asked for find_toolchain() when imported" in out, out
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast tier (CI's slow tier runs it)
 def test_a_test_that_swallows_the_failure_still_fails_and_marked_tests_pass(tmp_path):
     """In a pytest run of its own, with this conftest: the unmarked test that catches
     the guard's failure is reported failed; the marked tests and the one asking for

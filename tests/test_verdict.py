@@ -217,6 +217,7 @@ def test_multi_draw_step_uses_the_spread_between_problems():
     assert list(step.problem_bounds()["bound"].round(1)) == [1.0, 3.0, 5.0, 7.0]
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast tier (CI's slow tier runs it)
 def test_report_survives_a_negative_bound_and_a_failing_figure(tmp_path, monkeypatch):
     # Issue 12, item 1: a converged run whose bound estimate is <= 0 passed negative
     # error bars to matplotlib and lost its report.
