@@ -1,57 +1,77 @@
-"""Coverage of posteriordb by the one command ``bread-stan run MODEL.stan --data DATA.json``.
+"""Coverage of posteriordb by the one command ``bread-stan run MODEL.stan --data DATA.json``,
+each program within a budget: ``--steps auto --budget M``.
 
 For each of posteriordb's 120 Stan programs (with the data of its first posterior):
 
 * ``--stage stanc`` (no C++): the automatic prior/likelihood split, then the drafted
   simulator of the split program; each program is "reaches AIS" or "refused" with the
-  line and the reason.
+  line and the reason.  Table ``coverage_stanc.{md,json}``.
 * ``--stage exact``: also compiles the user's program, the split program and the split
   program with its likelihood deleted, and checks the split is exact (joint at
   prior_only = 0 equals the user's, prior at prior_only = 1 equals the prior part, 20
   random unconstrained points, Jacobian on and off, relative tolerance 1e-10).
-* ``--stage run``: the command itself, ``python -m bread_stan.cli run MODEL
-  --data DATA --steps 100,1000 --chains 30``, one program at a time, time-boxed per
-  program (``--timeout``; a time-out ends the compilers the command started too): "ran"
-  (exit code, the simulator check's result, verdict, bound at T = 1000, whether the
-  report holds the split table, seconds), "refused" (exit 2 and the message), "failed"
-  (any other exit without results) or "timed out".  Each run's output is kept under
-  ``--work``/runs.
+* ``--stage sweep`` (the budget-aware sweep, issue 42), in one command, compiles
+  included: the stanc stage for every program (in this process), then, for each program
+  that reaches AIS, ``python -m bread_stan.cli run MODEL --data DATA --steps auto
+  --budget M --chains 30 --threads 1 --out WORK/runs/NAME`` (plus ``--run-args``), one
+  subprocess a program, spread over a Dask ``LocalCluster`` of ``--workers`` single-
+  threaded workers (the toolkit's :class:`bread_stan.parallel.Executor`; ``--workers
+  1`` runs them here, one at a time).  A program is time-boxed at ``--timeout-factor``
+  x M minutes + ``--compile-allowance`` seconds; a time-out kills the subprocess's whole
+  process group (the compilers it started too).  With ``--protocol``, programs refused
+  for a reason the real-data protocol may get past (:data:`PROTOCOL_REASONS`, by the
+  stanc stage or by the run itself) go to ``python -m bread_stan.cli protocol MODEL
+  --data DATA --out WORK/protocol/NAME`` (plus ``--protocol-args``) instead: route
+  "protocol", with the protocol's agreement flag and S-sweep test read from its
+  ``summary.json``.
 
-``--reaching-ais`` takes only the programs the stanc stage's table says reach AIS
-(smallest data first, the list read afresh after each program, so programs admitted by a
-later stanc stage join a running sweep); ``--refused`` only those it refuses.
-``--resume`` keeps the table's rows, skips their programs and rewrites the table after
-each program, so an interrupted sweep loses nothing and can be continued; the run
-stage's total time is the sum of the programs' seconds.
+The sweep's table, ``coverage_sweep.{md,json}``, has one row a program: status (ran,
+refused, timed out, failed, no data), route (run, protocol, refused), the step counts
+``--steps auto`` chose (``extra.auto_steps`` of the run's ``run.json``), the bound at the
+largest T and its 95% upper limit, the verdict, the T the fit of the bounds predicts for
+1 nat when not converged, wall seconds (compiles included) and the compile seconds the
+run's log reports, the share of gradients spent before the first scored transition
+(``extra.setup_gradients``: pilots and check over pilots, check and scored) and the
+refusal in one line; totals: programs by status, route and verdict, the sum of the
+programs' seconds, the sweep's wall time (summed over resumed sessions) and the median
+setup share of the programs that ran.  Each row records the package's code version
+(``git describe`` of this checkout); the header lists every version the table holds.
+
+Only this process writes the table (workers return rows), after each program, each file
+replaced whole (a reader never sees half a table).  ``--resume`` keeps the table's rows
+and skips their programs (those named by ``--only`` are run again; the run directories
+under ``--work`` are resumed by the command itself).  A program's log is
+``WORK/runs/NAME.log`` (``WORK/protocol/NAME.log``), written as it runs.
 
 posteriordb (https://github.com/stan-dev/posteriordb) is read from a git directory
 (``--posteriordb``, e.g. a bare clone); its files are extracted to ``--work``, never
-committed.  Output: ``scripts/figures/posteriordb_coverage/{coverage_STAGE.md,
-coverage_STAGE.json}``: one row per program, and totals by reason.
+committed.  Output: ``scripts/figures/posteriordb_coverage/``.  The table
+``coverage_run.md`` there is the earlier sequential run stage (``--steps 100,1000``,
+2025-26 code versions), kept as the record the docs quote.
 
     PYTHONPATH=$PWD nice python scripts/studies/posteriordb_coverage.py \\
         --posteriordb /path/to/posteriordb/.git --stage stanc
     PYTHONPATH=$PWD nice python scripts/studies/posteriordb_coverage.py \\
-        --posteriordb /path/to/posteriordb/.git --stage run --reaching-ais --resume \\
-        --timeout 360
+        --posteriordb /path/to/posteriordb/.git --stage sweep --budget 3 --workers 2 \\
+        --resume [--protocol] [--run-args "--budget-gradients 1e7"] [--only A B C]
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
-import fcntl
 import io
 import json
 import os
 import re
+import shlex
 import signal
+import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import zipfile
 from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -197,163 +217,465 @@ def _sim_check(text: str) -> str:
     return found.group(1) if found else ""
 
 
-def run_stage(row: dict, program: Path, data: Path, work: Path, timeout: float) -> dict:
-    out = work / "runs" / row["program"]
-    command = [sys.executable, "-m", "bread_stan.cli", "run", str(program),
-               "--data", str(data), "--steps", "100,1000", "--chains", "30",
-               "--out", str(out)]
+
+
+# -- the sweep: one program's subprocess -------------------------------------------------
+
+# refusals the real-data protocol (``bread-stan protocol``) may get past, as _reason names them
+PROTOCOL_REASONS = (
+    "draft: parameter without a proper prior",
+    "split: modelled data only through transformed data",
+    "run: a prior draw gives an _rng an infinite or NaN argument",
+)
+
+
+@dataclass(frozen=True)
+class SweepSettings:
+    """What every program of a sweep shares (sent to the workers with each task)."""
+
+    work: Path
+    budget: float                  # minutes, --steps auto --budget
+    timeout: float                 # seconds per program (and per protocol run)
+    threads: int = 1               # --threads of each command
+    chains: int = 30
+    run_args: tuple[str, ...] = ()
+    protocol: bool = False
+    protocol_args: tuple[str, ...] = ()
+    version: str = ""
+    python: str = field(default=sys.executable)
+
+
+def _protocol_reason(reason: str) -> bool:
+    return any(reason.startswith(r) for r in PROTOCOL_REASONS)
+
+
+def _run_command(command: list[str], log: Path, timeout: float) -> tuple[int | None, float]:
+    """Run ``command`` with its output in ``log`` (written as it goes), in a session of
+    its own so that a time-out kills the compilers it started too; (exit code or None
+    when it timed out, wall seconds).  Its process id is kept in ``log``.pid while it
+    runs, for the driver to end it if the sweep is stopped."""
     start = time.perf_counter()
-    (work / "runs").mkdir(parents=True, exist_ok=True)
-    log = work / "runs" / f"{row['program']}.log"
-    # written as the run goes (a long program's progress can be read there); a session
-    # of its own, so a time-out ends the compilers it started too
-    timed_out = False
+    pid_file = log.with_suffix(".pid")
     with open(log, "w") as sink:
         process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, text=True,
                                    start_new_session=True)
+        pid_file.write_text(str(process.pid))
         try:
-            process.wait(timeout=timeout)
+            code = process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
-            timed_out = True
-    text = log.read_text()
-    if timed_out:
-        reached = [line for line in text.splitlines() if " INFO " in line]
-        return {**row, "status": "timed out", "timeout": timeout,
-                "seconds": round(time.perf_counter() - start),
-                "message": f"timed out after {timeout:.0f} s; last progress line: "
-                           f"{reached[-1].split(' INFO ', 1)[1][:150] if reached else 'none'}"}
-    seconds = round(time.perf_counter() - start)
-    last_line = text.strip().splitlines()[-1] if text.strip() else ""
-    traceback = "Traceback (most recent call last)" in text
-    row = {**row, "sim_check": _sim_check(text)}
-    if process.returncode == 2:
-        return {**row, "status": "refused", "reason": _reason(last_line), "message": last_line,
-                "exit": 2, "traceback": traceback, "seconds": seconds}
-    summary = out / "summary.csv"
-    if not summary.is_file():
-        return {**row, "status": f"failed (exit {process.returncode})", "message": last_line,
-                "exit": process.returncode, "traceback": traceback, "seconds": seconds}
-    with open(summary) as handle:
-        steps = {r["steps"]: r for r in csv.DictReader(handle)}
-    last = steps.get("1000", {})
-    bound = (f"{float(last['bound']):.3g} (95% up to {float(last['bound_ci_high']):.3g})"
-             if last.get("bound") else "none (the checks failed)" if last else "")
-    report = out / "report.md"
-    split_in_report = report.is_file() and "## Prior/likelihood split" in report.read_text()
-    return {**row, "status": "ran", "exit": process.returncode, "traceback": traceback,
-            "verdict": last.get("verdict", "no T = 1000"), "bound_T1000": bound,
-            "split_in_report": split_in_report, "seconds": seconds}
+            code = None
+        finally:
+            pid_file.unlink(missing_ok=True)
+    return code, round(time.perf_counter() - start, 1)
 
+
+def _one_line(text: str, limit: int = 300) -> str:
+    return " ".join(str(text).split())[:limit]
+
+
+def compile_seconds(text: str) -> float:
+    """Wall seconds of the compiles a log reports ("HH:MM:SS INFO compiled X in S s"):
+    the length of the union of their intervals, so compiles run side by side count
+    once (0 when every program came from the compile cache)."""
+    spans = []
+    pattern = r"^(\d\d):(\d\d):(\d\d) INFO compiled \S+ in ([\d.]+) s"
+    for hours, minutes, secs, seconds in re.findall(pattern, text, re.M):
+        end = 3600 * int(hours) + 60 * int(minutes) + int(secs)
+        spans.append((end - float(seconds), float(end)))
+    total, reach = 0.0, -np.inf
+    for begin, end in sorted(spans):
+        total += max(0.0, end - max(begin, reach))
+        reach = max(reach, end)
+    return round(total, 1)
+
+
+def _log_facts(text: str, code: int | None, timeout: float) -> dict:
+    """What a command's log says: the simulator check, the compiles' wall seconds, the
+    last line (a refusal's message) and whether it ended in a traceback."""
+    lines = text.strip().splitlines()
+    facts = {"sim_check": _sim_check(text), "exit": code,
+             "traceback": "Traceback (most recent call last)" in text,
+             "compile_seconds": compile_seconds(text)}
+    if code is None:
+        reached = [line.split(" INFO ", 1)[1] for line in lines if " INFO " in line]
+        facts["message"] = (f"timed out after {timeout:.0f} s; last progress line: "
+                            f"{_one_line(reached[-1], 150) if reached else 'none'}")
+    else:
+        facts["message"] = _one_line(lines[-1]) if lines and code != 0 else ""
+    return facts
+
+
+def _status(code: int | None, has_results: bool) -> str:
+    if code is None:
+        return "timed out"
+    if code == 2:
+        return "refused"
+    return "ran" if has_results else "failed"
+
+
+def _largest_step(summary: list[dict]) -> dict:
+    return max(summary, key=lambda r: int(r["steps"])) if summary else {}
+
+
+def _load(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text()) if path.is_file() else {}
+    except (OSError, ValueError):   # a file cut short by a time-out
+        return {}
+
+
+def read_run(out: Path) -> dict:
+    """The row's numbers from a run directory (what a timed-out run saved too): the step
+    counts chosen, the bound at the largest T with its 95% upper limit, the verdict, the
+    predicted T for 1 nat, the gradients before the first scored transition."""
+    summary, header = _load(out / "summary.json"), _load(out / "run.json")
+    extra = header.get("extra", {})
+    auto, setup = extra.get("auto_steps") or {}, extra.get("setup_gradients") or {}
+    last = _largest_step(summary.get("summary", []))
+    row = {"has_results": bool(last)}
+    if auto:
+        row.update(steps=auto.get("chosen"), stopped=auto.get("stopped"),
+                   predicted_T=auto.get("predicted_steps"),
+                   predicted_minutes=auto.get("predicted_minutes"),
+                   setup_seconds=auto.get("setup_seconds"))
+    if last:
+        row.update(T=int(last["steps"]), verdict=last.get("verdict"),
+                   bound=last.get("bound"), bound_high=last.get("bound_ci_high"))
+    if setup:
+        row.update(setup_share=setup.get("share"),
+                   setup_gradients={k: setup.get(k) for k in ("pilots", "check", "scored")})
+    return row
+
+
+def run_program(row: dict, program: Path, data: Path, settings: SweepSettings) -> dict:
+    """``bread-stan run --steps auto --budget M`` on one program (in a worker); its row.
+    A refusal the protocol may get past goes on to :func:`protocol_program`."""
+    name, work = row["program"], settings.work
+    (work / "runs").mkdir(parents=True, exist_ok=True)
+    out = work / "runs" / name
+    command = [settings.python, "-m", "bread_stan.cli", "run", str(program),
+               "--data", str(data), "--steps", "auto", "--budget", f"{settings.budget:g}",
+               "--chains", str(settings.chains), "--threads", str(settings.threads),
+               "--out", str(out), *settings.run_args]
+    code, seconds = _run_command(command, work / "runs" / f"{name}.log", settings.timeout)
+    facts = _log_facts((work / "runs" / f"{name}.log").read_text(), code, settings.timeout)
+    found = read_run(out)
+    status = _status(code, found.pop("has_results"))
+    row = {**row, **facts, **found, "status": status, "route": "run", "seconds": seconds}
+    if status == "refused":
+        row.update(route="refused", reason=_reason(row["message"]))
+        if settings.protocol and _protocol_reason(row["reason"]):
+            return protocol_program(row, program, data, settings)
+    return row
+
+
+def read_protocol(out: Path) -> dict:
+    """The protocol's outcome from its ``summary.json``: ok, the agreement flag and score,
+    the S-sweep test, the problems."""
+    summary = _load(out / "summary.json")
+    if not summary:
+        return {"has_results": False}
+    agreement, sweep = summary.get("agreement") or {}, summary.get("sweep_test") or {}
+    steps = sorted({int(r["steps"]) for r in summary.get("summary", []) if "steps" in r})
+    return {"has_results": True, "steps": steps or None,
+            "verdict": "protocol ok" if summary.get("ok") else "protocol not ok",
+            "agreement": ("" if not agreement else
+                          f"{'flagged' if agreement.get('flagged') else 'agrees'} "
+                          f"(score {agreement.get('score', float('nan')):.3g})"),
+            "sweep_test": ("" if not sweep else
+                           "passed" if sweep.get("passed") else "failed"),
+            "protocol_problems": _one_line("; ".join(summary.get("problems") or []))}
+
+
+def protocol_program(row: dict, program: Path, data: Path, settings: SweepSettings) -> dict:
+    """``bread-stan protocol`` on a program the run refused (in a worker); its row, route
+    "protocol", keeping the refusal's message and adding the protocol's seconds."""
+    name, work = row["program"], settings.work
+    (work / "protocol").mkdir(parents=True, exist_ok=True)
+    out = work / "protocol" / name
+    command = [settings.python, "-m", "bread_stan.cli", "protocol", str(program),
+               "--data", str(data), "--threads", str(settings.threads), "--out", str(out),
+               *settings.protocol_args]
+    log = work / "protocol" / f"{name}.log"
+    code, seconds = _run_command(command, log, settings.timeout)
+    facts = _log_facts(log.read_text(), code, settings.timeout)
+    found = read_protocol(out)
+    status = _status(code, found.pop("has_results"))
+    refusal = {"refusal": row.get("message", ""), "reason": row.get("reason", "")}
+    return {**row, **facts, **found, **refusal, "route": "protocol", "status": status,
+            "seconds": round(row.get("seconds", 0) + seconds, 1),
+            "protocol_seconds": seconds}
+
+
+def sweep_task(row: dict, program: str, data: str, settings: SweepSettings) -> dict:
+    """One program on a worker: the run, or (a stanc-stage refusal) the protocol."""
+    program, data = Path(program), Path(data)
+    if row["status"] == "refused":
+        return protocol_program(row, program, data, settings)
+    return run_program(row, program, data, settings)
+
+
+def kill_leftovers(work: Path) -> None:
+    """End the commands still running (a sweep stopped mid-way: their pid files remain)."""
+    for pid_file in [*work.glob("runs/*.pid"), *work.glob("protocol/*.pid")]:
+        try:
+            os.killpg(int(pid_file.read_text()), signal.SIGKILL)
+        except (ValueError, ProcessLookupError, PermissionError):
+            pass
+        pid_file.unlink(missing_ok=True)
+
+
+# -- the sweep's table ---------------------------------------------------------------------
+
+SWEEP_COLUMNS = ["program", "data", "status", "route", "steps", "bound", "verdict",
+                 "predicted T (1 nat)", "seconds", "compile s", "setup share", "agreement",
+                 "sweep test", "version", "message"]
+
+
+def _bound_cell(r: dict) -> str:
+    if r.get("bound") is None:
+        return ""
+    return f"{r['bound']:.3g} (95% up to {r['bound_high']:.3g}) at T = {r['T']}"
+
+
+def _predicted_cell(r: dict) -> str:
+    T, minutes = r.get("predicted_T"), r.get("predicted_minutes")
+    if r.get("verdict") == "converged" or T is None:
+        return ""
+    if not np.isfinite(T):
+        return "none (the bound does not fall)"
+    return f"{T:.3g}" + (f" (about {minutes:.3g} min)" if minutes else "")
+
+
+def _cells(r: dict) -> list:
+    share = r.get("setup_share")
+    return [r["program"], r.get("data") or "", r["status"], r.get("route", ""),
+            ", ".join(map(str, r.get("steps") or [])), _bound_cell(r), r.get("verdict", ""),
+            _predicted_cell(r), r.get("seconds", ""), r.get("compile_seconds", ""),
+            "" if share is None else f"{share:.0%}", r.get("agreement", ""),
+            r.get("sweep_test", ""), r.get("version", ""),
+            r.get("message", "") if r["status"] != "ran" else ""]
+
+
+def _counts(rows: list[dict], key: str, where=lambda r: True) -> str:
+    counts = Counter(str(r.get(key) or "none") for r in rows if where(r))
+    return ", ".join(f"{k}: {v}" for k, v in counts.most_common()) or "none"
+
+
+def sweep_totals(rows: list[dict], meta: dict) -> list[str]:
+    """The totals' lines: programs by status, route and verdict, seconds, wall time,
+    the median setup share of the programs that ran."""
+    ran = [r for r in rows if r["status"] == "ran"]
+    shares = [r["setup_share"] for r in ran if r.get("setup_share") is not None]
+    versions = sorted({r.get("version", "") for r in rows if r.get("status") != "no data"})
+    return [
+        f"{len(rows)} programs; budget {meta['budget']:g} minutes a program "
+        f"(--steps auto), time-out {meta['timeout']:.0f} s, {meta['workers']} workers; "
+        f"code version{'s' if len(versions) > 1 else ''}: {', '.join(versions)}.", "",
+        f"- by status: {_counts(rows, 'status')}",
+        f"- by route: {_counts(rows, 'route')}",
+        f"- verdicts of the programs that ran: {_counts(ran, 'verdict')}",
+        f"- seconds, summed over programs: {sum(r.get('seconds') or 0 for r in rows):.0f}; "
+        f"the sweep's wall time: {meta['wall_seconds']:.0f} s over {meta['sessions']} "
+        "session(s) (compiles included)",
+        "- median share of gradients before the first scored transition (pilots and "
+        f"check), over the {len(shares)} programs that ran: "
+        + (f"{statistics.median(shares):.0%}" if shares else "none"), ""]
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    partial = path.with_name(path.name + ".part")
+    partial.write_text(text)
+    partial.replace(path)
+
+
+def write_sweep(rows: list[dict], meta: dict, out: Path) -> None:
+    """coverage_sweep.json ({"sweep": meta, "rows": rows}) and coverage_sweep.md in
+    ``out``, each replaced whole."""
+    out.mkdir(parents=True, exist_ok=True)
+    rows = sorted(rows, key=lambda r: r["program"])
+    _write_atomic(out / "coverage_sweep.json",
+                  json.dumps({"sweep": meta, "rows": rows}, indent=1, default=str))
+    reasons = Counter(r.get("reason") for r in rows if r["status"] == "refused")
+    lines = ["# posteriordb coverage within a budget (stage sweep)", "",
+             *sweep_totals(rows, meta), "| refusal reason | programs |", "|---|---|",
+             *(f"| {k} | {v} |" for k, v in reasons.most_common()), "",
+             "| " + " | ".join(SWEEP_COLUMNS) + " |", "|" + "---|" * len(SWEEP_COLUMNS)]
+    for r in rows:
+        lines.append("| " + " | ".join(_one_line(c, 200).replace("|", "\\|")
+                                       for c in _cells(r)) + " |")
+    _write_atomic(out / "coverage_sweep.md", "\n".join(lines) + "\n")
+
+
+# -- the sweep's driver ----------------------------------------------------------------------
+
+def code_version() -> str:
+    """``git describe`` of this checkout's package (``-dirty`` when bread_stan/ has
+    uncommitted changes)."""
+    def git(*args):
+        return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True,
+                              text=True).stdout.strip()
+    dirty = git("status", "--porcelain", "--", "bread_stan")
+    return git("rev-parse", "--short", "HEAD") + ("-dirty" if dirty else "")
+
+
+def _kept_rows(args, budget: float) -> tuple[list[dict], dict]:
+    """With --resume: the rows on disk (minus --only's) and the earlier sessions' record."""
+    table = args.out / "coverage_sweep.json"
+    on_disk = _load(table) if args.resume else {}
+    kept = [r for r in on_disk.get("rows", []) if not args.only or r["program"] not in args.only]
+    before = on_disk.get("sweep", {})
+    if before and before.get("budget") != budget:
+        print(f"note: the table's rows were run with a budget of {before.get('budget')} "
+              f"minutes, this session {budget}", file=sys.stderr)
+    return kept, before
+
+
+def plan(programs, done: set, args, settings: SweepSettings) -> tuple[list, dict]:
+    """The stanc stage of every program still to do (here: no C++): rows that end there
+    (no data, refused) and the tasks for the workers, smallest data file first."""
+    finished, tasks = [], {}
+    todo = [p for p in programs if p[0] not in done and (not args.only or p[0] in args.only)]
+    for name, program, data in sorted(todo, key=lambda p: p[2].stat().st_size if p[2] else 0):
+        row = {**stanc_stage(name, program, data, settings.work), "version": settings.version}
+        if row["status"] == "reaches AIS":
+            tasks[name] = (row, str(program), str(data), settings)
+        elif row["status"] == "refused" and settings.protocol and _protocol_reason(row["reason"]):
+            tasks[name] = (row, str(program), str(data), settings)
+        else:
+            finished.append({**row, "route": "refused" if row["status"] == "refused" else "",
+                             "seconds": 0})
+    return finished, tasks
+
+
+def sweep(args) -> int:
+    """The sweep stage: plan, then the programs over the workers, the table after each."""
+    from bread_stan.parallel.executor import Executor
+
+    start = time.perf_counter()
+    settings = SweepSettings(
+        work=args.work, budget=args.budget, threads=args.threads,
+        timeout=args.timeout_factor * 60 * args.budget + args.compile_allowance,
+        run_args=tuple(shlex.split(args.run_args)), protocol=args.protocol,
+        protocol_args=tuple(shlex.split(args.protocol_args)), version=code_version())
+    kept, before = _kept_rows(args, args.budget)
+    rows, tasks = plan(extract(args.posteriordb, args.work),
+                       {r["program"] for r in kept}, args, settings)
+    rows = kept + rows
+
+    def meta() -> dict:
+        return {"budget": args.budget, "timeout": settings.timeout, "workers": args.workers,
+                "run_args": args.run_args, "protocol": args.protocol,
+                "sessions": before.get("sessions", 0) + 1,
+                "wall_seconds": round(before.get("wall_seconds", 0)
+                                      + time.perf_counter() - start)}
+
+    def on_result(name: str, row: dict) -> None:
+        rows.append(row)
+        write_sweep(rows, meta(), args.out)
+        print(f"{name}: {row['status']} ({row.get('route')}) {row.get('verdict') or ''} "
+              f"T {row.get('steps') or ''} {row.get('seconds')} s "
+              f"{row.get('message') or ''}"[:200], flush=True)
+
+    write_sweep(rows, meta(), args.out)
+    print(f"{len(tasks)} programs to run on {args.workers} worker(s), time-out "
+          f"{settings.timeout:.0f} s each", flush=True)
+    executor = Executor(workers=args.workers, retries=0) if args.workers > 1 else Executor()
+    try:
+        with executor:
+            executor.run(sweep_task, tasks, on_result, progress=False)
+    finally:
+        kill_leftovers(args.work)
+        write_sweep(rows, meta(), args.out)
+    return 0
+
+
+# -- the stanc and exact stages ---------------------------------------------------------------
 
 def write(rows: list[dict], stage: str, elapsed: float) -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     for r in rows:
         if r["status"] == "refused":     # reasons as this version of the script reads them
             r["reason"] = _reason(r["message"])
-    partial = OUT / f"coverage_{stage}.json.part"     # replaced whole: a reader never
-    partial.write_text(json.dumps(rows, indent=1))   # sees half a table
-    partial.replace(OUT / f"coverage_{stage}.json")
+    _write_atomic(OUT / f"coverage_{stage}.json", json.dumps(rows, indent=1))
     status = Counter(r["status"] for r in rows)
     reasons = Counter(r["reason"] for r in rows if r["status"] == "refused")
     lines = [f"# posteriordb coverage, stage {stage}", "",
              f"{len(rows)} programs, {elapsed:.0f} s. " + ", ".join(
                  f"{k}: {v}" for k, v in status.most_common()), ""]
-    if stage == "run":
-        verdicts = Counter(r["verdict"] for r in rows if r["status"] == "ran")
-        lines += ["Verdicts of the programs that ran: " + ", ".join(
-            f"{k}: {v}" for k, v in verdicts.most_common()) + ". Wall time: the sum of the "
-            "programs' seconds (each program in its own process, one at a time).", ""]
     lines += ["| refusal reason | programs |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in reasons.most_common()]
-    columns = ["program", "data", "status", "split", "exact", "sim_check", "verdict",
-               "bound_T1000", "split_in_report", "exit", "seconds", "message"]
+    columns = ["program", "data", "status", "split", "exact", "message"]
     lines += ["", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for r in rows:
         cells = [" ".join(str(r.get(c, "")).split()).replace("|", "\\|") for c in columns]
         lines.append("| " + " | ".join(cells) + " |")
-    (OUT / f"coverage_{stage}.md").write_text("\n".join(lines) + "\n")
+    _write_atomic(OUT / f"coverage_{stage}.md", "\n".join(lines) + "\n")
 
 
-def _write_merged(rows: list[dict], stage: str, start: float, resume: bool) -> None:
-    """Write the table; with --resume merged with the rows on disk, under a lock, so that
-    two sweeps of one stage (say --reaching-ais and --refused) can run side by side."""
-    OUT.mkdir(parents=True, exist_ok=True)
-    with open(Path(tempfile.gettempdir()) / f"posteriordb_coverage_{stage}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        table = OUT / f"coverage_{stage}.json"
-        on_disk = json.loads(table.read_text()) if resume and table.is_file() else []
-        mine = {r["program"] for r in rows}
-        merged = sorted([r for r in on_disk if r["program"] not in mine] + rows,
-                        key=lambda r: r["program"])
-        elapsed = (sum(r.get("seconds", 0) for r in merged) if stage == "run"
-                   else time.perf_counter() - start)
-        write(merged, stage, elapsed)
+def stages(args) -> int:
+    """The stanc stage (and with --stage exact, the split's exactness) of each program."""
+    start = time.perf_counter()
+    table = OUT / f"coverage_{args.stage}.json"
+    kept = json.loads(table.read_text()) if args.resume and table.is_file() else []
+    kept = [r for r in kept if not args.only or r["program"] not in args.only]
+    done = {r["program"] for r in kept}
+    rows = []
+    for name, program, data in extract(args.posteriordb, args.work):
+        if name in done or (args.only and name not in args.only):
+            continue
+        row = stanc_stage(name, program, data, args.work)
+        if args.stage == "exact" and "split" in row:
+            row = exact_stage(row, program, data, args.work)
+        rows.append(row)
+        print(f"{name}: {row['status']} {row.get('exact', '')} {row.get('message', '')}"[:200],
+              flush=True)
+        if args.resume:   # the table after each program: an interruption loses none
+            write(sorted(kept + rows, key=lambda r: r["program"]), args.stage,
+                  time.perf_counter() - start)
+    write(sorted(kept + rows, key=lambda r: r["program"]), args.stage,
+          time.perf_counter() - start)
+    return 0
 
 
-def main() -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--posteriordb", type=Path, required=True,
                         help="git directory of stan-dev/posteriordb")
     parser.add_argument("--work", type=Path, default=Path("/tmp/posteriordb_coverage"))
-    parser.add_argument("--stage", choices=["stanc", "exact", "run"], default="stanc")
+    parser.add_argument("--stage", choices=["stanc", "exact", "sweep"], default="stanc")
+    parser.add_argument("--out", type=Path, default=OUT,
+                        help="sweep: folder of its table (default: %(default)s)")
     parser.add_argument("--only", nargs="*", help="program names (default: all)")
-    parser.add_argument("--reaching-ais", action="store_true",
-                        help="only the programs the stanc stage's table (coverage_stanc.json) "
-                             "says reach AIS, smallest data file first")
-    parser.add_argument("--refused", action="store_true",
-                        help="only the programs the stanc stage's table refuses (the run "
-                             "stage then checks that the command refuses them too)")
     parser.add_argument("--resume", action="store_true",
-                        help="keep the rows of coverage_STAGE.json and skip their programs "
-                             "(those named by --only are run again)")
-    parser.add_argument("--timeout", type=float, default=900, help="seconds per program")
-    args = parser.parse_args()
-    start = time.perf_counter()
-    table = OUT / f"coverage_{args.stage}.json"
-    kept = json.loads(table.read_text()) if args.resume and table.is_file() else []
-    if args.only:   # named programs are run again and replace their rows
-        kept = [r for r in kept if r["program"] not in args.only]
-    for r in kept:    # rows of an earlier version of this script: the check from the log
-        log = args.work / "runs" / f"{r['program']}.log"
-        if args.stage == "run" and "sim_check" not in r and log.is_file():
-            r["sim_check"] = _sim_check(log.read_text())
-    done = {r["program"] for r in kept}
-    programs = extract(args.posteriordb, args.work)
+                        help="keep the table's rows and skip their programs (those named "
+                             "by --only are run again)")
+    parser.add_argument("--budget", type=float, default=3.0,
+                        help="sweep: minutes a program (--steps auto --budget M; compiles "
+                             "excluded)")
+    parser.add_argument("--workers", type=int, default=2,
+                        help="sweep: Dask LocalCluster workers, one thread each (1: here)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="sweep: --threads of each command (default 1 a worker)")
+    parser.add_argument("--timeout-factor", type=float, default=3.0,
+                        help="sweep: a program's time-out is this many budgets ...")
+    parser.add_argument("--compile-allowance", type=float, default=600.0,
+                        help="sweep: ... plus this many seconds for the compiles")
+    parser.add_argument("--run-args", default="",
+                        help='sweep: more flags for every run, e.g. "--budget-gradients N"')
+    parser.add_argument("--protocol", action="store_true",
+                        help="sweep: run `bread-stan protocol` on programs refused for one "
+                             "of PROTOCOL_REASONS")
+    parser.add_argument("--protocol-args", default="",
+                        help="sweep: more flags for every protocol run")
+    return parser
 
-    def pending() -> list:
-        """The programs still to do; with --reaching-ais read afresh from the stanc
-        stage's table, so that a sweep picks up programs admitted while it runs."""
-        chosen = programs
-        if args.reaching_ais:
-            stanc = json.loads((OUT / "coverage_stanc.json").read_text())
-            reach = {r["program"] for r in stanc if r["status"] == "reaches AIS"}
-            chosen = sorted((p for p in programs if p[0] in reach),
-                            key=lambda p: p[2].stat().st_size)
-        if args.refused:
-            stanc = json.loads((OUT / "coverage_stanc.json").read_text())
-            chosen = [p for p in chosen if p[0] in {r["program"] for r in stanc
-                                                   if r["status"] == "refused"}]
-        return [p for p in chosen if p[0] not in done
-                and (not args.only or p[0] in args.only)]
 
-    rows = []
-    while todo := pending():
-        name, program, data = todo[0]
-        done.add(name)
-        row = stanc_stage(name, program, data, args.work)
-        if args.stage == "exact" and "split" in row:
-            row = exact_stage(row, program, data, args.work)
-        if args.stage == "run" and data is not None:
-            row = run_stage(row, program, data, args.work, args.timeout)
-        rows.append(row)
-        print(f"{name}: {row['status']} {row.get('exact', '')} {row.get('verdict', '')} "
-              f"{row.get('seconds', '')} {row.get('message', '')}"[:200], flush=True)
-        if args.resume:   # the table after each program: an interruption loses none
-            _write_merged(kept + rows, args.stage, start, True)
-    _write_merged(kept + rows, args.stage, start, args.resume)
-    return 0
+def main() -> int:
+    args = build_parser().parse_args()
+    return sweep(args) if args.stage == "sweep" else stages(args)
 
 
 if __name__ == "__main__":
