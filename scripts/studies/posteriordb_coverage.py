@@ -39,7 +39,8 @@ setup share of the programs that ran.  Each row records the package's code versi
 
 Only this process writes the table (workers return rows), after each program, each file
 replaced whole (a reader never sees half a table).  ``--resume`` keeps the table's rows
-and skips their programs (those named by ``--only`` are run again; the run directories
+and skips their programs (those named by ``--only``, and with ``--rerun STATUS`` the rows
+of that status, are run again; the run directories
 under ``--work`` are resumed by the command itself).  A program's log is
 ``WORK/runs/NAME.log`` (``WORK/protocol/NAME.log``), written as it runs.
 
@@ -512,20 +513,23 @@ def write_sweep(rows: list[dict], meta: dict, out: Path) -> None:
 # -- the sweep's driver ----------------------------------------------------------------------
 
 def code_version() -> str:
-    """``git describe`` of this checkout's package (``-dirty`` when bread_stan/ has
-    uncommitted changes)."""
+    """The package's code version: the last commit of this checkout that changed
+    bread_stan/ (a commit of scripts or docs only does not change it), ``-dirty`` when
+    bread_stan/ has uncommitted changes."""
     def git(*args):
         return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True,
                               text=True).stdout.strip()
     dirty = git("status", "--porcelain", "--", "bread_stan")
-    return git("rev-parse", "--short", "HEAD") + ("-dirty" if dirty else "")
+    return git("log", "-1", "--format=%h", "--", "bread_stan") + ("-dirty" if dirty else "")
 
 
 def _kept_rows(args, budget: float) -> tuple[list[dict], dict]:
-    """With --resume: the rows on disk (minus --only's) and the earlier sessions' record."""
+    """With --resume: the rows on disk (minus --only's and those of a --rerun status) and
+    the earlier sessions' record."""
     table = args.out / "coverage_sweep.json"
     on_disk = _load(table) if args.resume else {}
-    kept = [r for r in on_disk.get("rows", []) if not args.only or r["program"] not in args.only]
+    kept = [r for r in on_disk.get("rows", []) if r["status"] not in args.rerun
+            and not (args.only and r["program"] in args.only)]
     before = on_disk.get("sweep", {})
     if before and before.get("budget") != budget:
         print(f"note: the table's rows were run with a budget of {before.get('budget')} "
@@ -535,10 +539,15 @@ def _kept_rows(args, budget: float) -> tuple[list[dict], dict]:
 
 def plan(programs, done: set, args, settings: SweepSettings) -> tuple[list, dict]:
     """The stanc stage of every program still to do (here: no C++): rows that end there
-    (no data, refused) and the tasks for the workers, smallest data file first."""
+    (no data, refused) and the tasks for the workers, in ``--order`` of data size
+    (largest first by default: the long programs start early and none straggles at the
+    end, the usual greedy rule for the shortest total wall time)."""
     finished, tasks = [], {}
     todo = [p for p in programs if p[0] not in done and (not args.only or p[0] in args.only)]
-    for name, program, data in sorted(todo, key=lambda p: p[2].stat().st_size if p[2] else 0):
+    def size(p) -> int:
+        return p[2].stat().st_size if p[2] else 0
+    todo.sort(key=size, reverse=args.order == "large-first")
+    for name, program, data in todo:
         row = {**stanc_stage(name, program, data, settings.work), "version": settings.version}
         if row["status"] == "reaches AIS":
             tasks[name] = (row, str(program), str(data), settings)
@@ -580,6 +589,7 @@ def sweep(args) -> int:
               f"{row.get('message') or ''}"[:200], flush=True)
 
     write_sweep(rows, meta(), args.out)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the cleanup below runs
     print(f"{len(tasks)} programs to run on {args.workers} worker(s), time-out "
           f"{settings.timeout:.0f} s each", flush=True)
     executor = Executor(workers=args.workers, retries=0) if args.workers > 1 else Executor()
@@ -652,6 +662,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--resume", action="store_true",
                         help="keep the table's rows and skip their programs (those named "
                              "by --only are run again)")
+    parser.add_argument("--rerun", nargs="*", default=[], metavar="STATUS",
+                        help="sweep, with --resume: run the rows of these statuses again "
+                             "(e.g. 'timed out' failed)")
     parser.add_argument("--budget", type=float, default=3.0,
                         help="sweep: minutes a program (--steps auto --budget M; compiles "
                              "excluded)")
@@ -659,6 +672,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="sweep: Dask LocalCluster workers, one thread each (1: here)")
     parser.add_argument("--threads", type=int, default=1,
                         help="sweep: --threads of each command (default 1 a worker)")
+    parser.add_argument("--order", choices=["large-first", "small-first"],
+                        default="large-first", help="sweep: order of the programs by the "
+                        "size of their data file")
     parser.add_argument("--timeout-factor", type=float, default=3.0,
                         help="sweep: a program's time-out is this many budgets ...")
     parser.add_argument("--compile-allowance", type=float, default=600.0,
