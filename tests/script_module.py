@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -15,5 +16,6 @@ def load_script(name: str) -> ModuleType:
     path = SCRIPTS / f"{name}.py"
     spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module   # as importlib's recipe: dataclasses look it up
     spec.loader.exec_module(module)
     return module
