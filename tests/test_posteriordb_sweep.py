@@ -97,6 +97,7 @@ def test_the_table_has_one_row_a_program_and_the_totals(tmp_path):
              or line.startswith("| b |") or line.startswith("| c |")]
     assert [line[:5] for line in table] == ["| a |", "| b |", "| c |"]
     assert "400 (about 2.5 min)" in table[1] and "no \\| prior" in table[2]
+    assert "| not converged (budget) |" in table[1]
     assert "summed over programs: 40; the sweep's wall time: 25 s over 2" in text
     assert "over the 2 programs that ran: 20%" in text   # median of 10% and 30%
     saved = json.loads((tmp_path / "coverage_sweep.json").read_text())

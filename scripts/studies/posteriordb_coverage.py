@@ -16,7 +16,7 @@ For each of posteriordb's 120 Stan programs (with the data of its first posterio
   --budget M --chains 30 --threads 1 --out WORK/runs/NAME`` (plus ``--run-args``), one
   subprocess a program, spread over a Dask ``LocalCluster`` of ``--workers`` single-
   threaded workers (the toolkit's :class:`bread_stan.parallel.Executor`; ``--workers
-  1`` runs them here, one at a time).  A program is time-boxed at ``--timeout-factor``
+  1`` runs them here, one at a time), largest data file first (``--order``).  A program is time-boxed at ``--timeout-factor``
   x M minutes + ``--compile-allowance`` seconds; a time-out kills the subprocess's whole
   process group (the compilers it started too).  With ``--protocol``, programs refused
   for a reason the real-data protocol may get past (:data:`PROTOCOL_REASONS`, by the
@@ -450,14 +450,25 @@ def _predicted_cell(r: dict) -> str:
     return f"{T:.3g}" + (f" (about {minutes:.3g} min)" if minutes else "")
 
 
+def _verdict_cell(r: dict) -> str:
+    """The verdict, and why ``--steps auto`` stopped when it did not converge."""
+    verdict, stopped = r.get("verdict") or "", r.get("stopped") or ""
+    return f"{verdict} ({stopped})" if verdict and stopped not in ("", "converged", verdict) \
+        else verdict
+
+
+def _message_cell(r: dict) -> str:
+    """Why a program did not run; for one the protocol ran, the run's refusal."""
+    return r.get("message", "") if r["status"] != "ran" else r.get("refusal", "")
+
+
 def _cells(r: dict) -> list:
     share = r.get("setup_share")
     return [r["program"], r.get("data") or "", r["status"], r.get("route", ""),
-            ", ".join(map(str, r.get("steps") or [])), _bound_cell(r), r.get("verdict", ""),
+            ", ".join(map(str, r.get("steps") or [])), _bound_cell(r), _verdict_cell(r),
             _predicted_cell(r), r.get("seconds", ""), r.get("compile_seconds", ""),
             "" if share is None else f"{share:.0%}", r.get("agreement", ""),
-            r.get("sweep_test", ""), r.get("version", ""),
-            r.get("message", "") if r["status"] != "ran" else ""]
+            r.get("sweep_test", ""), r.get("version", ""), _message_cell(r)]
 
 
 def _counts(rows: list[dict], key: str, where=lambda r: True) -> str:
@@ -473,7 +484,7 @@ def sweep_totals(rows: list[dict], meta: dict) -> list[str]:
     versions = sorted({r.get("version", "") for r in rows if r.get("status") != "no data"})
     return [
         f"{len(rows)} programs; budget {meta['budget']:g} minutes a program "
-        f"(--steps auto), time-out {meta['timeout']:.0f} s, {meta['workers']} workers; "
+        f"(--steps auto), time-out {meta['timeout']:.0f} s, {meta['workers']} worker(s); "
         f"code version{'s' if len(versions) > 1 else ''}: {', '.join(versions)}.", "",
         f"- by status: {_counts(rows, 'status')}",
         f"- by route: {_counts(rows, 'route')}",
