@@ -16,9 +16,10 @@ For each of posteriordb's 120 Stan programs (with the data of its first posterio
   --budget M --chains 30 --threads 1 --out WORK/runs/NAME`` (plus ``--run-args``), one
   subprocess a program, spread over a Dask ``LocalCluster`` of ``--workers`` single-
   threaded workers (the toolkit's :class:`bread_stan.parallel.Executor`; ``--workers
-  1`` runs them here, one at a time), largest data file first (``--order``).  A program is time-boxed at ``--timeout-factor``
-  x M minutes + ``--compile-allowance`` seconds; a time-out kills the subprocess's whole
-  process group (the compilers it started too).  With ``--protocol``, programs refused
+  1`` runs them here, one at a time), largest data file first (``--order``).  A
+  program is time-boxed at ``--timeout-factor`` x M minutes + ``--compile-allowance``
+  seconds; a time-out kills the subprocess's whole process group (the compilers it
+  started too).  With ``--protocol``, programs refused
   for a reason the real-data protocol may get past (:data:`PROTOCOL_REASONS`, by the
   stanc stage or by the run itself) go to ``python -m bread_stan.cli protocol MODEL
   --data DATA --out WORK/protocol/NAME`` (plus ``--protocol-args``) instead: route
