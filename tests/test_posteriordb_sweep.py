@@ -112,3 +112,10 @@ def test_resume_keeps_finished_rows_but_reruns_named_programs_and_statuses(tmp_p
     args = argparse.Namespace(out=tmp_path, resume=True, only=["c"], rerun=["timed out"])
     kept, before = cov._kept_rows(args, 2)
     assert [r["program"] for r in kept] == ["a"] and before["wall_seconds"] == 5
+
+
+def test_an_error_of_the_scripts_own_reading_fails_the_row_not_the_sweep(tmp_path):
+    settings = cov.SweepSettings(work=tmp_path, budget=0.1, timeout=5, python="/nonexistent")
+    row = cov.sweep_task({"program": "p", "status": "reaches AIS"}, "p.stan", "p.json",
+                         settings)
+    assert row["status"] == "failed" and "the sweep script: FileNotFoundError" in row["message"]

@@ -412,11 +412,16 @@ def protocol_program(row: dict, program: Path, data: Path, settings: SweepSettin
 
 
 def sweep_task(row: dict, program: str, data: str, settings: SweepSettings) -> dict:
-    """One program on a worker: the run, or (a stanc-stage refusal) the protocol."""
+    """One program on a worker: the run, or (a stanc-stage refusal) the protocol.  An
+    error of this script's own reading is the row's failure, not the sweep's."""
     program, data = Path(program), Path(data)
-    if row["status"] == "refused":
-        return protocol_program(row, program, data, settings)
-    return run_program(row, program, data, settings)
+    try:
+        if row["status"] == "refused":
+            return protocol_program(row, program, data, settings)
+        return run_program(row, program, data, settings)
+    except Exception as error:  # noqa: BLE001 (a sweep records every failure and goes on)
+        return {**row, "status": "failed", "route": "run",
+                "message": f"the sweep script: {type(error).__name__}: {_one_line(error)}"}
 
 
 def kill_leftovers(work: Path) -> None:
@@ -439,7 +444,8 @@ SWEEP_COLUMNS = ["program", "data", "status", "route", "steps", "bound", "verdic
 def _bound_cell(r: dict) -> str:
     if r.get("bound") is None:
         return ""
-    return f"{r['bound']:.3g} (95% up to {r['bound_high']:.3g}) at T = {r['T']}"
+    high = "" if r.get("bound_high") is None else f" (95% up to {r['bound_high']:.3g})"
+    return f"{r['bound']:.3g}{high} at T = {r['T']}"
 
 
 def _predicted_cell(r: dict) -> str:
