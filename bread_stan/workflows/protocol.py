@@ -66,6 +66,7 @@ from .protocol_result import ProtocolResult, write_header
 from ..errors import InputError
 from .auto_path import prior_path_only
 from .programs import attach, prepared
+from .protocol_fitted import fitted_protocol, why_fixed_route
 from .protocol_replicates import run_replicates, tuned_kernel
 from .protocol_stages import (Context, carry_over, fitted_values, forward_only, previous_result,
                               real_fit, reverse_start_snapshots, simulated_step)
@@ -155,7 +156,8 @@ def protocol(model, simulator=None, real_data=None, *, sampler: SamplerSettings 
              run: RunSettings = RunSettings(), settings: ProtocolSettings = ProtocolSettings(),
              out_dir: str | Path | None = None, name: str | None = None,
              executor: Executor | None = None,
-             likelihood: str | Sequence[str] | None = None) -> ProtocolResult:
+             likelihood: str | Sequence[str] | None = None,
+             hyper: str | Sequence[str] | None = None) -> ProtocolResult:
     """Run the real-data protocol of SPEC section 4 (see the module docstring).
 
     ``model`` is a Stan program as it is (path, text or ``cmdstanpy.CmdStanModel``),
@@ -173,14 +175,31 @@ def protocol(model, simulator=None, real_data=None, *, sampler: SamplerSettings 
     charged its share of the batch's time in proportion to its gradients, so a
     step's time is what one forward plus one reverse run cost.
 
+    With no ``simulator``, a program whose parameters cannot all be simulated from the
+    prior (a parameter with no proper prior, or prior draws that break the simulation),
+    or with ``hyper`` (names, or "a,b") given, runs the route of
+    :mod:`bread_stan.workflows.protocol_fitted` instead: those parameters fixed at values
+    fitted on the real data, AIS on the Gaussian path, the bound the paper's heuristic.
+
     ``executor`` (:class:`~bread_stan.parallel.executor.Executor`) runs the
     replicates on a Dask cluster, one whole replicate (simulation, tuning, its
     forward runs) per task, each saved as it arrives: the same numbers as locally.
     """
-    sampler, run = prior_path_only(sampler, run, "protocol")
     check_program("model", model)
     if simulator is not None:
         check_program("simulator", simulator)
+        if hyper is not None:
+            raise InputError("hyper names parameters to fix in a drafted simulator; a given "
+                             "simulator takes its hyperparameters through its *_given inputs")
+    if simulator is None and (hyper is not None or (reason := why_fixed_route(
+            model, real_data, likelihood, seed=run.seed, threads=run.threads))):
+        if hyper is None:
+            log.info("%s: %s: the protocol fixes parameters at fitted values",
+                     name or default_name(model), reason)
+        return fitted_protocol(model, real_data, hyper, sampler=sampler, run=run,
+                               settings=settings, out_dir=out_dir, name=name,
+                               likelihood=likelihood)
+    sampler, run = prior_path_only(sampler, run, "protocol")
     if run.algorithm != "ais":
         raise InputError("the real-data protocol runs AIS only; use RunSettings(algorithm="
                          "'ais') here (SMC runs under bread, compare and subjective)")
