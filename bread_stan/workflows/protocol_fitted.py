@@ -67,6 +67,7 @@ from .protocol_stages import (Context, carry_over, fitted_values, forward_only,
                               previous_result, real_fit, reverse_start_snapshots,
                               simulated_step)
 from .settings import RunSettings, SamplerSettings
+from .simulator_check import SimulatorCheck
 from .subjective import full_data
 
 if TYPE_CHECKING:
@@ -84,6 +85,10 @@ HEURISTIC = (
     "prior there is none to draw them from). E[U] - E[L] >= J holds only for exact "
     "reverse starts, so the number is to be trusted only as far as the S-sweep test "
     "finds the reverse curves unmoved by S.")
+
+_NO_CHECK = ("not run: with parameters fixed at fitted values the simulator cannot draw the "
+             "model's full prior, so it cannot be checked against the model; the data check "
+             "and the forward/reverse consistency checks on the simulated data stand in")
 
 
 def parse_hyper(text: str | Sequence[str] | None) -> list[str] | None:
@@ -126,7 +131,8 @@ def _fixed_simulator(ctx: Context, compiled, prepared, redraft, data: dict, fitt
         names = Simulator(sim_compiled, data, threads=ctx.run.threads).hyperparameters
         why.update({n: "its prior draws break the simulation" for n in names if n not in why})
         values, rhat = fitted_values(ctx, fitted, names)
-        sim = Simulator(sim_compiled, data, hyper=values, threads=ctx.run.threads)
+        sim = Simulator(sim_compiled, data, hyper=values,
+                        threads=ctx.run.threads).honour(compiled, data)
         try:
             draws = sim.simulate(ctx.settings.data_check_draws, ctx.seed(Purpose.DATA_CHECK))
             return prepared, compiled, sim, values, rhat, draws
@@ -254,7 +260,8 @@ def _run(ctx: Context, model, directory, likelihood, hyper, stem, data) -> Proto
              "fit_max_rhat": fitted.max_rhat, "fit_min_ess_bulk": fitted.min_ess_bulk,
              "fit_hyper_rhat": rhat, "hyper_summary": ctx.settings.fit.hyper_summary,
              "simulated_data": {k: np.asarray(v).tolist() for k, v in overrides.items()},
-             "data_check": checked.to_dict(), "programs": record(prepared, None)}
+             "data_check": checked.to_dict(), "programs": record(prepared, None),
+             "simulator_check": SimulatorCheck.skipped(_NO_CHECK).to_dict()}
     sim_result = BreadResult(ctx.name, header, [], {"truth": truth_lists,
                                                     "known_log_ml_bounds": {}})
     result = ProtocolResult(ctx.name, header, fitted, values, sim_result, {}, {}, extra)
