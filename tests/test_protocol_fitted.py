@@ -22,11 +22,14 @@ forward estimate falls 0.47 nats below log Z (tolerance 0.3 + 4 se = 0.46); ever
 reverse start left at (eta_hat, theta) (``reverse_starts`` snapshotting the start): the
 means are 8 to 10 se from the posterior's.  (A Python-only change of log q in
 ``GaussianBase.log_density`` changes nothing: the native kernels evaluate q themselves.)
+No escalation (refusing at the first failed simulation): the flat Poisson-log test is
+refused with "simulation fails with mu fixed at their fitted values".
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -193,3 +196,22 @@ def test_cli_runs_a_flat_prior_program_to_a_verdict_with_the_heuristic_sentence(
     code, _, err = _cli(capsys, str(FLAT_SCALE), *common, "--hyper", "sigma", "--simulator",
                         str(TEST_STAN / "normal_mean_sim.stan"), "--out", str(tmp_path / "both"))
     assert code == 2 and "given simulator" in err
+
+
+def test_a_parameter_whose_prior_draws_break_the_simulation_is_fixed_too():
+    # mu is flat; given mu, log_lambda ~ normal(mu, 100) passes poisson_log_rng's limit
+    # (20.79) about 4 times in 10, where the model's poisson_log_lpmf does not fail: no
+    # redraw applies, so log_lambda is fixed at its fitted value as well.
+    y = np.random.default_rng(2).poisson(5.0, size=20)
+    result = protocol(TEST_STAN / "flat_poisson_log.stan", None, {"N": 20, "y": y.tolist()},
+                      sampler=replace(SAMPLER, pilot_chains=12),
+                      run=RunSettings(steps=(5, 20), chains=20, seed=1, progress=False),
+                      settings=ProtocolSettings(s_sweep=(0, 10), replicates=1,
+                                                fit=FitSettings(chains=4, warmup=150,
+                                                                draws=150)))
+    assert result.extra["route"]["why"] == {
+        "log_lambda": "its prior draws break the simulation", "mu": "no proper prior"}
+    # The data are simulated at the fitted log rate (exp(1.5) ~ 4.5, y's mean 5).
+    assert abs(result.hyper["log_lambda"] - np.log(y.mean())) < 0.3
+    np.testing.assert_allclose(result.extra["truth"]["log_lambda"], result.hyper["log_lambda"])
+    assert result.sim.consistent

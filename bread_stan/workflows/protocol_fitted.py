@@ -12,7 +12,7 @@ route does, for a program without ``prior_only`` (split as ``run`` splits it):
    no proper prior (the drafter's :class:`~bread_stan.errors.ImproperPriorError` names
    them all), and, when the simulator drafted with those given still fails at the
    fitted values, the drafter's automatic hyperparameters as well (the scalar
-   parameters whose prior uses no other parameter); a simulation that still fails is
+   parameters whose prior uses no parameter but the fixed ones); a simulation that still fails is
    refused in one line.  The drafted simulator takes them as ``NAME_given`` inputs.
 2. **Fit**: the toolkit's NUTS (or CmdStan's) on the real data, from Stan's default
    inits (uniform(-2, 2) on the unconstrained space: there are no prior draws to start

@@ -78,13 +78,14 @@ def hyperparameters(parameters: list[str], transformed: list[str], decls: dict[s
                     ) -> list[str]:
     """The hyperparameters, checked: each drawn from a prior that uses no other
     (non-hyper) parameter or transformed parameter.  ``given``: parameters that are
-    hyperparameters whatever ``hyper`` says (None: the automatic choice, plus these)."""
+    hyperparameters whatever ``hyper`` says (None: the automatic choice, the scalars whose
+    prior uses no parameter but these, plus these)."""
     unit_of = {v: u for u in units for v in u.tildes}
     unknowns = {*parameters, *transformed}
-    if hyper is None:
+    if hyper is None:   # scalars whose prior uses no other parameter (but given ones)
         auto = [p for p in parameters
                 if decls[p].base == "real" and not decls[p].dims
-                and not (unit_of[p].uses & unknowns)]
+                and not (unit_of[p].uses & (unknowns - given))]
         if not given:
             return auto
         hyper = [p for p in parameters if p in set(auto) | given]
