@@ -36,11 +36,14 @@ import numpy as np
 import pytest
 from scipy.special import logsumexp
 
+from bread_stan.ais import engine
 from bread_stan.cli import main as cli
 from bread_stan.errors import ImproperPriorError
 from bread_stan.stan.draft import draft_program
 from bread_stan.store import load_unit
 from bread_stan.workflows.fit import FitSettings
+from bread_stan.workflows import protocol_stages
+from bread_stan.workflows.common import ResumeMismatchError
 from bread_stan.workflows.protocol import ProtocolSettings, protocol
 from bread_stan.workflows.protocol_fitted import HEURISTIC
 from bread_stan.workflows.settings import RunSettings, SamplerSettings
@@ -73,15 +76,16 @@ def _exact(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]
     return mean, SIGMA ** 2 * np.linalg.inv(xtx), log_z
 
 
+RUN = RunSettings(steps=(10, 50), chains=CHAINS, seed=3, progress=False)
+SETTINGS = ProtocolSettings(s_sweep=(0, 20, 100), replicates=2,
+                            fit=FitSettings(chains=4, warmup=200, draws=250))
+
+
 @pytest.fixture(scope="module")
 def flat_run(tmp_path_factory):
     data, X = _data()
     out = tmp_path_factory.mktemp("flat") / "run"
-    result = protocol(FLAT, None, data, sampler=SAMPLER,
-                      run=RunSettings(steps=(10, 50), chains=CHAINS, seed=3, progress=False),
-                      settings=ProtocolSettings(s_sweep=(0, 20, 100), replicates=2,
-                                                fit=FitSettings(chains=4, warmup=200,
-                                                                draws=250)),
+    result = protocol(FLAT, None, data, sampler=SAMPLER, run=RUN, settings=SETTINGS,
                       out_dir=out)
     return result, data, X, out
 
@@ -141,6 +145,30 @@ def test_forward_estimates_and_bound_agree_with_the_exact_normaliser(flat_run):
     assert -4 * np.hypot(se_l, se_u) < bound.estimate < 0.6
     assert result.sweep_test().passed and result.has_agreement
     assert result.ok
+
+
+def test_a_rerun_reads_the_fit_and_the_runs_back_and_other_settings_are_refused(
+        flat_run, monkeypatch):
+    result, data, _, out = flat_run
+
+    def boom(*args, **kwargs):
+        raise AssertionError("a finished run was recomputed")
+    monkeypatch.setattr(protocol_stages, "fit", boom)
+    monkeypatch.setattr(engine, "anneal", boom)
+    again = protocol(FLAT, None, data, sampler=SAMPLER, run=RUN, settings=SETTINGS,
+                     out_dir=out)
+    for T in (10, 50):
+        np.testing.assert_array_equal(again.sim.step(T).forward.log_estimates,
+                                      result.sim.step(T).forward.log_estimates)
+        np.testing.assert_array_equal(again.real_forward[T].log_estimates,
+                                      result.real_forward[T].log_estimates)
+    assert again.hyper == result.hyper
+    route, before = again.extra["route"], result.extra["route"]
+    assert route["why"] == before["why"]
+    assert route["q"]["log_joint_at_mode"] == before["q"]["log_joint_at_mode"]
+    with pytest.raises(ResumeMismatchError):
+        protocol(FLAT, None, data, sampler=SAMPLER, run=replace(RUN, seed=4),
+                 settings=SETTINGS, out_dir=out)
 
 
 def test_drafter_names_every_flat_parameter_and_can_take_them_as_given(tmp_path):

@@ -120,8 +120,7 @@ def _draft(model, directory: Path, likelihood, given: list[str], auto: bool, ste
     raise AssertionError("unreachable: the drafter names every flat parameter at once")
 
 
-def _fixed_simulator(ctx: Context, compiled, prepared, redraft, data: dict, fitted,
-                     why: dict):
+def _fixed_simulator(ctx: Context, prepared, redraft, data: dict, fitted, why: dict):
     """A simulator given the fixed parameters' fitted values, with data simulated there
     (the data check's draws); when that simulation fails, once more with the drafter's
     automatic hyperparameters fixed too (``redraft(names)``: the programs then)."""
@@ -171,13 +170,15 @@ def _dataset(ctx: Context, compiled: CompiledModel, data: dict, draw: dict):
     return stan, params, overrides, values
 
 
-def _header(name, model, simulator_text, data, sampler, run, settings, hyper) -> dict:
+def _header(name, model, data, sampler, run, settings, hyper: list[str]) -> dict:
+    """The run's header; its fingerprint hashes what the programs, the fixed parameters
+    and every number follow from (the model, the parameters named, the data and the
+    settings), so that a rerun can be checked before the fit is read back."""
     scored = run.scored()
     pset = asdict(settings)
     pset["s_sweep"] = list(settings.s_sweep)
     fingerprint, parts = fingerprints(
-        kind="protocol-fitted", model=program_text(model), simulator=simulator_text,
-        hyper=list(hyper), data={k: np.asarray(v).tolist() for k, v in data.items()},
+        kind="protocol-fitted", model=program_text(model), hyper=list(hyper), data={k: np.asarray(v).tolist() for k, v in data.items()},
         sampler=asdict(sampler), tuning=sampler.tuning_fingerprint(), run=scored,
         fit=pset["fit"])
     return {"model": name, "fingerprint": fingerprint, "fingerprints": parts,
@@ -226,6 +227,8 @@ def fitted_protocol(model, real_data, hyper: Sequence[str] | str | None = None, 
 
 
 def _run(ctx: Context, model, directory, likelihood, hyper, stem, data) -> ProtocolResult:
+    header = _header(ctx.name, model, data, ctx.sampler, ctx.run, ctx.settings, hyper)
+    previous = previous_result(ctx.out, header)
     prepared, flat = _draft(model, directory, likelihood, hyper, False, stem)
     why = {**{h: "named (--hyper)" for h in hyper}, **{p: "no proper prior" for p in flat}}
     (compiled,), _ = compile_with_simulator([prepared.model], prepared.simulator)
@@ -234,12 +237,9 @@ def _run(ctx: Context, model, directory, likelihood, hyper, stem, data) -> Proto
     fitted = real_fit(ctx, GaussianBaseTarget(stan_real, GaussianBase.standard(stan_real.dim)),
                       lambda n: rng.uniform(-2, 2, size=(n, stan_real.dim)))
     prepared, compiled, sim, values, rhat, checks = _fixed_simulator(
-        ctx, compiled, prepared, lambda names: _draft(model, directory, likelihood,
-                                                      [*hyper, *flat, *names], True, stem)[0],
+        ctx, prepared, lambda names: _draft(model, directory, likelihood,
+                                            [*hyper, *flat, *names], True, stem)[0],
         data, fitted, why)
-    header = _header(ctx.name, model, Path(prepared.simulator).read_text(), data, ctx.sampler,
-                     ctx.run, ctx.settings, values)
-    previous = previous_result(ctx.out, header)
     truth = draw_at(sim.simulate(1, ctx.seed(Purpose.TRUTH)), 0)
     stan_sim, params, overrides, sim_data = _dataset(ctx, compiled, data, truth)
     x_star = stan_sim.param_unconstrain(params)
