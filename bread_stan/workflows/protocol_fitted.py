@@ -48,6 +48,7 @@ import numpy as np
 
 from ..ais.gaussian_base import GaussianBase, GaussianBaseTarget
 from ..ais.results import BreadResult
+from ..ais.verdict import VerdictSettings
 from ..ais.waypoint import WaypointError, fit_name, tune_base_leg
 from ..errors import ImproperPriorError, InputError, StanDataError
 from ..rng import Purpose, derived_seed
@@ -262,8 +263,10 @@ def _run(ctx: Context, model, directory, likelihood, hyper, stem, data) -> Proto
              "simulated_data": {k: np.asarray(v).tolist() for k, v in overrides.items()},
              "data_check": checked.to_dict(), "programs": record(prepared, None),
              "simulator_check": SimulatorCheck.skipped(_NO_CHECK).to_dict()}
-    sim_result = BreadResult(ctx.name, header, [], {"truth": truth_lists,
-                                                    "known_log_ml_bounds": {}})
+    # The reverse chains start from distinct snapshots, not from one exact draw.
+    sim_result = BreadResult(ctx.name, header, [], {
+        "truth": truth_lists, "known_log_ml_bounds": {},
+        "verdict_settings": asdict(VerdictSettings(one_reverse_start=False))})
     result = ProtocolResult(ctx.name, header, fitted, values, sim_result, {}, {}, extra)
     if previous is not None:
         carry_over(result, previous, ctx)
