@@ -196,6 +196,9 @@ def protocol(model, simulator=None, real_data=None, *, sampler: SamplerSettings 
         if hyper is None:
             log.info("%s: %s: the protocol fixes parameters at fitted values",
                      name or default_name(model), reason)
+        if executor is not None and not executor.in_process:
+            log.warning("the protocol with fixed parameters runs its replicates in this "
+                        "process, not on %s", executor.kind)
         return fitted_protocol(model, real_data, hyper, sampler=sampler, run=run,
                                settings=settings, out_dir=out_dir, name=name,
                                likelihood=likelihood)
