@@ -128,7 +128,8 @@ def test_forward_estimates_and_bound_agree_with_the_exact_normaliser(flat_run):
     step = result.sim.step(50)
     lower = np.asarray(step.forward.log_estimates)
     upper = np.asarray(step.reverse.log_estimates)
-    se_l, se_u = lower.std(ddof=1) / np.sqrt(lower.size), upper.std(ddof=1) / np.sqrt(upper.size)
+    se_l = lower.std(ddof=1) / np.sqrt(lower.size)
+    se_u = upper.std(ddof=1) / np.sqrt(upper.size)
     # E[L] <= log Z <= E[U] (stochastic bounds), and at 50 distributions of a Gaussian
     # posterior both are within a few tenths of a nat of it.
     assert lower.mean() <= log_z + 4 * se_l
@@ -222,7 +223,8 @@ def test_cli_runs_a_flat_prior_program_to_a_verdict_with_the_heuristic_sentence(
     assert lines[0].startswith("bread-stan protocol: error: cannot draft a simulator")
     assert "'nope' is not a parameter" in lines[0]
     code, _, err = _cli(capsys, str(FLAT_SCALE), *common, "--hyper", "sigma", "--simulator",
-                        str(TEST_STAN / "normal_mean_sim.stan"), "--out", str(tmp_path / "both"))
+                        str(TEST_STAN / "normal_mean_sim.stan"), "--out",
+                        str(tmp_path / "both"))
     assert code == 2 and "given simulator" in err
 
 

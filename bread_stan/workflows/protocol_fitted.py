@@ -12,8 +12,10 @@ route does, for a program without ``prior_only`` (split as ``run`` splits it):
    no proper prior (the drafter's :class:`~bread_stan.errors.ImproperPriorError` names
    them all), and, when the simulator drafted with those given still fails at the
    fitted values, the drafter's automatic hyperparameters as well (the scalar
-   parameters whose prior uses no parameter but the fixed ones); a simulation that still fails is
-   refused in one line.  The drafted simulator takes them as ``NAME_given`` inputs.
+   parameters whose prior uses no parameter but the fixed ones); a simulation that
+   still fails is refused in one line.  The drafted simulator takes them as
+   ``NAME_given`` inputs; a draw the model rejects too is redrawn
+   (:meth:`~bread_stan.stan.simulator.Simulator.honour`), as in ``run``.
 2. **Fit**: the toolkit's NUTS (or CmdStan's) on the real data, from Stan's default
    inits (uniform(-2, 2) on the unconstrained space: there are no prior draws to start
    from); eta_hat is the posterior median of each fixed parameter.
@@ -32,6 +34,9 @@ The estimates are on log Z = log of the integral of the program's density (with 
 prior: the integral of the likelihood over the flat parameters), not log p(y); the
 bound B = mean U - mean L does not depend on the normaliser.  The bound is the paper's
 heuristic (:data:`HEURISTIC`), and the result says so (``extra["route"]``).
+
+:func:`bread_stan.workflows.protocol.protocol` takes this route when no simulator is
+given and :func:`why_fixed_route` finds a reason, or when ``hyper`` is given.
 """
 
 from __future__ import annotations
@@ -179,7 +184,8 @@ def _header(name, model, data, sampler, run, settings, hyper: list[str]) -> dict
     pset = asdict(settings)
     pset["s_sweep"] = list(settings.s_sweep)
     fingerprint, parts = fingerprints(
-        kind="protocol-fitted", model=program_text(model), hyper=list(hyper), data={k: np.asarray(v).tolist() for k, v in data.items()},
+        kind="protocol-fitted", model=program_text(model), hyper=list(hyper),
+        data={k: np.asarray(v).tolist() for k, v in data.items()},
         sampler=asdict(sampler), tuning=sampler.tuning_fingerprint(), run=scored,
         fit=pset["fit"])
     return {"model": name, "fingerprint": fingerprint, "fingerprints": parts,
@@ -219,7 +225,8 @@ def fitted_protocol(model, real_data, hyper: Sequence[str] | str | None = None, 
             tempfile.TemporaryDirectory(prefix="bread-programs-"))))
         kernel, _ = sampler.make()
         ctx = Context(name, out, sampler, run, settings, kernel)
-        stem = None if isinstance(model, (str, Path)) and str(model).endswith(".stan") else name
+        given_as_file = isinstance(model, (str, Path)) and str(model).endswith(".stan")
+        stem = None if given_as_file else name
         result = _run(ctx, model, directory, names, hyper, stem, data)
         result.extra["programs"]["directory"] = str(directory) if out is not None else None
         if out is not None:
