@@ -245,3 +245,14 @@ def test_a_parameter_whose_prior_draws_break_the_simulation_is_fixed_too():
     assert abs(result.hyper["log_lambda"] - np.log(y.mean())) < 0.3
     np.testing.assert_allclose(result.extra["truth"]["log_lambda"], result.hyper["log_lambda"])
     assert result.sim.consistent
+
+
+def test_which_programs_take_the_route():
+    from bread_stan.workflows.protocol_fitted import why_fixed_route
+
+    # A proper prior that simulates: the protocol's own route (a drafted simulator).
+    y = {"N": 3, "y": [0.1, -0.4, 0.3]}
+    assert why_fixed_route(TEST_STAN / "no_prior_only.stan", y) is None
+    assert why_fixed_route(FLAT, _data()[0]) == "no proper prior for b"
+    assert why_fixed_route(FLAT_SCALE, {k: v for k, v in _data()[0].items()
+                                        if k != "sigma"}) == "no proper prior for a, b"
