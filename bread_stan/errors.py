@@ -112,3 +112,13 @@ class ModelSetupError(BreadStanError):
 class DraftError(BreadStanError, ValueError):
     """The simulator drafter cannot translate a model program (the message names the
     statement and why)."""
+
+
+class ImproperPriorError(DraftError):
+    """The drafter's refusal of parameters with no proper prior (flat), naming all of
+    them in ``parameters``: nothing can be simulated from their prior, but they can be
+    given (fixed at fitted values, the real-data protocol's route)."""
+
+    def __init__(self, message: str, parameters):
+        super().__init__(message)
+        self.parameters = list(parameters)

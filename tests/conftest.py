@@ -116,6 +116,7 @@ _STAN_MODULES = {
     "test_draft_brms_copies", "test_draft_replay", "test_draft_simulator",
     "test_draft_zero_inflated", "test_draws", "test_errors", "test_faults",
     "test_gaussian_base", "test_model", "test_native", "test_notebooks", "test_protocol",
+    "test_protocol_fitted",
     "test_simulate", "test_simulator_check", "test_smc_workflow", "test_split",
     "test_current_stan",
     "test_stan_ais", "test_stan_programs", "test_stan_target", "test_study_models",

@@ -37,7 +37,7 @@ from bread_stan.stan.compile import compile_many
 from bread_stan.workflows.fit import FitSettings, fit, warmup_windows
 from bread_stan.workflows.agreement import agreement_score
 from bread_stan.workflows.data_check import data_check
-from bread_stan.workflows import protocol as protocol_workflow
+from bread_stan.workflows import protocol_stages
 from bread_stan.workflows.protocol import ProtocolSettings, protocol
 from bread_stan.workflows.protocol_result import ProtocolResult
 from bread_stan.workflows.sweep import s_sweep_test
@@ -322,7 +322,7 @@ def test_end_to_end_saves_resumes_and_exports(tmp_path, monkeypatch):
     # A finished run reruns nothing (no fit, no AIS).
     def boom(*a, **k):
         raise AssertionError("a finished run was recomputed")
-    monkeypatch.setattr(protocol_workflow, "fit", boom)
+    monkeypatch.setattr(protocol_stages, "fit", boom)
     monkeypatch.setattr(ais, "anneal", boom)
     again = protocol(LINREG, LINREG_SIM, data, sampler=SAMPLER, run=LIN_RUN,
                      settings=LIN_SETTINGS, out_dir=tmp_path / "full")

@@ -218,6 +218,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "0 turns the agreement score off)")
     p.add_argument("--replicate-max-steps", type=_whole(2), default=None,
                    help="run the replicates only up to this many distributions (default all)")
+    p.add_argument("--hyper", default=None, metavar="NAME,...",
+                   help="parameters to fix at values fitted on the real data, besides those "
+                   "fixed by default (with no proper prior, or whose prior draws break the "
+                   "simulation); the forward AIS then runs on the Gaussian path and the "
+                   "bound is the paper's heuristic (not with --simulator)")
 
     p = sub.add_parser("subjective", help="subjective divergence on the real data, against "
                        "a reference sampler; any Stan program (no prior_only, no simulator)")

@@ -5,7 +5,7 @@ Usage::
     bread-stan run MODEL.stan --simulator SIM.stan --data DATA.json [--steps 10,100,1000]
                    [--chains 100] [--kernel hmc|nuts] [--seed 0] [--out DIR] [--threads N]
     bread-stan compare A.stan B.stan --simulator SIM.stan --data DATA.json [...]
-    bread-stan protocol MODEL.stan --simulator SIM.stan --data REAL.json
+    bread-stan protocol MODEL.stan [--simulator SIM.stan | --hyper NAME,...] --data REAL.json
                    [--sweep 10,100,1000,10000] [--replicates 5] [--fit-chains 4]
                    [--fit-sampler toolkit|cmdstan]
                    [run options]
@@ -28,6 +28,11 @@ Usage::
 ``prior_only`` the model is split into prior and likelihood automatically
 (``--likelihood NAME,...`` names the modelled data), and without ``--simulator`` one is
 drafted; the generated programs and the split table are saved in ``OUT/programs``.
+``protocol`` without ``--simulator`` on a program whose prior cannot be simulated (a
+parameter with no proper prior, or prior draws that break the simulation), or with
+``--hyper NAME,...``, fixes those parameters at values fitted on the real data and
+anneals on the Gaussian path (:mod:`bread_stan.workflows.protocol_fitted`); its bound is
+the paper's heuristic, and the report says so.
 Each command is a thin layer over the Python call of the same name
 (:func:`bread_stan.bread`, ``compare``, ``protocol``, ``check_simulator``), which
 prepares the programs itself (:mod:`bread_stan.workflows.programs`).
@@ -237,6 +242,12 @@ def _print_protocol(result) -> None:
         print(f"\n!! {problem}")
 
 
+def _hyper(text: str | None) -> list[str] | None:
+    from ..workflows.protocol_fitted import parse_hyper
+
+    return parse_hyper(text)
+
+
 def _cmd_protocol(args) -> int:
     from ..workflows.fit import FitSettings
     from ..workflows.protocol import ProtocolSettings, protocol
@@ -252,7 +263,7 @@ def _cmd_protocol(args) -> int:
     with _executor(args) as executor:
         result = protocol(args.model, args.simulator, _data(args.data), sampler=sampler,
                           run=run, settings=settings, out_dir=out, executor=executor,
-                          likelihood=args.likelihood)
+                          likelihood=args.likelihood, hyper=_hyper(args.hyper))
     report = write_protocol_report(result, out)
     _print_protocol(result)
     print(f"\nresults and report: {report}")

@@ -164,6 +164,11 @@ def protocol_verdict(result: ProtocolResult) -> list[str]:
     if len(result.steps) == 0:
         return ["No number of distributions has finished yet."]
     lines = []
+    route = result.extra.get("route")
+    if route:
+        lines.append(f"Route: {route['description']} ("
+                     + "; ".join(f"{k}: {v}" for k, v in route.get("why", {}).items())
+                     + "); forward AIS on the Gaussian path of each data set.")
     if result.fit is not None:
         lines.append(_fit_sentence(result.fit) + "; fitted hyperparameters (posterior "
                      f"{result.extra.get('hyper_summary', 'median')}): "
@@ -194,6 +199,8 @@ def protocol_verdict(result: ProtocolResult) -> list[str]:
         lines.append(f"On the simulated data, with {last.n_steps} distributions, AIS is "
                      f"{last.message} (The reverse chains start from an approximate posterior "
                      "draw, so this bound is checked by the S-sweep rather than guaranteed.)")
+    if route:
+        lines.append(route["heuristic"])
     return lines
 
 

@@ -81,7 +81,8 @@ def split_table_markdown(split: Split, label: str) -> str:
 
 def prepare_programs(model, simulator, directory: str | os.PathLike,
                      likelihood: Sequence[str] | None = None, *, name: str | None = None,
-                     toolchain=None) -> PreparedPrograms:
+                     toolchain=None, hyper: Sequence[str] | None = None,
+                     given: Sequence[str] = ()) -> PreparedPrograms:
     """The model and simulator to run, generating what is missing into ``directory``.
 
     ``model`` is a path, program text, a ``cmdstanpy.CmdStanModel`` or a compiled model;
@@ -90,6 +91,9 @@ def prepare_programs(model, simulator, directory: str | os.PathLike,
     When the drafted simulator can draw data outside bounds the data block declares,
     the model run is the (split) program with those bounds dropped
     (:func:`~bread_stan.stan.draft.relax_data_bounds`; the same density).
+
+    ``hyper`` and ``given`` go to the drafter (:func:`~bread_stan.stan.draft.draft_program`:
+    the hyperparameters, None for its automatic choice, and those given in any case).
 
     Raises :class:`~bread_stan.stan.draft.SplitError` or
     :class:`~bread_stan.errors.DraftError` (one line naming the statement) when the
@@ -118,7 +122,8 @@ def prepare_programs(model, simulator, directory: str | os.PathLike,
     if simulator is not None:
         return PreparedPrograms(run_model, _as_given(simulator), None if own else split,
                                 False, table)
-    drafted = draft_program(program if own else run_model, toolchain=toolchain)
+    drafted = draft_program(program if own else run_model, hyper, toolchain=toolchain,
+                            given=given)
     sim = directory / f"{stem}_sim.stan"
     write_atomic(sim, drafted.text)
     if drafted.relaxed_bounds:

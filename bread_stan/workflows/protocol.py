@@ -44,37 +44,32 @@ import math
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Sequence
 
 import numpy as np
 
-from ..ais import engine
-from ..ais.results import BreadResult, DirectionResult, StepResult
-from ..store import load_if_sound, load_json, load_unit, save_unit
+from ..ais.results import BreadResult
 from ..ais.tuning import TunedKernel
-from ..kernels.base import initial_state
-from ..rng import ChainRandom, Purpose, Stream, derived_seed
+from ..rng import Purpose
 from ..stan.data import load_data
 from ..parallel.executor import Executor
 from ..stan.simulator import Simulator, compile_with_simulator, draw_at, split_draw
 from ..stan.tempered import StanTarget
-from .common import (check_program, check_resumable, default_name, fingerprints,
+from .common import (check_program, default_name, fingerprints,
                      output_directory, program_text, setup_warnings, warn_if_costly)
-from .problem import constrained, prior_draws, simulate_problem
+from .problem import prior_draws, simulate_problem
 from .settings import RunSettings, SamplerSettings
 from .data_check import data_check
-from .fit import FitResult, FitSettings, fit
+from .fit import FitResult, FitSettings
 from .simulator_check import CheckSettings, SimulatorCheck, check_simulator
-from .protocol_result import (
-    HEADER,
-    ProtocolResult,
-    save_direction,
-    write_header,
-)
+from .protocol_result import ProtocolResult, write_header
 from ..errors import InputError
 from .auto_path import prior_path_only
 from .programs import attach, prepared
-from .protocol_replicates import forward_run, run_replicates, tuned_kernel
+from .protocol_fitted import fitted_protocol, why_fixed_route
+from .protocol_replicates import run_replicates, tuned_kernel
+from .protocol_stages import (Context, carry_over, fitted_values, forward_only, previous_result,
+                              real_fit, reverse_start_snapshots, simulated_step)
 
 __all__ = ["ProtocolSettings", "protocol"]
 
@@ -133,43 +128,11 @@ class ProtocolSettings:
 
 # The workflow.
 
-def _reverse_starts(target: StanTarget, kernel, params, x_star: np.ndarray, n: int,
-                    sweep: tuple[int, ...], seed: int) -> tuple[dict[int, np.ndarray], dict]:
-    """Snapshots after S transitions at beta = 1 of n chains started at ``x_star``."""
-    rng = ChainRandom.from_seed(seed, n, stream=Stream.REVERSE_START)
-    state = initial_state(target, np.repeat(x_star[None, :], n, axis=0), gradient=True)
-    beta = np.ones(n)
-    snaps = {0: state.position.copy()} if 0 in sweep else {}
-    accept, divergent, n_grad = 0.0, 0, 0
-    t0 = time.perf_counter()
-    for i in range(1, max(sweep) + 1):
-        state, info = kernel.step(rng, state, target, beta, params)
-        accept += float(np.nanmean(info.accept_stat))
-        divergent += int(np.sum(info.divergent))
-        n_grad += int(np.sum(info.n_grad))
-        if i in sweep:
-            snaps[i] = state.position.copy()
-    total = max(max(sweep), 1)
-    return snaps, {"accept_stat": accept / total, "divergences": float(divergent),
-                   "gradients": float(n_grad), "seconds": time.perf_counter() - t0}
-
-
 def _prior_unconstrained(target: StanTarget, simulator: Simulator, n: int, seed: int
                          ) -> np.ndarray:
     """Unconstrained exact draws of the full prior (hyperparameters drawn too)."""
     params, _ = split_draw(simulator.simulate(n, seed), target.compiled)
     return target.param_unconstrain_batch(params)
-
-
-def _hyper_rhat(fitted: FitResult, hyper: Mapping) -> dict[str, float]:
-    """Largest R-hat over the elements of each hyperparameter (names as Stan writes them, "tau[1]")."""
-    index = fitted.summary.index.astype(str)
-    out = {}
-    for h in hyper:
-        rows = (index == h) | index.str.startswith(f"{h}[")
-        if rows.any():
-            out[h] = float(fitted.summary.loc[rows, "r_hat"].max())
-    return out
 
 
 def _header(name, model, simulator, data, sampler, run, settings) -> dict:
@@ -193,7 +156,8 @@ def protocol(model, simulator=None, real_data=None, *, sampler: SamplerSettings 
              run: RunSettings = RunSettings(), settings: ProtocolSettings = ProtocolSettings(),
              out_dir: str | Path | None = None, name: str | None = None,
              executor: Executor | None = None,
-             likelihood: str | Sequence[str] | None = None) -> ProtocolResult:
+             likelihood: str | Sequence[str] | None = None,
+             hyper: str | Sequence[str] | None = None) -> ProtocolResult:
     """Run the real-data protocol of SPEC section 4 (see the module docstring).
 
     ``model`` is a Stan program as it is (path, text or ``cmdstanpy.CmdStanModel``),
@@ -211,14 +175,34 @@ def protocol(model, simulator=None, real_data=None, *, sampler: SamplerSettings 
     charged its share of the batch's time in proportion to its gradients, so a
     step's time is what one forward plus one reverse run cost.
 
+    With no ``simulator``, a program whose parameters cannot all be simulated from the
+    prior (a parameter with no proper prior, or prior draws that break the simulation),
+    or with ``hyper`` (names, or "a,b") given, runs the route of
+    :mod:`bread_stan.workflows.protocol_fitted` instead: those parameters fixed at values
+    fitted on the real data, AIS on the Gaussian path, the bound the paper's heuristic.
+
     ``executor`` (:class:`~bread_stan.parallel.executor.Executor`) runs the
     replicates on a Dask cluster, one whole replicate (simulation, tuning, its
     forward runs) per task, each saved as it arrives: the same numbers as locally.
     """
-    sampler, run = prior_path_only(sampler, run, "protocol")
     check_program("model", model)
     if simulator is not None:
         check_program("simulator", simulator)
+        if hyper is not None:
+            raise InputError("hyper names parameters to fix in a drafted simulator; a given "
+                             "simulator takes its hyperparameters through its *_given inputs")
+    if simulator is None and (hyper is not None or (reason := why_fixed_route(
+            model, real_data, likelihood, seed=run.seed, threads=run.threads))):
+        if hyper is None:
+            log.info("%s: %s: the protocol fixes parameters at fitted values",
+                     name or default_name(model), reason)
+        if executor is not None and not executor.in_process:
+            log.warning("the protocol with fixed parameters runs its replicates in this "
+                        "process, not on %s", executor.kind)
+        return fitted_protocol(model, real_data, hyper, sampler=sampler, run=run,
+                               settings=settings, out_dir=out_dir, name=name,
+                               likelihood=likelihood)
+    sampler, run = prior_path_only(sampler, run, "protocol")
     if run.algorithm != "ais":
         raise InputError("the real-data protocol runs AIS only; use RunSettings(algorithm="
                          "'ais') here (SMC runs under bread, compare and subjective)")
@@ -232,32 +216,16 @@ def protocol(model, simulator=None, real_data=None, *, sampler: SamplerSettings 
         return result
 
 
-@dataclass(frozen=True)
-class _Context:
-    """What every stage of one protocol run reads: its name, output folder (None: nothing
-    saved), settings and kernel."""
-
-    name: str
-    out: Path | None
-    sampler: SamplerSettings
-    run: RunSettings
-    settings: ProtocolSettings
-    kernel: object
-
-    def seed(self, purpose: Purpose, *index: int) -> int:
-        return derived_seed(self.run.seed, purpose, *index)
-
-
 def _protocol(model, simulator, real_data, sampler: SamplerSettings, run: RunSettings,
               settings: ProtocolSettings, out: Path | None, name: str | None,
               executor: Executor | None = None) -> ProtocolResult:
     data = load_data(real_data)
     name = name or default_name(model)
     header = _header(name, model, simulator, data, sampler, run, settings)
-    previous = _previous(out, header)
+    previous = previous_result(out, header)
     (compiled,), sim_compiled = compile_with_simulator([model], simulator)
     kernel, base = sampler.make()
-    ctx = _Context(name, out, sampler, run, settings, kernel)
+    ctx = Context(name, out, sampler, run, settings, kernel)
     prior_sim = Simulator(sim_compiled, data, threads=run.threads)
     real_target = StanTarget(compiled, data, threads=run.threads)
     # 0. The simulator check, before anything expensive (its own pilot tuning).
@@ -279,7 +247,7 @@ def _protocol(model, simulator, real_data, sampler: SamplerSettings, run: RunSet
                                          "simulator_check": simulator_check})
     result = ProtocolResult(name, header, fitted, hyper, sim, {}, {}, extra)
     if previous is not None:
-        _carry_over(result, previous, ctx)
+        carry_over(result, previous, ctx)
     result.extra["executor"] = (executor or Executor()).describe()
     if out is not None:
         write_header(out, result)
@@ -287,7 +255,7 @@ def _protocol(model, simulator, real_data, sampler: SamplerSettings, run: RunSet
     pilot, tuned_sim, tuned_real = _tune_both(ctx, result, problem, real_target, prior_sim,
                                               base)
     # 4. Reverse starts: S frozen beta = 1 transitions from (eta_hat, theta) on D_sim.
-    starts = _reverse_start_snapshots(ctx, result, problem, tuned_sim)
+    starts = reverse_start_snapshots(ctx, result, problem, tuned_sim)
     if out is not None:
         write_header(out, result)
         result.sim.save_header(out / "sim")
@@ -304,9 +272,9 @@ def _protocol(model, simulator, real_data, sampler: SamplerSettings, run: RunSet
     # 5. AIS for each number of distributions.
     for T in run.steps:
         betas, every, prior = step_inputs(T)
-        _simulated_step(ctx, result, problem, tuned_sim, starts, T, betas, every, prior)
+        simulated_step(ctx, result, problem, tuned_sim, starts, T, betas, every, prior)
         if T not in result.real_forward:
-            result.real_forward[T] = _forward_only(
+            result.real_forward[T] = forward_only(
                 ctx, real_target, tuned_real, ctx.seed(Purpose.REAL_CHAINS, T),
                 out / "real" / f"forward_{T}.npz" if out is not None else None, "real data",
                 T, betas, every, prior)
@@ -318,48 +286,17 @@ def _protocol(model, simulator, real_data, sampler: SamplerSettings, run: RunSet
     return result
 
 
-def _previous(out: Path | None, header: dict) -> ProtocolResult | None:
-    """The result saved in ``out`` by an earlier run with the same settings, if any."""
-    if out is None:
-        return None
-    saved = load_if_sound(out / HEADER, load_json)
-    if saved is None:
-        return None
-    check_resumable(out, saved.get("settings", {}), header)
-    return ProtocolResult.load(out)
-
-
-def _fit_real(ctx: _Context, real_target: StanTarget, prior_sim: Simulator
+def _fit_real(ctx: Context, real_target: StanTarget, prior_sim: Simulator
               ) -> tuple[FitResult, dict, dict[str, float]]:
     """The fit on the real data (loaded when saved), its hyperparameters eta_hat and
     their R-hat."""
-    fit_dir = ctx.out / "fit" if ctx.out is not None else None
-    fitted = None
-    if fit_dir is not None:
-        fitted = load_if_sound(fit_dir / "fit.npz", lambda path: FitResult.load(path.parent))
-    fit_settings = ctx.settings.fit
-    if fitted is not None:
-        log.info("%s: fit loaded from %s", ctx.name, fit_dir)
-    else:
-        inits = _prior_unconstrained(real_target, prior_sim, fit_settings.chains,
-                                     ctx.seed(Purpose.FIT_INIT))
-        fitted = fit(real_target, inits, settings=fit_settings, seed=ctx.seed(Purpose.FIT))
-        if fit_dir is not None:
-            fitted.save(fit_dir)
-    hyper = fitted.hyperparameters(prior_sim.hyperparameters, fit_settings.hyper_summary)
-    hyper_rhat = _hyper_rhat(fitted, hyper)
-    if any(r > 1.1 for r in hyper_rhat.values()):
-        # Only the hyperparameters matter here: label switching or rotations of
-        # other parameters (mixtures, factorisations) inflate R-hat harmlessly.
-        log.warning("%s: the fit's hyperparameters have R-hat %s (> 1.1); the fitted values "
-                    "may be unreliable (longer warmup, more draws?)", ctx.name,
-                    {h: round(r, 3) for h, r in hyper_rhat.items()})
-    log.info("%s: fitted hyperparameters (posterior %s): %s", ctx.name,
-             fit_settings.hyper_summary, {k: np.round(v, 4).tolist() for k, v in hyper.items()})
-    return fitted, hyper, hyper_rhat
+    fitted = real_fit(ctx, real_target, lambda n: _prior_unconstrained(
+        real_target, prior_sim, n, ctx.seed(Purpose.FIT_INIT)))
+    hyper, rhat = fitted_values(ctx, fitted, prior_sim.hyperparameters)
+    return fitted, hyper, rhat
 
 
-def _simulate_at_fit(ctx: _Context, model, compiled, sim_compiled, data, hyper):
+def _simulate_at_fit(ctx: Context, model, compiled, sim_compiled, data, hyper):
     """The simulated problem (theta and D_sim drawn with eta_hat), and the result's extra
     entries of the simulated data and of its check against the real data."""
     run = ctx.run
@@ -379,21 +316,7 @@ def _simulate_at_fit(ctx: _Context, model, compiled, sim_compiled, data, hyper):
                      "data_check": checked.to_dict()}
 
 
-def _carry_over(result: ProtocolResult, previous: ProtocolResult, ctx: _Context) -> None:
-    """Keep what a resumed run computed before, at the step counts, S values and
-    replicates still asked for."""
-    steps, settings = ctx.run.steps, ctx.settings
-    result.sim.steps = [s for s in previous.sim.steps if s.n_steps in steps]
-    result.real_forward = {T: d for T, d in previous.real_forward.items() if T in steps}
-    result.reverse_sweep = {k: d for k, d in previous.reverse_sweep.items()
-                            if k[0] in settings.s_sweep and k[1] in steps}
-    result.replicate_forward = {
-        k: {T: d for T, d in by_steps.items() if T in steps}
-        for k, by_steps in previous.replicate_forward.items() if k <= settings.replicates}
-    result.extra.update({k: v for k, v in previous.extra.items() if k not in result.extra})
-
-
-def _tune_both(ctx: _Context, result: ProtocolResult, problem, real_target, prior_sim, base
+def _tune_both(ctx: Context, result: ProtocolResult, problem, real_target, prior_sim, base
                ) -> tuple[np.ndarray, TunedKernel, TunedKernel]:
     """The pilot draws and the kernels tuned along beta on the simulated and the real
     data (loaded when saved), their setup warnings recorded in ``result``."""
@@ -417,77 +340,3 @@ def _tune_both(ctx: _Context, result: ProtocolResult, problem, real_target, prio
     return pilot, tuned_sim, tuned_real
 
 
-def _reverse_start_snapshots(ctx: _Context, result: ProtocolResult, problem,
-                             tuned_sim: TunedKernel) -> dict[int, np.ndarray]:
-    """The reverse chains' starts of every S of the sweep (loaded when saved; computed
-    and saved when the sweep holds a new S)."""
-    s_sweep = ctx.settings.s_sweep
-    starts_path = ctx.out / "reverse_starts.npz" if ctx.out is not None else None
-    starts: dict[int, np.ndarray] = {}
-    saved_starts = load_if_sound(starts_path, load_unit) if starts_path is not None else None
-    if saved_starts is not None:
-        starts = {int(k[1:]): v for k, v in saved_starts[0].items()}
-    if not set(s_sweep) <= set(starts):
-        # The snapshots are a deterministic function of the seed, so recomputing
-        # for a larger sweep reproduces the saved ones.
-        at_one = tuned_sim.schedule(np.array([0.0, 1.0])).params_at(1)
-        starts, info = _reverse_starts(problem.target, ctx.kernel, at_one, problem.x_star,
-                                       ctx.run.chains, s_sweep,
-                                       ctx.seed(Purpose.REVERSE_START))
-        result.extra["reverse_start"] = info
-        log.info("%s: reverse starts after S = %s transitions at beta = 1 (%.1f s, "
-                 "acceptance %.2f)", ctx.name, list(s_sweep), info["seconds"],
-                 info["accept_stat"])
-        if starts_path is not None:
-            save_unit(starts_path, {f"S{S}": v for S, v in starts.items()}, {})
-    return starts
-
-
-def _simulated_step(ctx: _Context, result: ProtocolResult, problem, tuned_sim: TunedKernel,
-                    starts: dict[int, np.ndarray], T: int, betas, every, prior) -> None:
-    """The simulated forward run and the reverse runs of the missing S at T
-    distributions, in one batch per temperature, saved and put into ``result``."""
-    out, settings = ctx.out, ctx.settings
-    fwd_done = {st.n_steps: st for st in result.sim.steps}.get(T)
-    missing = [S for S in settings.s_sweep if (S, T) not in result.reverse_sweep]
-    chain_seed = ctx.seed(Purpose.CHAINS, T)
-    groups = [] if fwd_done is not None else [engine.Group("forward", prior, chain_seed, 0)]
-    # Stream 1 + S: a reverse chain's randomness depends on its S, not on the sweep.
-    groups += [engine.Group("reverse", starts[S], chain_seed, 1 + S) for S in missing]
-    if groups:
-        runs = engine.anneal(problem.target, ctx.kernel,
-                             tuned_sim.schedule(betas, ctx.sampler.steps_per_temperature),
-                             groups, increments_every=every, progress=ctx.run.progress)
-        if fwd_done is None:
-            fwd = runs.pop(0)
-            fwd_done = StepResult(T, fwd.to_direction_result(), None, betas,
-                                  constrained(problem, fwd.final_positions))
-        for S, r in zip(missing, runs):
-            result.reverse_sweep[(S, T)] = r.to_direction_result()
-            if out is not None:
-                save_direction(out / "sweep" / f"reverse_S{S}_T{T}.npz",
-                               result.reverse_sweep[(S, T)])
-    step = StepResult(T, fwd_done.forward, result.reverse_sweep[(settings.s_main, T)],
-                      betas, fwd_done.draws)
-    result.sim.steps = [st for st in result.sim.steps if st.n_steps != T] + [step]
-    if groups:
-        if out is not None:
-            result.sim.save_step(out / "sim", step)
-        check = step.consistency()
-        if not check.passed:
-            log.warning("%s, simulated data, %d distributions: %s", ctx.name, T, check.message)
-        log.info("%s: simulated data, T=%d: bound %.4g nats, %.1f s", ctx.name, T,
-                 step.bound().estimate, step.wall_time)
-
-
-def _forward_only(ctx: _Context, target, tuned: TunedKernel, seed: int, path: Path | None,
-                  label: str, T: int, betas, every, prior) -> DirectionResult:
-    """A forward run on its own (the real data's), saved to ``path``."""
-    fwd = forward_run(target, ctx.kernel, tuned, betas, prior, seed, every,
-                   ctx.sampler.steps_per_temperature, ctx.run.progress)
-    done = fwd.to_direction_result()
-    if path is not None:
-        save_direction(path, done)
-    log.info("%s: %s, T=%d: median forward estimate %.4g, %.1f s", ctx.name, label, T,
-             float(np.median(fwd.log_estimates)), fwd.wall_time)
-    return done

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from ...errors import DraftError, StanCompileError
+from ...errors import DraftError, ImproperPriorError, StanCompileError
 from ..compile import Program, run_stanc, resolve_toolchain, read_program
 from .coverage import SIZE_REJECTED
 from .emit import emit, emit_parameter_part
@@ -92,14 +92,20 @@ def draft_simulator(model_program: str | os.PathLike | Program,
 
 
 def draft_program(model_program: str | os.PathLike | Program,
-                  hyper: Sequence[str] | None = None, *, toolchain=None) -> DraftedSimulator:
+                  hyper: Sequence[str] | None = None, *, toolchain=None,
+                  given: Sequence[str] = ()) -> DraftedSimulator:
     """A simulator program for ``model_program`` (path or text).
 
     ``hyper``: names of the parameters to treat as hyperparameters (given through
     ``hyper_given``/``h_given``); None takes the scalar parameters whose prior uses no
-    other parameter, ``[]`` none.  Raises :class:`DraftError` (one line, naming the
-    statement) for a model outside the translated subset.
+    other parameter, ``[]`` none.  ``given``: parameters that are hyperparameters in
+    any case (added to ``hyper``'s), which may have no proper prior: the simulator then
+    only takes them as given.  Raises :class:`DraftError` (one line, naming the
+    statement) for a model outside the translated subset, and its
+    :class:`~bread_stan.errors.ImproperPriorError` naming every parameter with no proper
+    prior that is not in ``given``.
     """
+    given = frozenset(given)
     program = read_program(model_program)
     toolchain = resolve_toolchain(toolchain)
     with tempfile.TemporaryDirectory() as tmp:
@@ -120,15 +126,18 @@ def draft_program(model_program: str | os.PathLike | Program,
         try:
             try:
                 draft = translate(parse_program(source), info, types, hyper, densities,
-                                  constants=constants)
+                                  constants=constants, given=given)
             except Replayable as direct:    # drawn in the model's statement order?
                 try:
                     draft = translate(parse_program(source), info, types, hyper, densities,
-                                      replay=True, constants=constants)
+                                      replay=True, constants=constants, given=given)
                 except Unreplayable:
                     raise DraftError(str(direct)) from None
         except DraftError as error:
-            raise DraftError(f"cannot draft a simulator for {label}{lines}: {error}") from None
+            message = f"cannot draft a simulator for {label}{lines}: {error}"
+            if isinstance(error, ImproperPriorError):
+                raise ImproperPriorError(message, error.parameters) from None
+            raise DraftError(message) from None
         simulator = emit(draft, label)
         parameter_part = emit_parameter_part(draft, label)
         if draft.normaliser and digest is not None:

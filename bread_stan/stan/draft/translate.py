@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ...errors import DraftError
+from ...errors import DraftError, ImproperPriorError
 from .mixture import fold_mixtures
 from .order import dependency_order
 from .parse import Decl, Expr, StanProgram, tokenize
@@ -29,7 +29,7 @@ from .normaliser import LOG_C_EXACT, PRIOR_TRIES
 from .restrict import rejection_loop
 from .tdata import simulator_transformed_data, transformed_data_split
 from .replay import OBSERVED_SUFFIX, Replayable, replay_section
-from .units import Unit, hyperparameters, uniform_unit
+from .units import Unit, given_only_unit, hyperparameters, uniform_unit
 from .zero_inflated import fold_zero_inflated
 from .support import INV_LOGIT_FUNCTIONS, refuse
 
@@ -58,14 +58,17 @@ class Draft:
 
 def translate(program: StanProgram, info: dict, types: list, hyper=None,
               densities: list | None = None, replay: bool = False,
-              constants: dict[int, list[str]] | None = None) -> Draft:
+              constants: dict[int, list[str]] | None = None,
+              given: frozenset[str] = frozenset()) -> Draft:
     """Translate a parsed model program (``info``: its ``stanc --info``; ``types``:
     :func:`tilde_types`; ``densities``: :func:`density_types`).  ``hyper``: names of the
     hyperparameters, or None for the scalar parameters whose prior uses no other
     parameter.  ``replay``: draw the data in the model's statement order
     (:mod:`.replay`); without it, a refusal that the replay may lift is
     :class:`.Replayable`.  ``constants``: the constant terms of ``target +=`` statements
-    that :func:`.targets_as_tildes` dropped, by line (for the prior's normaliser)."""
+    that :func:`.targets_as_tildes` dropped, by line (for the prior's normaliser).
+    ``given``: parameters that are hyperparameters in any case, taken as given only when
+    their prior is improper (:func:`.given_only_unit`)."""
     tr = Translation.start(program, info, types, replay, constants or {})
     read, drawn = tr.read, tr.drawn
     if "prior_only" not in read.inputs:
@@ -85,17 +88,15 @@ def translate(program: StanProgram, info: dict, types: list, hyper=None,
         raise Replayable(str(error)) if set(drawn.cover.pieces) & set(drawn.simulated) and \
             not replay else error from None
     _write_back_copies(tr, units)
-    for p in [p for p in read.parameters if p not in drawn.tilde_of]:   # flat priors
-        units.append(uniform_unit(read.decls[p], read.scalar_data, len(units)))
-        factor = tr.written.normaliser.uniform(read.decls[p])
-        units[-1].lines += ["  " + factor] if factor else []
+    _flat_units(tr, units, given)
     outputs = [read.decls[p] for p in read.parameters] + [read.decls[v] for v in drawn.simulated]
     sizes = {n for d in outputs for e in (*d.bounds.values(), *d.sizes, *d.dims)
              for n in e.names()}
     td, prior, replayed = (_replayed(tr, units, sizes) if replay
                            else _direct(tr, units, sizes))
     order = dependency_order(prior)
-    hyper_names = hyperparameters(read.parameters, read.transformed, read.decls, units, hyper)
+    hyper_names = hyperparameters(read.parameters, read.transformed, read.decls, units, hyper,
+                                  given)
     known = tr.written.normaliser
     checks = drawn.cover.size_checks(read.copies.values(), drawn.simulated)
 
@@ -112,6 +113,27 @@ def translate(program: StanProgram, info: dict, types: list, hyper=None,
     draft = _draft(tr, hyper_names, td, outputs, lines)
     draft.parameter_statements = statements(order[:data_first], []) if prefix else None
     return draft
+
+
+def _flat_units(tr: Translation, units: list[Unit], given: frozenset[str]) -> None:
+    """The units of the parameters with no ``~``: uniform on both bounds, given only
+    when improper and in ``given``; the improper others refused together
+    (:class:`~bread_stan.errors.ImproperPriorError`, the first one's message)."""
+    read = tr.read
+    refused: list[tuple[str, DraftError]] = []
+    for p in [p for p in read.parameters if p not in tr.drawn.tilde_of]:   # flat priors
+        try:
+            units.append(uniform_unit(read.decls[p], read.scalar_data, len(units)))
+        except DraftError as error:
+            if p in given:
+                units.append(given_only_unit(read.decls[p], len(units)))
+            else:
+                refused.append((p, error))
+            continue
+        factor = tr.written.normaliser.uniform(read.decls[p])
+        units[-1].lines += ["  " + factor] if factor else []
+    if refused:
+        raise ImproperPriorError(str(refused[0][1]), [p for p, _ in refused])
 
 
 def _rendered_units(tr: Translation) -> list[Unit]:

@@ -11,7 +11,7 @@ from .parse import Decl, Stmt
 from .restrict import uniform_constrained
 from .support import ZERO, refuse
 
-__all__ = ["Unit", "uniform_unit", "hyperparameters"]
+__all__ = ["Unit", "uniform_unit", "given_only_unit", "hyperparameters"]
 
 
 @dataclass
@@ -63,17 +63,33 @@ def uniform_unit(decl: Decl, scalar_data: set[str], index: int) -> Unit:
     return Unit(index, stmt, [line], {decl.name}, uses, {decl.name}, False)
 
 
+def given_only_unit(decl: Decl, index: int) -> Unit:
+    """A parameter with no proper prior that the simulator only takes as given (a
+    hyperparameter fixed at a fitted value): drawing it is a rejection."""
+    uses = {n for d in (*decl.dims, *decl.sizes) for n in d.names()}
+    stmt = Stmt("other", decl.line, decl.text)
+    line = (f'  reject("{decl.name} has no proper prior: the simulator takes it as given '
+            f'(hyper_given = 1) and cannot draw it");')
+    return Unit(index, stmt, [line], {decl.name}, uses, {decl.name}, False)
+
+
 def hyperparameters(parameters: list[str], transformed: list[str], decls: dict[str, Decl],
-                    units: list[Unit], hyper) -> list[str]:
+                    units: list[Unit], hyper, given: frozenset[str] = frozenset()
+                    ) -> list[str]:
     """The hyperparameters, checked: each drawn from a prior that uses no other
-    (non-hyper) parameter or transformed parameter."""
+    (non-hyper) parameter or transformed parameter.  ``given``: parameters that are
+    hyperparameters whatever ``hyper`` says (None: the automatic choice, the scalars whose
+    prior uses no parameter but these, plus these)."""
     unit_of = {v: u for u in units for v in u.tildes}
     unknowns = {*parameters, *transformed}
-    if hyper is None:
-        return [p for p in parameters
+    if hyper is None:   # scalars whose prior uses no other parameter (but given ones)
+        auto = [p for p in parameters
                 if decls[p].base == "real" and not decls[p].dims
-                and not (unit_of[p].uses & unknowns)]
-    hyper = list(hyper)
+                and not (unit_of[p].uses & (unknowns - given))]
+        if not given:
+            return auto
+        hyper = [p for p in parameters if p in set(auto) | given]
+    hyper = list(hyper) + sorted(given - set(hyper))
     for h in hyper:
         if h not in parameters:
             raise DraftError(f"hyperparameter {h!r} is not a parameter of the model "
