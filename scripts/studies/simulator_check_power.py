@@ -24,7 +24,9 @@ so a run with one kernel replaces only that kernel's rows.
 
 ``--prior-draws N`` runs the check with N prior draws instead of the default and writes
 its tables to ``power_prior{N}.md`` (and ``.csv``) beside the default's, so that a
-smaller check's power is read against the default's (issue 42: the check's size).
+smaller check's power is read against the default's (issue 42: the check's size);
+``--prior-max-depth D`` likewise caps NUTS's trees in the prior stage
+(``power_..._depth{D}.md``).
 """
 
 from __future__ import annotations
@@ -186,6 +188,9 @@ def main() -> None:
     parser.add_argument("--prior-draws", type=int, default=None,
                         help="prior draws of the check (default: CheckSettings's); tables "
                         "then in power_prior{N}.md")
+    parser.add_argument("--prior-max-depth", type=int, default=None,
+                        help="NUTS's depth cap in the check's prior stage (default: "
+                        "CheckSettings's); tables then in power_..._depth{D}.md")
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR)
     OUT.mkdir(parents=True, exist_ok=True)
@@ -194,6 +199,9 @@ def main() -> None:
     if args.prior_draws is not None and args.prior_draws != settings.prior_draws:
         settings = replace(settings, prior_draws=args.prior_draws)
         name = f"power_prior{args.prior_draws}"
+    if args.prior_max_depth is not None and args.prior_max_depth != settings.prior_max_depth:
+        settings = replace(settings, prior_max_depth=args.prior_max_depth)
+        name = f"{name}_depth{args.prior_max_depth}"
     sampler = SamplerSettings(kernel=args.kernel)
     table = _merge(OUT / f"{name}.csv",
                    power(args.seeds, sampler, args.cases, args.skip, settings), "case",
@@ -201,7 +209,9 @@ def main() -> None:
     table.to_csv(OUT / f"{name}.csv", index=False)
     lines = ["# Simulator check: power over seeds", "",
              f"{'Default settings' if name == 'power' else 'Settings'}: "
-             f"{settings.prior_draws} prior draws, {settings.datasets} "
+             f"{settings.prior_draws} prior draws"
+             + (f" (prior-stage trees capped at depth {settings.prior_max_depth})"
+                if settings.prior_max_depth else "") + f", {settings.datasets} "
              f"simulated data sets, {settings.transitions} frozen transitions per chain of "
              "the kernel in the `kernel` column (hmc: 10 leapfrog steps; nuts: maximum tree "
              f"depth {sampler.max_depth}; both with {sampler.rescue_prob:.0%} rescue "
