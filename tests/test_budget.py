@@ -342,3 +342,12 @@ def test_a_gradient_budget_is_reproducible_and_equals_explicit_steps_bit_for_bit
     assert_same_numbers(tight, explicit)
     assert_same_numbers(roomy, bread(model, simulator, data, sampler=sampler,
                                      run=RunSettings(steps=tuple(record["chosen"]), **common)))
+    # a budget that leaves the first T fewer gradients than it wants caps it, at the
+    # pilot's gradients a transition (2 directions x chains x steps per temperature)
+    # (a level of 0.05 nat wants T = L^2 / 0.1, about 155, where 1 nat wants 10)
+    capped = bread(model, simulator, data, sampler=sampler, out_dir=tmp_path / "capped",
+                   verdict=VerdictSettings(converged_nats=0.05),
+                   run=RunSettings(steps="auto", budget_gradients=record["setup_gradients"]
+                                   + rate * 50, **common)).extra["auto_steps"]
+    assert "gradients a transition" in capped["first_reason"]
+    assert 25 <= capped["chosen"][0] <= 100 and capped["stopped"] == "budget"
