@@ -323,8 +323,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_simulator_options(p)
     p.add_argument("--data", help="the model's data: a JSON file or a bundled data set")
     _add_kernel_options(p)
-    p.add_argument("--prior-draws", type=int, default=1000,
-                   help="simulator draws moved by the frozen prior kernel (default 1000)")
+    p.add_argument("--prior-draws", type=int, default=2000,
+                   help="simulator draws moved by the frozen prior kernel (default 2000)")
     p.add_argument("--datasets", type=int, default=100,
                    help="simulated data sets, one posterior chain each (default 100)")
     p.add_argument("--transitions", type=int, default=10,

@@ -5,8 +5,8 @@ of the simulator check, each lever measured on its own against the default.
 Each program runs ``bread`` (path auto, NUTS, seed 0) with ``steps="auto"``,
 ``budget_minutes`` (default 1) and ``chains`` (default 30), as
 ``bread-stan run MODEL --data DATA --steps auto --budget 1 --chains 30`` does, once per
-variant of the check: 2000 prior draws (the default before issue 42), other numbers of prior
-draws (``--prior-draws``; 1000, today's default), and a prior-stage depth cap
+variant of the check: 2000 prior draws (the default), other numbers of prior
+draws (``--prior-draws``, default 1000), and a prior-stage depth cap
 (``--depths``); the variant replaces ``bread``'s check settings and nothing else.
 Per run: the chosen step counts and why it stopped, ``extra["setup_gradients"]`` (pilots:
 every ``pilot_gradients`` of the path's tuning and the check's kernel at the prior; check:
@@ -99,7 +99,7 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING)
     run = RunSettings(steps="auto", budget_minutes=args.budget, chains=args.chains,
                       progress=False)
-    variants = {"2000 prior draws (the default before issue 42)": {"prior_draws": 2000}}
+    variants = {"2000 prior draws (the default)": {"prior_draws": 2000}}
     for n in filter(None, args.prior_draws.split(",")):
         variants[f"{n} prior draws"] = {"prior_draws": int(n)}
     for d in filter(None, args.depths.split(",")):
