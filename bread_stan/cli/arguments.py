@@ -114,7 +114,8 @@ def _add_run_options(p: argparse.ArgumentParser, simulator: bool = True) -> None
     p.add_argument("--steps", type=_steps if budgeted else _step_counts,
                    default=(10, 100, 1000),
                    help="numbers of AIS distributions, comma-separated (default 10,100,1000)"
-                   + ("; 'auto' with --budget chooses them" if budgeted else ""))
+                   + ("; 'auto' with --budget or --budget-gradients chooses them"
+                      if budgeted else ""))
     if budgeted:
         p.add_argument("--budget", type=_minutes, default=None, metavar="MINUTES",
                        help="with --steps auto: minutes of wall time (compiles excluded, "
