@@ -331,6 +331,8 @@ def test_the_base_metric_leg_and_a_pathfinder_path_survive_a_save(tmp_path):
     back = gaussian_path.GaussianPath.load(tmp_path / "g.json", "abc")
     _same_path(path, back)
     assert back.leg.inv_metric.shape == (1, 5, 5) and np.isnan(back.normaliser.pareto_k)
+    # the leg's cost a transition, as the budget in gradients predicts a step from it
+    assert back.gradients_per_transition == leg.gradients_per_transition == 12.5
     assert gaussian_path.GaussianPath.load(tmp_path / "g.json", "xyz") is None
     for damaged in ("[1, 2]", '{"base": {}}'):  # not an object; an object without q
         (tmp_path / "g.json").write_text(damaged)

@@ -179,6 +179,64 @@ def test_on_the_conjugate_regression_T_grows_until_converged():
     assert len(record.chosen) >= 2  # 10 distributions do not converge here
 
 
+def gradient_step(T: int, c: float, per_step: int, chains: int = 100) -> StepResult:
+    """:func:`power_law_step` whose directions cost ``per_step`` gradients for each of
+    T - 1 steps together (a step's gradients are linear in T)."""
+    step = power_law_step(T, c, chains=chains)
+    step.forward.n_grad = step.reverse.n_grad = per_step * (T - 1) // 2
+    return step
+
+
+@pytest.mark.parametrize("spare", [0, -1])
+def test_a_gradient_budget_stops_where_the_next_T_would_exceed_it(spare):
+    # L = 10 predicts T = 50 (bound 4), then T = 200 at 1,000 gradients a step: with
+    # 300,000 gradients of pilots and check, T = 200 fits exactly when the budget is
+    # 300,000 + 49,000 + 199,000, and one gradient less stops after T = 50
+    calls, clock = [], Clock()
+    budget = 300_000 + 1000 * (49 + 199) + spare
+
+    def run_one(T):
+        calls.append(T)
+        clock.now += 1e6  # an hour a step: seconds do not count in a gradient budget
+        return gradient_step(T, 200.0, 1000)
+
+    record = run_within_budget(run_one, [], judge, budget_minutes=None, level=1.0,
+                               length=10.0, clock=clock, started=0.0,
+                               budget_gradients=budget, setup_gradients=300_000,
+                               pilot_gradients_per_step=1000.0)
+    assert record.stopped == "budget"
+    assert calls == ([50, 200] if spare == 0 else [50])
+    assert record.spent_gradients == 300_000 + 1000 * sum(T - 1 for T in calls)
+    assert record.gradients_per_step == pytest.approx(1000.0)
+    assert record.budget_minutes is None and record.seconds_per_step is None
+    if spare:  # 4 nats at T = 50, slope 1: T = 200 predicted, at 199,000 gradients
+        assert record.predicted_steps == 200
+        assert record.predicted_gradients == pytest.approx(199_000)
+        headline = BreadResult("m", {}, [gradient_step(50, 200.0, 1000)],
+                               {"auto_steps": record.to_dict()}).headline()
+        assert headline.startswith("Not converged within the budget of 5.48e+05 gradients")
+        assert "(about 1.99e+05 gradients)" in headline
+
+
+def test_the_pilot_s_gradients_cap_the_first_T_and_a_resumed_run_counts_its_steps():
+    # 20,000 gradients left at 500 a step allow T = 41 < 200 (L = 20)
+    calls = []
+    record = run_within_budget(lambda T: calls.append(T) or gradient_step(T, 200.0, 500),
+                               [], judge, budget_minutes=None, level=1.0, length=20.0,
+                               budget_gradients=30_000, setup_gradients=10_000,
+                               pilot_gradients_per_step=500.0)
+    assert calls[0] == 41 and "gradients a transition" in record.first_reason
+    # a finished T = 50 at 1,000 a step (49,000) leaves 1,000 of 50,000: nothing more runs
+    calls = []
+    record = run_within_budget(lambda T: calls.append(T), [gradient_step(50, 200.0, 1000)],
+                               judge, budget_minutes=None, level=1.0, length=10.0,
+                               budget_gradients=50_000, setup_gradients=0.0)
+    assert calls == [] and record.chosen == [50] and record.stopped == "budget"
+    with pytest.raises(ValueError):
+        run_within_budget(lambda T: None, [], judge, budget_minutes=None, level=1.0,
+                          length=10.0)
+
+
 def test_settings_and_command_line():
     run = RunSettings(steps="auto", budget_minutes=5)
     assert run.auto_steps and run.steps == "auto"
@@ -192,6 +250,20 @@ def test_settings_and_command_line():
     args = build_parser().parse_args(["run", "m.stan", "--simulator", "s.stan",
                                       "--steps", "auto", "--budget", "2.5"])
     assert args.steps == "auto" and args.budget == 2.5
+    # a budget in gradients: instead of minutes or beside them, never in the fingerprint
+    gradients = RunSettings(steps="auto", budget_gradients=1e6)
+    assert gradients.auto_steps and gradients.budget_minutes is None
+    assert gradients.scored() == run.scored()
+    RunSettings(steps="auto", budget_minutes=5, budget_gradients=1e6)
+    for bad in ({"budget_gradients": 1e6}, {"steps": "auto", "budget_gradients": 0},
+                {"steps": "auto", "budget_gradients": float("inf")}):
+        with pytest.raises(InputError):
+            RunSettings(**bad)
+    args = build_parser().parse_args(["run", "m.stan", "--steps", "auto",
+                                      "--budget-gradients", "2e6"])
+    assert args.budget_gradients == 2e6 and args.budget is None
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["run", "m.stan", "--budget-gradients", "-5"])
 
 
 @pytest.mark.stan
@@ -226,3 +298,56 @@ def test_auto_steps_equal_explicit_steps_bit_for_bit_and_resume(tmp_path: Path):
                     run=RunSettings(steps="auto", budget_minutes=10, **common))
     assert resumed.extra["auto_steps"]["chosen"] == record["chosen"]
     assert_same_numbers(auto, resumed)
+
+
+@pytest.mark.stan
+def test_a_gradient_budget_is_reproducible_and_equals_explicit_steps_bit_for_bit(tmp_path):
+    from bread_stan.stan.compile import compile_many
+    from bread_stan.workflows.bread import bread
+    from bread_stan.workflows.settings import SamplerSettings
+    from test_dask import assert_same_numbers
+
+    stan = Path(__file__).resolve().parent / "stan"
+    model, simulator = stan / "normal_mean.stan", stan / "normal_mean_sim.stan"
+    compile_many([model, simulator], workers=2)
+    data = {"N": 20, "sigma": 1.0, "tau": 2.0}
+    sampler = SamplerSettings(pilot_chains=16, pilot_grid=6, pilot_steps=20)  # NUTS
+    common = dict(chains=20, seed=1, progress=False, path="prior")
+
+    def auto(name: str, budget: float):
+        return bread(model, simulator, data, sampler=sampler, out_dir=tmp_path / name,
+                     run=RunSettings(steps="auto", budget_gradients=budget, **common))
+
+    roomy = auto("roomy", 1e9)
+    record = roomy.extra["auto_steps"]
+    assert record["stopped"] == "converged" and len(record["chosen"]) >= 2
+    setup = roomy.extra["setup_gradients"]
+    assert record["setup_gradients"] == setup["pilots"] + setup["check"] > 0
+    assert record["spent_gradients"] == record["setup_gradients"] + setup["scored"]
+    # a budget one gradient short of the second T's prediction stops after the first
+    first = roomy.step(record["chosen"][0])
+    spent = record["setup_gradients"] + first.forward.n_grad + first.reverse.n_grad
+    rate = (first.forward.n_grad + first.reverse.n_grad) / (first.n_steps - 1)
+    budget = spent + rate * (record["chosen"][1] - 1) - 1
+    tight = auto("tight", budget)
+    assert tight.extra["auto_steps"]["chosen"] == record["chosen"][:1]
+    assert tight.extra["auto_steps"]["stopped"] == "budget"
+    assert tight.extra["auto_steps"]["spent_gradients"] == spent
+    # the same command again (a fresh directory) chooses the same and gives the same numbers
+    again = auto("again", budget)
+    assert again.extra["auto_steps"]["chosen"] == record["chosen"][:1]
+    assert_same_numbers(tight, again)
+    explicit = bread(model, simulator, data, sampler=sampler, out_dir=tmp_path / "explicit",
+                     run=RunSettings(steps=tuple(record["chosen"][:1]), **common))
+    assert_same_numbers(tight, explicit)
+    assert_same_numbers(roomy, bread(model, simulator, data, sampler=sampler,
+                                     run=RunSettings(steps=tuple(record["chosen"]), **common)))
+    # a budget that leaves the first T fewer gradients than it wants caps it, at the
+    # pilot's gradients a transition (2 directions x chains x steps per temperature)
+    # (a level of 0.05 nat wants T = L^2 / 0.1, about 155, where 1 nat wants 10)
+    capped = bread(model, simulator, data, sampler=sampler, out_dir=tmp_path / "capped",
+                   verdict=VerdictSettings(converged_nats=0.05),
+                   run=RunSettings(steps="auto", budget_gradients=record["setup_gradients"]
+                                   + rate * 50, **common)).extra["auto_steps"]
+    assert "gradients a transition" in capped["first_reason"]
+    assert 25 <= capped["chosen"][0] <= 100 and capped["stopped"] == "budget"

@@ -9,6 +9,10 @@ measures the bound, and grows T by 3 to 4 times (:func:`next_steps`: towards the
 fit of the bounds measured so far predicts) until the bound's upper limit is at most the
 level, or the next T would not fit in what is left of the budget (predicted from the
 seconds a transition of the finished step counts took: a step's time is linear in T).
+The budget is in minutes of wall time, or in gradients (``budget_gradients``: the same
+decision with gradient evaluations for seconds, the pilots' and the check's included;
+a step's gradients are linear in T too, so the choice does not depend on the machine),
+or both (the run stops at the first that would be exceeded).
 
 The prediction of the T that would converge is fitted to the measured bounds
 (:func:`fit_decay`): log(bound) = a - b log(T) by least squares over the finished step
@@ -29,7 +33,7 @@ import numpy as np
 
 from .betas import thermodynamic_length
 
-__all__ = ["MIN_STEPS", "GROWTH", "DecayFit", "AutoSteps", "fit_decay", "path_length",
+__all__ = ["MIN_STEPS", "GROWTH", "DecayFit", "AutoSteps", "Meter", "fit_decay", "path_length",
            "first_steps", "next_steps", "run_within_budget", "budget_sentence"]
 
 MIN_STEPS = 10       # the smallest first T: fewer distributions measure little
@@ -101,10 +105,11 @@ def _nice(T: float) -> int:
 
 
 def first_steps(length: float | None, level: float, *, seconds_per_step: float | None = None,
-                remaining: float | None = None) -> tuple[int, str]:
+                remaining: float | None = None, unit: str = "time") -> tuple[int, str]:
     """The first T and why: where L^2 / (2T) is ``level`` (two significant digits), at
     least ``MIN_STEPS``, and at most the T whose predicted time (``seconds_per_step``
-    for each of T - 1 steps) fits in ``remaining`` seconds."""
+    for each of T - 1 steps) fits in ``remaining`` seconds (``unit`` "gradients": the
+    same in gradients, ``seconds_per_step`` then a step's gradients)."""
     if length is None:
         T, why = MIN_STEPS, "the pilot measured no thermodynamic length"
     else:
@@ -116,7 +121,7 @@ def first_steps(length: float | None, level: float, *, seconds_per_step: float |
         allowed = 1 + remaining / seconds_per_step
         if allowed < T:
             T = max(MIN_STEPS, int(allowed))
-            why += f"; the budget allows T = {T} (at the pilot's time a transition)"
+            why += f"; the budget allows T = {T} (at the pilot's {unit} a transition)"
     return int(T), why
 
 
@@ -135,9 +140,12 @@ class AutoSteps:
     for the level and the minutes a run at that T takes here (from ``seconds_per_step``,
     the measured seconds of one of T - 1 steps, both directions), and the seconds spent
     (pilots and checks included, compiles not; ``setup_seconds`` those before the
-    first step count, summed over the sessions of a resumed run)."""
+    first step count, summed over the sessions of a resumed run).  With a budget in
+    gradients (``budget_gradients``; ``budget_minutes`` then None unless both were
+    given): ``gradients_per_step``, ``spent_gradients`` and ``setup_gradients`` the
+    same in gradient evaluations, and ``predicted_gradients`` those of the predicted T."""
 
-    budget_minutes: float
+    budget_minutes: float | None
     level: float
     length: float | None = None
     first_reason: str = ""
@@ -149,6 +157,11 @@ class AutoSteps:
     seconds_per_step: float | None = None
     spent_seconds: float = 0.0
     setup_seconds: float = 0.0  # pilots and check, over every session of the run
+    budget_gradients: float | None = None
+    gradients_per_step: float | None = None
+    spent_gradients: float | None = None
+    setup_gradients: float | None = None
+    predicted_gradients: float | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -157,12 +170,53 @@ class AutoSteps:
         return DecayFit(**self.fit) if self.fit else None
 
 
+class Meter:
+    """One budget's arithmetic: what was spent (``before``: by the finished step counts
+    and earlier sessions; ``now()``: this session's setup so far) and the cost of one
+    of a step's T - 1 steps, from the finished step counts (``per_step(step)``: one
+    step count's cost) or, before any, the pilot's ``pilot_rate``; ``unit`` "time"
+    (seconds, on a clock) or "gradients"."""
+
+    def __init__(self, budget: float, before: float, now: Callable[[], float],
+                 per_step: Callable[[object], float], pilot_rate: float | None,
+                 unit: str):
+        self.budget, self.before, self.now = budget, before, now
+        self.per_step, self.pilot_rate, self.unit = per_step, pilot_rate, unit
+        self.finished: list = []
+
+    def spent(self) -> float:
+        return self.before + self.now()
+
+    def add(self, step, ran_now: bool = False) -> None:
+        """A finished step count (``ran_now``: in this session, so a clock's ``now()``
+        has counted it already)."""
+        if not (ran_now and self.unit == "time"):
+            self.before += self.per_step(step)
+        self.finished.append(step)
+
+    def rate(self) -> float | None:
+        own = [s for s in self.finished if self.per_step(s) > 0]
+        if not own:
+            return self.pilot_rate
+        return sum(map(self.per_step, own)) / sum(s.n_steps - 1 for s in own)
+
+    def fits(self, T: int) -> bool:
+        rate = self.rate()
+        return rate is None or not np.isfinite(rate) or self.spent() + rate * (T - 1) <= self.budget
+
+
+def _gradients(step) -> float:
+    return float(step.forward.n_grad + step.reverse.n_grad)
+
+
 def run_within_budget(run_one: Callable[[int], object], done: list, judge, *,
-                      budget_minutes: float, level: float, length: float | None,
+                      budget_minutes: float | None, level: float, length: float | None,
                       pilot_seconds_per_step: float | None = None,
                       started: float | None = None, setup_before: float = 0.0,
                       on_start: Callable[[AutoSteps], None] | None = None,
-                      clock=time.monotonic) -> AutoSteps:
+                      clock=time.monotonic, budget_gradients: float | None = None,
+                      setup_gradients: float = 0.0,
+                      pilot_gradients_per_step: float | None = None) -> AutoSteps:
     """Run step counts (``run_one(T)`` returns the finished step) until the largest is
     converged (``judge(step)`` returns its :class:`~.verdict.StepVerdict`) or the next
     would exceed the budget.  ``done``: steps finished by an interrupted run (their
@@ -172,25 +226,37 @@ def run_within_budget(run_one: Callable[[int], object], done: list, judge, *,
     spent before their step counts (``AutoSteps.setup_seconds`` as saved), so that a
     rerun of a finished run stops where it stopped.  ``on_start`` gets the record
     before the first step count runs (to save it: an interrupted run keeps its
-    setup seconds)."""
+    setup seconds).  ``budget_gradients``: a budget in gradient evaluations instead of
+    (or beside) minutes, ``setup_gradients`` those of the pilots and the check, and
+    ``pilot_gradients_per_step`` the pilot's prediction of one step's."""
+    if budget_minutes is None and budget_gradients is None:
+        raise ValueError("a budget in minutes or in gradients is needed")
     started = clock() if started is None else started
-    budget = 60.0 * budget_minutes
-    finished = {int(s.n_steps): s for s in done}
-    before = sum(s.wall_time for s in done) + setup_before
-
-    def spent() -> float:
-        return before + clock() - started
-
-    def rate() -> float | None:
-        own = [s for s in finished.values() if s.wall_time > 0]
-        if not own:
-            return pilot_seconds_per_step
-        return sum(s.wall_time for s in own) / sum(s.n_steps - 1 for s in own)
+    seconds = gradients = None
+    if budget_minutes is not None:
+        seconds = Meter(60.0 * budget_minutes, setup_before, lambda: clock() - started,
+                        lambda s: s.wall_time, pilot_seconds_per_step, "time")
+    if budget_gradients is not None:
+        gradients = Meter(float(budget_gradients), setup_gradients, lambda: 0.0, _gradients,
+                          pilot_gradients_per_step, "gradients")
+    meters = [m for m in (seconds, gradients) if m is not None]
+    finished = {}
+    for step in done:
+        finished[int(step.n_steps)] = step
+        for meter in meters:
+            meter.add(step)
 
     record = AutoSteps(budget_minutes, level, length,
-                       setup_seconds=setup_before + clock() - started)
-    first, record.first_reason = first_steps(length, level, seconds_per_step=rate(),
-                                             remaining=budget - spent())
+                       setup_seconds=setup_before + clock() - started,
+                       budget_gradients=budget_gradients,
+                       setup_gradients=setup_gradients if budget_gradients is not None
+                       else None)
+    first, record.first_reason = first_steps(length, level)
+    for meter in meters:  # the smallest T any budget allows
+        capped, why = first_steps(length, level, seconds_per_step=meter.rate(),
+                                  remaining=meter.budget - meter.spent(), unit=meter.unit)
+        if capped < first:
+            first, record.first_reason = capped, why
     chosen = sorted(finished)
     fit = None
     while True:
@@ -206,7 +272,7 @@ def run_within_budget(run_one: Callable[[int], object], done: list, judge, *,
                 record.stopped = "inconsistent"
                 break
             T = next_steps(chosen[-1], fit, level)
-            if spent() + rate() * (T - 1) > budget:
+            if not all(meter.fits(T) for meter in meters):
                 record.stopped = "budget"
                 break
         else:
@@ -215,17 +281,29 @@ def run_within_budget(run_one: Callable[[int], object], done: list, judge, *,
             on_start(record)
             on_start = None
         finished[T] = run_one(T)
+        for meter in meters:
+            meter.add(finished[T], ran_now=True)
         chosen.append(T)
     record.chosen = chosen
+    return _finish(record, fit, seconds, gradients)
+
+
+def _finish(record: AutoSteps, fit: DecayFit | None, seconds: Meter | None,
+            gradients: Meter | None) -> AutoSteps:
+    """The record's fit, the budgets' spending and rates, and the predicted T's cost."""
     record.fit = asdict(fit) if fit is not None else None
-    record.seconds_per_step = rate()
-    record.spent_seconds = spent()
+    if seconds is not None:
+        record.seconds_per_step, record.spent_seconds = seconds.rate(), seconds.spent()
+    if gradients is not None:
+        record.gradients_per_step, record.spent_gradients = gradients.rate(), gradients.spent()
     if fit is not None and record.stopped != "converged":
-        predicted = fit.steps_for(level)
+        predicted = fit.steps_for(record.level)
         if np.isfinite(predicted):
             record.predicted_steps = float(_nice(math.ceil(predicted)))
             if record.seconds_per_step:
                 record.predicted_minutes = record.seconds_per_step * (predicted - 1) / 60
+            if record.gradients_per_step:
+                record.predicted_gradients = record.gradients_per_step * (predicted - 1)
     return record
 
 
@@ -234,7 +312,11 @@ def budget_sentence(record: dict, bound: float) -> str:
     at its largest T); empty when it stopped on an inconsistent step count."""
     auto = AutoSteps(**record)
     steps = ",".join(map(str, sorted(auto.chosen)))
-    minutes = f"{auto.budget_minutes:g} minute{'' if auto.budget_minutes == 1 else 's'}"
+    minutes = " and ".join(
+        ([f"{auto.budget_minutes:g} minute{'' if auto.budget_minutes == 1 else 's'}"]
+         if auto.budget_minutes is not None else [])
+        + ([f"{auto.budget_gradients:.4g} gradients"] if auto.budget_gradients is not None
+           else []))
     if auto.stopped == "converged":
         return (f"Converged at T = {auto.chosen[-1]} (step counts {steps} chosen within a "
                 f"budget of {minutes}; --steps {steps} gives the same "
@@ -252,5 +334,7 @@ def budget_sentence(record: dict, bound: float) -> str:
              f"T = {auto.predicted_steps:.0f} for {auto.level:g} nat")
     if auto.predicted_minutes is not None:
         text += f" (about {auto.predicted_minutes:.3g} minutes on this machine)"
+    elif auto.predicted_gradients is not None:
+        text += f" (about {auto.predicted_gradients:.3g} gradients)"
     return text + (f". Step counts run: {steps}; --steps {steps},"
                    f"{auto.predicted_steps:.0f} with the same --out runs only the new one.")

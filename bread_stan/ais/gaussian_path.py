@@ -141,6 +141,10 @@ class GaussianPath(OneLeg):
     def seconds_per_transition(self) -> float:
         return self.leg.seconds_per_transition
 
+    @property
+    def gradients_per_transition(self) -> float:
+        return self.leg.gradients_per_transition
+
     def problems(self) -> list[str]:
         out = list(self.leg.problems())
         if not self.normaliser.trustworthy:

@@ -212,6 +212,10 @@ class WaypointPath:
     def seconds_per_transition(self) -> float:
         return float(np.mean([leg.seconds_per_transition for leg in self.tunings]))
 
+    @property
+    def gradients_per_transition(self) -> float:
+        return float(np.mean([leg.gradients_per_transition for leg in self.tunings]))
+
     def problems(self) -> list[str]:
         return [f"leg {i + 1}: {text}" for i, leg in enumerate(self.tunings)
                 for text in leg.problems()]

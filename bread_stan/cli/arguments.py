@@ -36,6 +36,17 @@ def _steps(text: str):
     return "auto" if text.strip().lower() == "auto" else _step_counts(text)
 
 
+def _gradients(text: str) -> float:
+    """--budget-gradients: a positive number of gradient evaluations (1e6 or 1000000)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of gradients, got {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of gradients, got {text}")
+    return value
+
+
 def _minutes(text: str) -> float:
     """--budget: a positive number of minutes."""
     try:
@@ -103,13 +114,19 @@ def _add_run_options(p: argparse.ArgumentParser, simulator: bool = True) -> None
     p.add_argument("--steps", type=_steps if budgeted else _step_counts,
                    default=(10, 100, 1000),
                    help="numbers of AIS distributions, comma-separated (default 10,100,1000)"
-                   + ("; 'auto' with --budget chooses them" if budgeted else ""))
+                   + ("; 'auto' with --budget or --budget-gradients chooses them"
+                      if budgeted else ""))
     if budgeted:
         p.add_argument("--budget", type=_minutes, default=None, metavar="MINUTES",
                        help="with --steps auto: minutes of wall time (compiles excluded, "
                        "pilots and the simulator check included); T starts where the "
                        "pilot predicts a gap of --converged-nats and grows 3 to 4 times "
                        "until converged or the next T would not fit")
+        p.add_argument("--budget-gradients", type=_gradients, default=None, metavar="N",
+                       help="with --steps auto: a budget in gradient evaluations instead "
+                       "of (or beside) --budget, the pilots' and the simulator check's "
+                       "counted; the same decision in gradients, so the same step counts "
+                       "on any machine")
     p.add_argument("--chains", type=_whole(2), default=100,
                    help="chains per direction (default 100)")
     _add_kernel_options(p)

@@ -123,7 +123,8 @@ def _settings(args):
                       algorithm=getattr(args, "algorithm", "ais"),
                       particles=getattr(args, "particles", None),
                       path=getattr(args, "path", "auto"),
-                      budget_minutes=getattr(args, "budget", None))
+                      budget_minutes=getattr(args, "budget", None),
+                      budget_gradients=getattr(args, "budget_gradients", None))
     return sampler, run
 
 

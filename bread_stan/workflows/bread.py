@@ -133,7 +133,8 @@ def _tune_check_and_run(problems: list[Problem], simulator: Simulator,
     finish = _finisher(result, out_dir, 1 if run.auto_steps else len(run.steps))
     if run.auto_steps:
         _within_budget(result, problems, simulator, path, sampler, run, out_dir,
-                       header["fingerprint"], executor or Executor(), finish, started)
+                       header["fingerprint"], executor or Executor(), finish, started,
+                       prior_end)
     else:
         _run_steps(problems, simulator, sampler.make()[0], path, sampler, run, todo, out_dir,
                    header["fingerprint"], executor or Executor(), finish)
@@ -163,8 +164,11 @@ def _setup_gradients(result: BreadResult, prior_end) -> dict:
 
 def _within_budget(result: BreadResult, problems: list[Problem], simulator: Simulator, path,
                    sampler: SamplerSettings, run: RunSettings, out_dir: Path | None,
-                   fingerprint: str, executor: Executor, finish, started: float) -> None:
-    """``steps="auto"``: run step counts chosen within ``run.budget_minutes``
+                   fingerprint: str, executor: Executor, finish, started: float,
+                   prior_end=None) -> None:
+    """``steps="auto"``: run step counts chosen within ``run.budget_minutes`` and/or
+    ``run.budget_gradients`` (the pilots' and the check's gradients counted:
+    :func:`_setup_gradients`, ``prior_end`` the check's kernel at the prior)
     (:func:`~bread_stan.ais.budget.run_within_budget`; the clock ``started`` after the
     compiles), each saved as it finishes; what was chosen in ``extra["auto_steps"]``."""
     settings = result.verdict_settings()
@@ -179,18 +183,24 @@ def _within_budget(result: BreadResult, problems: list[Problem], simulator: Simu
         if out_dir is not None:
             result.save_header(out_dir)
 
-    per_step = (2 * run.chains * sampler.steps_per_temperature
-                * float(getattr(path, "seconds_per_transition", float("nan"))))
+    def per_step(what: str) -> float | None:  # the pilot's prediction of a step's cost
+        cost = (2 * run.chains * sampler.steps_per_temperature
+                * float(getattr(path, f"{what}_per_transition", float("nan"))))
+        return cost if cost > 0 else None
+
     saved = result.extra.get("auto_steps") or {}  # the setup of the run's earlier sessions
+    setup = _setup_gradients(result, prior_end)  # pilots and check: the same in every session
     record = run_within_budget(run_one, list(result.steps), lambda step: step.verdict(settings),
                                budget_minutes=run.budget_minutes,
                                level=settings.converged_nats, length=path_length(path),
-                               pilot_seconds_per_step=per_step if per_step > 0 else None,
+                               pilot_seconds_per_step=per_step("seconds"),
                                started=started, setup_before=saved.get("setup_seconds", 0.0),
-                               on_start=save)
+                               on_start=save, budget_gradients=run.budget_gradients,
+                               setup_gradients=setup["pilots"] + setup["check"],
+                               pilot_gradients_per_step=per_step("gradients"))
     result.extra["auto_steps"] = record.to_dict()
-    log.info("%s: step counts %s chosen within %g minutes (%s)", result.model,
-             ", ".join(map(str, record.chosen)), run.budget_minutes, record.stopped)
+    log.info("%s: step counts %s chosen within the budget (%s)", result.model,
+             ", ".join(map(str, record.chosen)), record.stopped)
 
 
 def _new_result(problems: list[Problem], header: dict,
@@ -306,7 +316,9 @@ def _header(name: str, model, simulator, data: Mapping, sampler: SamplerSettings
     return {"model": name, "fingerprint": fingerprint, "fingerprints": parts,
             "steps": "auto" if run.auto_steps else list(run.steps), "sampler": asdict(sampler),
             "run": {**scored, "schedule": asdict(run.schedule),
-                    **({"budget_minutes": run.budget_minutes} if run.auto_steps else {})},
+                    **({"budget_minutes": run.budget_minutes} if run.auto_steps else {}),
+                    **({"budget_gradients": run.budget_gradients}
+                       if run.budget_gradients is not None else {})},
             "hyper": dict(hyper or {})}
 
 

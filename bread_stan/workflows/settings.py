@@ -189,7 +189,10 @@ class RunSettings:
     where the pilot's predicted gap L^2 / (2T) reaches the verdict's ``converged_nats``
     (at least 10), then 3 to 4 times larger until the bound's upper limit is at most
     that level or the next T would not finish within M minutes of wall time (the pilots
-    and the simulator check count, compiles do not; :mod:`bread_stan.ais.budget`).  The
+    and the simulator check count, compiles do not; :mod:`bread_stan.ais.budget`).
+    ``budget_gradients`` N (instead of or beside minutes) makes the same decision in
+    gradient evaluations (the pilots' and the check's counted, a rival path's abandoned
+    pilot not), so the choice is the same on any machine.  The
     chosen step counts are in ``extra["auto_steps"]``; ``steps`` set to them gives the
     same numbers.
 
@@ -261,6 +264,7 @@ class RunSettings:
     particles: int | None = None
     path: str = "auto"
     budget_minutes: float | None = None
+    budget_gradients: float | None = None
 
     def __post_init__(self):
         if self.algorithm not in ("ais", "smc"):
@@ -294,21 +298,25 @@ class RunSettings:
                              "so that every simulated problem gets a chain in each direction")
 
     def _check_budget(self) -> bool:
-        """Check ``steps="auto"`` and ``budget_minutes`` (True: the steps are "auto")."""
+        """Check ``steps="auto"`` and its budget, ``budget_minutes`` or
+        ``budget_gradients`` or both (True: the steps are "auto")."""
         auto = isinstance(self.steps, str) and self.steps == "auto"
-        if self.budget_minutes is not None:
+        for name, unit in (("budget_minutes", "minutes"), ("budget_gradients", "gradients")):
+            value = getattr(self, name)
+            if value is None:
+                continue
             if not auto:
-                raise InputError("budget_minutes is for steps='auto' (the step counts "
+                raise InputError(f"{name} is for steps='auto' (the step counts "
                                  "chosen within the budget)")
-            if (isinstance(self.budget_minutes, bool)
-                    or not isinstance(self.budget_minutes, (int, float, np.number))
-                    or not self.budget_minutes > 0 or not np.isfinite(self.budget_minutes)):
-                raise InputError(f"budget_minutes must be a positive number of minutes; "
-                                 f"got {self.budget_minutes!r}")
-        elif auto:
+            if (isinstance(value, bool) or not isinstance(value, (int, float, np.number))
+                    or not value > 0 or not np.isfinite(value)):
+                raise InputError(f"{name} must be a positive number of {unit}; "
+                                 f"got {value!r}")
+        if auto and self.budget_minutes is None and self.budget_gradients is None:
             raise InputError("steps='auto' needs budget_minutes (minutes of wall time, "
-                             "compiles excluded), e.g. RunSettings(steps='auto', "
-                             "budget_minutes=10)")
+                             "compiles excluded) or budget_gradients (gradient "
+                             "evaluations, pilots and check included), e.g. "
+                             "RunSettings(steps='auto', budget_minutes=10)")
         if auto and self.algorithm != "ais":
             raise InputError("steps='auto' runs AIS only; use algorithm='ais' with it")
         return auto
@@ -323,7 +331,7 @@ class RunSettings:
     # The budget only chooses which step counts run (each T's numbers depend on T
     # alone), so an auto run and a --steps run of the same settings share a directory.
     UNSCORED: ClassVar[tuple[str, ...]] = ("steps", "progress", "threads", "check_simulator",
-                                           "budget_minutes")
+                                           "budget_minutes", "budget_gradients")
 
     def scored(self) -> dict[str, Any]:
         """The settings that change the numbers (those a resumed run must share), as a

@@ -21,6 +21,10 @@ gradient: they save simulator time only.
   and how often it flags a right simulator and two planted bugs (tau's half-Cauchy
   scale 2x; theta's spread 1.2x) over ``--seeds`` seeds.
 
+The share of gradients before the first scored transition under ``--steps auto`` on five
+programs, per size of the check, is ``scripts/bench/bench_setup_share.py``
+(``scripts/figures/bench_pilot_levers/setup_share.md``).
+
 Writes ``scripts/figures/bench_pilot_levers/results.md``.  Usage:
 ``PYTHONPATH=$PWD python scripts/bench/bench_pilot_levers.py [--steps 10,100] [--chains 20]
 [--seeds 3] [--depths 3,5]``.

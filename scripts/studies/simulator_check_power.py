@@ -20,7 +20,13 @@ cost is its own seconds against the run's.
 so a run with one kernel replaces only that kernel's rows.
 
     PYTHONPATH=$PWD python scripts/studies/simulator_check_power.py [--seeds 10] [--no-cost]
-        [--kernel nuts|hmc] [--cases TEXT ...] [--skip TEXT ...]
+        [--kernel nuts|hmc] [--cases TEXT ...] [--skip TEXT ...] [--prior-draws N]
+
+``--prior-draws N`` runs the check with N prior draws instead of the default and writes
+its tables to ``power_prior{N}.md`` (and ``.csv``) beside the default's, so that a
+smaller check's power is read against the default's (issue 42: the check's size);
+``--prior-max-depth D`` likewise caps NUTS's trees in the prior stage
+(``power_..._depth{D}.md``).
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from __future__ import annotations
 import argparse
 import logging
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -100,7 +107,7 @@ def _cases() -> list[tuple[str, str, object, object, object]]:
 
 
 def power(seeds: int, sampler: SamplerSettings, only: list[str] | None,
-          skip: list[str]) -> pd.DataFrame:
+          skip: list[str], settings: CheckSettings = CheckSettings()) -> pd.DataFrame:
     rows = []
     for label, expected, model, sim, data in _cases():
         if (only and not any(s in label for s in only)) or any(s in label for s in skip):
@@ -108,7 +115,7 @@ def power(seeds: int, sampler: SamplerSettings, only: list[str] | None,
         results = []
         for seed in range(seeds):
             results.append(check_simulator(model, sim, data, sampler=sampler,
-                                           settings=CheckSettings(seed=seed)))
+                                           settings=replace(settings, seed=seed)))
         flagged = sum(not r.passed for r in results)
         rows.append({"case": label, "kernel": sampler.kernel, "expected": expected,
                      "flagged": f"{flagged}/{seeds}",
@@ -178,16 +185,33 @@ def main() -> None:
                         help="run only the cases whose label contains one of these")
     parser.add_argument("--skip", nargs="+", metavar="TEXT", default=[],
                         help="leave out the cases whose label contains one of these")
+    parser.add_argument("--prior-draws", type=int, default=None,
+                        help="prior draws of the check (default: CheckSettings's); tables "
+                        "then in power_prior{N}.md")
+    parser.add_argument("--prior-max-depth", type=int, default=None,
+                        help="NUTS's depth cap in the check's prior stage (default: "
+                        "CheckSettings's); tables then in power_..._depth{D}.md")
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR)
     OUT.mkdir(parents=True, exist_ok=True)
     settings = CheckSettings()
+    name = "power"
+    if args.prior_draws is not None and args.prior_draws != settings.prior_draws:
+        settings = replace(settings, prior_draws=args.prior_draws)
+        name = f"power_prior{args.prior_draws}"
+    if args.prior_max_depth is not None and args.prior_max_depth != settings.prior_max_depth:
+        settings = replace(settings, prior_max_depth=args.prior_max_depth)
+        name = f"{name}_depth{args.prior_max_depth}"
     sampler = SamplerSettings(kernel=args.kernel)
-    table = _merge(OUT / "power.csv", power(args.seeds, sampler, args.cases, args.skip), "case",
+    table = _merge(OUT / f"{name}.csv",
+                   power(args.seeds, sampler, args.cases, args.skip, settings), "case",
                    [case[0] for case in _cases()])
-    table.to_csv(OUT / "power.csv", index=False)
+    table.to_csv(OUT / f"{name}.csv", index=False)
     lines = ["# Simulator check: power over seeds", "",
-             f"Default settings: {settings.prior_draws} prior draws, {settings.datasets} "
+             f"{'Default settings' if name == 'power' else 'Settings'}: "
+             f"{settings.prior_draws} prior draws"
+             + (f" (prior-stage trees capped at depth {settings.prior_max_depth})"
+                if settings.prior_max_depth else "") + f", {settings.datasets} "
              f"simulated data sets, {settings.transitions} frozen transitions per chain of "
              "the kernel in the `kernel` column (hmc: 10 leapfrog steps; nuts: maximum tree "
              f"depth {sampler.max_depth}; both with {sampler.rescue_prob:.0%} rescue "
@@ -208,7 +232,9 @@ def main() -> None:
                   markdown_table(compared), ""]
     lines += ["Message at seed 0:", ""]
     lines += [f"- {r.case} ({r.kernel}): {r.message_seed0}" for r in table.itertuples()]
-    if args.no_cost:
+    if name != "power":
+        costs = None  # the cost table is of default runs
+    elif args.no_cost:
         costs = pd.read_csv(OUT / "cost.csv") if (OUT / "cost.csv").exists() else None
     else:
         costs = _merge(OUT / "cost.csv", cost(sampler), "model", _COST)
@@ -220,8 +246,8 @@ def main() -> None:
                   "kernel. `share` is the check's share of the run's wall time, "
                   "`gradient_share` its share of the gradients (check + AIS; tuning left out "
                   "of both).", "", markdown_table(costs)]
-    (OUT / "power.md").write_text("\n".join(lines) + "\n")
-    print(f"written {OUT / 'power.md'}")
+    (OUT / f"{name}.md").write_text("\n".join(lines) + "\n")
+    print(f"written {OUT / f'{name}.md'}")
 
 
 if __name__ == "__main__":
