@@ -14,9 +14,12 @@ decision with gradient evaluations for seconds, the pilots' and the check's incl
 a step's gradients are linear in T too, so the choice does not depend on the machine),
 or both (the run stops at the first that would be exceeded).
 
-The prediction of the T that would converge is fitted to the measured bounds
-(:func:`fit_decay`): log(bound) = a - b log(T) by least squares over the finished step
-counts, b free; with one finished step count, b = 1 (the L^2 / (2T) law).  What a run
+The prediction of the T that would converge is fitted to the bounds' measured 95%
+upper limits, the quantity the verdict compares with the level (:func:`fit_decay`):
+log(upper limit) = a - b log(T) by least squares over the finished step counts, b
+free; with one finished step count, b = 1 (the L^2 / (2T) law).  A fit to the estimates
+would name a T at which the estimate reaches the level while its upper limit, and so
+the verdict, does not.  What a run
 chose and why is :class:`AutoSteps`, kept in the result's ``extra["auto_steps"]``; the
 same numbers come from ``--steps`` with the chosen step counts, because a step count's
 random streams depend on T alone.
@@ -63,7 +66,8 @@ class DecayFit:
     def describe(self) -> str:
         how = ("slope set to 1 (one step count: the L^2/(2T) law)" if self.slope_fixed
                else f"fitted to {self.points} step counts")
-        return f"bound about {math.exp(self.intercept):.3g} T^-{self.slope:.2f}, {how}"
+        return (f"upper limit about {math.exp(self.intercept):.3g} T^-{self.slope:.2f}, "
+                f"{how}")
 
 
 def fit_decay(steps, bounds) -> DecayFit | None:
@@ -264,7 +268,9 @@ def run_within_budget(run_one: Callable[[int], object], done: list, judge, *,
             last = finished[chosen[-1]]
             verdict = judge(last)
             Ts = sorted(finished)
-            fit = fit_decay(Ts, [judge(finished[T]).bound.estimate for T in Ts])
+            # the upper limits: the verdict's criterion, so the predicted T is where it
+            # would say converged, not where the estimate alone reaches the level
+            fit = fit_decay(Ts, [judge(finished[T]).bound.ci_high for T in Ts])
             if verdict.converged:
                 record.stopped = "converged"
                 break

@@ -136,7 +136,7 @@ def plot_bound(result: BreadResult):
 
 
 def _decay_fit_line(ax, record: dict | None) -> list[float]:
-    """The fit of a ``--steps auto`` run's bounds (log bound linear in log T), from its
+    """The fit of a ``--steps auto`` run's upper limits (linear in log T), from its
     smallest T to the T it predicts for the converged level; the Ts it spans."""
     if not record or not record.get("fit"):
         return []
@@ -145,7 +145,7 @@ def _decay_fit_line(ax, record: dict | None) -> list[float]:
     T = np.geomspace(min(record["chosen"]), right, 50)
     how = "slope set to 1" if fit.slope_fixed else f"{fit.points} step counts"
     ax.plot(T, [fit.bound_at(t) for t in T], color="#36c", linestyle=":",
-            label=f"fit: bound ~ T^-{fit.slope:.2f} ({how})")
+            label=f"fit of the upper limits ~ T^-{fit.slope:.2f} ({how})")
     if record.get("predicted_steps"):
         ax.plot([record["predicted_steps"]], [record["level"]], marker="x", color="#36c",
                 linestyle="none", label=f"predicted T = {record['predicted_steps']:,.0f}")
