@@ -52,6 +52,8 @@ def test_a_time_out_names_the_last_progress_line_and_a_refusal_its_last_line():
     assert refused["message"] == "bread-stan run: error: no prior"
     assert cov._status(2, False) == "refused" and cov._status(None, True) == "timed out"
     assert cov._status(0, False) == "failed" and cov._status(4, True) == "ran"
+    # exit 4 with no step count: the set-up would have overrun the budget
+    assert cov._status(4, False) == "ran" and cov._status(1, False) == "failed"
 
 
 def test_the_protocol_takes_only_the_refusals_it_may_get_past():

@@ -63,6 +63,7 @@ from ..kernels.base import Kernel, initial_state
 from ..kernels.registry import KERNELS
 from ..linalg import interpolate_spd, spd_log
 from ..rng import ChainRandom, Stream
+from ..deadline import keep_pace
 from ..progress import PaceLog, progress_bar
 from ..target import Target
 from ..errors import InputError
@@ -392,7 +393,7 @@ def tune(target: Target, kernel: Kernel, base_params, prior_draws, *, seed,
              grid.size, config.pilot_steps + config.burn_in, n)
     bar = progress_bar(grid.size, progress, "tuning")
     pace = PaceLog(f"tuning {kind}", grid.size, "betas")
-    start = time.perf_counter()
+    start, began = time.perf_counter(), time.monotonic()
     for i, beta in enumerate(grid):
         if bar is not None:
             bar.update()
@@ -414,6 +415,7 @@ def tune(target: Target, kernel: Kernel, base_params, prior_draws, *, seed,
             if bar is not None:
                 bar.close()
             raise PilotAbandoned(reason)
+        keep_pace(f"the pilot tuning {kind} along beta", i + 1, grid.size, began)
     if bar is not None:
         bar.close()
     transitions = n * (grid.size * (config.pilot_steps + config.burn_in) - config.burn_in)

@@ -69,6 +69,7 @@ from pathlib import Path
 
 __all__ = ["main"]
 
+from ..deadline import OverBudget
 from ..errors import BreadStanError
 from .arguments import build_parser
 
@@ -462,9 +463,13 @@ def _exit_code(outcome) -> int:
 
 def _exit_status(args, error: BaseException) -> int:
     """The exit policy, in one place: the toolkit's own errors (BreadStanError) and OS
-    errors are bad input (exit 2, one line naming the problem); Ctrl-C exits 130;
+    errors are bad input (exit 2, one line naming the problem), except a set-up that
+    would overrun --budget (exit 4, not converged within it); Ctrl-C exits 130;
     anything else is a bug in bread-stan (exit 1, one line saying so, the traceback
     under ``--verbose``)."""
+    if isinstance(error, OverBudget):   # a pilot or check would overrun --budget
+        print(f"bread-stan {args.command}: {error}", file=sys.stderr)
+        return EXIT_NOT_CONVERGED
     if isinstance(error, BreadStanError):
         # Problems with the user's input: the message names the problem and the fix.
         print(f"bread-stan {args.command}: error: {error}", file=sys.stderr)

@@ -37,6 +37,8 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 
 from ..ais import gaussian_path, waypoint
+from ..deadline import OverBudget
+from ..progress import duration
 from ..ais.betas import ScheduleError, thermodynamic_length
 from ..ais.gaussian_base import GaussianBase
 from ..ais.path_choice import (PathChoice, PathCost, abandon_when_costlier, cheaper, choose,
@@ -210,6 +212,13 @@ def _bid(first: Problem, sampler: SamplerSettings, run: RunSettings, name: str,
                      config=on_path.tuning_config(), progress=run.progress, give_up=give_up)
     except PilotAbandoned as stopped:
         choice = cheaper(rival, give_up.partial, rule, abandoned=str(stopped))
+        log.info("%s: %s", name, choice.message)
+        return concrete(sampler, run, choice, tuned=gaussian)
+    except OverBudget as over:   # the Gaussian path, tuned already, may still fit
+        choice = PathChoice("auto", "gaussian", "the prior path's pilot would take about "
+                            f"{duration(over.needed)}, past the budget",
+                            rule.loglik_sd, rule.n_draws, rule.limit,
+                            {"gaussian": asdict(rival)})
         log.info("%s: %s", name, choice.message)
         return concrete(sampler, run, choice, tuned=gaussian)
     try:

@@ -59,6 +59,7 @@ from .programs import attach, prepared
 from ..ais.path_choice import PathChoice, given
 from .simulator_check import (CheckDraws, CheckSettings, SimulatorCheck, check_simulator,
                               simulate_check_draws)
+from ..deadline import set_up_by
 from ..errors import BreadStanError, InputError
 
 __all__ = ["SamplerSettings", "RunSettings", "VerdictSettings", "bread", "compare",
@@ -370,20 +371,23 @@ def _bread(model, simulator, data, sampler: SamplerSettings, run: RunSettings, h
     data = load_data(data)
     (compiled,), sim_compiled = compile_with_simulator([model], simulator, hyper=hyper)
     started = time.monotonic()  # a budget (steps="auto") counts from here
-    sim = Simulator(sim_compiled, data, hyper=hyper, threads=run.threads
-                    ).honour(compiled, data)   # draws the model rejects too: redrawn
-    problems = [simulate_problem(name, compiled, sim, data, run.seed, run.threads, truth)
-                for truth in _truth_draws(sim, run)]
-    # a failing simulator stops before any pilot; the check reuses these draws
-    check_draws = (simulate_check_draws(sim, data, _check_settings(run), run.threads,
-                                        compiled) if run.check_simulator else None)
-    requested = _header(name, model, simulator, data, sampler, run, hyper)["fingerprint"]
-    settled = settle(problems, sim, sampler, run, name, out, requested)
-    header = _header(name, model, simulator, data, settled.sampler, settled.run, hyper)
-    return _run_problem(problems, sim, settled.sampler, settled.run, out, header,
-                        known_log_ml_bounds, verdict or VerdictSettings(), data, executor,
-                        settled.choice, settled.fitted, settled.tuned,
-                        check_draws=check_draws, started=started)
+    # pilots and checks that would overrun a budget in minutes stop (deadline.OverBudget)
+    budget = 60.0 * run.budget_minutes if run.auto_steps and run.budget_minutes else None
+    with set_up_by(None if budget is None else started + budget, budget or 0.0):
+        sim = Simulator(sim_compiled, data, hyper=hyper, threads=run.threads
+                        ).honour(compiled, data)   # draws the model rejects too: redrawn
+        problems = [simulate_problem(name, compiled, sim, data, run.seed, run.threads, truth)
+                    for truth in _truth_draws(sim, run)]
+        # a failing simulator stops before any pilot; the check reuses these draws
+        check_draws = (simulate_check_draws(sim, data, _check_settings(run), run.threads,
+                                            compiled) if run.check_simulator else None)
+        requested = _header(name, model, simulator, data, sampler, run, hyper)["fingerprint"]
+        settled = settle(problems, sim, sampler, run, name, out, requested)
+        header = _header(name, model, simulator, data, settled.sampler, settled.run, hyper)
+        return _run_problem(problems, sim, settled.sampler, settled.run, out, header,
+                            known_log_ml_bounds, verdict or VerdictSettings(), data, executor,
+                            settled.choice, settled.fitted, settled.tuned,
+                            check_draws=check_draws, started=started)
 
 
 def _check_known_bounds(known: Mapping[str, float] | None) -> None:

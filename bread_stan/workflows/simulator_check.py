@@ -70,6 +70,7 @@ from typing import Mapping, Sequence
 import numpy as np
 from scipy import stats
 
+from ..deadline import keep_pace
 from ..errors import BreadStanError, InputError
 from ..progress import PaceLog, duration
 from ..kernels.base import initial_state
@@ -306,8 +307,11 @@ class _OutsideSupport(Exception):
 
 
 def _run_chains(kernel, params, target: StanTarget, start: np.ndarray, beta: float,
-                transitions: int, seed: int, chains: np.ndarray | None = None):
-    """``transitions`` frozen kernel steps from ``start``; returns (state0, state, n_grad)."""
+                transitions: int, seed: int, chains: np.ndarray | None = None,
+                paced: str | None = None):
+    """``transitions`` frozen kernel steps from ``start``; returns (state0, state, n_grad).
+    ``paced``: the stage's name, to stop it when it would overrun a run's budget
+    (:func:`~bread_stan.deadline.keep_pace`)."""
     state0 = initial_state(target, start, gradient=kernel.needs_gradient)
     bad = ~np.isfinite(state0.evaluation.log_prior)
     if bad.any():
@@ -318,10 +322,12 @@ def _run_chains(kernel, params, target: StanTarget, start: np.ndarray, beta: flo
     n = start.shape[0]
     index = np.arange(n) if chains is None else chains
     rng = ChainRandom(chain_seed_sequences(seed, Stream.SIMULATOR_CHECK, index))
-    state, n_grad = state0, 0
-    for _ in range(transitions):
+    state, n_grad, began = state0, 0, time.monotonic()
+    for t in range(transitions):
         state, info = kernel.step(rng, state, target, np.full(n, beta), params)
         n_grad += int(info.n_grad.sum())
+        if paced:
+            keep_pace(paced, t + 1, transitions, began)
     return state0, state, n_grad
 
 
@@ -502,7 +508,8 @@ def _prior_chains(kernel, at_zero, target: StanTarget, compiled, sim: Simulator,
         drawn, prior=True), compiled)
     start = _unconstrained(target, params)
     s0, s1, n_grad = _run_chains(kernel, at_zero, target, start, 0.0, settings.transitions,
-                                 derived_seed(settings.seed, Purpose.CHECK_PRIOR_CHAINS))
+                                 derived_seed(settings.seed, Purpose.CHECK_PRIOR_CHAINS),
+                                 paced="the simulator check's prior stage")
     return (_snapshot(target, s0.position, s0.evaluation),
             _snapshot(target, s1.position, s1.evaluation), n_grad)
 
@@ -518,7 +525,7 @@ def _joint_chains(kernel, at_one, compiled, sim: Simulator, data: Mapping,
     pace = PaceLog("simulator check, joint stage", settings.datasets, "data sets")
     draws = _simulated(sim, settings.datasets,
                        derived_seed(settings.seed, Purpose.CHECK_DATASETS), drawn)
-    before, after, n_grad = [], [], 0
+    before, after, n_grad, began = [], [], 0, time.monotonic()
     joint_seed = derived_seed(settings.seed, Purpose.CHECK_JOINT_CHAINS)
     shared_prior = None  # data set 0's prior instance, reused if the prior ignores y
     for j in range(settings.datasets):
@@ -543,6 +550,7 @@ def _joint_chains(kernel, at_one, compiled, sim: Simulator, data: Mapping,
         before.append(_snapshot(target_j, a.position, a.evaluation))
         after.append(_snapshot(target_j, b.position, b.evaluation))
         pace.tick(j + 1)
+        keep_pace("the simulator check's joint stage", j + 1, settings.datasets, began)
     return before, after, n_grad
 
 

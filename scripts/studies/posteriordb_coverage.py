@@ -309,12 +309,16 @@ def _log_facts(text: str, code: int | None, timeout: float) -> dict:
     return facts
 
 
+EXIT_NOT_CONVERGED = 4   # the command line's "not converged" (bread_stan.cli.main)
+
+
 def _status(code: int | None, has_results: bool) -> str:
     if code is None:
         return "timed out"
     if code == 2:
         return "refused"
-    return "ran" if has_results else "failed"
+    # exit 4 without results: a pilot or the check would have overrun the budget
+    return "ran" if has_results or code == EXIT_NOT_CONVERGED else "failed"
 
 
 def _largest_step(summary: list[dict]) -> dict:
@@ -366,6 +370,8 @@ def run_program(row: dict, program: Path, data: Path, settings: SweepSettings) -
     found = read_run(out)
     status = _status(code, found.pop("has_results"))
     row = {**row, **facts, **found, "status": status, "route": "run", "seconds": seconds}
+    if status == "ran" and "verdict" not in row:   # stopped before any step count
+        row.update(verdict="not converged", stopped="set-up over budget")
     if status == "refused":
         row.update(route="refused", reason=_reason(row["message"]))
         if settings.protocol and _protocol_reason(row["reason"]):
@@ -465,7 +471,10 @@ def _verdict_cell(r: dict) -> str:
 
 
 def _message_cell(r: dict) -> str:
-    """Why a program did not run; for one the protocol ran, the run's refusal."""
+    """Why a program did not run (or, stopped in its set-up, why); for one the
+    protocol ran, the run's refusal."""
+    if r.get("stopped") == "set-up over budget":
+        return r.get("message", "")
     return r.get("message", "") if r["status"] != "ran" else r.get("refusal", "")
 
 

@@ -2,8 +2,9 @@
 
 For each case, ``bread-stan run ... --steps auto --budget B`` with a budget too small to
 converge stops "not converged within the budget" and names a predicted T: the step
-count at which the decay fitted to its measured bounds (``log B = a - b log T``,
-:func:`bread_stan.ais.budget.fit_decay`) reaches the convergence level (1 nat by
+count at which the decay fitted to its measured bounds' 95% upper limits
+(``log U = a - b log T``, :func:`bread_stan.ais.budget.fit_decay`; the upper limit is
+what the verdict compares with the level) reaches the convergence level (1 nat by
 default).  The study then runs that T in the same output directory (``--steps`` with the
 chosen step counts and the predicted one, so nothing finished is rerun) and reads the
 measured bound there.  The prediction is honest when the measured bound is within a
@@ -105,8 +106,9 @@ def run_case(case: str, work: Path, max_minutes: float) -> dict:
                    text=True)
     measured = _row_at(_summary(out), target)
     predicted_bound = _fit_bound(auto["fit"], target)
-    ratio = float(measured["bound"]) / predicted_bound
-    return {**row, "predicted_bound": predicted_bound, "measured_bound": measured["bound"],
+    ratio = float(measured["bound_ci_high"]) / predicted_bound
+    return {**row, "predicted_upper": predicted_bound,
+            "measured_upper": measured["bound_ci_high"], "measured_bound": measured["bound"],
             "measured_interval": (f"{measured['bound_ci_low']:.3g} to "
                                   f"{measured['bound_ci_high']:.3g}"),
             "ratio": ratio, "within_3x": bool(1 / 3 <= ratio <= 3),
@@ -117,12 +119,13 @@ def write(rows: list[dict]) -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "results.json").write_text(json.dumps(rows, indent=1))
     columns = ["case", "budget_min", "level", "chosen", "predicted_T", "fit",
-               "predicted_bound", "measured_bound", "measured_interval", "ratio",
+               "predicted_upper", "measured_upper", "measured_bound", "measured_interval",
+               "ratio",
                "within_3x", "outcome", "seconds"]
     tested = [r for r in rows if r["outcome"] == "tested"]
     lines = ["# Is the predicted T honest?", "",
              f"{sum(r['within_3x'] for r in tested)} of {len(tested)} tested cases measure "
-             "a bound within a factor of 3 of the prediction at the predicted T "
+             "an upper limit within a factor of 3 of the prediction at the predicted T "
              "(one seed a case; `scripts/studies/prediction_honesty.py`).", "",
              "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for r in rows:

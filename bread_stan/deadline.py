@@ -1,0 +1,72 @@
+"""A deadline for a run's set-up: pilots and checks that would overrun the budget stop.
+
+``--steps auto --budget M`` counts the pilots and the simulator check against the
+budget, but they run before the first step count, so the budget could not stop them: a
+hard model's pilot can take many times the whole budget before anything is scored.
+Within :func:`set_up_by` (a context, set by the run), the set-up's loops call
+:func:`keep_pace` after each item (a pilot's beta, a check stage's transition or data
+set); when, at the pace since the loop started, the items left would end past the
+deadline, it raises :class:`OverBudget`, which names the loop and the time it would
+need.  Outside the context nothing is checked, so runs with ``--steps`` never stop.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+
+from .errors import BreadStanError
+from .progress import duration
+
+__all__ = ["OverBudget", "set_up_by", "keep_pace"]
+
+
+class OverBudget(BreadStanError):
+    """A pilot or check would end past the run's budget: the run is not converged
+    within the budget (the command line exits 4, as for a run that did not converge).
+    ``what``: the loop; ``needed``: the seconds it alone would take."""
+
+    def __init__(self, message: str, what: str = "", needed: float = float("nan")):
+        super().__init__(message)
+        self.what, self.needed = what, needed
+
+
+@dataclass(frozen=True)
+class _Deadline:
+    at: float          # time.monotonic() at which the budget is spent
+    seconds: float     # the whole budget (its clock started at ``at - seconds``)
+
+
+_DEADLINE: ContextVar[_Deadline | None] = ContextVar("bread_stan_set_up_deadline",
+                                                     default=None)
+
+
+@contextmanager
+def set_up_by(at: float | None, seconds: float = 0.0):
+    """Within this context, :func:`keep_pace` stops a loop that would end after ``at``
+    (``time.monotonic()``; None: no deadline), the end of a budget of ``seconds``."""
+    token = _DEADLINE.set(None if at is None else _Deadline(float(at), float(seconds)))
+    try:
+        yield
+    finally:
+        _DEADLINE.reset(token)
+
+
+def keep_pace(what: str, done: int, total: int, started: float) -> None:
+    """Raise :class:`OverBudget` when ``total - done`` more items, at the pace of the
+    ``done`` since ``started`` (``time.monotonic()``), would end past the deadline."""
+    deadline = _DEADLINE.get()
+    if deadline is None or done <= 0 or done >= total:
+        return
+    now = time.monotonic()
+    needed = (now - started) / done * total
+    if started + needed > deadline.at:
+        before = started - (deadline.at - deadline.seconds)  # the set-up before this loop
+        raise OverBudget(
+            f"not converged within the budget of {duration(deadline.seconds)}: {what} "
+            f"alone would take about {duration(needed)} ({done} of {total} after "
+            f"{duration(now - started)}), so no step count could run; the set-up needs a "
+            f"budget above {duration(before + needed)}, or fixed step counts (--steps)",
+            what, needed)

@@ -1,0 +1,86 @@
+"""A run's set-up within its budget: pilots and checks that would overrun it stop.
+
+Fast tests of :mod:`bread_stan.deadline` (the pace rule, with the clock's own time),
+of the pilot stopping inside the deadline's context and only there (a conjugate
+regression, the Python kernels), and of the command line's exit status; one Stan test
+runs ``bread`` with a budget its check cannot fit in.
+Breaks tried: ``keep_pace`` comparing ``now`` instead of the predicted end with the
+deadline (the first test fails: the loop that would end in 1,000 s passes), the
+pilot's call removed (the pilot test fails), the CLI mapping removed (exit 2, not 4).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from bread_stan.ais.tuning import TuningConfig, tune
+from bread_stan.cli.main import EXIT_NOT_CONVERGED, _exit_status
+from bread_stan.deadline import OverBudget, keep_pace, set_up_by
+from bread_stan.exact.conjugate import simulate_regression
+from bread_stan.kernels.hmc import HMC, HMCParams
+
+
+def test_a_loop_stops_when_its_pace_would_end_past_the_deadline_and_only_then():
+    now = time.monotonic()
+    keep_pace("a loop", 1, 100, now - 10.0)   # no deadline: never stops
+    with set_up_by(now + 60.0, 120.0):
+        # 1 of 100 items after 10 s: 1,000 s in all, past the deadline 60 s from now
+        with pytest.raises(OverBudget) as stopped:
+            keep_pace("the pilot", 1, 100, now - 10.0)
+        assert stopped.value.what == "the pilot"
+        assert stopped.value.needed == pytest.approx(1000.0, rel=0.01)
+        text = str(stopped.value)
+        assert text.startswith("not converged within the budget of 2 minutes: the pilot "
+                               "alone would take about 16.7 minutes")
+        # the budget began 60 s before now, the loop 10 s before now: 50 s of set-up
+        # before the loop, plus its 1,000 s
+        assert "the set-up needs a budget above 17.5 minutes" in text
+        keep_pace("the pilot", 99, 100, now - 10.0)   # 10.1 s in all: it fits
+        keep_pace("the pilot", 100, 100, now - 10.0)  # finished: nothing to predict
+    keep_pace("a loop", 1, 100, now - 10.0)   # the context is left: no deadline again
+
+
+def test_the_pilot_stops_inside_a_deadline_it_cannot_meet_and_runs_without_one():
+    model, _ = simulate_regression(40, 3, noise_sd=0.5, seed=1)
+    config = TuningConfig(pilot_grid=8, pilot_steps=20, pilot_floor=1e-3, metric="diag")
+    starts = model.sample_prior(np.random.default_rng(0), 16)
+    with set_up_by(time.monotonic() + 1e-3, 1.0), pytest.raises(OverBudget) as stopped:
+        tune(model, HMC(), HMCParams(1.0, 8), starts, seed=3, config=config)
+    assert stopped.value.what == "the pilot tuning hmc along beta"
+    tuned = tune(model, HMC(), HMCParams(1.0, 8), starts, seed=3, config=config)
+    assert len(tuned.step_size) == 8
+
+
+def test_the_command_line_says_not_converged_in_one_line_and_exits_4(capsys):
+    args = SimpleNamespace(command="run", verbose=False)
+    code = _exit_status(args, OverBudget("not converged within the budget of 1 minute: "
+                                         "the pilot alone would take about 9 minutes"))
+    err = capsys.readouterr().err
+    assert code == EXIT_NOT_CONVERGED == 4
+    assert err == ("bread-stan run: not converged within the budget of 1 minute: the pilot "
+                   "alone would take about 9 minutes\n")
+
+
+@pytest.mark.stan
+def test_a_budget_the_set_up_cannot_fit_in_stops_before_any_step_count(tmp_path: Path):
+    from bread_stan.stan.compile import compile_many
+    from bread_stan.workflows.bread import bread
+    from bread_stan.workflows.settings import RunSettings, SamplerSettings
+
+    stan = Path(__file__).resolve().parent / "stan"
+    model, simulator = stan / "normal_mean.stan", stan / "normal_mean_sim.stan"
+    compile_many([model, simulator], workers=2)
+    data = {"N": 20, "sigma": 1.0, "tau": 2.0}
+    sampler = SamplerSettings(kernel="hmc", n_leapfrog=5, pilot_chains=16, pilot_grid=6,
+                              pilot_steps=20)
+    with pytest.raises(OverBudget) as stopped:   # 0.06 s for pilot, check and steps
+        bread(model, simulator, data, sampler=sampler, out_dir=tmp_path,
+              run=RunSettings(steps="auto", budget_minutes=0.001, chains=20, seed=1,
+                              progress=False, path="prior"))
+    assert "alone would take about" in str(stopped.value)
+    assert not list(tmp_path.glob("steps_*.npz"))
