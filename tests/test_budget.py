@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 from bread_stan.ais import engine, runs
-from bread_stan.ais.budget import (GROWTH, MIN_STEPS, fit_decay, first_steps, next_steps,
-                                   run_within_budget)
+from bread_stan.ais.budget import (GROWTH, MIN_STEPS, DecayFit, fit_decay, fit_upper_limit,
+                                   first_steps, next_steps, run_within_budget)
 from bread_stan.ais.results import BreadResult, DirectionResult, StepResult
 from bread_stan.ais.verdict import VerdictSettings
 from bread_stan.cli.arguments import build_parser
@@ -73,6 +73,28 @@ def test_the_fit_recovers_an_exact_power_law(c, b):
     assert not fit.slope_fixed and fit.points == 4
 
 
+def test_the_upper_limit_s_fit_recovers_its_two_terms_and_solves_for_the_level():
+    # estimate 50 / T, margin 0.3 / sqrt(T), exactly
+    T = np.array([10.0, 40.0, 160.0, 640.0])
+    fit = fit_upper_limit(T, 50 / T, 50 / T + 0.3 / np.sqrt(T))
+    assert fit.slope == pytest.approx(1.0, abs=1e-9)
+    assert fit.margin_slope == pytest.approx(0.5, abs=1e-9)
+    for level in (1.0, 0.05, 0.01):
+        wanted = fit.steps_for(level)
+        assert 50 / wanted + 0.3 / math.sqrt(wanted) == pytest.approx(level, rel=1e-9)
+    # near a small level the margin rules: one power law through the upper limits at
+    # the two smallest T promises too small a T (5,540 for 7,620)
+    one = fit_decay(T[:2], (50 / T + 0.3 / np.sqrt(T))[:2]).steps_for(0.01)
+    assert one < 0.75 * fit.steps_for(0.01)
+    # one step count: slopes 1 and 1/2; no positive estimate: the margin alone
+    single = fit_upper_limit([100], [0.5], [0.8])
+    assert single.slope_fixed and single.margin_fixed and single.margin_slope == 0.5
+    assert single.bound_at(400) == pytest.approx(0.5 / 4 + 0.3 / 2)
+    alone = fit_upper_limit([100], [-0.2], [0.4])
+    assert alone.intercept is None and alone.bound_at(400) == pytest.approx(0.2)
+    assert fit_upper_limit([100], [-0.2], [-0.1]) is None
+
+
 def test_one_step_count_takes_the_slope_of_the_L2_over_2T_law():
     fit = fit_decay([20], [5.0])
     assert fit.slope_fixed and fit.slope == 1.0
@@ -109,11 +131,11 @@ def test_T_grows_and_stops_at_convergence():
     verdicts = [judge(power_law_step(T, 200.0)) for T in record.chosen]
     assert verdicts[-1].converged and not any(v.converged for v in verdicts[:-1])
     assert verdicts[-2].bound.ci_high > 1.0 >= verdicts[-1].bound.ci_high
-    # the fit is of the upper limits (the verdict's criterion): c / T plus a constant
-    # 0.0137 (chains' spread), so its slope is just under 1
-    uppers = [v.bound.ci_high for v in verdicts]
-    assert record.fit["slope"] == pytest.approx(fit_decay(record.chosen, uppers).slope)
-    assert 0.97 < record.fit["slope"] < 1.0
+    # the fit is of the upper limits (the verdict's criterion) as two terms: the
+    # estimate, exactly c / T here, and the margin, constant here (the chains' spread
+    # does not shrink with T in these synthetic steps)
+    assert record.fit["slope"] == pytest.approx(1.0, abs=1e-9)
+    assert record.fit["margin_slope"] == pytest.approx(0.0, abs=1e-6)
 
 
 def test_a_tiny_budget_stops_not_converged_and_names_the_predicted_T():
@@ -124,17 +146,23 @@ def test_a_tiny_budget_stops_not_converged_and_names_the_predicted_T():
     # T = 50 takes 2.45 s; T = 200 would take 9.95 s more: 62.4 s > 60 s
     assert record.chosen == [50] and record.stopped == "budget"
     assert record.predicted_steps == 200  # 4 nats at T = 50, slope 1
-    # the unrounded prediction, 50 x 4.0137 (the upper limit at T = 50)
-    assert record.predicted_minutes == pytest.approx(0.05 * (4.0137 * 50 - 1) / 60, rel=1e-4)
+    # the unrounded prediction: 200 / T + 0.0137 sqrt(50 / T) = 1 (the estimate's 1/T
+    # and the margin's 1/sqrt(T), each through its value at T = 50)
+    wanted = DecayFit(**record.fit).steps_for(1.0)
+    margin = judge(power_law_step(50, 200.0)).bound.ci_high - 4.0
+    assert 200 / wanted + margin * math.sqrt(50 / wanted) == pytest.approx(1.0, rel=1e-9)
+    assert record.predicted_minutes == pytest.approx(0.05 * (wanted - 1) / 60, rel=1e-9)
     result = BreadResult("m", {}, [power_law_step(50, 200.0, 0.05)],
                          {"auto_steps": record.to_dict()})
     headline = result.headline()
     assert headline.startswith("Not converged within the budget of 1 minute: largest "
                                "T = 50, bound 4 nats")
-    assert "about T = 200 for 1 nat (about 0.166 minutes on this machine)" in headline
+    assert ("(upper limit about 200 T^-1.00 + 0.0971 T^-0.50, the estimate and its Monte "
+            "Carlo margin (one step count: slopes 1, the L^2/(2T) law, and 1/2)), about T = 200 "
+            "for 1 nat (about 0.167 minutes on this machine)") in headline
     fig = plots.plot_bound(result)
     labels = [line.get_label() for line in fig.axes[0].lines]
-    assert "fit of the upper limits ~ T^-1.00 (slope set to 1)" in labels
+    assert "fit of the upper limits (one step count)" in labels
     assert "predicted T = 200" in labels
 
 
@@ -214,10 +242,11 @@ def test_a_gradient_budget_stops_where_the_next_T_would_exceed_it(spare):
     assert record.spent_gradients == 300_000 + 1000 * sum(T - 1 for T in calls)
     assert record.gradients_per_step == pytest.approx(1000.0)
     assert record.budget_minutes is None and record.seconds_per_step is None
-    if spare:  # upper limit 4.01 nats at T = 50, slope 1: T = 200.7, shown as 200
+    if spare:  # 4 nats at T = 50 falling as 1/T, a 0.0137 margin as 1/sqrt(T): T = 203
         assert record.predicted_steps == 200
-        assert record.predicted_gradients == pytest.approx(1000 * (4.0137 * 50 - 1),
-                                                           rel=1e-4)
+        wanted = DecayFit(**record.fit).steps_for(1.0)
+        assert 200 < wanted < 205
+        assert record.predicted_gradients == pytest.approx(1000 * (wanted - 1), rel=1e-9)
         headline = BreadResult("m", {}, [gradient_step(50, 200.0, 1000)],
                                {"auto_steps": record.to_dict()}).headline()
         assert headline.startswith("Not converged within the budget of 5.48e+05 gradients")

@@ -15,11 +15,13 @@ a step's gradients are linear in T too, so the choice does not depend on the mac
 or both (the run stops at the first that would be exceeded).
 
 The prediction of the T that would converge is fitted to the bounds' measured 95%
-upper limits, the quantity the verdict compares with the level (:func:`fit_decay`):
-log(upper limit) = a - b log(T) by least squares over the finished step counts, b
-free; with one finished step count, b = 1 (the L^2 / (2T) law).  A fit to the estimates
-would name a T at which the estimate reaches the level while its upper limit, and so
-the verdict, does not.  What a run
+upper limits, the quantity the verdict compares with the level (:func:`fit_upper_limit`),
+as two terms: the estimate, a T^-b (b = 1 with one finished step count, the L^2 / (2T)
+law; by least squares over log T otherwise), plus the margin up to the upper limit, a
+Monte Carlo error, m T^-c (c = 1/2 with one step count).  A fit to the estimates alone
+would name a T at which the estimate reaches the level while its upper limit, and so the
+verdict, does not; one power law through the upper limits would extrapolate the estimate's
+1/T to a margin that falls as 1/sqrt(T).  What a run
 chose and why is :class:`AutoSteps`, kept in the result's ``extra["auto_steps"]``; the
 same numbers come from ``--steps`` with the chosen step counts, because a step count's
 random streams depend on T alone.
@@ -36,8 +38,8 @@ import numpy as np
 
 from .betas import thermodynamic_length
 
-__all__ = ["MIN_STEPS", "GROWTH", "DecayFit", "AutoSteps", "Meter", "fit_decay", "path_length",
-           "first_steps", "next_steps", "run_within_budget", "budget_sentence"]
+__all__ = ["MIN_STEPS", "GROWTH", "DecayFit", "AutoSteps", "Meter", "fit_decay",
+           "fit_upper_limit", "path_length", "first_steps", "next_steps", "run_within_budget", "budget_sentence"]
 
 MIN_STEPS = 10       # the smallest first T: fewer distributions measure little
 GROWTH = (3.0, 4.0)  # each new T is 3 to 4 times the last
@@ -45,46 +47,103 @@ GROWTH = (3.0, 4.0)  # each new T is 3 to 4 times the last
 
 @dataclass(frozen=True)
 class DecayFit:
-    """log(bound) = ``intercept`` - ``slope`` log(T), fitted to ``points`` step counts
-    (``slope_fixed``: one step count, the slope set to 1, the L^2 / (2T) law)."""
+    """A bound's decay in T.  One term, log(bound) = ``intercept`` - ``slope`` log(T),
+    fitted to ``points`` step counts (``slope_fixed``: one step count, the slope set to
+    1, the L^2 / (2T) law); or, with ``margin_intercept``, the upper limit as two terms
+    (:func:`fit_upper_limit`): the estimate's, as above (``intercept`` None: no positive
+    estimate), plus the margin up to the upper limit, exp(``margin_intercept``) times
+    T^-``margin_slope`` (1/2 with one step count: a Monte Carlo error)."""
 
-    intercept: float
+    intercept: float | None
     slope: float
     points: int
     slope_fixed: bool = False
+    margin_intercept: float | None = None
+    margin_slope: float = 0.5
+    margin_fixed: bool = False
+
+    def _terms(self) -> list[tuple[float, float]]:
+        terms = [(self.intercept, self.slope), (self.margin_intercept, self.margin_slope)]
+        return [(a, b) for a, b in terms if a is not None]
 
     def bound_at(self, T: float) -> float:
-        return float(math.exp(self.intercept - self.slope * math.log(T)))
+        return float(sum(math.exp(a - b * math.log(T)) for a, b in self._terms()))
 
     def steps_for(self, level: float) -> float:
-        """The T at which the fitted bound reaches ``level`` (inf when it does not fall)."""
-        if not self.slope > 0:
+        """The T at which the fitted bound reaches ``level`` (inf when it does not fall
+        to it; a term that grows with T is taken as flat, within its noise)."""
+        terms = [(a, max(b, 0.0)) for a, b in self._terms()]
+        if not terms or all(b == 0 for _, b in terms):
             return math.inf
-        log_T = (self.intercept - math.log(level)) / self.slope
-        return float(math.exp(log_T)) if log_T < 700 else math.inf
+
+        def excess(log_T: float) -> float:
+            return sum(math.exp(min(a - b * log_T, 700.0)) for a, b in terms) - level
+        low, high = 0.0, 700.0
+        if excess(high) > 0:
+            return math.inf
+        if excess(low) <= 0:
+            return 1.0
+        for _ in range(200):   # bisection in log T: the sum falls monotonically
+            middle = (low + high) / 2
+            low, high = (low, middle) if excess(middle) <= 0 else (middle, high)
+        return float(math.exp(high))
 
     def describe(self) -> str:
-        how = ("slope set to 1 (one step count: the L^2/(2T) law)" if self.slope_fixed
+        if self.margin_intercept is None:
+            how = ("slope set to 1 (one step count: the L^2/(2T) law)" if self.slope_fixed
+                   else f"fitted to {self.points} step counts")
+            return (f"upper limit about {math.exp(self.intercept):.3g} T^-{self.slope:.2f}, "
+                    f"{how}")
+        how = ("one step count: slopes 1, the L^2/(2T) law, and 1/2"
+               if self.slope_fixed and self.margin_fixed
                else f"fitted to {self.points} step counts")
-        return (f"upper limit about {math.exp(self.intercept):.3g} T^-{self.slope:.2f}, "
-                f"{how}")
+        margin = f"{math.exp(self.margin_intercept):.3g} T^-{self.margin_slope:.2f}"
+        if self.intercept is None:
+            return f"upper limit about {margin}, its Monte Carlo margin ({how})"
+        return (f"upper limit about {math.exp(self.intercept):.3g} T^-{self.slope:.2f} + "
+                f"{margin}, the estimate and its Monte Carlo margin ({how})")
+
+
+def _log_fit(steps, values, one_slope: float) -> tuple[float, float, int, bool] | None:
+    """(intercept, slope, points, slope fixed) of log(value) on log(T) over the positive
+    finite values; with one T, the slope is ``one_slope``."""
+    T = np.asarray(steps, dtype=float)
+    V = np.asarray(values, dtype=float)
+    keep = np.isfinite(V) & (V > 0)
+    T, V = T[keep], V[keep]
+    if T.size == 0:
+        return None
+    x, y = np.log(T), np.log(V)
+    if np.unique(T).size == 1:
+        return float(np.mean(y + one_slope * x)), one_slope, int(T.size), True
+    slope, intercept = np.polyfit(x, y, 1)
+    return float(intercept), float(-slope), int(T.size), False
 
 
 def fit_decay(steps, bounds) -> DecayFit | None:
     """Least squares of log(bound) on log(T) over the step counts whose bound is
     positive and finite (None when there is none).  One such step count, or all at one
     T: the slope is 1."""
-    T = np.asarray(steps, dtype=float)
-    B = np.asarray(bounds, dtype=float)
-    keep = np.isfinite(B) & (B > 0)
-    T, B = T[keep], B[keep]
-    if T.size == 0:
+    fitted = _log_fit(steps, bounds, 1.0)
+    return None if fitted is None else DecayFit(*fitted)
+
+
+def fit_upper_limit(steps, estimates, uppers) -> DecayFit | None:
+    """The upper limits' decay as two terms: the estimates' (:func:`fit_decay`, slope 1
+    with one step count) and the margins', upper limit minus the estimate (its positive
+    part): a Monte Carlo error, slope 1/2 with one step count.  At small T the estimate
+    dominates and falls as 1/T; near a small level the margin does, and falls only as
+    1/sqrt(T), so one power law fitted to the upper limits would promise too small a T.
+    None when neither has a positive value."""
+    estimates = np.asarray(estimates, dtype=float)
+    margins = np.asarray(uppers, dtype=float) - np.maximum(estimates, 0.0)
+    bound, margin = _log_fit(steps, estimates, 1.0), _log_fit(steps, margins, 0.5)
+    if bound is None and margin is None:
         return None
-    x, y = np.log(T), np.log(B)
-    if np.unique(T).size == 1:
-        return DecayFit(float(np.mean(y + x)), 1.0, int(T.size), slope_fixed=True)
-    slope, intercept = np.polyfit(x, y, 1)
-    return DecayFit(float(intercept), float(-slope), int(T.size))
+    a, b, points, fixed = bound if bound is not None else (None, 1.0, 0, True)
+    if margin is None:
+        return DecayFit(a, b, points, fixed)
+    return DecayFit(a, b, max(points, margin[2]), fixed, margin[0], margin[1], margin[3])
 
 
 def path_length(path) -> float | None:
@@ -270,7 +329,8 @@ def run_within_budget(run_one: Callable[[int], object], done: list, judge, *,
             Ts = sorted(finished)
             # the upper limits: the verdict's criterion, so the predicted T is where it
             # would say converged, not where the estimate alone reaches the level
-            fit = fit_decay(Ts, [judge(finished[T]).bound.ci_high for T in Ts])
+            bounds = [judge(finished[T]).bound for T in Ts]
+            fit = fit_upper_limit(Ts, [b.estimate for b in bounds], [b.ci_high for b in bounds])
             if verdict.converged:
                 record.stopped = "converged"
                 break

@@ -143,9 +143,9 @@ def _decay_fit_line(ax, record: dict | None) -> list[float]:
     fit = DecayFit(**record["fit"])
     right = max(record["chosen"] + [record.get("predicted_steps") or 0])
     T = np.geomspace(min(record["chosen"]), right, 50)
-    how = "slope set to 1" if fit.slope_fixed else f"{fit.points} step counts"
+    how = "one step count" if fit.slope_fixed else f"{fit.points} step counts"
     ax.plot(T, [fit.bound_at(t) for t in T], color="#36c", linestyle=":",
-            label=f"fit of the upper limits ~ T^-{fit.slope:.2f} ({how})")
+            label=f"fit of the upper limits ({how})")
     if record.get("predicted_steps"):
         ax.plot([record["predicted_steps"]], [record["level"]], marker="x", color="#36c",
                 linestyle="none", label=f"predicted T = {record['predicted_steps']:,.0f}")
