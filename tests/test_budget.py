@@ -95,6 +95,22 @@ def test_the_upper_limit_s_fit_recovers_its_two_terms_and_solves_for_the_level()
     assert fit_upper_limit([100], [-0.2], [-0.1]) is None
 
 
+def test_beyond_the_largest_T_the_fit_falls_at_most_at_the_asymptotic_rates():
+    # the estimate falls as T^-3 from T = 10 to 40 (chains leaving a stranded start) and
+    # the margin as T^-2: beyond T = 40 the prediction takes 1/T and 1/sqrt(T)
+    T = np.array([10.0, 40.0])
+    estimates, margins = 100 * (T / 10) ** -3.0, 0.2 * (T / 10) ** -2.0
+    fit = fit_upper_limit(T, estimates, estimates + margins)
+    assert fit.slope == pytest.approx(3.0) and fit.margin_slope == pytest.approx(2.0)
+    assert fit.bound_at(40) == pytest.approx(estimates[1] + margins[1])
+    assert fit.bound_at(160) == pytest.approx(estimates[1] / 4 + margins[1] / 2)
+    wanted = fit.steps_for(0.1)
+    x = math.sqrt(40 / wanted)
+    assert estimates[1] * x ** 2 + margins[1] * x == pytest.approx(0.1)
+    assert wanted > 5 * 10 * (100 / 0.1) ** (1 / 3)   # the T^-3 law would say 100
+    assert "beyond T = 40 at most 1/T and 1/sqrt(T)" in fit.describe()
+
+
 def test_one_step_count_takes_the_slope_of_the_L2_over_2T_law():
     fit = fit_decay([20], [5.0])
     assert fit.slope_fixed and fit.slope == 1.0

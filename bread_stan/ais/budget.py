@@ -61,23 +61,34 @@ class DecayFit:
     margin_intercept: float | None = None
     margin_slope: float = 0.5
     margin_fixed: bool = False
+    last_steps: float | None = None   # two terms: the largest T fitted
 
-    def _terms(self) -> list[tuple[float, float]]:
-        terms = [(self.intercept, self.slope), (self.margin_intercept, self.margin_slope)]
-        return [(a, b) for a, b in terms if a is not None]
+    def _log_terms(self, log_T: float) -> list[float]:
+        """Each term's log at T.  Beyond ``last_steps`` (two terms), each falls at most
+        at AIS's asymptotic rate, 1/T for the estimate and 1/sqrt(T) for its margin:
+        faster decay between small step counts (chains leaving a stranded start) is not
+        extrapolated; a term that grows with T is taken as flat, within its noise."""
+        terms = [(self.intercept, self.slope, 1.0),
+                 (self.margin_intercept, self.margin_slope, 0.5)]
+        if self.last_steps is None:
+            return [a - b * log_T for a, b, _ in terms if a is not None]
+        last = math.log(self.last_steps)
+        return [a - b * min(log_T, last) - min(max(b, 0.0), cap) * max(log_T - last, 0.0)
+                for a, b, cap in terms if a is not None]
 
     def bound_at(self, T: float) -> float:
-        return float(sum(math.exp(a - b * math.log(T)) for a, b in self._terms()))
+        return float(sum(math.exp(v) for v in self._log_terms(math.log(T))))
 
     def steps_for(self, level: float) -> float:
         """The T at which the fitted bound reaches ``level`` (inf when it does not fall
-        to it; a term that grows with T is taken as flat, within its noise)."""
-        terms = [(a, max(b, 0.0)) for a, b in self._terms()]
-        if not terms or all(b == 0 for _, b in terms):
+        to it)."""
+        slopes = [b for a, b in ((self.intercept, self.slope),
+                                 (self.margin_intercept, self.margin_slope)) if a is not None]
+        if not slopes or all(b <= 0 for b in slopes):
             return math.inf
 
         def excess(log_T: float) -> float:
-            return sum(math.exp(min(a - b * log_T, 700.0)) for a, b in terms) - level
+            return sum(math.exp(min(v, 700.0)) for v in self._log_terms(log_T)) - level
         low, high = 0.0, 700.0
         if excess(high) > 0:
             return math.inf
@@ -98,10 +109,12 @@ class DecayFit:
                if self.slope_fixed and self.margin_fixed
                else f"fitted to {self.points} step counts")
         margin = f"{math.exp(self.margin_intercept):.3g} T^-{self.margin_slope:.2f}"
+        beyond = ("" if self.slope <= 1.0 and self.margin_slope <= 0.5 else
+                  f"; beyond T = {self.last_steps:.0f} at most 1/T and 1/sqrt(T)")
         if self.intercept is None:
-            return f"upper limit about {margin}, its Monte Carlo margin ({how})"
+            return f"upper limit about {margin}, its Monte Carlo margin ({how}{beyond})"
         return (f"upper limit about {math.exp(self.intercept):.3g} T^-{self.slope:.2f} + "
-                f"{margin}, the estimate and its Monte Carlo margin ({how})")
+                f"{margin}, the estimate and its Monte Carlo margin ({how}{beyond})")
 
 
 def _log_fit(steps, values, one_slope: float) -> tuple[float, float, int, bool] | None:
@@ -134,7 +147,8 @@ def fit_upper_limit(steps, estimates, uppers) -> DecayFit | None:
     part): a Monte Carlo error, slope 1/2 with one step count.  At small T the estimate
     dominates and falls as 1/T; near a small level the margin does, and falls only as
     1/sqrt(T), so one power law fitted to the upper limits would promise too small a T.
-    None when neither has a positive value."""
+    Beyond the largest T fitted, each term falls at most at that asymptotic rate
+    (:meth:`DecayFit.bound_at`).  None when neither has a positive value."""
     estimates = np.asarray(estimates, dtype=float)
     margins = np.asarray(uppers, dtype=float) - np.maximum(estimates, 0.0)
     bound, margin = _log_fit(steps, estimates, 1.0), _log_fit(steps, margins, 0.5)
@@ -143,7 +157,8 @@ def fit_upper_limit(steps, estimates, uppers) -> DecayFit | None:
     a, b, points, fixed = bound if bound is not None else (None, 1.0, 0, True)
     if margin is None:
         return DecayFit(a, b, points, fixed)
-    return DecayFit(a, b, max(points, margin[2]), fixed, margin[0], margin[1], margin[3])
+    return DecayFit(a, b, max(points, margin[2]), fixed, margin[0], margin[1], margin[3],
+                    float(np.max(steps)))
 
 
 def path_length(path) -> float | None:
