@@ -317,17 +317,24 @@ def test_settings_and_command_line():
         build_parser().parse_args(["run", "m.stan", "--budget-gradients", "-5"])
 
 
-@pytest.mark.stan
-def test_auto_steps_equal_explicit_steps_bit_for_bit_and_resume(tmp_path: Path):
+def normal_mean_programs():
+    """tests/stan/normal_mean.stan, its simulator (both compiled) and small data: the
+    end-to-end budget tests' model (also test_deadline's)."""
     from bread_stan.stan.compile import compile_many
-    from bread_stan.workflows.bread import bread
-    from bread_stan.workflows.settings import SamplerSettings
-    from test_dask import assert_same_numbers
 
     stan = Path(__file__).resolve().parent / "stan"
     model, simulator = stan / "normal_mean.stan", stan / "normal_mean_sim.stan"
     compile_many([model, simulator], workers=2)
-    data = {"N": 20, "sigma": 1.0, "tau": 2.0}
+    return model, simulator, {"N": 20, "sigma": 1.0, "tau": 2.0}
+
+
+@pytest.mark.stan
+def test_auto_steps_equal_explicit_steps_bit_for_bit_and_resume(tmp_path: Path):
+    from bread_stan.workflows.bread import bread
+    from bread_stan.workflows.settings import SamplerSettings
+    from test_dask import assert_same_numbers
+
+    model, simulator, data = normal_mean_programs()
     sampler = SamplerSettings(kernel="hmc", n_leapfrog=5, pilot_chains=16, pilot_grid=6,
                               pilot_steps=20)
     common = dict(chains=20, seed=1, progress=False, path="prior")
@@ -353,15 +360,11 @@ def test_auto_steps_equal_explicit_steps_bit_for_bit_and_resume(tmp_path: Path):
 
 @pytest.mark.stan
 def test_a_gradient_budget_is_reproducible_and_equals_explicit_steps_bit_for_bit(tmp_path):
-    from bread_stan.stan.compile import compile_many
     from bread_stan.workflows.bread import bread
     from bread_stan.workflows.settings import SamplerSettings
     from test_dask import assert_same_numbers
 
-    stan = Path(__file__).resolve().parent / "stan"
-    model, simulator = stan / "normal_mean.stan", stan / "normal_mean_sim.stan"
-    compile_many([model, simulator], workers=2)
-    data = {"N": 20, "sigma": 1.0, "tau": 2.0}
+    model, simulator, data = normal_mean_programs()
     sampler = SamplerSettings(pilot_chains=16, pilot_grid=6, pilot_steps=20)  # NUTS
     common = dict(chains=20, seed=1, progress=False, path="prior")
 

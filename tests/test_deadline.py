@@ -68,14 +68,11 @@ def test_the_command_line_says_not_converged_in_one_line_and_exits_4(capsys):
 
 @pytest.mark.stan
 def test_a_budget_the_set_up_cannot_fit_in_stops_before_any_step_count(tmp_path: Path):
-    from bread_stan.stan.compile import compile_many
     from bread_stan.workflows.bread import bread
     from bread_stan.workflows.settings import RunSettings, SamplerSettings
+    from test_budget import normal_mean_programs
 
-    stan = Path(__file__).resolve().parent / "stan"
-    model, simulator = stan / "normal_mean.stan", stan / "normal_mean_sim.stan"
-    compile_many([model, simulator], workers=2)
-    data = {"N": 20, "sigma": 1.0, "tau": 2.0}
+    model, simulator, data = normal_mean_programs()
     sampler = SamplerSettings(kernel="hmc", n_leapfrog=5, pilot_chains=16, pilot_grid=6,
                               pilot_steps=20)
     with pytest.raises(OverBudget) as stopped:   # 0.06 s for pilot, check and steps

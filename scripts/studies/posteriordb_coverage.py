@@ -309,13 +309,12 @@ def _log_facts(text: str, code: int | None, timeout: float) -> dict:
     return facts
 
 
-EXIT_NOT_CONVERGED = 4   # the command line's "not converged" (bread_stan.cli.main)
-
-
 def _status(code: int | None, has_results: bool) -> str:
+    from bread_stan.cli.main import EXIT_BAD_INPUT, EXIT_NOT_CONVERGED
+
     if code is None:
         return "timed out"
-    if code == 2:
+    if code == EXIT_BAD_INPUT:
         return "refused"
     # exit 4 without results: a pilot or the check would have overrun the budget
     return "ran" if has_results or code == EXIT_NOT_CONVERGED else "failed"
