@@ -36,26 +36,22 @@ def _steps(text: str):
     return "auto" if text.strip().lower() == "auto" else _step_counts(text)
 
 
-def _gradients(text: str) -> float:
-    """--budget-gradients: a positive number of gradient evaluations (1e6 or 1000000)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of gradients, got {text!r}") from None
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number of gradients, got {text}")
-    return value
+def _positive(expected: str, unit: str):
+    """An argparse type: a positive finite number (``expected``, ``unit``: its messages)."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+        if not 0 < value < float("inf"):
+            raise argparse.ArgumentTypeError(f"must be a positive number of {unit}, got {text}")
+        return value
+    return parse
 
 
-def _minutes(text: str) -> float:
-    """--budget: a positive number of minutes."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected minutes, got {text!r}") from None
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number of minutes, got {text}")
-    return value
+_gradients = _positive("a number of gradients", "gradients")   # --budget-gradients (1e6)
+_minutes = _positive("minutes", "minutes")                      # --budget
+
 _sweep = _int_list("--sweep", 0, "numbers of transitions")
 
 
