@@ -17,7 +17,8 @@ from bread_stan.ais import engine
 from bread_stan.ais.betas import sigmoidal
 from bread_stan.ais.estimators import consistency_check, log_ml_sandwich
 from bread_stan.ais.frozen_kernels import KernelSchedule
-from bread_stan.ais.gaussian_base import BaseFitError, GaussianBase, GaussianBaseTarget
+from bread_stan.ais.gaussian_base import (BaseFitError, GaussianBase, GaussianBaseTarget,
+                                         laplace_fit)
 from bread_stan.exact.conjugate import simulate_regression
 from bread_stan.kernels import HMC, HMCParams
 from bread_stan.stan.model import StanModel
@@ -156,3 +157,24 @@ def test_stan_model_without_a_prior_split_sandwiches_the_exact_log_ml(compiled, 
     log_ml = regression.log_marginal_likelihood()
     L, U = _bdmc(target, base, post, 20, 100)
     assert log_ml_sandwich(L, U).contains(log_ml, n_se=N_SE)
+
+
+class _IllConditioned:
+    """A Gaussian log density with precision diag(1e8, 1e-8) (condition number 1e16):
+    curved downward everywhere, but too unevenly for a double-precision inverse."""
+
+    precision = np.array([1e8, 1e-8])
+
+    def log_density_gradient_batch(self, points, jacobian=True):
+        return -0.5 * (points ** 2) @ self.precision, -points * self.precision
+
+    def log_density_batch(self, points, jacobian=True):
+        return -0.5 * (points ** 2) @ self.precision
+
+
+def test_a_mode_with_curvature_beyond_double_precision_is_refused_with_a_reason():
+    """Reproduction (issue 42): eight schools centred with 8 pilot chains, L-BFGS ran
+    into the funnel's neck and ``np.linalg.inv`` raised LinAlgError "Singular matrix"
+    instead of a BaseFitError that the path choice reads as "no Laplace fit"."""
+    with pytest.raises(BaseFitError, match="orders of magnitude"):
+        laplace_fit(_IllConditioned(), np.array([1e-9, 0.0]))

@@ -44,6 +44,9 @@ __all__ = ["GaussianBase", "GaussianBaseTarget", "LaplaceFit", "laplace_fit", "j
 
 DEFAULT_WIDEN = 1.5  # standard deviations of q0 are this many times the fitted ones
 _LOG_2PI = float(np.log(2 * np.pi))
+# a precision whose eigenvalues span more than this cannot be inverted reliably in double
+# precision (eight schools centred: L-BFGS runs into the funnel's neck, tau -> 0)
+_MAX_CONDITION = 1e14
 _CHUNK = 1 << 22  # doubles in the temporary of a dense base's products (32 MB)
 
 JointDensity = Callable[[np.ndarray, bool], tuple[np.ndarray, np.ndarray | None]]
@@ -140,6 +143,12 @@ def laplace_fit(source: Any, start: np.ndarray, *, step: float = 1e-4,
         raise BaseFitError("the log density is not curved downward at the mode (smallest "
                            f"eigenvalue of minus the Hessian {np.min(eigen):.3g}): no Gaussian "
                            "approximation there (is the posterior improper or flat?)")
+    if np.max(eigen) > _MAX_CONDITION * np.min(eigen):
+        raise BaseFitError("the log density's curvature at the mode spans more than "
+                           f"{np.log10(_MAX_CONDITION):.0f} orders of magnitude (eigenvalues "
+                           f"of minus the Hessian {np.min(eigen):.3g} to {np.max(eigen):.3g}): "
+                           "no Gaussian approximation there (a mode in a funnel's neck or "
+                           "at a boundary of the support?)")
     diagnostics = {"iterations": int(fitted.nit), "converged": bool(fitted.success),
                    "message": str(fitted.message), "gradient_evaluations": calls[0] + 2 * d,
                    "seconds": time.perf_counter() - t0}
