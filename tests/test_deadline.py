@@ -56,6 +56,19 @@ def test_the_pilot_stops_inside_a_deadline_it_cannot_meet_and_runs_without_one()
     assert len(tuned.step_size) == 8
 
 
+def test_the_pilot_stops_inside_its_first_beta():
+    """Reproduction (issue 42): logistic_regression_rhs spent its whole 480 s time-out in
+    the pilot's first beta, because the pace was read only between betas.  Here the first
+    beta alone is 200 transitions: the pilot stops at its third (the first read), inside
+    that beta, with the pace in transitions ("3 of 405": 2 betas x 205 less the first beta's 5 burn-in)."""
+    model, _ = simulate_regression(40, 3, noise_sd=0.5, seed=1)
+    config = TuningConfig(pilot_grid=2, pilot_steps=200, pilot_floor=1e-3, metric="diag")
+    starts = model.sample_prior(np.random.default_rng(0), 16)
+    with set_up_by(time.monotonic() + 1e-3, 1.0), pytest.raises(OverBudget) as stopped:
+        tune(model, HMC(), HMCParams(1.0, 8), starts, seed=3, config=config)
+    assert "(3 of 405 after" in str(stopped.value)
+
+
 def test_the_command_line_says_not_converged_in_one_line_and_exits_4(capsys):
     args = SimpleNamespace(command="run", verbose=False)
     code = _exit_status(args, OverBudget("not converged within the budget of 1 minute: "

@@ -81,6 +81,7 @@ _SANE_STEP = (1e-8, 1e6)   # step sizes outside this range flag a broken density
 _SANE_RATIO = 1e6          # nor should they vary more than this along beta
 RIDGES = ("stan", "relative")  # regularisations of the metric estimate
 _DEFAULT_FLOOR = 1e-3
+_PACE_AFTER = 3  # pilot transitions before their pace is read against a deadline
 
 
 class PilotAbandoned(Exception):
@@ -393,7 +394,9 @@ def tune(target: Target, kernel: Kernel, base_params, prior_draws, *, seed,
              grid.size, config.pilot_steps + config.burn_in, n)
     bar = progress_bar(grid.size, progress, "tuning")
     pace = PaceLog(f"tuning {kind}", grid.size, "betas")
-    start, began = time.perf_counter(), time.monotonic()
+    start = time.perf_counter()
+    pilot.pace_over(f"the pilot tuning {kind} along beta",
+                    grid.size * (config.pilot_steps + config.burn_in) - config.burn_in)
     for i, beta in enumerate(grid):
         if bar is not None:
             bar.update()
@@ -415,7 +418,6 @@ def tune(target: Target, kernel: Kernel, base_params, prior_draws, *, seed,
             if bar is not None:
                 bar.close()
             raise PilotAbandoned(reason)
-        keep_pace(f"the pilot tuning {kind} along beta", i + 1, grid.size, began)
     if bar is not None:
         bar.close()
     transitions = n * (grid.size * (config.pilot_steps + config.burn_in) - config.burn_in)
@@ -425,7 +427,10 @@ def tune(target: Target, kernel: Kernel, base_params, prior_draws, *, seed,
 
 class _Pilot:
     """The pilot chains' kernel at one beta: transitions and rounds of dual averaging,
-    counting the gradient evaluations and chain transitions they cost."""
+    counting the gradient evaluations and chain transitions they cost.  Every
+    transition keeps pace with the set-up's deadline (:func:`~bread_stan.deadline.keep_pace`,
+    after the first ``_PACE_AFTER``: one slow beta, such as a funnel prior's at beta = 0,
+    is then stopped inside itself, not only after it)."""
 
     def __init__(self, target: Target, kernel: Kernel, base_params, config: TuningConfig,
                  rng: ChainRandom):
@@ -436,12 +441,22 @@ class _Pilot:
         # NUTS: the tree depth that counts as "at the maximum"
         self.top = int(getattr(base_params, "max_depth", 0)) if self.kind == "nuts" else 0
         self.gradients, self.transitions = 0, 0
+        self.pace: tuple[str, int, float] | None = None  # (what, total steps, began)
+        self.steps = 0  # transitions of the chains together
+
+    def pace_over(self, what: str, total: int) -> None:
+        """Keep pace, from now, with a deadline over ``total`` transitions."""
+        self.pace, self.steps = (what, total, time.monotonic()), 0
 
     def transition(self, state, beta: float, params):
         state, info = self.kernel.step(self.rng, state, self.target, np.full(self.n, beta),
                                        params)
         self.gradients += int(np.sum(info.n_grad))
         self.transitions += self.n
+        self.steps += 1
+        if self.pace is not None and self.steps >= _PACE_AFTER:
+            what, total, began = self.pace
+            keep_pace(what, self.steps, total, began)
         return state, info
 
     def burn_in(self, state, beta: float, step: float, metric, n_steps: int):
