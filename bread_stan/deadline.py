@@ -26,11 +26,14 @@ __all__ = ["OverBudget", "set_up_by", "keep_pace"]
 class OverBudget(BreadStanError):
     """A pilot or check would end past the run's budget: the run is not converged
     within the budget (the command line exits 4, as for a run that did not converge).
-    ``what``: the loop; ``needed``: the seconds it alone would take."""
+    ``what``: the loop; ``needed``: the seconds it alone would take; ``steps``: the step
+    count a tuned path's pilot predicts for the converged level, where one was tuned
+    before the loop stopped (None otherwise)."""
 
-    def __init__(self, message: str, what: str = "", needed: float = float("nan")):
+    def __init__(self, message: str, what: str = "", needed: float = float("nan"),
+                 steps: int | None = None):
         super().__init__(message)
-        self.what, self.needed = what, needed
+        self.what, self.needed, self.steps = what, needed, steps
 
 
 @dataclass(frozen=True)

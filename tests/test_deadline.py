@@ -94,3 +94,33 @@ def test_a_budget_the_set_up_cannot_fit_in_stops_before_any_step_count(tmp_path:
                               progress=False, path="prior"))
     assert "alone would take about" in str(stopped.value)
     assert not list(tmp_path.glob("steps_*.npz"))
+
+
+@pytest.mark.stan
+def test_a_check_over_budget_names_the_step_count_the_tuned_path_predicts(tmp_path, monkeypatch):
+    """Issue 42: a run stopped after its pilot (here the simulator check, made to overrun)
+    names the T its tuned path predicts for --converged-nats, the first T that
+    ``--steps auto`` runs when the set-up fits (the same run unpatched)."""
+    from bread_stan.workflows import bread as bread_module
+    from bread_stan.workflows.settings import RunSettings, SamplerSettings
+    from test_budget import normal_mean_programs
+
+    model, simulator, data = normal_mean_programs()
+    sampler = SamplerSettings(kernel="hmc", n_leapfrog=5, pilot_chains=16, pilot_grid=6,
+                              pilot_steps=20)
+    run = RunSettings(steps="auto", budget_minutes=10, chains=20, seed=1, progress=False,
+                      path="prior")
+    fitted = bread_module.bread(model, simulator, data, sampler=sampler, run=run)
+    record = fitted.extra["auto_steps"]
+
+    def overrun(*args, **kwargs):
+        raise OverBudget("not converged within the budget of 10 minutes: the simulator "
+                         "check's prior stage alone would take about 11 minutes",
+                         "the simulator check's prior stage", 660.0)
+
+    monkeypatch.setattr(bread_module, "check_simulator", overrun)
+    with pytest.raises(OverBudget) as stopped:
+        bread_module.bread(model, simulator, data, sampler=sampler, run=run)
+    assert stopped.value.steps == min(record["chosen"])
+    assert f"at about T = {stopped.value.steps} (L^2/(2T))" in str(stopped.value)
+    assert f"length L = {record['length']:.3g}" in str(stopped.value)

@@ -56,6 +56,17 @@ def test_a_time_out_names_the_last_progress_line_and_a_refusal_its_last_line():
     assert cov._status(4, False) == "ran" and cov._status(1, False) == "failed"
 
 
+def test_a_set_up_stopped_after_its_pilot_gives_the_tuned_paths_T():
+    line = ("bread-stan run: not converged within the budget of 3 minutes: the simulator "
+            "check's prior stage alone would take about 4 minutes (1 of 10 after 24 s), so "
+            "no step count could run; the set-up needs a budget above 5 minutes, or fixed "
+            "step counts (--steps); the tuned path (thermodynamic length L = 14.1) "
+            "predicts a gap of 1 nat at about T = 100 (L^2/(2T))")
+    assert cov._log_facts(f"x\n{line}\n", 4, 60)["setup_predicted_T"] == 100.0
+    assert "setup_predicted_T" not in cov._log_facts("x\nbread-stan run: not converged "
+                                                     "within the budget ...\n", 4, 60)
+
+
 def test_the_protocol_takes_only_the_refusals_it_may_get_past():
     assert cov._protocol_reason(cov._reason("parameter x has no prior"))
     assert cov._protocol_reason(cov._reason("transformed data computed from the data y"))

@@ -306,6 +306,11 @@ def _log_facts(text: str, code: int | None, timeout: float) -> dict:
                             f"{_one_line(reached[-1], 150) if reached else 'none'}")
     else:
         facts["message"] = _one_line(lines[-1]) if lines and code != 0 else ""
+        # a set-up stopped after its pilot names the T the tuned path predicts
+        predicted = re.search(r"at about T = (\d+) \(L\^2/\(2T\)\)", lines[-1]) \
+            if lines and code != 0 else None
+        if predicted:
+            facts["setup_predicted_T"] = float(predicted.group(1))
     return facts
 
 
@@ -370,7 +375,8 @@ def run_program(row: dict, program: Path, data: Path, settings: SweepSettings) -
     status = _status(code, found.pop("has_results"))
     row = {**row, **facts, **found, "status": status, "route": "run", "seconds": seconds}
     if status == "ran" and "verdict" not in row:   # stopped before any step count
-        row.update(verdict="not converged", stopped="set-up over budget")
+        row.update(verdict="not converged", stopped="set-up over budget",
+                   predicted_T=row.pop("setup_predicted_T", None))
     if status == "refused":
         row.update(route="refused", reason=_reason(row["message"]))
         if settings.protocol and _protocol_reason(row["reason"]):
