@@ -31,15 +31,18 @@ from __future__ import annotations
 
 import math
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Callable
 
 import numpy as np
 
 from .betas import thermodynamic_length
+from ..deadline import OverBudget
 
 __all__ = ["MIN_STEPS", "GROWTH", "DecayFit", "AutoSteps", "Meter", "fit_decay",
-           "fit_upper_limit", "path_length", "first_steps", "next_steps", "run_within_budget", "budget_sentence"]
+           "fit_upper_limit", "path_length", "first_steps", "next_steps", "run_within_budget",
+           "budget_sentence", "naming_steps"]
 
 MIN_STEPS = 10       # the smallest first T: fewer distributions measure little
 GROWTH = (3.0, 4.0)  # each new T is 3 to 4 times the last
@@ -419,3 +422,21 @@ def budget_sentence(record: dict, bound: float) -> str:
         text += f" (about {auto.predicted_gradients:.3g} gradients)"
     return text + (f". Step counts run: {steps}; --steps {steps},"
                    f"{auto.predicted_steps:.0f} with the same --out runs only the new one.")
+
+
+@contextmanager
+def naming_steps(path, level: float):
+    """A set-up loop after the pilot that overruns the budget (the check's kernel at the
+    prior, the simulator check) stops with the step count the tuned path predicts: its
+    pilot's thermodynamic length L puts a gap of ``level`` nat at T = L^2 / (2 level)
+    (the first T ``--steps auto`` would have run)."""
+    try:
+        yield
+    except OverBudget as over:
+        length = path_length(path)
+        if length is None:
+            raise
+        steps, _ = first_steps(length, level)
+        raise OverBudget(f"{over}; the tuned path (thermodynamic length L = {length:.3g}) "
+                         f"predicts a gap of {level:g} nat at about T = {steps} (L^2/(2T))",
+                         over.what, over.needed, steps) from None

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import logging
 import time
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -33,7 +32,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..ais import engine, smc
-from ..ais.budget import first_steps, path_length, run_within_budget
+from ..ais.budget import naming_steps, path_length, run_within_budget
 from ..ais.gaussian_path import tune_prior_end
 from ..ais.path_kinds import kind
 from ..ais.run_directory import RunDirectory
@@ -60,7 +59,7 @@ from .programs import attach, prepared
 from ..ais.path_choice import PathChoice, given
 from .simulator_check import (CheckDraws, CheckSettings, SimulatorCheck, check_simulator,
                               simulate_check_draws)
-from ..deadline import OverBudget, set_up_by
+from ..deadline import set_up_by
 from ..errors import BreadStanError, InputError
 
 __all__ = ["SamplerSettings", "RunSettings", "VerdictSettings", "bread", "compare",
@@ -111,7 +110,7 @@ def _tune_check_and_run(problems: list[Problem], simulator: Simulator,
     path, seconds = RunDirectory(out_dir, header["fingerprint"]).load_or_fit(
         run.path, lambda: kind(run.path).fit(pilot_inputs(first, simulator, sampler, run,
                                                           fitted)), tuned_here)
-    with _naming_steps(path, verdict.converged_nats):
+    with naming_steps(path, verdict.converged_nats):
         prior_end = _prior_end(first, simulator, sampler, run, path) if check else None
     check_kernel = path.check_kernel(prior_end)
     _describe_path(result, choice, path)
@@ -127,7 +126,7 @@ def _tune_check_and_run(problems: list[Problem], simulator: Simulator,
                    2 * run.chains * run.particles_per_run * sampler.steps_per_temperature,
                    first.target.dim)
     if "simulator_check" not in result.extra:
-        with _naming_steps(path, verdict.converged_nats):
+        with naming_steps(path, verdict.converged_nats):
             result.extra["simulator_check"] = _check(first, simulator, data, sampler, run,
                                                      check_kernel, check_draws)
     if out_dir is not None:
@@ -292,24 +291,6 @@ def _run_steps(problems: list[Problem], simulator: Simulator, kernel, tuned,
         lambda T, k: problem_seed(run.seed, Purpose.CHAINS, T, k), steps,
         sampler.steps_per_temperature, out_dir, fingerprint, executor,
         lambda parts: finish(join_problems(problems, parts)), run.progress)
-
-
-@contextmanager
-def _naming_steps(path, level: float):
-    """A set-up loop after the pilot that overruns the budget (the check's kernel at the
-    prior, the simulator check) stops with the step count the tuned path predicts: its
-    pilot's thermodynamic length L puts a gap of ``level`` nat at T = L^2 / (2 level)
-    (the first T ``--steps auto`` would have run)."""
-    try:
-        yield
-    except OverBudget as over:
-        length = path_length(path)
-        if length is None:
-            raise
-        steps, _ = first_steps(length, level)
-        raise OverBudget(f"{over}; the tuned path (thermodynamic length L = {length:.3g}) "
-                         f"predicts a gap of {level:g} nat at about T = {steps} (L^2/(2T))",
-                         over.what, over.needed, steps) from None
 
 
 def _check(problem: Problem, simulator: Simulator, data: Mapping, sampler: SamplerSettings,
