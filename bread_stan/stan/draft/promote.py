@@ -30,6 +30,7 @@ class Promotion:
     dropped: list[str]
     data_program: str
     copies: dict[str, str] = field(default_factory=dict)
+    integers: list[str] = field(default_factory=list)
 
     def sentence(self) -> str:
         """One line on what the model's data are."""
@@ -102,6 +103,8 @@ def promote(program: StanProgram, names: set[str], sources: dict[str, list[str]]
                 raise refuse(user, f"the data {source}, from which {name} is computed, are "
                                    "also read here: promoting " f"{name} to modelled data "
                                    f"would draw {name} while {source} stays fixed")
+    read |= {n for d in decls.values() for e in (*d.decl.sizes, *d.decl.dims)
+             for n in e.names()}              # the sizes of the promoted, now data
     candidates = set().union(*(_names(s) for s in defining)) & data_names
     dropped: list[str] = []
     while True:      # data nothing else reads (a size read only by a dropped one, too)
@@ -133,5 +136,6 @@ def promote(program: StanProgram, names: set[str], sources: dict[str, list[str]]
     blocks = "".join(f"{b} {{{program.block_text(b)}}}\n" for b in
                      ("functions", "data", "transformed data") if b in program.spans)
     return source, Promotion({n: list(sources[n]) for n in sorted(names)}, sorted(dropped),
-                             blocks + f"generated quantities {{ {gq} }}\n", copies)
+                             blocks + f"generated quantities {{ {gq} }}\n", copies,
+                             sorted(n for n in names if decls[n].decl.base == "int"))
 
