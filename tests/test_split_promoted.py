@@ -92,6 +92,18 @@ def test_mixed_source_that_is_also_a_covariate_is_refused():
         split_program(MIXED, {})
 
 
+@pytest.mark.parametrize("tdata, message", [
+    ("vector[N] z = log(y) + normal_rng(0, 1);", "z is computed with normal_rng"),
+    ("vector[N] z; vector[N] w; for (n in 1:N) { z[n] = log(y[n]); w[n] = 1; }",
+     "also computes w"),
+])
+def test_promotions_that_cannot_be_honoured_are_refused(tdata, message):
+    program = (MIXED.replace("vector[N] z = log(y) - x;", tdata)
+               .replace("z ~ normal(a + b * x, 1)", "z ~ normal(a, exp(b))"))
+    with pytest.raises(DraftError, match=message):
+        split_program(program, {})
+
+
 def test_programs_without_promotion_are_unchanged():
     plain = CONJUGATE.replace("transformed data { vector[N] ly = log(y); }\n", "").replace(
         "ly ~", "y ~")

@@ -239,6 +239,8 @@ def _run(ctx: Context, model, directory, likelihood, hyper, stem, data) -> Proto
     previous = previous_result(ctx.out, header)
     prepared, flat = _draft(model, directory, likelihood, hyper, False, stem)
     data = prepared.run_data(data)      # promoted transformed data computed (.promote)
+    if prepared.split is not None and prepared.split.promotion is not None:
+        log.info("%s: %s", ctx.name, prepared.split.promotion.sentence())
     why = {**{h: "named (--hyper)" for h in hyper}, **{p: "no proper prior" for p in flat}}
     (compiled,), _ = compile_with_simulator([prepared.model], prepared.simulator)
     stan_real = StanModel(compiled, full_data(compiled, data), threads=ctx.run.threads)
