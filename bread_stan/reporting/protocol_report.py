@@ -216,6 +216,8 @@ def write_protocol_report(result: ProtocolResult, out_dir: Path) -> Path:
     save_json(out_dir / "summary.json", result.summary_json())
     figures, failures = save_figures(_figure_makers(result), out_dir)
     verdict = protocol_verdict(result) + failures
+    if promoted := result.extra.get("programs", {}).get("promoted"):
+        verdict = [promoted[0].upper() + promoted[1:] + "."] + verdict    # .draft.promote
     cols = [c for c in ("steps", "verdict", "bound", "bound_ci_low", "bound_ci_high",
                         "median_gap", "consistent", "seconds", "real_forward_shifted", "sim_forward_shifted",
                         "sim_reverse_shifted") if c in summary.columns]
