@@ -112,15 +112,19 @@ def cholesky(a) -> np.ndarray:
 def triangular_inverse(chol) -> np.ndarray:
     """The inverse of lower triangular matrices (..., d, d) (as from :func:`cholesky`),
     row by row by forward substitution, each entry's sum in pairwise order; exactly
-    lower triangular."""
+    lower triangular.
+
+    Column i of the transposed inverse is computed in its first i + 1 entries only: the
+    rest are exactly +0 (the inverse is lower triangular, so their sums are of zeros),
+    which the zeros the result starts from already are; half the work, the same bits."""
     chol = _square(chol, "chol")
     d = chol.shape[-1]
     inv_t = np.zeros(chol.shape)  # transposed: inv_t[..., j, i] = inverse[..., i, j]
     for i in range(d):
-        rhs = np.zeros(chol.shape[:-1])
+        rhs = np.zeros((*chol.shape[:-2], i + 1))
         rhs[..., i] = 1.0
-        inv_t[..., :, i] = (rhs - row_dot(chol[..., i, None, :i], inv_t[..., :, :i])) \
-            / chol[..., i, i, None]
+        inv_t[..., :i + 1, i] = (rhs - row_dot(chol[..., i, None, :i],
+                                               inv_t[..., :i + 1, :i])) / chol[..., i, i, None]
     return np.array(np.swapaxes(inv_t, -1, -2), order="C")
 
 

@@ -178,3 +178,16 @@ def test_a_mode_with_curvature_beyond_double_precision_is_refused_with_a_reason(
     instead of a BaseFitError that the path choice reads as "no Laplace fit"."""
     with pytest.raises(BaseFitError, match="orders of magnitude"):
         laplace_fit(_IllConditioned(), np.array([1e-9, 0.0]))
+
+
+def test_the_peak_needs_no_inverse_and_is_log_density_at_the_mean_bit_for_bit():
+    """The mode comparison of the waypoint's Laplace fits reads ``log_peak`` so that only
+    the kept fit is inverted (at d = 1536, logistic_regression_rhs, each inverse took
+    minutes: issue 42); the peak must be what ``log_density`` gives at the mean."""
+    a = np.random.default_rng(4).normal(size=(5, 5))
+    base = GaussianBase(np.arange(5.0), a @ a.T + np.eye(5))
+    assert base._inverse is None     # built without L^-1
+    peak = base.log_peak
+    assert base._inverse is None
+    assert peak == float(base.log_density(base.mean[None, :])[0][0])
+    assert base._inverse is not None  # log_density made it, once

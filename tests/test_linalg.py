@@ -131,3 +131,26 @@ def test_each_matrix_of_a_batch_is_computed_alone(d):
         alone = fn(a)
         runs = [fn(v)[2] for v in _layouts(batch)] + [fn(a[None])[0], fn(a), fn(a.T)]
         assert _same_bits([alone, *runs])
+
+
+def _substitution_over_whole_columns(chol: np.ndarray) -> np.ndarray:
+    """Forward substitution over every column's d entries: the triangular inverse as
+    it was before it skipped the entries known to be zero (issue 42)."""
+    d = chol.shape[-1]
+    inv_t = np.zeros(chol.shape)
+    for i in range(d):
+        rhs = np.zeros(chol.shape[:-1])
+        rhs[..., i] = 1.0
+        inv_t[..., :, i] = (rhs - linalg.row_dot(chol[..., i, None, :i], inv_t[..., :, :i])) \
+            / chol[..., i, i, None]
+    return np.array(np.swapaxes(inv_t, -1, -2), order="C")
+
+
+@pytest.mark.parametrize("d", [1, 2, 7, 60])
+def test_triangular_inverse_skips_only_exact_zeros(d):
+    """Skipping the entries above the diagonal changes no bit (signs of zero included):
+    a saved run's Gaussian base, and so its chains, are the same as before."""
+    a = np.random.default_rng(d).normal(size=(2, d, d))
+    chol = linalg.cholesky(a @ np.swapaxes(a, -1, -2) + 0.1 * np.eye(d))
+    assert linalg.triangular_inverse(chol).tobytes() == \
+        _substitution_over_whole_columns(chol).tobytes()

@@ -180,16 +180,28 @@ class GaussianBase:
         object.__setattr__(self, "_chol", chol)
         diagonal = not np.any(cov - np.diag(np.diag(cov)))
         object.__setattr__(self, "_sd", np.diag(chol).copy() if diagonal else None)
-        # C order: row_dot's products must be contiguous along the summed axis
-        linv = None if diagonal else triangular_inverse(chol)
-        object.__setattr__(self, "_linv", linv)
-        object.__setattr__(self, "_linv_t", None if diagonal else np.ascontiguousarray(linv.T))
+        object.__setattr__(self, "_inverse", None)  # (L^-1, L^-T), made on first use
         object.__setattr__(self, "_log_norm",
                            -0.5 * mean.size * _LOG_2PI - float(np.sum(np.log(np.diag(chol)))))
 
     @property
     def dim(self) -> int:
         return self.mean.size
+
+    @property
+    def log_peak(self) -> float:
+        """log q0 at its mean: the log normaliser, ``log_density`` there bit for bit."""
+        return self._log_norm
+
+    def _inverse_factors(self) -> tuple[np.ndarray, np.ndarray]:
+        """``L^-1`` and ``L^-T`` of a dense covariance, computed once, when first needed:
+        O(d^3), a minute at d = 1536, so a base that is only compared (one of several
+        Laplace fits of which the best is kept) never pays it."""
+        if self._inverse is None:
+            linv = triangular_inverse(self._chol)
+            # C order: row_dot's products must be contiguous along the summed axis
+            object.__setattr__(self, "_inverse", (linv, np.ascontiguousarray(linv.T)))
+        return self._inverse
 
     @classmethod
     def standard(cls, dim: int) -> "GaussianBase":
@@ -247,11 +259,12 @@ class GaussianBase:
             grad = -(solved / self._sd)
         else:
             solved, grad = np.empty_like(z), np.empty_like(z)
+            linv, linv_t = self._inverse_factors()
             rows = max(1, _CHUNK // max(z.shape[1] ** 2, 1))  # bound the (rows, d, d) product
             for lo in range(0, z.shape[0], rows):
                 block = slice(lo, lo + rows)
-                solved[block] = row_dot(self._linv, z[block, None, :])
-                grad[block] = -row_dot(self._linv_t, solved[block, None, :])
+                solved[block] = row_dot(linv, z[block, None, :])
+                grad[block] = -row_dot(linv_t, solved[block, None, :])
         log_q = self._log_norm - 0.5 * row_dot(solved, solved)
         return log_q, grad
 
@@ -259,8 +272,8 @@ class GaussianBase:
         """What the native kernels read: ``[log normaliser, mean (d), sd (d)]``, or for a
         dense covariance ``[log normaliser, mean (d), L^-1 (d*d), L^-T (d*d)]`` (row-major)."""
         parts = [[self._log_norm], self.mean]
-        parts += [self._sd] if self._sd is not None else [self._linv.ravel(),
-                                                          self._linv_t.ravel()]
+        parts += [self._sd] if self._sd is not None else [
+            factor.ravel() for factor in self._inverse_factors()]
         return np.concatenate(parts)
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:

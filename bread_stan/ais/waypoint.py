@@ -344,12 +344,13 @@ def second_mode(best: tuple, found: list[tuple]) -> str | None:
 
     # From q's own factorisation: log q(m) - log q(x) = (Mahalanobis / widen)^2 / 2, and
     # log p(mode) - log q(mode) is the log Laplace mass up to the widening's constant.
-    top = peak(base, base.mean)
+    # (log_peak is log q at its own mean, so only the best base is ever inverted)
+    top = base.log_peak
     log_mass = value - top
     for other, other_value, _ in found:
         distance = base.widen * np.sqrt(max(2.0 * (top - peak(base, other.mean)), 0.0))
         with np.errstate(over="ignore"):  # a far wider second mode: share inf, as it is
-            share = np.exp(other_value - peak(other, other.mean) - log_mass)
+            share = np.exp(other_value - other.log_peak - log_mass)
         if distance > MODE_DISTANCE and share >= MODE_MASS:
             return (f"log joint {value:.4g} and {other_value:.4g} at modes {distance:.3g} sds "
                     f"apart, the second holding about {min(share, 1.0):.0%} of the first's "
