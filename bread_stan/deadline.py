@@ -6,8 +6,8 @@ hard model's pilot can take many times the whole budget before anything is score
 Within :func:`set_up_by` (a context, set by the run), the set-up's loops call
 :func:`keep_pace` after each item (a pilot's transition, a check stage's transition or
 data set); when, once the loop has run for ``SETTLE`` of the budget, the items left would
-end past the deadline at the pace since the loop started, it raises :class:`OverBudget`, which names the loop and the time it would
-need.  Outside the context nothing is checked, so runs with ``--steps`` never stop.
+end past the deadline at the pace since the loop started, it raises :class:`OverBudget`,
+which names the loop and the time it would need.  Outside the context nothing is checked, so runs with ``--steps`` never stop.
 """
 
 from __future__ import annotations
