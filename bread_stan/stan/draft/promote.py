@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from .parse import StanProgram, Stmt
 from .support import refuse
+from .tdata import assigned_names
 
 __all__ = ["Promotion", "promote"]
 
@@ -40,23 +41,6 @@ class Promotion:
                 f"program's transformed data; log p(y) is of {names}")
 
 
-def _assigned(s: Stmt) -> set[str]:
-    """Names a top-level statement declares or assigns (its own locals left out)."""
-    names, local = set(), set()
-
-    def walk(x: Stmt, top: bool):
-        if x.kind == "decl" and x.decl is not None:
-            (names if top else local).add(x.decl.name)
-        elif x.kind == "assign" and x.lhs is not None and x.lhs.tokens:
-            names.add(x.lhs.tokens[0].text)
-        if x.kind in ("for", "foreach"):
-            local.add(x.var)
-        for b in (*x.body, *x.orelse):
-            walk(b, False)
-    walk(s, True)
-    return names - local
-
-
 def _names(s: Stmt) -> set[str]:
     return {n for e in s.exprs() for n in e.names()}
 
@@ -75,15 +59,15 @@ def promote(program: StanProgram, names: set[str], sources: dict[str, list[str]]
     data = program.blocks.get("data", [])
     data_names = {s.decl.name for s in data if s.kind == "decl"}
     decls = {s.decl.name: s for s in tdata if s.kind == "decl" and s.decl.name in names}
-    defining = [s for s in tdata if _assigned(s) & names]
+    defining = [s for s in tdata if assigned_names(s) & names]
     for s in defining:
-        other = sorted(_assigned(s) - names)
+        other = sorted(assigned_names(s) - names)
         if other:
-            raise refuse(s, f"the statement computing {sorted(_assigned(s) & names)[0]} "
+            raise refuse(s, f"the statement computing {sorted(assigned_names(s) & names)[0]} "
                             f"also computes {other[0]}, so it cannot be promoted to data")
         rng = sorted(c for c in _calls(s) if c.endswith("_rng"))
         if rng:
-            raise refuse(s, f"{sorted(_assigned(s) & names)[0]} is computed with {rng[0]}, "
+            raise refuse(s, f"{sorted(assigned_names(s) & names)[0]} is computed with {rng[0]}, "
                             "not from the data alone")
     tdata_names = {s.decl.name for s in tdata if s.kind == "decl"}
     for name, s in decls.items():

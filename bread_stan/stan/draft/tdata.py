@@ -14,10 +14,10 @@ from __future__ import annotations
 from .parse import StanProgram, Stmt
 from .support import refuse
 
-__all__ = ["simulator_transformed_data", "transformed_data_split"]
+__all__ = ["simulator_transformed_data", "transformed_data_split", "assigned_names"]
 
 
-def _assigned(s: Stmt, local: frozenset[str] = frozenset()) -> set[str]:
+def assigned_names(s: Stmt, local: frozenset[str] = frozenset()) -> set[str]:
     """Names a top-level statement declares or assigns (not its blocks' locals)."""
     if s.kind == "decl":
         return {s.decl.name} - local
@@ -27,7 +27,7 @@ def _assigned(s: Stmt, local: frozenset[str] = frozenset()) -> set[str]:
                           and s.kind in ("block", "for", "foreach", "while")}
     if s.kind in ("for", "foreach"):
         inner.add(s.var)
-    return {n for b in (*s.body, *s.orelse) for n in _assigned(b, frozenset(inner))}
+    return {n for b in (*s.body, *s.orelse) for n in assigned_names(b, frozenset(inner))}
 
 
 def simulator_transformed_data(program: StanProgram, simulated: set[str],
@@ -46,7 +46,7 @@ def simulator_transformed_data(program: StanProgram, simulated: set[str],
         grown = set(tainted)
         for s, names in zip(stmts, reads):
             if names & (simulated | grown):
-                grown |= _assigned(s)
+                grown |= assigned_names(s)
         if grown == tainted:
             break
         tainted = grown
@@ -54,7 +54,7 @@ def simulator_transformed_data(program: StanProgram, simulated: set[str],
         return program.block_text("transformed data")
     kept = []
     for s, names in zip(stmts, reads):
-        defined = _assigned(s)
+        defined = assigned_names(s)
         if (defined & tainted) & used or (defined & tainted and defined - tainted):
             source = sorted(names & (simulated | tainted)) or sorted(defined & tainted)
             raise refuse(s, f"transformed data use {source[0]}, which the simulator draws "
@@ -80,14 +80,14 @@ def transformed_data_split(program: StanProgram, simulated: set[str]
         for s in stmts:
             names = {n for e in s.exprs() for n in e.names()}
             found = (names & simulated) | set().union(
-                *(depends.get(n, set()) for n in names | _assigned(s)))
-            for name in _assigned(s) if found else ():
+                *(depends.get(n, set()) for n in names | assigned_names(s)))
+            for name in assigned_names(s) if found else ():
                 depends.setdefault(name, set()).update(found)
         if depends == before:
             break
     reads = set(depends) | simulated
     tainted = [s for s in stmts
-               if (_assigned(s) | {n for e in s.exprs() for n in e.names()}) & reads]
+               if (assigned_names(s) | {n for e in s.exprs() for n in e.names()}) & reads]
     kept = [s.text for s in stmts if not any(s is t for t in tainted)]
     text = "".join(f"\n  {t}" for t in kept) + "\n" if kept else None
     return (text if tainted else program.block_text("transformed data")), tainted, depends
