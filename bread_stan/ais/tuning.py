@@ -441,22 +441,23 @@ class _Pilot:
         # NUTS: the tree depth that counts as "at the maximum"
         self.top = int(getattr(base_params, "max_depth", 0)) if self.kind == "nuts" else 0
         self.gradients, self.transitions = 0, 0
-        self.pace: tuple[str, int, float] | None = None  # (what, total steps, began)
-        self.steps = 0  # transitions of the chains together
+        # (what, total transitions of the chains together, began, self.transitions then)
+        self.pace: tuple[str, int, float, int] | None = None
 
     def pace_over(self, what: str, total: int) -> None:
         """Keep pace, from now, with a deadline over ``total`` transitions."""
-        self.pace, self.steps = (what, total, time.monotonic()), 0
+        self.pace = (what, total, time.monotonic(), self.transitions)
 
     def transition(self, state, beta: float, params):
         state, info = self.kernel.step(self.rng, state, self.target, np.full(self.n, beta),
                                        params)
         self.gradients += int(np.sum(info.n_grad))
         self.transitions += self.n
-        self.steps += 1
-        if self.pace is not None and self.steps >= _PACE_AFTER:
-            what, total, began = self.pace
-            keep_pace(what, self.steps, total, began)
+        if self.pace is not None:
+            what, total, began, before = self.pace
+            done = (self.transitions - before) // self.n
+            if done >= _PACE_AFTER:
+                keep_pace(what, done, total, began)
         return state, info
 
     def burn_in(self, state, beta: float, step: float, metric, n_steps: int):
