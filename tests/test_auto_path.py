@@ -392,3 +392,40 @@ def test_auto_on_the_prior_path_is_the_old_default_bit_for_bit(tmp_path, monkeyp
                     run=RunSettings(**{**steps, "steps": (3, 20, 30)}), out_dir=tmp_path / "new")
     assert resumed.extra["path_choice"] == new.extra["path_choice"]
     assert [s.n_steps for s in resumed.steps] == [3, 20, 30]
+
+
+@pytest.mark.stan
+def test_a_path_chosen_within_a_budget_is_named_by_the_command_that_reproduces_it(
+        tmp_path, monkeypatch):
+    """Within a budget in minutes, a prior-path pilot that would overrun it is dropped for
+    the Gaussian path, where an unbudgeted run on eight schools takes the prior path (the
+    test above); so the verdict's reproduction names the path, and that command, in a
+    fresh directory, gives the same numbers bit for bit."""
+    from bread_stan.ais.verdict import VerdictSettings
+    from bread_stan.deadline import OverBudget
+
+    simulator = draft_simulator(EIGHT)
+    compile_many([EIGHT], workers=1)
+    sampler = SamplerSettings(kernel="hmc", n_leapfrog=5, pilot_chains=16, pilot_grid=6)
+    common = dict(chains=12, seed=2, progress=False)
+    lenient = VerdictSettings(converged_nats=1e3)   # converged at the first T
+
+    def overrun(*args, **kwargs):
+        raise OverBudget("not converged within the budget of 10 minutes: the pilot alone "
+                         "would take about 11 minutes", "the pilot", 660.0)
+
+    monkeypatch.setattr("bread_stan.workflows.auto_path.tune", overrun)
+    budgeted = bread(EIGHT, simulator, EIGHT_DATA, sampler=sampler, verdict=lenient,
+                     run=RunSettings(steps="auto", budget_minutes=10, **common),
+                     out_dir=tmp_path / "budgeted")
+    choice, chosen = budgeted.extra["path_choice"], budgeted.extra["auto_steps"]["chosen"]
+    assert choice["path"] == "gaussian" and "past the budget" in choice["reason"]
+    steps = ",".join(map(str, chosen))
+    assert f"--steps {steps} --path gaussian gives the same numbers" in budgeted.headline()
+    monkeypatch.undo()
+    again = bread(EIGHT, simulator, EIGHT_DATA, sampler=sampler, verdict=lenient,
+                  run=RunSettings(steps=tuple(chosen), path="gaussian", **common),
+                  out_dir=tmp_path / "again")
+    for a, b in zip(budgeted.steps, again.steps, strict=True):
+        np.testing.assert_array_equal(a.forward.log_estimates, b.forward.log_estimates)
+        np.testing.assert_array_equal(a.reverse.log_estimates, b.reverse.log_estimates)

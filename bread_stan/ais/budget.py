@@ -24,7 +24,9 @@ verdict, does not; one power law through the upper limits would extrapolate the 
 1/T to a margin that falls as 1/sqrt(T).  What a run
 chose and why is :class:`AutoSteps`, kept in the result's ``extra["auto_steps"]``; the
 same numbers come from ``--steps`` with the chosen step counts, because a step count's
-random streams depend on T alone.
+random streams depend on T alone, and ``--path`` with the path ``--path auto`` chose
+(within a budget in minutes, a prior-path pilot that would overrun it is dropped for the
+Gaussian path, so an unbudgeted run may choose another path).
 """
 
 from __future__ import annotations
@@ -391,11 +393,14 @@ def _finish(record: AutoSteps, fit: DecayFit | None, seconds: Meter | None,
     return record
 
 
-def budget_sentence(record: dict, bound: float) -> str:
+def budget_sentence(record: dict, bound: float, path: str | None = None) -> str:
     """The verdict of a run with ``--steps auto`` in one sentence (``bound``: the bound
-    at its largest T); empty when it stopped on an inconsistent step count."""
+    at its largest T); empty when it stopped on an inconsistent step count.  ``path``:
+    the path ``--path auto`` chose (None when the path was given), which the command
+    that reproduces the numbers names."""
     auto = AutoSteps(**record)
     steps = ",".join(map(str, sorted(auto.chosen)))
+    same = f"--steps {steps}" + (f" --path {path}" if path else "")
     minutes = " and ".join(
         ([f"{auto.budget_minutes:g} minute{'' if auto.budget_minutes == 1 else 's'}"]
          if auto.budget_minutes is not None else [])
@@ -403,8 +408,7 @@ def budget_sentence(record: dict, bound: float) -> str:
            else []))
     if auto.stopped == "converged":
         return (f"Converged at T = {auto.chosen[-1]} (step counts {steps} chosen within a "
-                f"budget of {minutes}; --steps {steps} gives the same "
-                "numbers).")
+                f"budget of {minutes}; {same} gives the same numbers).")
     if auto.stopped != "budget":
         return ""
     text = (f"Not converged within the budget of {minutes}: largest "

@@ -266,7 +266,9 @@ class BreadResult:
             return text.strip()
         text = f"With {last.n_steps} distributions AIS is {last.message}"
         if self.extra.get("auto_steps"):  # steps="auto": the budget's verdict first
-            text = (budget_sentence(self.extra["auto_steps"], last.bound.estimate)
+            choice = self.extra.get("path_choice") or {}
+            chosen = choice.get("path") if choice.get("requested") == "auto" else None
+            text = (budget_sentence(self.extra["auto_steps"], last.bound.estimate, chosen)
                     + " " + text).strip()
         if self.status == "converged" and not last.converged:
             best = min((v for v in verdicts if v.converged), key=lambda v: v.n_steps)
