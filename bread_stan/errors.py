@@ -18,6 +18,8 @@ __all__ = [
     "StanVersionError",
     "CompilerError",
     "StanDataError",
+    "PriorDrawError",
+    "ImproperPriorError",
     "StanEvaluationError",
     "PriorOnlyMissingError",
     "ModelSetupError",
@@ -83,6 +85,13 @@ class CompilerError(BreadStanError):
 
 class StanDataError(BreadStanError):
     """The data do not match the program's data block (Stan's message attached)."""
+
+
+class PriorDrawError(StanDataError):
+    """A prior draw breaks the simulation: an ``_rng`` refused an argument the simulator
+    drew, a drawn value overflowed, or a failed draw's parameters cannot be drawn.  A
+    prior too vague to simulate from; the real-data protocol fixes the parameters whose
+    prior draws do this at values fitted on the data."""
 
 
 class StanEvaluationError(BreadStanError):

@@ -256,3 +256,38 @@ def test_which_programs_take_the_route():
     assert why_fixed_route(FLAT, _data()[0]) == "no proper prior for b"
     assert why_fixed_route(FLAT_SCALE, {k: v for k, v in _data()[0].items()
                                         if k != "sigma"}) == "no proper prior for a, b"
+
+
+def test_run_refusing_a_flat_or_too_vague_prior_names_the_protocol_command(tmp_path, capsys):
+    """``run`` refuses, in one line, a prior nothing can be simulated from, and names the
+    command that serves the program on real data: a flat prior (the drafter's refusal,
+    before any C++), and a gamma(0.001, 0.001) precision whose draws underflow to 0, so
+    that ``normal_rng`` gets an infinite scale in the simulator's parameter draws."""
+    data = tmp_path / "real.json"
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(10, 2))
+    data.write_text(json.dumps({"N": 10, "K": 2, "X": X.tolist(),
+                                "y": rng.normal(size=10).tolist(), "sigma": 1.0}))
+    vague = tmp_path / "vague.json"
+    vague.write_text(json.dumps({"N": 5, "y": [0.1, -0.4, 1.2, 0.3, 0.8]}))
+    for program, given in ((FLAT_SCALE, data), (TEST_STAN / "vague_scale.stan", vague)):
+        code = cli.main(["run", str(program), "--data", str(given), "--steps", "10",
+                         "--chains", "8", "--out", str(tmp_path / program.stem)])
+        lines = [line for line in capsys.readouterr().err.splitlines()
+                 if " INFO " not in line and " WARNING " not in line]
+        assert code == 2 and len(lines) == 1, lines
+        assert lines[0].startswith("bread-stan run: error: ")
+        assert (f"on real data, `bread-stan protocol {program} --data REAL.json` runs the "
+                "BREAD paper's real-data protocol") in lines[0]
+    assert "Scale parameter is inf" in lines[0]
+
+
+def test_prior_draws_that_overflow_send_the_protocol_down_the_fixed_route(tmp_path):
+    """A drawn value that overflows to inf breaks the simulation as an ``_rng`` refusal
+    does (the run refuses it), so the protocol fixes parameters at fitted values."""
+    from bread_stan.workflows.protocol_fitted import why_fixed_route
+
+    why = why_fixed_route(TEST_STAN / "overflowing_lognormal.stan",
+                          {"N": 3, "y": [0.5, 1.0, 0.2]})
+    assert why is not None and why.startswith("prior draws break the simulation (the "
+                                              "simulator produced non-finite values: a[")

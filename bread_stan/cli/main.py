@@ -70,7 +70,7 @@ from pathlib import Path
 __all__ = ["main"]
 
 from ..deadline import OverBudget
-from ..errors import BreadStanError
+from ..errors import BreadStanError, ImproperPriorError, PriorDrawError
 from .arguments import build_parser
 
 log = logging.getLogger("bread_stan")
@@ -461,6 +461,19 @@ def _exit_code(outcome) -> int:
     return 0
 
 
+def _protocol_hint(args, error: BaseException) -> str:
+    """For ``run`` and ``compare`` refusing a prior nothing can be simulated from (flat,
+    or so vague that its draws break the simulation), the command that serves such a
+    program on real data; else empty."""
+    if args.command not in ("run", "compare") or not isinstance(
+            error, (ImproperPriorError, PriorDrawError)):
+        return ""
+    model = args.model if isinstance(getattr(args, "model", None), Path) else "MODEL.stan"
+    return (f"; on real data, `bread-stan protocol {model} --data REAL.json` runs the "
+            "BREAD paper's real-data protocol, which fixes such parameters at values "
+            "fitted on the data (its bound is then a heuristic, not a guarantee)")
+
+
 def _exit_status(args, error: BaseException) -> int:
     """The exit policy, in one place: the toolkit's own errors (BreadStanError) and OS
     errors are bad input (exit 2, one line naming the problem), except a set-up that
@@ -472,7 +485,8 @@ def _exit_status(args, error: BaseException) -> int:
         return EXIT_NOT_CONVERGED
     if isinstance(error, BreadStanError):
         # Problems with the user's input: the message names the problem and the fix.
-        print(f"bread-stan {args.command}: error: {error}", file=sys.stderr)
+        print(f"bread-stan {args.command}: error: {error}{_protocol_hint(args, error)}",
+              file=sys.stderr)
         return EXIT_BAD_INPUT
     if isinstance(error, OSError):
         # File-system problems (missing file, permissions, full disk): one line.

@@ -34,7 +34,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from ..errors import BreadStanError, StanDataError
+from ..errors import BreadStanError, PriorDrawError, StanDataError
 from ..rng import Purpose, derived_seed
 from .compile import CompiledModel, Program, compile_model
 from .draft import draft_program
@@ -114,8 +114,8 @@ class Rejections:
         names = part.param_names(True, True)
         out = np.empty((1, len(names)))
         if part.generate_batch(seed, index, out):
-            raise StanDataError(f"the parameters of draw {index} cannot be drawn: "
-                                f"{next(iter(part.last_errors.values()))}")
+            raise PriorDrawError(f"the parameters of draw {index} cannot be drawn: "
+                                 f"{next(iter(part.last_errors.values()))}")
         return unflatten_draws(out, names)
 
     def confirm(self, params: Mapping[str, np.ndarray], failure: str) -> None:

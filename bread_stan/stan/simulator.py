@@ -24,7 +24,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..errors import PriorOnlyMissingError, StanDataError
+from ..errors import PriorDrawError, PriorOnlyMissingError, StanDataError
 from .compile import (DEFAULT_STANC_ARGS, CompiledModel, Program, compile_many, compile_model,
                       read_program, stanc_info)
 from .data import DataLike, load_data, nonfinite_entries
@@ -151,8 +151,10 @@ class Simulator:
                          "parameters and data; a prior as vague as inv_gamma(0.001, 0.001), "
                          "or normal(0, 1000) under exp or inv_logit, overflows: give proper, "
                          "weakly informative priors, or check the simulator's data)")
-                raise StanDataError(f"simulation failed for {rc} draw(s); draw "
-                                    f"{first + start + index}: {message}{cause}")
+                vague = not (bad or bound or REJECTED in message or SIZE_REJECTED in message)
+                raise (PriorDrawError if vague else StanDataError)(
+                    f"simulation failed for {rc} draw(s); draw {first + start + index}: "
+                    f"{message}{cause}")
         return out
 
     def _redraw(self, rows: np.ndarray, failures: dict[int, str], seed: int, first: int,
@@ -214,8 +216,8 @@ class Simulator:
         kept = np.ascontiguousarray(out[:, rows])
         for i in sorted(failed):
             if part.generate_batch(seed, i, kept[i:i + 1], threads):
-                raise StanDataError(f"simulation failed for draw {i}, whose parameters "
-                                    f"cannot be drawn either: {part.last_errors[0]}")
+                raise PriorDrawError(f"simulation failed for draw {i}, whose parameters "
+                                     f"cannot be drawn either: {part.last_errors[0]}")
         return self._as_dict(kept, names)
 
     def _as_dict(self, flat: np.ndarray, names: list[str]) -> dict[str, np.ndarray]:
@@ -309,12 +311,12 @@ def split_draw(draw: Mapping[str, Any], model: Any) -> tuple[dict, dict]:
     data = {k: v for k, v in draw.items() if k in inputs and k != "prior_only"}
     bad = nonfinite_entries({**params, **data}, batched=_batched(draw, parameters))
     if bad:
-        raise StanDataError(f"the simulator produced non-finite values: {', '.join(bad)}; "
-                            "a prior this vague reaches values beyond double precision "
-                            "(a lognormal with a half-Cauchy scale, or exp of a wide "
-                            "normal, overflows to inf): give proper, weakly informative "
-                            "priors, or check the simulator's generated quantities (and "
-                            "the data they use)")
+        raise PriorDrawError(f"the simulator produced non-finite values: {', '.join(bad)}; "
+                             "a prior this vague reaches values beyond double precision "
+                             "(a lognormal with a half-Cauchy scale, or exp of a wide "
+                             "normal, overflows to inf): give proper, weakly informative "
+                             "priors, or check the simulator's generated quantities (and "
+                             "the data they use)")
     return params, data
 
 

@@ -346,7 +346,8 @@ def why_fixed_route(model, data, likelihood=None, *, seed: int = 0,
     """Why the protocol on ``model`` (no simulator given) must fix parameters at fitted
     values, or None when the drafted simulator draws the full prior: a parameter with no
     proper prior, or a failure within :data:`PROBE_DRAWS` prior draws that the model does
-    not share (the draws it rejects too are redrawn, :meth:`Simulator.honour`)."""
+    not share (the draws it rejects too are redrawn, :meth:`Simulator.honour`), or a
+    drawn value that overflows to an infinity (a lognormal with a half-Cauchy scale)."""
     data = load_data(data)
     with tempfile.TemporaryDirectory(prefix="bread-programs-") as tmp:
         try:
@@ -358,7 +359,7 @@ def why_fixed_route(model, data, likelihood=None, *, seed: int = 0,
                                                           prepared.simulator)
         sim = Simulator(sim_compiled, data, threads=threads).honour(compiled, data)
         try:
-            sim.simulate(PROBE_DRAWS, derived_seed(seed, Purpose.CHECK))
+            split_draw(sim.simulate(PROBE_DRAWS, derived_seed(seed, Purpose.CHECK)), compiled)
         except StanDataError as error:
             return f"prior draws break the simulation ({' '.join(str(error).split())[:200]})"
     return None
