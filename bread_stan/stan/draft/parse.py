@@ -185,6 +185,10 @@ class Stmt:
             out += s.exprs()
         return out
 
+    def names(self) -> set[str]:
+        """Every name this statement and its body read or write (their expressions')."""
+        return {n for e in self.exprs() for n in e.names()}
+
 
 @dataclass
 class StanProgram:

@@ -41,10 +41,6 @@ class Promotion:
                 f"program's transformed data; log p(y) is of {names}")
 
 
-def _names(s: Stmt) -> set[str]:
-    return {n for e in s.exprs() for n in e.names()}
-
-
 def _calls(s: Stmt) -> set[str]:
     return {n for e in s.exprs() for n in e.calls()}
 
@@ -79,21 +75,21 @@ def promote(program: StanProgram, names: set[str], sources: dict[str, list[str]]
     removed = {id(s) for s in defining}
     rest = [s for block, stmts in program.blocks.items() if block != "data"
             for s in stmts if id(s) not in removed]
-    read = set().union(*(_names(s) for s in rest)) if rest else set()
+    read = set().union(*(s.names() for s in rest)) if rest else set()
     for name in sorted(names):
         for source in sources[name]:
             if source in read:
-                user = next(s for s in rest if source in _names(s))
+                user = next(s for s in rest if source in s.names())
                 raise refuse(user, f"the data {source}, from which {name} is computed, are "
                                    "also read here: promoting " f"{name} to modelled data "
                                    f"would draw {name} while {source} stays fixed")
     read |= {n for d in decls.values() for e in (*d.decl.sizes, *d.decl.dims)
              for n in e.names()}              # the sizes of the promoted, now data
-    candidates = set().union(*(_names(s) for s in defining)) & data_names
+    candidates = set().union(*(s.names() for s in defining)) & data_names
     dropped: list[str] = []
     while True:      # data nothing else reads (a size read only by a dropped one, too)
         live = [s for s in data if s.kind == "decl" and s.decl.name not in dropped]
-        needed = read | {n for s in live for n in _names(s) if n != s.decl.name}
+        needed = read | {n for s in live for n in s.names() if n != s.decl.name}
         more = [s.decl.name for s in live
                 if s.decl.name in candidates and s.decl.name not in needed]
         if not more:

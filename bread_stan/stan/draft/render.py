@@ -58,7 +58,7 @@ def _target(tr: Translation, s: Stmt, likelihood: bool, indent: str) -> list[str
 
 def _copied(tr: Translation, s: Stmt, likelihood: bool, indent: str) -> list[str]:
     """A declaration or an assignment, as the model states it."""
-    if "prior_only" in {n for e in s.exprs() for n in e.names()}:
+    if "prior_only" in s.names():
         raise refuse(s, "prior_only is used outside if (!prior_only)")
     return [indent + s.text]
 

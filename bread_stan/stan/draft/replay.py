@@ -159,10 +159,6 @@ def _renamed(text: str, names: set[str], suffix: str) -> str:
     return "".join(out) + text[at:]
 
 
-def _names(s: Stmt) -> set[str]:
-    return {n for e in s.exprs() for n in e.names()}
-
-
 def _assigned(s: Stmt) -> set[str]:
     if s.kind == "decl":
         return {s.decl.name}
@@ -183,7 +179,7 @@ def _local_taint(stmts: list[Stmt], depends: dict[str, set[str]]) -> dict[str, s
         before = {k: set(v) for k, v in taint.items()}
         for s in walk(stmts):
             if s.kind in ("decl", "assign"):
-                found = of(_names(s))
+                found = of(s.names())
                 for name in _assigned(s):
                     if found:
                         taint.setdefault(name, set()).update(found)

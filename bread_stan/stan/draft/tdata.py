@@ -40,7 +40,7 @@ def simulator_transformed_data(program: StanProgram, simulated: set[str],
     if "transformed data" not in program.spans:
         return None
     stmts = program.blocks.get("transformed data", [])
-    reads = [{n for e in s.exprs() for n in e.names()} for s in stmts]
+    reads = [s.names() for s in stmts]
     tainted: set[str] = set()
     while True:
         grown = set(tainted)
@@ -78,7 +78,7 @@ def transformed_data_split(program: StanProgram, simulated: set[str]
     while True:
         before = {k: set(v) for k, v in depends.items()}
         for s in stmts:
-            names = {n for e in s.exprs() for n in e.names()}
+            names = s.names()
             found = (names & simulated) | set().union(
                 *(depends.get(n, set()) for n in names | assigned_names(s)))
             for name in assigned_names(s) if found else ():
@@ -87,7 +87,7 @@ def transformed_data_split(program: StanProgram, simulated: set[str]
             break
     reads = set(depends) | simulated
     tainted = [s for s in stmts
-               if (assigned_names(s) | {n for e in s.exprs() for n in e.names()}) & reads]
+               if (assigned_names(s) | s.names()) & reads]
     kept = [s.text for s in stmts if not any(s is t for t in tainted)]
     text = "".join(f"\n  {t}" for t in kept) + "\n" if kept else None
     return (text if tainted else program.block_text("transformed data")), tainted, depends

@@ -146,7 +146,7 @@ def _rendered_units(tr: Translation) -> list[Unit]:
     for k, (s, likelihood) in enumerate(statements):
         lines = render(tr, s, likelihood, "  ")
         defined, drawn, local = defines(s)
-        uses = {n for e in s.exprs() for n in e.names()} - defined - local
+        uses = s.names() - defined - local
         if s.kind == "assign":      # x[i] = ...: the index reads, the whole x is written
             uses |= Expr(s.lhs.tokens[1:], s.lhs.source).names()
         units.append(Unit(k, s, lines, defined | drawn, uses, drawn, likelihood))
@@ -163,7 +163,7 @@ def _write_back_copies(tr: Translation, units: list[Unit]) -> None:
             if p in tilde_of:
                 raise tr.drawn.twice(tilde_of[p], p)
             tilde_of[p] = tilde_of[c.name]
-        extents = {n for line in c.statements for e in line.exprs() for n in e.names()}
+        extents = set().union(*(line.names() for line in c.statements))
         units.append(Unit(len(units), tilde_of[c.name], c.write_back, set(c.parameters),
                           {c.name} | (extents - set(c.parameters)), set(c.parameters), False))
 
