@@ -429,3 +429,27 @@ def test_a_path_chosen_within_a_budget_is_named_by_the_command_that_reproduces_i
     for a, b in zip(budgeted.steps, again.steps, strict=True):
         np.testing.assert_array_equal(a.forward.log_estimates, b.forward.log_estimates)
         np.testing.assert_array_equal(a.reverse.log_estimates, b.reverse.log_estimates)
+    # the choice the budget decided holds for a rerun within that budget (no pilot runs),
+    # and for a larger budget where results on it are saved (they are kept)
+    monkeypatch.setattr("bread_stan.workflows.auto_path.tune", None)
+    for minutes in (10, 20):
+        same = bread(EIGHT, simulator, EIGHT_DATA, sampler=sampler, verdict=lenient,
+                     run=RunSettings(steps="auto", budget_minutes=minutes, **common),
+                     out_dir=tmp_path / "budgeted")
+        assert same.extra["path_choice"] == choice
+    # a run stopped in its set-up (here its check) saves the choice and no results: a
+    # larger budget chooses again, as an unbudgeted run does (the prior path here)
+    from bread_stan.workflows import bread as bread_module
+
+    monkeypatch.setattr("bread_stan.workflows.auto_path.tune", overrun)
+    monkeypatch.setattr(bread_module, "check_simulator", overrun)
+    with pytest.raises(OverBudget):
+        bread(EIGHT, simulator, EIGHT_DATA, sampler=sampler, verdict=lenient,
+              run=RunSettings(steps="auto", budget_minutes=10, **common),
+              out_dir=tmp_path / "stopped")
+    monkeypatch.undo()
+    larger = bread(EIGHT, simulator, EIGHT_DATA, sampler=sampler, verdict=lenient,
+                   run=RunSettings(steps="auto", budget_minutes=20, **common),
+                   out_dir=tmp_path / "stopped")
+    assert larger.extra["path_choice"]["path"] == "prior"
+    assert larger.extra["path_choice"]["budget_minutes"] is None

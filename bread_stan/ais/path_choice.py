@@ -158,7 +158,9 @@ class PathChoice:
     """Which path a run took and why: ``requested`` ("auto", "prior", "waypoint" or
     "gaussian"), ``path`` the one taken, ``reason`` one sentence, and the number it was
     based on (``loglik_sd`` over ``n_draws`` prior draws against ``limit``; None when no
-    number was needed)."""
+    number was needed).  ``budget_minutes``: the budget that decided the choice (a rival
+    pilot stopped because it would overrun it), else None: such a choice depends on the
+    machine's speed, and a run with a larger budget chooses again."""
 
     requested: str
     path: str
@@ -167,6 +169,7 @@ class PathChoice:
     n_draws: int | None = None
     limit: float | None = None
     costs: dict | None = None  # path -> PathCost fields, when the pilots compared them
+    budget_minutes: float | None = None
 
     @property
     def tempering_strands(self) -> bool:
@@ -175,6 +178,13 @@ class PathChoice:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def holds_for(self, budget_minutes: float | None) -> bool:
+        """Whether this choice, saved by an earlier run, holds for a run with this budget
+        (None: none): a choice the pilots' seeded costs decided always does; one a budget
+        decided only within a budget no larger."""
+        return self.budget_minutes is None or (
+            budget_minutes is not None and budget_minutes <= self.budget_minutes)
 
     @property
     def message(self) -> str:

@@ -218,7 +218,7 @@ def _bid(first: Problem, sampler: SamplerSettings, run: RunSettings, name: str,
         choice = PathChoice("auto", "gaussian", "the prior path's pilot would take about "
                             f"{duration(over.needed)}, past the budget",
                             rule.loglik_sd, rule.n_draws, rule.limit,
-                            {"gaussian": asdict(rival)})
+                            {"gaussian": asdict(rival)}, run.budget_minutes)
         log.info("%s: %s", name, choice.message)
         return concrete(sampler, run, choice, tuned=gaussian)
     try:

@@ -10,9 +10,13 @@ reads it back instead.  The chosen path's own tuning is kept beside it by the ru
 (``tuning.json`` for the prior path, ``gaussian_path.json`` or ``waypoint_path.json``
 for the paths from a Gaussian q), so
 the resumed run starts at its first unfinished step count.  The pilots are seeded, so a
-choice made again would be the same one: keeping it saves time, not accuracy.  A
-choice saved for other settings is ignored and made again; a damaged file is set aside
-with a warning.
+choice made again would be the same one: keeping it saves time, not accuracy.  The
+exception is a choice a budget in minutes decided (a prior-path pilot dropped because it
+would overrun it, :attr:`PathChoice.budget_minutes`): it depends on the machine's speed,
+so a run with a larger budget, or none, chooses again where no results are saved yet (a
+run stopped in its set-up); where they are, it keeps the choice and its results.  A
+choice saved for other
+settings is ignored and made again; a damaged file is set aside with a warning.
 """
 
 from __future__ import annotations
@@ -41,10 +45,18 @@ def settle(problems: list[Problem], simulator: Simulator, sampler: SamplerSettin
     keep = run.path == "auto" and out_dir is not None
     if keep:
         saved = load_choice(out_dir, key, sampler, run)
-        if saved is not None:
-            log.info("%s: the path choice saved in %s: %s", name, out_dir,
-                     saved.choice.message)
+        if saved is not None and (saved.choice.holds_for(run.budget_minutes)
+                                  or RunDirectory(out_dir, None).header() is not None):
+            log.info("%s: the path choice saved in %s: %s%s", name, out_dir,
+                     saved.choice.message, "" if saved.choice.holds_for(run.budget_minutes)
+                     else "; kept, as results on it are saved there (a new output "
+                     "directory chooses again, within this run's budget)")
             return saved
+        if saved is not None:
+            log.info("%s: choosing the path again: the saved choice (%s) was decided by a "
+                     "budget of %g minutes, and this run has %s", name, saved.choice.path,
+                     saved.choice.budget_minutes,
+                     "none" if run.budget_minutes is None else f"{run.budget_minutes:g}")
     settled = resolve_path(problems, simulator, sampler, run, name)
     if keep:
         save_choice(out_dir, key, settled)
