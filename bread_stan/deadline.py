@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from .errors import BreadStanError
 from .progress import duration
 
-__all__ = ["OverBudget", "set_up_by", "keep_pace", "SETTLE"]
+__all__ = ["OverBudget", "set_up_by", "keep_pace", "seconds_left", "SETTLE"]
 
 # The share of the budget a loop runs before its pace is judged.  A pilot's first
 # transitions, from prior draws at the initial step size, are the slowest it makes: read
@@ -61,6 +61,13 @@ def set_up_by(at: float | None, seconds: float = 0.0):
         yield
     finally:
         _DEADLINE.reset(token)
+
+
+def seconds_left() -> float | None:
+    """The seconds left before the deadline (None outside :func:`set_up_by`, or without
+    a deadline): for a step that cannot stop midway to decide whether to start."""
+    deadline = _DEADLINE.get()
+    return None if deadline is None else deadline.at - time.monotonic()
 
 
 def keep_pace(what: str, done: int, total: int, started: float) -> None:

@@ -453,3 +453,30 @@ def test_a_path_chosen_within_a_budget_is_named_by_the_command_that_reproduces_i
                    out_dir=tmp_path / "stopped")
     assert larger.extra["path_choice"]["path"] == "prior"
     assert larger.extra["path_choice"]["budget_minutes"] is None
+
+
+@pytest.mark.stan
+def test_a_gaussian_q_that_cannot_be_fitted_in_the_time_left_is_not_started(monkeypatch):
+    """A Laplace fit cannot stop midway, so within a budget it starts only where its
+    least cost (per mode search, the d x d Hessian's 2 d gradients and dense algebra)
+    fits in the time left; else the run tempers from the prior, saying why."""
+    import time
+
+    from bread_stan.ais.waypoint import fit_seconds_at_least
+    from bread_stan.deadline import set_up_by
+
+    program = TEST_STAN / "many_means.stan"
+    simulator = draft_simulator(program)
+    (compiled,), sim_compiled = compile_with_simulator([program], simulator)
+    data = {"N": 3, "y": [0.2, -0.1, 0.4]}
+    problem = simulate_problem("many", compiled, Simulator(sim_compiled, data), data, 0, None)
+    pilot = np.random.default_rng(1).normal(size=(16, 250))
+    assert fit_seconds_at_least(problem.target, pilot) > 0
+    monkeypatch.setattr("bread_stan.workflows.auto_path.fit_q", None)   # never called
+    sampler = SamplerSettings(pilot_chains=16, pilot_grid=4, pilot_steps=4)
+    with set_up_by(time.monotonic() + 1e-3, 60.0):
+        settled = resolve_path([problem], Simulator(sim_compiled, data), sampler,
+                               RunSettings(seed=0), "many")
+    assert settled.choice.path == "prior"
+    assert "fitting a Gaussian q to 250 parameters would take at least" in \
+        settled.choice.reason

@@ -48,10 +48,12 @@ import numpy as np
 from .path import Leg, PilotInputs
 from .run_config import RunConfig, step_schedule
 from .betas import thermodynamic_length
-from .gaussian_base import DEFAULT_WIDEN, BaseFitError, GaussianBase, GaussianBaseTarget
+from .gaussian_base import (DEFAULT_WIDEN, BaseFitError, GaussianBase, GaussianBaseTarget,
+                            joint_density)
 from .tuning import TunedKernel, TuningConfig, metric_from_base, tune
 from ..errors import InputError
 from ..kernels.base import Kernel
+from ..linalg import cholesky
 from ..rng import Stream, chain_seed_sequences
 from ..stan.model import StanModel
 from ..stan.native import NativeKernels
@@ -59,7 +61,7 @@ from ..store import load_for_run, save_for_run
 from ..target import Evaluation, Target
 
 __all__ = ["PriorToBase", "TiedEnd", "WaypointPath", "WaypointError", "SeparateModesError",
-           "best_starts", "fit_base", "fit_name", "fit_waypoint",
+           "best_starts", "fit_base", "fit_seconds_at_least", "fit_name", "fit_waypoint",
            "leg_targets", "base_leg_target", "tune_base_leg", "leg_record", "leg_from_record",
            "BASE_METRIC",
            "EndKernels", "two_ends", "LEG1_FLOOR_MIN"]
@@ -68,6 +70,7 @@ log = logging.getLogger(__name__)
 
 LEG1_FLOOR_MIN = 1e-30  # leg 1's log q - log p0 varies by ~1e14 over prior draws: floor below
 _STARTS = 4  # mode searches, from the pilot's prior draws of highest joint density
+_TIMED_DIM = 200  # the size at which a fit's dense algebra is timed, to scale by d^3
 
 
 class WaypointError(InputError):
@@ -365,6 +368,30 @@ def best_starts(model: Target, pilot: np.ndarray, n: int = _STARTS) -> list[int]
     joint = ev.log_prior + ev.log_lik
     order = np.argsort(-np.nan_to_num(joint, nan=-np.inf))
     return [int(i) for i in order if np.isfinite(joint[i])][:n]
+
+
+def fit_seconds_at_least(model: Target, pilot: np.ndarray, starts: int = _STARTS) -> float:
+    """A lower bound on the seconds :func:`fit_base` takes on this machine: per mode
+    search, the Hessian's 2 d gradient evaluations (timed on a few ``pilot`` draws) and
+    its dense algebra (an eigendecomposition, an inverse and a Cholesky factor of a d x d
+    matrix, timed at ``_TIMED_DIM`` and scaled by d^3); the searches' own L-BFGS steps
+    are not counted.  0 up to ``_TIMED_DIM`` parameters, where a fit is cheap."""
+    d = model.dim
+    if d <= _TIMED_DIM:
+        return 0.0
+    few = np.ascontiguousarray(np.asarray(pilot, dtype=float)[:8])
+    density = joint_density(model)
+    t0 = time.perf_counter()
+    density(few, True)
+    gradient = (time.perf_counter() - t0) / len(few)
+    a = np.random.default_rng(0).normal(size=(_TIMED_DIM, _TIMED_DIM))
+    spd = a @ a.T + _TIMED_DIM * np.eye(_TIMED_DIM)
+    t0 = time.perf_counter()
+    np.linalg.eigvalsh(spd)
+    np.linalg.inv(spd)
+    cholesky(spd)
+    algebra = (time.perf_counter() - t0) * (d / _TIMED_DIM) ** 3
+    return starts * (2 * d * gradient + algebra)
 
 
 def fit_base(model: Target, pilot, widen: float = DEFAULT_WIDEN) -> tuple[GaussianBase, dict]:

@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 
 from ..ais import gaussian_path, waypoint
-from ..deadline import OverBudget
+from ..deadline import OverBudget, seconds_left
 from ..progress import duration
 from ..ais.betas import ScheduleError, thermodynamic_length
 from ..ais.gaussian_base import GaussianBase
@@ -127,6 +127,21 @@ def _cannot_fit(sampler: SamplerSettings, run: RunSettings) -> str | None:
     return None
 
 
+def _fit_past_budget(problem: Problem, pilot: np.ndarray) -> str | None:
+    """Why q is not fitted within a budget in minutes: its mode searches cannot stop
+    midway, and their least cost (:func:`~bread_stan.ais.waypoint.fit_seconds_at_least`:
+    a d x d Hessian's gradients and dense algebra each) exceeds the time left; else None."""
+    left = seconds_left()
+    if left is None:
+        return None
+    needed = waypoint.fit_seconds_at_least(problem.target, pilot)
+    if needed <= left:
+        return None
+    return (f"fitting a Gaussian q to {problem.target.dim} parameters would take at least "
+            f"{duration(needed)} (a {problem.target.dim} x {problem.target.dim} Hessian per "
+            f"mode search), past the {duration(max(left, 0.0))} left of the budget")
+
+
 def _gaussian_candidate(problem, simulator, sampler, run, name, fitted
                         ) -> tuple[gaussian_path.GaussianPath | None, PathCost | None, str]:
     """The Gaussian path on the fitted q ``fitted`` and its cost, or None, None and
@@ -161,7 +176,7 @@ def resolve_path(problems: list[Problem], simulator: Simulator, sampler: Sampler
     pilot = pilot_draws(first, simulator, sampler.pilot_chains, pilot_seed)
     rule = choose(first.target.evaluate(pilot, gradient=False).log_lik)
     # One fit of q serves both paths that start from it.
-    cannot = unavailable = _cannot_fit(sampler, run)
+    cannot = unavailable = _cannot_fit(sampler, run) or _fit_past_budget(first, pilot)
     fitted = None
     if cannot is None:
         try:
