@@ -64,10 +64,11 @@ DATA = "int N; vector[N] y;"
     (_program(DATA, "real mu;", "mu ~ normal(0, 1);\ny - mu ~ normal(0, 1);"),
      "line 6: cannot split `y - mu ~ normal(0, 1);`: the outcome reads both the modelled "
      "data y and the parameter(s) mu"),
-    (_program(DATA, "real mu;", "mu ~ normal(0, 1);\nly ~ normal(mu, 1);",
-              "transformed data { vector[N] ly = log(y); }"),
-     "line 6: cannot split `ly ~ normal(mu, 1);`: the outcome ly is transformed data "
-     "computed from the data y"),
+    # (ly = log(y) alone is promoted to modelled data: tests/test_split_promoted.py)
+    (_program(DATA + " vector[N] x;", "real mu;", "mu ~ normal(0, 1);\nly ~ normal(mu * x, 1);",
+              "transformed data { vector[N] ly = log(y) - x; }"),
+     "`ly ~ normal(mu * x, 1);`: the data x, from which ly is computed, are also read "
+     "here"),
     (_program(DATA, "real mu;", "mu ~ normal(0, 1);",),
      "no density statement of the model block has modelled data as its outcome"),
     (_program(DATA, "real mu;", "mu ~ normal(0, 1);\ntarget += -0.5 * dot_self(y - mu);"),

@@ -15,13 +15,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..errors import InputError
+import numpy as np
+
+from ..errors import InputError, StanDataError
 from ..store import write_atomic
-from .compile import CompiledModel, read_program, stanc_info
-from .draft import Split, draft_program, relax_data_bounds, split_model
+from .compile import CompiledModel, Program, compile_model, read_program, stanc_info
+from .data import load_data
+from .draft import Promotion, Split, draft_program, relax_data_bounds, split_model
+from .model import StanModel, unflatten_draws
 
 __all__ = ["PreparedPrograms", "prepare_programs", "parse_likelihood", "split_table_markdown",
-           "SPLIT_TABLE"]
+           "SPLIT_TABLE", "promoted_data"]
 
 SPLIT_TABLE = "split_table.md"
 
@@ -39,9 +43,18 @@ class PreparedPrograms:
     table: Path | None
     relaxed_bounds: dict[str, str] = field(default_factory=dict)
 
+    def run_data(self, data):
+        """The data the run's programs read: ``data`` itself, or (for a split that
+        promotes transformed data to modelled data) the user's data with the promoted
+        variables computed by the program's own transformed data."""
+        promotion = self.split.promotion if self.split is not None else None
+        return data if promotion is None else promoted_data(promotion, data)
+
     def describe(self) -> str:
         """One line on what was generated."""
         parts = []
+        if self.split is not None and self.split.promotion is not None:
+            parts.append(self.split.promotion.sentence())
         if self.split is not None:
             parts.append(f"split the model automatically ({self.model}; table {self.table})")
         if self.drafted:
@@ -76,6 +89,10 @@ def split_table_markdown(split: Split, label: str) -> str:
     for r in split.rows:
         text = " ".join(r.text.split()).replace("|", "\\|")
         lines.append(f"| {r.line} | {r.role} | `{text}` |")
+    if split.promotion is not None:
+        lines += ["", split.promotion.sentence() + " (the run's programs declare it as "
+                  "data; " + (", ".join(split.promotion.dropped) or "no data") +
+                  " dropped from them)."]
     return "\n".join(lines) + "\n"
 
 
@@ -133,6 +150,26 @@ def prepare_programs(model, simulator, directory: str | os.PathLike,
         write_atomic(table, table.read_text() + _relaxed_note(drafted.relaxed_bounds))
     return PreparedPrograms(run_model, sim, None if own else split, True, table,
                             drafted.relaxed_bounds)
+
+
+def promoted_data(promotion: Promotion, data) -> dict:
+    """The user's ``data`` (dict or JSON path) with the promoted variables computed by
+    the program's transformed data (:attr:`Promotion.data_program`, through BridgeStan)
+    and the dropped data left out."""
+    values = load_data(data)
+    model = StanModel(compile_model(Program(promotion.data_program, "promoted_data")),
+                      values)
+    flat = np.empty((1, model.param_num(True, True)))
+    if model.generate_batch(0, 0, flat):
+        raise StanDataError("the program's transformed data fail on the data: "
+                            f"{model.last_errors[0]}")
+    draws = unflatten_draws(flat, model.param_names(True, True))
+    out = {k: v for k, v in values.items() if k not in promotion.dropped}
+    for copy, name in promotion.copies.items():
+        value = draws[copy][0]
+        out[name] = (np.rint(value).astype(int) if name in promotion.integers
+                     else value).tolist()
+    return out
 
 
 def _as_given(program):

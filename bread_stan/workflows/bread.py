@@ -360,8 +360,8 @@ def bread(model, simulator=None, data=None, *, sampler: SamplerSettings = Sample
     name = name or default_name(model)
     with output_directory(out), prepared([model], simulator, out, [name],
                                          likelihood) as programs:
-        result = _bread(programs.models[0], programs.simulator, data, sampler, run, hyper,
-                        known_log_ml_bounds, verdict, out, name, executor)
+        result = _bread(programs.models[0], programs.simulator, programs.run_data(data),
+                        sampler, run, hyper, known_log_ml_bounds, verdict, out, name, executor)
         attach(result, programs.records[name], out)
         return result
 

@@ -18,7 +18,7 @@ import logging
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from ..stan.compile import CompiledModel, read_program, stanc_info
 from ..stan.draft import Split
@@ -40,6 +40,8 @@ class Programs:
     models: list
     simulator: Any
     records: dict[str, dict]
+    # the user's data -> the data the programs read (PreparedPrograms.run_data)
+    run_data: Callable[[Any], Any] = staticmethod(lambda data: data)
 
 
 def likelihood_names(likelihood: str | Sequence[str] | None) -> list[str] | None:
@@ -74,6 +76,8 @@ def record(prepared_programs: PreparedPrograms, directory: Path | None) -> dict:
                 for r in split.rows],
             "table": p.table.read_text() if p.table is not None else "",
             "drafted": p.drafted, "relaxed_bounds": dict(p.relaxed_bounds),
+            **({"promoted": split.promotion.sentence()}
+               if split is not None and split.promotion is not None else {}),
             "files": {path.name: path.read_text() for path in generated},
             "directory": None if directory is None else str(directory)}
 
@@ -93,7 +97,7 @@ def prepared(models: Sequence, simulator, out: Path | None, labels: Sequence[str
     with contextlib.ExitStack() as stack:
         base = (Path(out) / PROGRAMS_DIR if out is not None else
                 Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bread-programs-"))))
-        run, records = [], {}
+        run, records, converters = [], {}, []
         for label, model in zip(labels, models):
             directory = base / label if len(models) > 1 else base
             given = model.program if isinstance(model, CompiledModel) else read_program(model)
@@ -103,8 +107,9 @@ def prepared(models: Sequence, simulator, out: Path | None, labels: Sequence[str
             if p.split is not None or p.drafted:
                 log.info("%s: %s", label, p.describe())
             run.append(p.model)
+            converters.append(p.run_data)
             records[label] = record(p, directory if out is not None else None)
-        yield Programs(run, simulator, records)
+        yield Programs(run, simulator, records, converters[0])
 
 
 def _own(label: str) -> dict:

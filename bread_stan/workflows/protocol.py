@@ -210,8 +210,9 @@ def protocol(model, simulator=None, real_data=None, *, sampler: SamplerSettings 
     name = name or default_name(model)
     with output_directory(out), prepared([model], simulator, out, [name],
                                          likelihood) as programs:
-        result = _protocol(programs.models[0], programs.simulator, real_data, sampler, run,
-                           settings, out, name, executor)
+        result = _protocol(programs.models[0], programs.simulator,
+                           programs.run_data(real_data), sampler, run, settings, out, name,
+                           executor)
         attach(result, programs.records[name], out, lambda where: write_header(where, result))
         return result
 

@@ -238,6 +238,9 @@ def _run(ctx: Context, model, directory, likelihood, hyper, stem, data) -> Proto
     header = _header(ctx.name, model, data, ctx.sampler, ctx.run, ctx.settings, hyper)
     previous = previous_result(ctx.out, header)
     prepared, flat = _draft(model, directory, likelihood, hyper, False, stem)
+    data = prepared.run_data(data)      # promoted transformed data computed (.promote)
+    if prepared.split is not None and prepared.split.promotion is not None:
+        log.info("%s: %s", ctx.name, prepared.split.promotion.sentence())
     why = {**{h: "named (--hyper)" for h in hyper}, **{p: "no proper prior" for p in flat}}
     (compiled,), _ = compile_with_simulator([prepared.model], prepared.simulator)
     stan_real = StanModel(compiled, full_data(compiled, data), threads=ctx.run.threads)
@@ -350,6 +353,7 @@ def why_fixed_route(model, data, likelihood=None, *, seed: int = 0,
             prepared = prepare_programs(model, None, Path(tmp), likelihood_names(likelihood))
         except ImproperPriorError as error:
             return f"no proper prior for {', '.join(error.parameters)}"
+        data = prepared.run_data(data)
         (compiled,), sim_compiled = compile_with_simulator([prepared.model],
                                                           prepared.simulator)
         sim = Simulator(sim_compiled, data, threads=threads).honour(compiled, data)

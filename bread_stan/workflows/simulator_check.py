@@ -405,8 +405,9 @@ def check_simulator(model, simulator=None, data=None, *,
     :class:`SimulatorCheck`; it never raises for a flagged simulator.
     """
     with prepared([model], simulator, None, ["model"], likelihood) as programs:
-        check = _check_simulator(programs.models[0], programs.simulator, data, sampler,
-                                 settings, tuned, threads, draws)
+        check = _check_simulator(programs.models[0], programs.simulator,
+                                 programs.run_data(data), sampler, settings, tuned, threads,
+                                 draws)
     own = programs.records["model"]
     if own["split"] != "own" or own["drafted"]:
         check.programs = own

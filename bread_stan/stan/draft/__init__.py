@@ -26,13 +26,14 @@ from .normaliser import DIGEST_TAG, LOG_C_EXACT, PRIOR_TRIES, prior_digest
 from .parse import parse_program
 from .relax import relax_data_bounds
 from .replay import OBSERVED_SUFFIX, REJECTED, Replayable, Unreplayable
+from .promote import Promotion
 from .split import Split, SplitError, split_program
 from .targets import targets_as_tildes
 from .support import density_types, tilde_types
 from .translate import translate
 
 __all__ = ["draft_simulator", "draft_program", "DraftedSimulator", "relax_data_bounds",
-           "split_model", "DraftError", "Split", "SplitError", "OBSERVED_SUFFIX", "REJECTED",
+           "split_model", "DraftError", "Split", "Promotion", "SplitError", "OBSERVED_SUFFIX", "REJECTED",
            "SIZE_REJECTED",
            "LOG_C_EXACT", "PRIOR_TRIES", "DIGEST_TAG", "prior_digest"]
 

@@ -18,6 +18,7 @@ from typing import Iterable, Sequence
 
 from ...errors import DraftError
 from .parse import Expr, StanProgram, Stmt, Token, parse_program, tokenize
+from .promote import Promotion, promote
 from .rowsum import row_sums
 from .terms import CDF, DENSITY, DensityTerm, call_extent, density_term, split_sum
 
@@ -53,6 +54,7 @@ class Split:
     modelled_data: list[str]
     own_split: bool = False
     refusals: list[SplitRow] = field(default_factory=list)
+    promotion: Promotion | None = None   # transformed data modelled as data (.promote)
 
     def table(self) -> str:
         """The table "line -> prior | likelihood | refused" as aligned text."""
@@ -250,6 +252,12 @@ def split_program(source: str, info: dict, likelihood: Sequence[str] | None = No
             conditions[id(s)] = conds
     if likelihood is None:
         _find_modelled_data(c, model, found)
+        promoted = _promoted(c, found)
+        if promoted:           # the modelled data reach the model only through these
+            text, promotion = promote(program, promoted, c.tdata_from)
+            split = split_program(text, info)
+            split.promotion = promotion
+            return split
     rows, edits = _classify(c, found, conditions, source)
     _check_rows(rows, found)
     bare = {id(b) for p in _walk(model) if p.kind in ("if", "for", "foreach", "while")
@@ -258,6 +266,18 @@ def split_program(source: str, info: dict, likelihood: Sequence[str] | None = No
     return Split(_rewrite(program, edits, bare, keep_likelihood=True, skipped=skipped),
                  _rewrite(program, edits, bare, keep_likelihood=False, skipped=skipped),
                  rows, sorted(c.modelled))
+
+
+def _promoted(c: _Classifier, found: list[tuple[Stmt, list[DensityTerm]]]) -> set[str]:
+    """The transformed data, computed from data, that are the whole outcome of a density
+    reading no modelled data itself: the variables to model as data (:mod:`.promote`)."""
+    out: set[str] = set()
+    for _, terms in found:
+        for t in terms:
+            if t.call and not CDF.search(t.call):
+                modelled, params, via = c.outcome_modelled(t)
+                out |= via if not modelled and not params else set()
+    return out
 
 
 def _check_splittable(program: StanProgram, source: str) -> None:
