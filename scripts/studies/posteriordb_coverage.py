@@ -115,6 +115,11 @@ REASONS = [
     (r"line \d+: expected|unexpected", "parser: syntax outside the drafter's parser"),
     (r"simulation failed", "run: a prior draw gives an _rng an infinite or NaN argument "
                            "(simulation failed)"),
+    # the simulator's parameter draws themselves fail (no draw to check a redraw against)
+    (r"cannot be drawn: .*_rng: .* is (-?inf|nan)\b",
+     "run: a prior draw gives an _rng an infinite or NaN argument (simulation failed)"),
+    (r"cannot be drawn: .*write_array: .* must be",
+     "run: a prior draw breaks the simulation (a transformed parameter outside its bound)"),
     (r"appears on both sides of", "draft: a variable on both sides of ~ (autoregression)"),
 ]
 
@@ -228,6 +233,9 @@ PROTOCOL_REASONS = (
     "draft: parameter without a proper prior",
     "split: modelled data only through transformed data",
     "run: a prior draw gives an _rng an infinite or NaN argument",
+    "run: a prior draw breaks the simulation",
+    "run: a prior draw overflows double precision",
+    "run: the prior predictive overflows",
 )
 
 
