@@ -24,7 +24,14 @@ For each of posteriordb's 120 Stan programs (with the data of its first posterio
   stanc stage or by the run itself) go to ``python -m bread_stan.cli protocol MODEL
   --data DATA --out WORK/protocol/NAME`` (plus ``--protocol-args``) instead: route
   "protocol", with the protocol's agreement flag and S-sweep test read from its
-  ``summary.json``.
+  ``summary.json``.  With ``--retry-budget M2``, a program whose set-up stopped it (a
+  pilot or the check would overrun M) and whose stated need is at most
+  ``RETRY_NEED_FACTOR`` (3) x M2 minutes (an early pace overstates it: by up to 3x,
+  measured), and a protocol run that timed out (the protocol has no budget), run once
+  more in the same run directory (what finished is reused) at M2 minutes with M2's
+  time-out; the row keeps the first try's seconds (counted in its own) and message, and
+  the table's budget column says which rows were retried and why.  ``--resume`` with
+  ``--retry-budget`` gives the table's rows of that kind their retry.
 
 The sweep's table, ``coverage_sweep.{md,json}``, has one row a program: status (ran,
 refused, timed out, failed, no data), route (run, protocol, refused), the step counts
@@ -55,7 +62,8 @@ committed.  Output: ``scripts/figures/posteriordb_coverage/``.  The table
         --posteriordb /path/to/posteriordb/.git --stage stanc
     PYTHONPATH=$PWD nice python scripts/studies/posteriordb_coverage.py \\
         --posteriordb /path/to/posteriordb/.git --stage sweep --budget 3 --workers 2 \\
-        --resume [--protocol] [--run-args "--budget-gradients 1e7"] [--only A B C]
+        --resume [--protocol] [--retry-budget 10] [--run-args "--budget-gradients 1e7"]
+        [--only A B C]
 """
 
 from __future__ import annotations
