@@ -132,3 +132,72 @@ def test_an_error_of_the_scripts_own_reading_fails_the_row_not_the_sweep(tmp_pat
     row = cov.sweep_task({"program": "p", "status": "reaches AIS"}, "p.stan", "p.json",
                          settings)
     assert row["status"] == "failed" and "the sweep script: FileNotFoundError" in row["message"]
+
+
+def test_a_retry_is_due_for_a_set_up_that_needs_at_most_three_retry_budgets():
+    assert cov.setup_need_minutes("... the set-up needs a budget above 3.18 minutes, or") \
+        == 3.18
+    assert cov.setup_need_minutes("needs a budget above 5.81 hours, or") == pytest.approx(348.6)
+    assert cov.setup_need_minutes("needs a budget above 42 s, or") == pytest.approx(0.7)
+    assert cov.setup_need_minutes("not converged within the budget") is None
+    settings = cov.SweepSettings(work=None, budget=3, timeout=660, retry_budget=10,
+                                 retry_timeout=1500)
+    over = {"status": "ran", "route": "run", "stopped": "set-up over budget",
+            "message": "the set-up needs a budget above 29.9 minutes, or fixed step counts"}
+    assert cov.retry_reason(over, settings) == "set-up needs 29.9 minutes"
+    assert cov.retry_reason({**over, "message": "needs a budget above 30.1 minutes"},
+                            settings) is None   # more than 3 x 10 minutes
+    assert cov.retry_reason({**over, "budget": 10}, settings) is None   # retried already
+    assert cov.retry_reason(over, cov.SweepSettings(work=None, budget=3, timeout=660)) is None
+    assert cov.retry_reason({"status": "timed out", "route": "protocol"}, settings) \
+        == "timed out"
+    # a run's own budget stops it; one that timed out overran outside the budget
+    assert cov.retry_reason({"status": "timed out", "route": "run"}, settings) is None
+    assert cov.retry_reason({**over, "stopped": "budget"}, settings) is None
+
+
+def test_a_retry_runs_the_same_command_at_the_retry_budget_and_keeps_the_first_try(tmp_path):
+    fake = tmp_path / "fake_python"   # records its arguments, exits as a stopped set-up
+    fake.write_text('#!/bin/sh\necho "$@" >> "$(dirname "$0")/calls"\n'
+                    'echo "bread-stan run: not converged within the budget: the set-up '
+                    'needs a budget above 4 minutes, or fixed step counts (--steps)"\nexit 4\n')
+    fake.chmod(0o755)
+    settings = cov.SweepSettings(work=tmp_path, budget=3, timeout=60, python=str(fake),
+                                 retry_budget=10, retry_timeout=120)
+    row = cov.sweep_task({"program": "p", "status": "reaches AIS", "version": "v"},
+                         "p.stan", "p.json", settings)
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert len(calls) == 2 and "--budget 3 " in calls[0] and "--budget 10 " in calls[1]
+    assert calls[0].split("--out")[1] == calls[1].split("--out")[1]   # the same directory
+    assert row["budget"] == 10 and row["first_try"]["budget"] == 3
+    assert row["first_try"]["why"] == "set-up needs 4 minutes"
+    assert row["seconds"] == pytest.approx(row["first_try"]["seconds"] * 2, abs=1.0)
+    assert cov.retry_reason(row, settings) is None   # one retry only
+    # a row carried over from an earlier session goes straight to its retry
+    (tmp_path / "calls").unlink()
+    first = {k: row["first_try"][k] for k in ("seconds", "message", "budget")}
+    carried = {"program": "p", "status": "ran", "route": "run", "version": "v",
+               "stopped": "set-up over budget", **first}
+    tasks = cov.retry_tasks([carried, {**carried, "program": "q", "stopped": ""}],
+                            [("p", "p.stan", "p.json"), ("q", "q.stan", "q.json")], settings)
+    assert list(tasks) == ["p"] and tasks["p"][0]["retry"]
+    again = cov.sweep_task(*tasks["p"])
+    assert len((tmp_path / "calls").read_text().splitlines()) == 1 and again["budget"] == 10
+    meta = {"budget": 3, "timeout": 60, "workers": 1, "sessions": 2, "wall_seconds": 9,
+            "retry_budget": 10, "retry_timeout": 120}
+    cov.write_sweep([again], meta, tmp_path)
+    text = (tmp_path / "coverage_sweep.md").read_text()
+    assert "| 10 (retry: set-up needs 4 minutes at 3) |" in text
+    assert "Retried once at 10 minutes (time-out 120 s), in the same run directory: 1 " in text
+
+
+def test_a_prior_draw_that_breaks_the_parameters_own_simulation_goes_to_the_protocol():
+    seeds = ("bread-stan run: error: the parameters of draw 0 cannot be drawn: Exception: "
+             "normal_rng: Scale parameter is inf, but must be positive finite! (in 'x.stan')")
+    sir = ("bread-stan run: error: the parameters of draw 0 cannot be drawn: Exception: "
+           "sir_model_namespace::write_array: y[14][2] is -1.08797e-10, but must be greater "
+           "than or equal to 0.000000 (in 'x.stan')")
+    for message in (seeds, sir, "the simulator produced non-finite values: a[5] is inf",
+                    "the prior predictive overflows: the priors are too vague"):
+        assert cov._protocol_reason(cov._reason(message)), message
+    assert cov._reason(seeds).startswith("run: a prior draw gives an _rng an infinite")

@@ -24,7 +24,14 @@ For each of posteriordb's 120 Stan programs (with the data of its first posterio
   stanc stage or by the run itself) go to ``python -m bread_stan.cli protocol MODEL
   --data DATA --out WORK/protocol/NAME`` (plus ``--protocol-args``) instead: route
   "protocol", with the protocol's agreement flag and S-sweep test read from its
-  ``summary.json``.
+  ``summary.json``.  With ``--retry-budget M2``, a program whose set-up stopped it (a
+  pilot or the check would overrun M) and whose stated need is at most
+  ``RETRY_NEED_FACTOR`` (3) x M2 minutes (an early pace overstates it: by up to 3x,
+  measured), and a protocol run that timed out (the protocol has no budget), run once
+  more in the same run directory (what finished is reused) at M2 minutes with M2's
+  time-out; the row keeps the first try's seconds (counted in its own) and message, and
+  the table's budget column says which rows were retried and why.  ``--resume`` with
+  ``--retry-budget`` gives the table's rows of that kind their retry.
 
 The sweep's table, ``coverage_sweep.{md,json}``, has one row a program: status (ran,
 refused, timed out, failed, no data), route (run, protocol, refused), the step counts
@@ -55,7 +62,8 @@ committed.  Output: ``scripts/figures/posteriordb_coverage/``.  The table
         --posteriordb /path/to/posteriordb/.git --stage stanc
     PYTHONPATH=$PWD nice python scripts/studies/posteriordb_coverage.py \\
         --posteriordb /path/to/posteriordb/.git --stage sweep --budget 3 --workers 2 \\
-        --resume [--protocol] [--run-args "--budget-gradients 1e7"] [--only A B C]
+        --resume [--protocol] [--retry-budget 10] [--run-args "--budget-gradients 1e7"]
+        [--only A B C]
 """
 
 from __future__ import annotations
@@ -115,6 +123,11 @@ REASONS = [
     (r"line \d+: expected|unexpected", "parser: syntax outside the drafter's parser"),
     (r"simulation failed", "run: a prior draw gives an _rng an infinite or NaN argument "
                            "(simulation failed)"),
+    # the simulator's parameter draws themselves fail (no draw to check a redraw against)
+    (r"cannot be drawn: .*_rng: .* is (-?inf|nan)\b",
+     "run: a prior draw gives an _rng an infinite or NaN argument (simulation failed)"),
+    (r"cannot be drawn: .*write_array: .* must be",
+     "run: a prior draw breaks the simulation (a transformed parameter outside its bound)"),
     (r"appears on both sides of", "draft: a variable on both sides of ~ (autoregression)"),
 ]
 
@@ -228,6 +241,9 @@ PROTOCOL_REASONS = (
     "draft: parameter without a proper prior",
     "split: modelled data only through transformed data",
     "run: a prior draw gives an _rng an infinite or NaN argument",
+    "run: a prior draw breaks the simulation",
+    "run: a prior draw overflows double precision",
+    "run: the prior predictive overflows",
 )
 
 
@@ -245,6 +261,40 @@ class SweepSettings:
     protocol_args: tuple[str, ...] = ()
     version: str = ""
     python: str = field(default=sys.executable)
+    retry_budget: float | None = None   # minutes of the one retry (see :func:`retry_reason`)
+    retry_timeout: float = 0.0          # seconds per program of the retry
+
+
+# a set-up's stated need is an early projection; measured, it overstated the need by up to
+# 3x (radon_county_intercept: 23 minutes after 3 transitions, 7 after a whole beta)
+RETRY_NEED_FACTOR = 3.0
+
+
+def setup_need_minutes(message: str) -> float | None:
+    """The budget a run stopped in its set-up says it needs ("the set-up needs a budget
+    above X minutes|hours|s"), in minutes; None when the message names none."""
+    found = re.search(r"needs a budget above ([\d.e+]+) (minutes|hours|s)\b", message)
+    if not found:
+        return None
+    scale = {"minutes": 1.0, "hours": 60.0, "s": 1 / 60}[found.group(2)]
+    return float(found.group(1)) * scale
+
+
+def retry_reason(row: dict, settings: SweepSettings) -> str | None:
+    """Why a finished row gets its one retry at ``--retry-budget``, or None: a run stopped
+    in its set-up (a pilot or the check would overrun the budget) whose stated need is at
+    most RETRY_NEED_FACTOR retry budgets, or a protocol run that timed out (a run's own
+    budget stops it before its time-out; one that timed out overran outside it)."""
+    retry = settings.retry_budget
+    if retry is None or row.get("budget", settings.budget) >= retry:
+        return None
+    if row.get("status") == "timed out" and row.get("route") == "protocol":
+        return "timed out"   # the protocol has no budget of its own: more time is the retry
+    if row.get("stopped") == "set-up over budget":
+        need = setup_need_minutes(row.get("message", ""))
+        if need is not None and need <= RETRY_NEED_FACTOR * retry:
+            return f"set-up needs {need:.3g} minutes"
+    return None
 
 
 def _protocol_reason(reason: str) -> bool:
@@ -359,21 +409,26 @@ def read_run(out: Path) -> dict:
     return row
 
 
-def run_program(row: dict, program: Path, data: Path, settings: SweepSettings) -> dict:
+def run_program(row: dict, program: Path, data: Path, settings: SweepSettings,
+                budget: float | None = None, timeout: float | None = None) -> dict:
     """``bread-stan run --steps auto --budget M`` on one program (in a worker); its row.
-    A refusal the protocol may get past goes on to :func:`protocol_program`."""
+    A refusal the protocol may get past goes on to :func:`protocol_program`.  ``budget``
+    and ``timeout`` (default: the sweep's) are a retry's."""
     name, work = row["program"], settings.work
+    budget = settings.budget if budget is None else budget
+    timeout = settings.timeout if timeout is None else timeout
     (work / "runs").mkdir(parents=True, exist_ok=True)
     out = work / "runs" / name
     command = [settings.python, "-m", "bread_stan.cli", "run", str(program),
-               "--data", str(data), "--steps", "auto", "--budget", f"{settings.budget:g}",
+               "--data", str(data), "--steps", "auto", "--budget", f"{budget:g}",
                "--chains", str(settings.chains), "--threads", str(settings.threads),
                "--out", str(out), *settings.run_args]
-    code, seconds = _run_command(command, work / "runs" / f"{name}.log", settings.timeout)
-    facts = _log_facts((work / "runs" / f"{name}.log").read_text(), code, settings.timeout)
+    code, seconds = _run_command(command, work / "runs" / f"{name}.log", timeout)
+    facts = _log_facts((work / "runs" / f"{name}.log").read_text(), code, timeout)
     found = read_run(out)
     status = _status(code, found.pop("has_results"))
-    row = {**row, **facts, **found, "status": status, "route": "run", "seconds": seconds}
+    row = {**row, **facts, **found, "status": status, "route": "run", "seconds": seconds,
+           "budget": budget}
     if status == "ran" and "verdict" not in row:   # stopped before any step count
         row.update(verdict="not converged", stopped="set-up over budget",
                    predicted_T=row.pop("setup_predicted_T", None))
@@ -402,18 +457,21 @@ def read_protocol(out: Path) -> dict:
             "protocol_problems": _one_line("; ".join(summary.get("problems") or []))}
 
 
-def protocol_program(row: dict, program: Path, data: Path, settings: SweepSettings) -> dict:
+def protocol_program(row: dict, program: Path, data: Path, settings: SweepSettings,
+                     timeout: float | None = None) -> dict:
     """``bread-stan protocol`` on a program the run refused (in a worker); its row, route
-    "protocol", keeping the refusal's message and adding the protocol's seconds."""
+    "protocol", keeping the refusal's message and adding the protocol's seconds.
+    ``timeout`` (default: the sweep's) is a retry's."""
     name, work = row["program"], settings.work
+    timeout = settings.timeout if timeout is None else timeout
     (work / "protocol").mkdir(parents=True, exist_ok=True)
     out = work / "protocol" / name
     command = [settings.python, "-m", "bread_stan.cli", "protocol", str(program),
                "--data", str(data), "--threads", str(settings.threads), "--out", str(out),
                *settings.protocol_args]
     log = work / "protocol" / f"{name}.log"
-    code, seconds = _run_command(command, log, settings.timeout)
-    facts = _log_facts(log.read_text(), code, settings.timeout)
+    code, seconds = _run_command(command, log, timeout)
+    facts = _log_facts(log.read_text(), code, timeout)
     found = read_protocol(out)
     status = _status(code, found.pop("has_results"))
     refusal = {"refusal": row.get("message", ""), "reason": row.get("reason", "")}
@@ -422,14 +480,42 @@ def protocol_program(row: dict, program: Path, data: Path, settings: SweepSettin
             "protocol_seconds": seconds}
 
 
+def retry_program(row: dict, program: Path, data: Path, settings: SweepSettings) -> dict:
+    """A finished row's one retry (:func:`retry_reason`): the same command, in the same
+    run directory (what finished, such as a pilot, is reused), at ``--retry-budget``
+    with the time-out that budget gets; the row says why and keeps the first try's
+    seconds and message."""
+    first = {"seconds": row.get("seconds"), "message": row.get("message", ""),
+             "budget": row.get("budget", settings.budget), "why": retry_reason(row, settings)}
+    base = {k: row[k] for k in ("program", "data", "split", "version") if k in row}
+    if row.get("route") == "protocol":
+        base.update(refusal=row.get("refusal", ""), reason=row.get("reason", ""),
+                    message=row.get("refusal", ""), seconds=0)
+        again = protocol_program(base, program, data, settings, settings.retry_timeout)
+        again["budget"] = settings.retry_budget
+    else:
+        again = run_program(base, program, data, settings, settings.retry_budget,
+                            settings.retry_timeout)
+    again["seconds"] = round((first["seconds"] or 0) + (again.get("seconds") or 0), 1)
+    return {**again, "first_try": first}
+
+
 def sweep_task(row: dict, program: str, data: str, settings: SweepSettings) -> dict:
-    """One program on a worker: the run, or (a stanc-stage refusal) the protocol.  An
-    error of this script's own reading is the row's failure, not the sweep's."""
+    """One program on a worker: the run, or (a stanc-stage refusal) the protocol, then
+    its retry where :func:`retry_reason` gives one (a row carried over from an earlier
+    session with ``"retry": True`` goes straight to its retry).  An error of this
+    script's own reading is the row's failure, not the sweep's."""
     program, data = Path(program), Path(data)
     try:
+        if row.pop("retry", False):
+            return retry_program(row, program, data, settings)
         if row["status"] == "refused":
-            return protocol_program(row, program, data, settings)
-        return run_program(row, program, data, settings)
+            done = protocol_program(row, program, data, settings)
+        else:
+            done = run_program(row, program, data, settings)
+        if retry_reason(done, settings):
+            return retry_program(done, program, data, settings)
+        return done
     except Exception as error:  # noqa: BLE001 (a sweep records every failure and goes on)
         return {**row, "status": "failed", "route": "run",
                 "message": f"the sweep script: {type(error).__name__}: {_one_line(error)}"}
@@ -447,9 +533,9 @@ def kill_leftovers(work: Path) -> None:
 
 # -- the sweep's table ---------------------------------------------------------------------
 
-SWEEP_COLUMNS = ["program", "data", "status", "route", "steps", "bound", "verdict",
-                 "predicted T (1 nat)", "seconds", "compile s", "setup share", "agreement",
-                 "sweep test", "version", "message"]
+SWEEP_COLUMNS = ["program", "data", "status", "route", "budget (min)", "steps", "bound",
+                 "verdict", "predicted T (1 nat)", "seconds", "compile s", "setup share",
+                 "agreement", "sweep test", "version", "message"]
 
 
 def _bound_cell(r: dict) -> str:
@@ -483,10 +569,21 @@ def _message_cell(r: dict) -> str:
     return r.get("message", "") if r["status"] != "ran" else r.get("refusal", "")
 
 
+def _budget_cell(r: dict) -> str:
+    """The budget of the row's run (minutes; blank for a refusal), and the first try's
+    where the row is a retry."""
+    if r.get("route") not in ("run", "protocol") or r["status"] == "refused":
+        return ""
+    first = r.get("first_try")
+    if not first:
+        return "" if r.get("route") == "protocol" else f"{r.get('budget', '')}"
+    return f"{r.get('budget'):g} (retry: {first.get('why')} at {first.get('budget'):g})"
+
+
 def _cells(r: dict) -> list:
     share = r.get("setup_share")
     return [r["program"], r.get("data") or "", r["status"], r.get("route", ""),
-            ", ".join(map(str, r.get("steps") or [])), _bound_cell(r), _verdict_cell(r),
+            _budget_cell(r), ", ".join(map(str, r.get("steps") or [])), _bound_cell(r), _verdict_cell(r),
             _predicted_cell(r), r.get("seconds", ""), r.get("compile_seconds", ""),
             "" if share is None else f"{share:.0%}", r.get("agreement", ""),
             r.get("sweep_test", ""), r.get("version", ""), _message_cell(r)]
@@ -495,6 +592,17 @@ def _cells(r: dict) -> list:
 def _counts(rows: list[dict], key: str, where=lambda r: True) -> str:
     counts = Counter(str(r.get(key) or "none") for r in rows if where(r))
     return ", ".join(f"{k}: {v}" for k, v in counts.most_common()) or "none"
+
+
+def _retry_sentence(rows: list[dict], meta: dict) -> str:
+    if not meta.get("retry_budget"):
+        return ""
+    retried = sum(1 for r in rows if r.get("first_try"))
+    return (f" Retried once at {meta['retry_budget']:g} minutes (time-out "
+            f"{meta['retry_timeout']:.0f} s), in the same run directory: {retried} programs, "
+            f"those stopped in their set-up whose stated need was at most "
+            f"{RETRY_NEED_FACTOR:g} x {meta['retry_budget']:g} minutes, and the protocol runs "
+            "that timed out; their seconds include the first try.")
 
 
 def sweep_totals(rows: list[dict], meta: dict) -> list[str]:
@@ -506,7 +614,8 @@ def sweep_totals(rows: list[dict], meta: dict) -> list[str]:
     return [
         f"{len(rows)} programs; budget {meta['budget']:g} minutes a program "
         f"(--steps auto), time-out {meta['timeout']:.0f} s, {meta['workers']} worker(s); "
-        f"code version{'s' if len(versions) > 1 else ''}: {', '.join(versions)}.", "",
+        f"code version{'s' if len(versions) > 1 else ''}: {', '.join(versions)}."
+        + _retry_sentence(rows, meta), "",
         f"- by status: {_counts(rows, 'status')}",
         f"- by route: {_counts(rows, 'route')}",
         f"- verdicts of the programs that ran: {_counts(ran, 'verdict')}",
@@ -591,23 +700,42 @@ def plan(programs, done: set, args, settings: SweepSettings) -> tuple[list, dict
     return finished, tasks
 
 
+def retry_tasks(kept: list[dict], programs, settings: SweepSettings) -> dict:
+    """The tasks of the rows carried over from earlier sessions that get their one retry
+    (:func:`retry_reason`), timed-out rows first, then by the set-up's stated need,
+    largest first."""
+    paths = {name: (program, data) for name, program, data in programs}
+    due = [r for r in kept if r["program"] in paths and retry_reason(r, settings)]
+    due.sort(key=lambda r: (r["status"] != "timed out",
+                            -(setup_need_minutes(r.get("message", "")) or 0)))
+    return {r["program"]: ({**r, "retry": True}, str(paths[r["program"]][0]),
+                           str(paths[r["program"]][1]), settings) for r in due}
+
+
 def sweep(args) -> int:
     """The sweep stage: plan, then the programs over the workers, the table after each."""
     from bread_stan.parallel.executor import Executor
 
     start = time.perf_counter()
+    timeout = lambda budget: args.timeout_factor * 60 * budget + args.compile_allowance  # noqa: E731
     settings = SweepSettings(
         work=args.work, budget=args.budget, threads=args.threads,
-        timeout=args.timeout_factor * 60 * args.budget + args.compile_allowance,
-        run_args=tuple(shlex.split(args.run_args)), protocol=args.protocol,
-        protocol_args=tuple(shlex.split(args.protocol_args)), version=code_version())
+        timeout=timeout(args.budget), run_args=tuple(shlex.split(args.run_args)),
+        protocol=args.protocol, protocol_args=tuple(shlex.split(args.protocol_args)),
+        version=code_version(), retry_budget=args.retry_budget,
+        retry_timeout=timeout(args.retry_budget or 0))
     kept, before = _kept_rows(args, args.budget)
-    rows, tasks = plan(extract(args.posteriordb, args.work),
-                       {r["program"] for r in kept}, args, settings)
-    rows = kept + rows
+    programs = extract(args.posteriordb, args.work)
+    rows, tasks = plan(programs, {r["program"] for r in kept}, args, settings)
+    retries = retry_tasks(kept, programs, settings)
+    rows = [r for r in kept if r["program"] not in retries] + rows
+    tasks = {**retries, **tasks}
 
     def meta() -> dict:
         return {"budget": args.budget, "timeout": settings.timeout, "workers": args.workers,
+                "retry_budget": args.retry_budget or before.get("retry_budget"),
+                "retry_timeout": (settings.retry_timeout if args.retry_budget
+                                  else before.get("retry_timeout")),
                 "run_args": args.run_args, "protocol": args.protocol,
                 "sessions": before.get("sessions", 0) + 1,
                 "wall_seconds": round(before.get("wall_seconds", 0)
@@ -711,6 +839,12 @@ def build_parser() -> argparse.ArgumentParser:
                         help="sweep: a program's time-out is this many budgets ...")
     parser.add_argument("--compile-allowance", type=float, default=600.0,
                         help="sweep: ... plus this many seconds for the compiles")
+    parser.add_argument("--retry-budget", type=float, default=None, metavar="M2",
+                        help="sweep: run once more, at M2 minutes (time-out from M2 too), "
+                             "each program stopped in its set-up whose stated need is at "
+                             f"most {RETRY_NEED_FACTOR:g} x M2, and each protocol run that "
+                             "timed out; "
+                             "with --resume, the table's rows of that kind too")
     parser.add_argument("--run-args", default="",
                         help='sweep: more flags for every run, e.g. "--budget-gradients N"')
     parser.add_argument("--protocol", action="store_true",
