@@ -57,7 +57,10 @@ from ..stan.model import unflatten_draws
 from ..stan.tempered import StanTarget
 from ..store import CorruptFileError, load_unit, save_unit, write_atomic
 
-__all__ = ["FitSettings", "FitResult", "fit", "warmup_windows", "cmdstan_available"]
+__all__ = ["FitSettings", "FitResult", "fit", "stan_inits", "warmup_windows",
+           "cmdstan_available", "INIT_TRIES"]
+
+INIT_TRIES = 100  # Stan's: draws of uniform(-2, 2) a chain tries before it gives up
 
 log = logging.getLogger(__name__)
 
@@ -187,6 +190,27 @@ def warmup_windows(warmup: int, init_buffer: int = 75, term_buffer: int = 50,
         windows.append((start, end))
         start, size = end, 2 * size
     return windows
+
+
+def stan_inits(target, n: int, rng: np.random.Generator, radius: float = 2.0
+               ) -> np.ndarray:
+    """Stan's default starting points: (n, d) draws of uniform(-radius, radius) on the
+    unconstrained scale, each chain drawing again, as Stan does, where the log density or
+    its gradient is not finite there (up to :data:`INIT_TRIES` draws).  Where every
+    first draw is finite these are ``rng.uniform(-radius, radius, (n, d))``.  A chain
+    with no finite draw in :data:`INIT_TRIES` is an :class:`InputError`."""
+    inits = rng.uniform(-radius, radius, size=(n, target.dim))
+    for _ in range(INIT_TRIES - 1):
+        ev = target.evaluate(inits, gradient=True)
+        bad = ~(np.isfinite(ev.log_prior + ev.log_lik)
+                & np.all(np.isfinite(ev.grad_prior + ev.grad_lik), axis=1))
+        if not bad.any():
+            return inits
+        inits[bad] = rng.uniform(-radius, radius, size=(int(bad.sum()), target.dim))
+    raise InputError(f"no starting point with a finite log density and gradient in "
+                     f"{INIT_TRIES} draws of uniform(-{radius:g}, {radius:g}) on the "
+                     "unconstrained scale (Stan's default inits): the model rejects almost "
+                     "everywhere there; check its constraints and its rejections")
 
 
 def _own_nuts(target: StanTarget, inits: np.ndarray, settings: FitSettings, seed: int

@@ -66,6 +66,7 @@ from ..stan.tempered import JointTarget
 from .base_fit import fit_q
 from .common import default_name, fingerprints, output_directory, program_text, setup_warnings
 from .data_check import data_check
+from .fit import stan_inits
 from .problem import Problem
 from .programs import PROGRAMS_DIR, likelihood_names, record
 from .protocol_result import ProtocolResult, replicate_path, write_header
@@ -245,8 +246,8 @@ def _run(ctx: Context, model, directory, likelihood, hyper, stem, data) -> Proto
     (compiled,), _ = compile_with_simulator([prepared.model], prepared.simulator)
     stan_real = StanModel(compiled, full_data(compiled, data), threads=ctx.run.threads)
     rng = np.random.default_rng(ctx.seed(Purpose.FIT_INIT))
-    fitted = real_fit(ctx, GaussianBaseTarget(stan_real, GaussianBase.standard(stan_real.dim)),
-                      lambda n: rng.uniform(-2, 2, size=(n, stan_real.dim)))
+    target = GaussianBaseTarget(stan_real, GaussianBase.standard(stan_real.dim))
+    fitted = real_fit(ctx, target, lambda n: stan_inits(target, n, rng))
     prepared, compiled, sim, values, rhat, checks = _fixed_simulator(
         ctx, prepared, lambda names: _draft(model, directory, likelihood,
                                             [*hyper, *flat, *names], True, stem)[0],

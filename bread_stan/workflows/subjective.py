@@ -59,7 +59,7 @@ from ..rng import Purpose, derived_seed
 from .common import (default_name, fingerprints, load_or_tune, output_directory, program_text,
                      resume_steps, setup_warnings)
 from .settings import RunSettings, SamplerSettings
-from .fit import FitResult, FitSettings, fit
+from .fit import FitResult, FitSettings, fit, stan_inits
 from .auto_path import prior_path_only
 
 __all__ = ["BaseSettings", "Reference", "ReferenceDrawsError", "load_reference", "reference_check",
@@ -259,7 +259,7 @@ def own_fit(stan: StanModel, settings: FitSettings, seed: int, out: Path | None)
         return FitResult.load(where)
     target = GaussianBaseTarget(stan, GaussianBase.standard(stan.dim))
     rng = np.random.default_rng(derived_seed(seed, Purpose.SUBJECTIVE_FIT))
-    inits = rng.uniform(-2, 2, size=(settings.chains, stan.dim))  # Stan's default inits
+    inits = stan_inits(target, settings.chains, rng)
     result = fit(target, inits, settings=settings, seed=derived_seed(seed, Purpose.SUBJECTIVE_FIT))
     if where is not None:
         result.save(where)
