@@ -138,7 +138,8 @@ class Simulator:
                 index, message = next(iter(failures.items()))
                 bad = nonfinite_entries(self.data)
                 bound = _BOUND.search(message)
-                cause = "" if REJECTED in message or SIZE_REJECTED in message else (
+                rejected = REJECTED in message or SIZE_REJECTED in message
+                cause = "" if rejected else (
                     f" (the data given to the simulator are not finite: "
                          f"{', '.join(bad)})" if bad else
                          f" ({bound['name']} was drawn outside its declared bound "
@@ -151,7 +152,7 @@ class Simulator:
                          "parameters and data; a prior as vague as inv_gamma(0.001, 0.001), "
                          "or normal(0, 1000) under exp or inv_logit, overflows: give proper, "
                          "weakly informative priors, or check the simulator's data)")
-                vague = not (bad or bound or REJECTED in message or SIZE_REJECTED in message)
+                vague = not (rejected or bad or bound)   # the last cause: a prior draw
                 raise (PriorDrawError if vague else StanDataError)(
                     f"simulation failed for {rc} draw(s); draw {first + start + index}: "
                     f"{message}{cause}")

@@ -45,10 +45,10 @@ def settle(problems: list[Problem], simulator: Simulator, sampler: SamplerSettin
     keep = run.path == "auto" and out_dir is not None
     if keep:
         saved = load_choice(out_dir, key, sampler, run)
-        if saved is not None and (saved.choice.holds_for(run.budget_minutes)
-                                  or RunDirectory(out_dir, None).header() is not None):
+        holds = saved is not None and saved.choice.holds_for(run.budget_minutes)
+        if saved is not None and (holds or RunDirectory(out_dir, None).header() is not None):
             log.info("%s: the path choice saved in %s: %s%s", name, out_dir,
-                     saved.choice.message, "" if saved.choice.holds_for(run.budget_minutes)
+                     saved.choice.message, "" if holds
                      else "; kept, as results on it are saved there (a new output "
                      "directory chooses again, within this run's budget)")
             return saved
