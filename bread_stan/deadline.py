@@ -34,12 +34,13 @@ class OverBudget(BreadStanError):
     within the budget (the command line exits 4, as for a run that did not converge).
     ``what``: the loop; ``needed``: the seconds it alone would take; ``steps``: the step
     count a tuned path's pilot predicts for the converged level, where one was tuned
-    before the loop stopped (None otherwise)."""
+    before the loop stopped (None otherwise); ``pilot``: the loop was a pilot's tuning
+    along beta, which a leaner pilot can replace (:mod:`bread_stan.workflows.lean_pilot`)."""
 
     def __init__(self, message: str, what: str = "", needed: float = float("nan"),
-                 steps: int | None = None):
+                 steps: int | None = None, pilot: bool = False):
         super().__init__(message)
-        self.what, self.needed, self.steps = what, needed, steps
+        self.what, self.needed, self.steps, self.pilot = what, needed, steps, pilot
 
 
 @dataclass(frozen=True)
@@ -70,9 +71,10 @@ def seconds_left() -> float | None:
     return None if deadline is None else deadline.at - time.monotonic()
 
 
-def keep_pace(what: str, done: int, total: int, started: float) -> None:
+def keep_pace(what: str, done: int, total: int, started: float, pilot: bool = False) -> None:
     """Raise :class:`OverBudget` when ``total - done`` more items, at the pace of the
-    ``done`` since ``started`` (``time.monotonic()``), would end past the deadline."""
+    ``done`` since ``started`` (``time.monotonic()``), would end past the deadline
+    (``pilot``: the loop is a pilot's tuning along beta, as the error then says)."""
     deadline = _DEADLINE.get()
     if deadline is None or done <= 0 or done >= total:
         return
@@ -87,4 +89,4 @@ def keep_pace(what: str, done: int, total: int, started: float) -> None:
             f"alone would take about {duration(needed)} ({done} of {total} after "
             f"{duration(now - started)}), so no step count could run; the set-up needs a "
             f"budget above {duration(before + needed)}, or fixed step counts (--steps)",
-            what, needed)
+            what, needed, pilot=pilot)

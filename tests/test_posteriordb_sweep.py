@@ -134,7 +134,7 @@ def test_an_error_of_the_scripts_own_reading_fails_the_row_not_the_sweep(tmp_pat
     assert row["status"] == "failed" and "the sweep script: FileNotFoundError" in row["message"]
 
 
-def test_a_retry_is_due_for_a_set_up_that_needs_at_most_three_retry_budgets():
+def test_a_retry_is_due_for_a_set_up_that_needs_at_most_three_retry_budgets_or_a_near_miss():
     assert cov.setup_need_minutes("... the set-up needs a budget above 3.18 minutes, or") \
         == 3.18
     assert cov.setup_need_minutes("needs a budget above 5.81 hours, or") == pytest.approx(348.6)
@@ -154,6 +154,13 @@ def test_a_retry_is_due_for_a_set_up_that_needs_at_most_three_retry_budgets():
     # a run's own budget stops it; one that timed out overran outside the budget
     assert cov.retry_reason({"status": "timed out", "route": "run"}, settings) is None
     assert cov.retry_reason({**over, "stopped": "budget"}, settings) is None
+    # not converged, with a predicted T whose minutes fit in the retry beside those spent
+    # (posteriordb's Mh_model at 3 minutes: 150 s, then T = 1,800 in about 3.95 minutes)
+    short = {"status": "ran", "route": "run", "stopped": "budget", "seconds": 150.4,
+             "predicted_T": 1800.0, "predicted_minutes": 3.95}
+    assert cov.retry_reason(short, settings) == "T = 1800 predicted, 6.46 minutes in all"
+    assert cov.retry_reason({**short, "predicted_minutes": 7.6}, settings) is None
+    assert cov.retry_reason({**short, "predicted_minutes": None}, settings) is None
 
 
 def test_a_retry_runs_the_same_command_at_the_retry_budget_and_keeps_the_first_try(tmp_path):

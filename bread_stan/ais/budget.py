@@ -393,14 +393,18 @@ def _finish(record: AutoSteps, fit: DecayFit | None, seconds: Meter | None,
     return record
 
 
-def budget_sentence(record: dict, bound: float, path: str | None = None) -> str:
+def budget_sentence(record: dict, bound: float, path: str | None = None,
+                    pilot: dict | None = None) -> str:
     """The verdict of a run with ``--steps auto`` in one sentence (``bound``: the bound
     at its largest T); empty when it stopped on an inconsistent step count.  ``path``:
-    the path ``--path auto`` chose (None when the path was given), which the command
-    that reproduces the numbers names."""
+    the path ``--path auto`` chose (None when the path was given) and ``pilot``: the
+    leaner pilot a budget took (``pilot_grid``, ``pilot_steps``; None when none), which
+    the command that reproduces the numbers names."""
     auto = AutoSteps(**record)
     steps = ",".join(map(str, sorted(auto.chosen)))
-    same = f"--steps {steps}" + (f" --path {path}" if path else "")
+    same = (f"--steps {steps}" + (f" --path {path}" if path else "")
+            + (f" --pilot-grid {pilot['pilot_grid']} --pilot-steps {pilot['pilot_steps']}"
+               if pilot else ""))
     minutes = " and ".join(
         ([f"{auto.budget_minutes:g} minute{'' if auto.budget_minutes == 1 else 's'}"]
          if auto.budget_minutes is not None else [])

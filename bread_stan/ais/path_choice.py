@@ -159,8 +159,11 @@ class PathChoice:
     "gaussian"), ``path`` the one taken, ``reason`` one sentence, and the number it was
     based on (``loglik_sd`` over ``n_draws`` prior draws against ``limit``; None when no
     number was needed).  ``budget_minutes``: the budget that decided the choice (a rival
-    pilot stopped because it would overrun it), else None: such a choice depends on the
-    machine's speed, and a run with a larger budget chooses again."""
+    pilot stopped because it would overrun it, or a leaner pilot taken because the
+    requested one would), else None: such a choice depends on the machine's speed, and a
+    run with a larger budget chooses again.  ``pilot``: the pilot settings a budget made
+    leaner (``{"pilot_grid": G, "pilot_steps": S}``; :mod:`bread_stan.workflows.lean_pilot`),
+    else None; the run's sampler takes them."""
 
     requested: str
     path: str
@@ -170,6 +173,7 @@ class PathChoice:
     limit: float | None = None
     costs: dict | None = None  # path -> PathCost fields, when the pilots compared them
     budget_minutes: float | None = None
+    pilot: dict | None = None
 
     @property
     def tempering_strands(self) -> bool:

@@ -268,8 +268,8 @@ class BreadResult:
         if self.extra.get("auto_steps"):  # steps="auto": the budget's verdict first
             choice = self.extra.get("path_choice") or {}
             chosen = choice.get("path") if choice.get("requested") == "auto" else None
-            text = (budget_sentence(self.extra["auto_steps"], last.bound.estimate, chosen)
-                    + " " + text).strip()
+            text = (budget_sentence(self.extra["auto_steps"], last.bound.estimate, chosen,
+                                    choice.get("pilot")) + " " + text).strip()
         if self.status == "converged" and not last.converged:
             best = min((v for v in verdicts if v.converged), key=lambda v: v.n_steps)
             text += f" (It converged at {best.n_steps} distributions.)"

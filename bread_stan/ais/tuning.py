@@ -457,7 +457,7 @@ class _Pilot:
             what, total, began, before = self.pace
             done = (self.transitions - before) // self.n
             if done >= _PACE_AFTER:
-                keep_pace(what, done, total, began)
+                keep_pace(what, done, total, began, pilot=True)
         return state, info
 
     def burn_in(self, state, beta: float, step: float, metric, n_steps: int):

@@ -70,8 +70,8 @@ def _whole(least: int):
 
 
 def _add_kernel_options(p) -> None:
-    """--kernel, --pilot-chains, --leapfrog and --max-depth (read by the CLI into
-    SamplerSettings)."""
+    """--kernel, --pilot-chains, --pilot-grid, --pilot-steps, --leapfrog and --max-depth
+    (read by the CLI into SamplerSettings)."""
     smc = "--algorithm smc and " if p.prog.split()[-1] in ("run", "compare", "subjective") else ""
     p.add_argument("--kernel", choices=sorted(KERNELS), default="nuts",
                    help="Markov kernel at each temperature: nuts, hmc, or imh (independent "
@@ -81,6 +81,13 @@ def _add_kernel_options(p) -> None:
     p.add_argument("--pilot-chains", type=_whole(2), default=32,
                    help="pilot chains that tune the kernel (imh: the pilot SMC's "
                    "particles) (default 32)")
+    p.add_argument("--pilot-grid", type=_whole(2), default=16,
+                   help="the pilot's grid betas per three decades of beta (default 16; "
+                   "a run with --budget that took fewer says so, and its reproducing "
+                   "command names them)")
+    p.add_argument("--pilot-steps", type=_whole(1), default=20,
+                   help="the pilot's adapting transitions at each grid beta, after 5 "
+                   "unadapted ones (default 20)")
     p.add_argument("--leapfrog", type=_whole(1), default=10, help="HMC leapfrog steps (default 10)")
     p.add_argument("--max-depth", type=_whole(1), default=8,
                    help="NUTS maximum tree depth (default 8)")

@@ -81,7 +81,8 @@ def _sampler(args, **extra):
     from ..workflows.bread import SamplerSettings
 
     return SamplerSettings(kernel=args.kernel, n_leapfrog=args.leapfrog,
-                           max_depth=args.max_depth, pilot_chains=args.pilot_chains, **extra)
+                           max_depth=args.max_depth, pilot_chains=args.pilot_chains,
+                           pilot_grid=args.pilot_grid, pilot_steps=args.pilot_steps, **extra)
 
 
 def _data(arg: str | None):

@@ -76,7 +76,10 @@ class Resolution:
 def concrete(sampler: SamplerSettings, run: RunSettings, choice: PathChoice,
              fitted=None, tuned=None) -> Resolution:
     """The resolution that runs ``choice``'s path with the requested ``sampler`` and
-    ``run`` made concrete for it."""
+    ``run`` made concrete for it (the sampler with ``choice``'s leaner pilot, if a budget
+    took one)."""
+    if choice.pilot:   # a leaner pilot that a budget took (workflows.lean_pilot)
+        sampler = replace(sampler, **choice.pilot)
     return Resolution(sampler.for_path(choice.path), replace(run, path=choice.path), choice,
                       fitted, tuned)
 

@@ -47,7 +47,7 @@ from ..stan.compile import CompiledModel
 from ..stan.data import load_data
 from ..stan.simulator import Simulator, compile_with_simulator, draw_at
 from ..parallel.steps import run_steps_in_shards
-from .common import (ResumeMismatchError, check_program, default_name,
+from .common import (ResumeMismatchError, check_known_bounds, check_program, default_name,
                      fingerprints, output_directory, program_text, resume_steps,
                      setup_warnings, warn_if_costly)
 from .problem import (Problem, join_problems, largest_simulated_value, pilot_draws,
@@ -55,11 +55,12 @@ from .problem import (Problem, join_problems, largest_simulated_value, pilot_dra
 from .settings import RunSettings, SamplerSettings
 from .auto_path import Resolution, pilot_inputs, resolve_path
 from .saved_choice import settle
+from .lean_pilot import lean_settings
 from .programs import attach, prepared
 from ..ais.path_choice import PathChoice, given
 from .simulator_check import (CheckDraws, CheckSettings, SimulatorCheck, check_simulator,
                               simulate_check_draws)
-from ..deadline import set_up_by
+from ..deadline import OverBudget, set_up_by
 from ..errors import BreadStanError, InputError
 
 __all__ = ["SamplerSettings", "RunSettings", "VerdictSettings", "bread", "compare",
@@ -355,7 +356,7 @@ def bread(model, simulator=None, data=None, *, sampler: SamplerSettings = Sample
     check_program("model", model)
     if simulator is not None:
         check_program("simulator", simulator)
-    _check_known_bounds(known_log_ml_bounds)
+    check_known_bounds(known_log_ml_bounds)
     out = Path(out_dir) if out_dir is not None else None
     name = name or default_name(model)
     with output_directory(out), prepared([model], simulator, out, [name],
@@ -384,29 +385,20 @@ def _bread(model, simulator, data, sampler: SamplerSettings, run: RunSettings, h
         check_draws = (simulate_check_draws(sim, data, _check_settings(run), run.threads,
                                             compiled) if run.check_simulator else None)
         requested = _header(name, model, simulator, data, sampler, run, hyper)["fingerprint"]
-        settled = settle(problems, sim, sampler, run, name, out, requested)
-        header = _header(name, model, simulator, data, settled.sampler, settled.run, hyper)
-        return _run_problem(problems, sim, settled.sampler, settled.run, out, header,
-                            known_log_ml_bounds, verdict or VerdictSettings(), data, executor,
-                            settled.choice, settled.fitted, settled.tuned,
-                            check_draws=check_draws, started=started)
 
-
-def _check_known_bounds(known: Mapping[str, float] | None) -> None:
-    """Refuse trusted bounds on log p(y) that cannot be bounds: other keys than "upper"
-    and "lower", values that are not finite, an upper bound below the lower bound."""
-    known = dict(known or {})
-    unknown = sorted(set(known) - {"upper", "lower"})
-    if unknown:
-        raise InputError(f"known_log_ml_bounds takes 'upper' and 'lower', not {unknown}")
-    for side, value in known.items():
-        if not np.isfinite(value):
-            raise InputError(f"the known {side} bound on log p(y) must be a finite number, "
-                             f"not {value}")
-    if known.get("upper", np.inf) < known.get("lower", -np.inf):
-        raise InputError(f"the known upper bound {known['upper']:g} on log p(y) lies below "
-                         f"the known lower bound {known['lower']:g}: swap them "
-                         "(--known-upper takes the larger)")
+        def attempt(lean: dict | None) -> BreadResult:
+            settled = settle(problems, sim, sampler, run, name, out, requested, lean)
+            header = _header(name, model, simulator, data, settled.sampler, settled.run,
+                             hyper)
+            return _run_problem(problems, sim, settled.sampler, settled.run, out, header,
+                                known_log_ml_bounds, verdict or VerdictSettings(), data,
+                                executor, settled.choice, settled.fitted, settled.tuned,
+                                check_draws=check_draws, started=started)
+        try:
+            return attempt(None)
+        except OverBudget as over:   # a pilot past the budget: once more, leaner
+            return attempt(lean_settings(over, sampler, budget,
+                                         time.monotonic() - started, name))
 
 
 def _truth_draws(simulator: Simulator, run: RunSettings) -> list[dict]:

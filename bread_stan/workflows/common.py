@@ -30,7 +30,7 @@ from ..progress import duration
 from ..stan.compile import CompiledModel
 from ..store import check_writable, clean_temporaries, lock
 
-__all__ = ["ResumeMismatchError", "check_program", "check_resumable", "cost_estimate",
+__all__ = ["ResumeMismatchError", "check_known_bounds", "check_program", "check_resumable", "cost_estimate",
            "default_name", "fingerprint", "fingerprints", "output_directory", "program_text",
            "load_or_tune", "resume_steps", "setup_warnings", "warn_if_costly"]
 
@@ -222,3 +222,20 @@ def load_or_tune(path: Path | None, target, kernel, base_params, config: TuningC
     return directory.load_or_fit("prior", lambda: tune_kernel(
         target, kernel, base_params, draw_pilot(seed), seed=seed, config=config,
         progress=progress))
+
+
+def check_known_bounds(known: Mapping[str, float] | None) -> None:
+    """Refuse trusted bounds on log p(y) that cannot be bounds: other keys than "upper"
+    and "lower", values that are not finite, an upper bound below the lower bound."""
+    known = dict(known or {})
+    unknown = sorted(set(known) - {"upper", "lower"})
+    if unknown:
+        raise InputError(f"known_log_ml_bounds takes 'upper' and 'lower', not {unknown}")
+    for side, value in known.items():
+        if not np.isfinite(value):
+            raise InputError(f"the known {side} bound on log p(y) must be a finite number, "
+                             f"not {value}")
+    if known.get("upper", np.inf) < known.get("lower", -np.inf):
+        raise InputError(f"the known upper bound {known['upper']:g} on log p(y) lies below "
+                         f"the known lower bound {known['lower']:g}: swap them "
+                         "(--known-upper takes the larger)")

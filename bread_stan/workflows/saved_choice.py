@@ -16,12 +16,15 @@ would overrun it, :attr:`PathChoice.budget_minutes`): it depends on the machine'
 so a run with a larger budget, or none, chooses again where no results are saved yet (a
 run stopped in its set-up); where they are, it keeps the choice and its results.  A
 choice saved for other
-settings is ignored and made again; a damaged file is set aside with a warning.
+settings is ignored and made again; a damaged file is set aside with a warning.  A
+leaner pilot that a budget took (:mod:`~bread_stan.workflows.lean_pilot`) is kept the
+same way, for a path chosen automatically or set by hand: it is a budget's choice too.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from pathlib import Path
 
 from ..ais.gaussian_base import GaussianBase
@@ -38,12 +41,15 @@ log = logging.getLogger(__name__)
 
 
 def settle(problems: list[Problem], simulator: Simulator, sampler: SamplerSettings,
-           run: RunSettings, name: str, out_dir: Path | None, key: str) -> Resolution:
+           run: RunSettings, name: str, out_dir: Path | None, key: str,
+           lean: dict | None = None) -> Resolution:
     """The run's path: read from ``out_dir`` when a choice for the settings ``key`` is
     saved there, else chosen (:func:`~bread_stan.workflows.auto_path.resolve_path`) and
-    saved.  Only an automatic choice is kept; a path set by hand needs no pilot."""
-    keep = run.path == "auto" and out_dir is not None
-    if keep:
+    saved.  An automatic choice is kept, and so is any choice made with ``lean``, the
+    leaner pilot settings a budget took (:mod:`~bread_stan.workflows.lean_pilot`; the
+    choice records them and the budget); a path set by hand with the requested pilot
+    needs nothing kept."""
+    if out_dir is not None and lean is None:
         saved = load_choice(out_dir, key, sampler, run)
         holds = saved is not None and saved.choice.holds_for(run.budget_minutes)
         if saved is not None and (holds or RunDirectory(out_dir, None).header() is not None):
@@ -57,8 +63,13 @@ def settle(problems: list[Problem], simulator: Simulator, sampler: SamplerSettin
                      "budget of %g minutes, and this run has %s", name, saved.choice.path,
                      saved.choice.budget_minutes,
                      "none" if run.budget_minutes is None else f"{run.budget_minutes:g}")
-    settled = resolve_path(problems, simulator, sampler, run, name)
-    if keep:
+    if lean is None:
+        settled = resolve_path(problems, simulator, sampler, run, name)
+    else:
+        settled = resolve_path(problems, simulator, replace(sampler, **lean), run, name)
+        settled = replace(settled, choice=replace(settled.choice, pilot=dict(lean),
+                                                  budget_minutes=run.budget_minutes))
+    if out_dir is not None and (run.path == "auto" or lean is not None):
         save_choice(out_dir, key, settled)
     return settled
 

@@ -283,7 +283,9 @@ def setup_need_minutes(message: str) -> float | None:
 def retry_reason(row: dict, settings: SweepSettings) -> str | None:
     """Why a finished row gets its one retry at ``--retry-budget``, or None: a run stopped
     in its set-up (a pilot or the check would overrun the budget) whose stated need is at
-    most RETRY_NEED_FACTOR retry budgets, or a protocol run that timed out (a run's own
+    most RETRY_NEED_FACTOR retry budgets, a run not converged within its budget whose
+    predicted T would end within the retry budget (its minutes so far, which the resumed
+    run counts, plus the predicted T's), or a protocol run that timed out (a run's own
     budget stops it before its time-out; one that timed out overran outside it)."""
     retry = settings.retry_budget
     if retry is None or row.get("budget", settings.budget) >= retry:
@@ -294,6 +296,11 @@ def retry_reason(row: dict, settings: SweepSettings) -> str | None:
         need = setup_need_minutes(row.get("message", ""))
         if need is not None and need <= RETRY_NEED_FACTOR * retry:
             return f"set-up needs {need:.3g} minutes"
+    if row.get("stopped") == "budget" and row.get("predicted_minutes") is not None:
+        minutes = float(row.get("seconds") or 0) / 60 + float(row["predicted_minutes"])
+        if minutes <= retry:
+            return (f"T = {float(row['predicted_T']):.0f} predicted, {minutes:.3g} minutes "
+                    "in all")
     return None
 
 
