@@ -30,9 +30,10 @@ from ..progress import duration
 from ..stan.compile import CompiledModel
 from ..store import check_writable, clean_temporaries, lock
 
-__all__ = ["ResumeMismatchError", "check_known_bounds", "check_program", "check_resumable", "cost_estimate",
-           "default_name", "fingerprint", "fingerprints", "output_directory", "program_text",
-           "load_or_tune", "resume_steps", "setup_warnings", "warn_if_costly"]
+__all__ = ["ResumeMismatchError", "check_known_bounds", "check_program", "check_resumable",
+           "cost_estimate", "default_name", "fingerprint", "fingerprints",
+           "output_directory", "program_text", "load_or_tune", "resume_steps",
+           "setup_warnings", "warn_if_costly"]
 
 log = logging.getLogger(__name__)
 

@@ -22,6 +22,7 @@ and the bound stay valid under any tuning, since the pilot never touches scored 
 from __future__ import annotations
 
 import logging
+
 from ..ais.tuning import TuningConfig
 from ..deadline import OverBudget, seconds_left
 from ..progress import duration
