@@ -143,3 +143,30 @@ def test_promoted_program_end_to_end_contains_the_closed_form_log_ml(tmp_path):
     for row in result.summary().itertuples():
         assert row.log_ml_lower <= exact + Z * row.log_ml_lower_se
         assert row.log_ml_upper >= exact - Z * row.log_ml_upper_se
+
+
+@pytest.mark.stan
+def test_programs_compared_read_one_data_set_or_are_refused(tmp_path):
+    """``compare`` runs its programs on one data set: two programs whose splits promote
+    ly alike run on the promoted data (before, compare passed the user's data on
+    unconverted, and the promoted programs found no ly); a program that reads log-normal
+    y as given beside one that promotes ly reads other data, and is refused in one line.
+    Breaks tried: compare without the conversion (the first run fails: its data hold y,
+    not the ly its programs model); comparing only the first program's data (the
+    refusal test fails)."""
+    from bread_stan.errors import InputError
+    from bread_stan.workflows.bread import RunSettings, SamplerSettings, compare
+
+    lognormal = (CONJUGATE.replace("transformed data { vector[N] ly = log(y); }\n", "")
+                 .replace("ly ~ normal(mu, 1)", "y ~ lognormal(mu, 1)"))
+    data = {"N": 5, "y": [0.5, 1.0, 2.0, 3.0, 0.8]}
+    sampler = SamplerSettings(kernel="hmc", n_leapfrog=5, pilot_chains=16, pilot_grid=4,
+                              pilot_steps=10)
+    run = RunSettings(steps=(10,), chains=20, seed=1, progress=False, path="prior",
+                      check_simulator=False)
+    results = compare({"a": CONJUGATE, "b": CONJUGATE}, None, data, sampler=sampler,
+                      run=run, out_dir=tmp_path / "same")
+    assert [r.steps[0].n_steps for r in results.values()] == [10, 10]
+    with pytest.raises(InputError, match="programs 'a' and 'b' read different data"):
+        compare({"a": CONJUGATE, "b": lognormal}, None, data, sampler=sampler, run=run,
+                out_dir=tmp_path / "other")

@@ -435,9 +435,9 @@ def compare(models: Mapping[str, Any] | Sequence, simulator=None, data=None, *,
                                          likelihood) as programs:
         models = dict(zip(models, programs.models))
         simulator = programs.simulator
+        data = programs.run_data(load_data(data))   # one data set that every program reads
         compiled, sim_compiled = compile_with_simulator(list(models.values()), simulator,
                                                         hyper=hyper)
-        data = load_data(data)
         sim = Simulator(sim_compiled, data, hyper=hyper, threads=run.threads)
         truths = _truth_draws(sim, run)
         results = _run_programs(executor or Executor(), models, compiled, sim_compiled, data,

@@ -20,7 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
+import numpy as np
+
+from ..errors import InputError
 from ..stan.compile import CompiledModel, read_program, stanc_info
+from ..stan.data import load_data
 from ..stan.draft import Split
 from ..stan.prepare import (PreparedPrograms, parse_likelihood, prepare_programs,
                             split_table_markdown)
@@ -109,7 +113,35 @@ def prepared(models: Sequence, simulator, out: Path | None, labels: Sequence[str
             run.append(p.model)
             converters.append(p.run_data)
             records[label] = record(p, directory if out is not None else None)
-        yield Programs(run, simulator, records, converters[0])
+        yield Programs(run, simulator, records, _one_data_set(converters, list(labels)))
+
+
+def _one_data_set(converters: list[Callable], labels: list[str]) -> Callable[[Any], Any]:
+    """The user's data -> the data every program reads.  Programs run together
+    (compare) share one data set and one simulator, so every program must read the same
+    data: where the splits promote transformed data differently (one computes the
+    modelled data from --data, another reads them as given), the data sets differ and
+    the programs are refused in one line."""
+    if len(converters) == 1:
+        return converters[0]
+
+    def run_data(data):
+        values = load_data(data)
+        read = [convert(values) for convert in converters]
+        for label, other in zip(labels[1:], read[1:]):
+            if not _same_data(read[0], other):
+                raise InputError(
+                    f"programs {labels[0]!r} and {label!r} read different data: their "
+                    "splits compute the modelled data from --data differently (transformed "
+                    "data promoted to modelled data in one and not the other), and a "
+                    "comparison runs on one data set; run bread on each program instead")
+        return read[0]
+    return run_data
+
+
+def _same_data(a: dict, b: dict) -> bool:
+    return a.keys() == b.keys() and all(
+        np.array_equal(np.asarray(a[k]), np.asarray(b[k])) for k in a)
 
 
 def _own(label: str) -> dict:
