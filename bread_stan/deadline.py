@@ -35,12 +35,15 @@ class OverBudget(BreadStanError):
     ``what``: the loop; ``needed``: the seconds it alone would take; ``steps``: the step
     count a tuned path's pilot predicts for the converged level, where one was tuned
     before the loop stopped (None otherwise); ``pilot``: the loop was a pilot's tuning
-    along beta, which a leaner pilot can replace (:mod:`bread_stan.workflows.lean_pilot`)."""
+    along beta, which a leaner pilot can replace (:mod:`bread_stan.workflows.lean_pilot`);
+    ``measured``: such a pilot's grid betas so far and the sds of the log likelihood it
+    measured at them (None otherwise), the part of the path it had measured."""
 
     def __init__(self, message: str, what: str = "", needed: float = float("nan"),
-                 steps: int | None = None, pilot: bool = False):
+                 steps: int | None = None, pilot: bool = False, measured=None):
         super().__init__(message)
         self.what, self.needed, self.steps, self.pilot = what, needed, steps, pilot
+        self.measured = measured
 
 
 @dataclass(frozen=True)

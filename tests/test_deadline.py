@@ -130,3 +130,47 @@ def test_a_check_over_budget_names_the_step_count_the_tuned_path_predicts(tmp_pa
     assert stopped.value.steps == min(record["chosen"])
     assert f"at about T = {stopped.value.steps} (L^2/(2T))" in str(stopped.value)
     assert f"length L = {record['length']:.3g}" in str(stopped.value)
+
+
+def test_a_pilot_stopped_midway_names_the_least_T_of_the_path_it_measured():
+    """Issue 42: a pilot that overran late (posteriordb's
+    radon_hierarchical_intercept_noncentered: 15 of 16 grid betas in 8.9 of its 10
+    minutes) stopped with no T, though most of its path was measured.  The stop now
+    carries what the pilot measured, and the run names the least T that part implies:
+    the rest of the path can only add length.  Exact here: sds 10 on a grid [0, 0.5]
+    have length 5 (the sd constant), so 1 nat needs at least 5^2 / 2 = 12.5, rounded up to 13.
+    Break tried: the measured part not kept on the stop (no T named: the test fails)."""
+    from bread_stan.ais.budget import naming_least_steps
+
+    stopped = OverBudget("not converged within the budget: the pilot alone would take "
+                         "about 11 minutes", "the pilot", 660.0, pilot=True,
+                         measured=(np.array([0.0, 0.25, 0.5]), np.full(3, 10.0)))
+    with pytest.raises(OverBudget) as named, naming_least_steps(1.0):
+        raise stopped
+    assert named.value.steps == 13 and named.value.pilot
+    assert ("(3 grid betas, up to beta 0.5) already has thermodynamic length 5, so a gap "
+            "of 1 nat needs at least T = 13 (L^2/(2T)") in str(named.value)
+    tiny = OverBudget("x", "the pilot", 1.0, measured=(np.array([0.0, 0.5]), np.ones(2)))
+    with pytest.raises(OverBudget) as unnamed, naming_least_steps(1.0):
+        raise tiny   # length 0.5: at least T = 0.125, below the least T a run takes
+    assert unnamed.value is tiny and unnamed.value.steps is None
+    # the pilot itself keeps what it measured on its stop
+    model, _ = simulate_regression(40, 3, noise_sd=0.5, seed=1)
+    config = TuningConfig(pilot_grid=8, pilot_steps=20, pilot_floor=1e-3, metric="diag")
+    starts = model.sample_prior(np.random.default_rng(0), 16)
+    done = []
+
+    def over_at_third_beta(what, done_items, total, began, pilot=False):
+        done.append(done_items)
+        if done_items > 2 * 25:   # past two grid betas
+            raise OverBudget("over", what, 60.0, pilot=pilot)
+
+    import bread_stan.ais.tuning as tuning
+    original, tuning.keep_pace = tuning.keep_pace, over_at_third_beta
+    try:
+        with set_up_by(time.monotonic() + 60.0, 60.0), pytest.raises(OverBudget) as over:
+            tune(model, HMC(), HMCParams(1.0, 8), starts, seed=3, config=config)
+    finally:
+        tuning.keep_pace = original
+    grid, sds = over.value.measured
+    assert grid.size == 2 and grid[0] == 0.0 and sds.shape == (2,) and np.all(sds > 0)

@@ -65,6 +65,13 @@ def test_a_set_up_stopped_after_its_pilot_gives_the_tuned_paths_T():
     assert cov._log_facts(f"x\n{line}\n", 4, 60)["setup_predicted_T"] == 100.0
     assert "setup_predicted_T" not in cov._log_facts("x\nbread-stan run: not converged "
                                                      "within the budget ...\n", 4, 60)
+    # stopped inside the pilot: the least T of the part of the path it measured
+    least = cov._log_facts("x\nbread-stan run: not converged ... already has thermodynamic "
+                           "length 150, so a gap of 1 nat needs at least T = 11000 "
+                           "(L^2/(2T); the rest of the path only adds length)\n", 4, 60)
+    assert least["setup_predicted_T"] == 11000.0 and least["predicted_at_least"]
+    assert cov._predicted_cell({"predicted_T": 11000.0, "predicted_at_least": True}) \
+        == "at least 1.1e+04"
 
 
 def test_the_protocol_takes_only_the_refusals_it_may_get_past():

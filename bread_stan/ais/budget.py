@@ -39,12 +39,12 @@ from typing import Callable
 
 import numpy as np
 
-from .betas import thermodynamic_length
+from .betas import length_so_far, thermodynamic_length
 from ..deadline import OverBudget
 
 __all__ = ["MIN_STEPS", "GROWTH", "DecayFit", "AutoSteps", "Meter", "fit_decay",
            "fit_upper_limit", "path_length", "first_steps", "next_steps", "run_within_budget",
-           "budget_sentence", "naming_steps"]
+           "budget_sentence", "naming_steps", "naming_least_steps"]
 
 MIN_STEPS = 10       # the smallest first T: fewer distributions measure little
 GROWTH = (3.0, 4.0)  # each new T is 3 to 4 times the last
@@ -448,3 +448,27 @@ def naming_steps(path, level: float):
         raise OverBudget(f"{over}; the tuned path (thermodynamic length L = {length:.3g}) "
                          f"predicts a gap of {level:g} nat at about T = {steps} (L^2/(2T))",
                          over.what, over.needed, steps) from None
+
+
+@contextmanager
+def naming_least_steps(level: float):
+    """A pilot that overruns the budget before its path is tuned stops with the least
+    step count the part of the path it measured implies: the rest of the path can only
+    add length, so a gap of ``level`` nat needs at least T = L_so_far^2 / (2 level).
+    Named where that is at least ``MIN_STEPS``, and not where a tuned path named its T."""
+    try:
+        yield
+    except OverBudget as over:
+        if over.steps is not None or over.measured is None:
+            raise
+        grid, sds = over.measured
+        length = length_so_far(grid, sds)
+        wanted = length ** 2 / (2 * level)
+        if wanted < MIN_STEPS:
+            raise
+        steps = _nice(math.ceil(wanted))
+        raise OverBudget(f"{over}; the part of the path its pilot measured ({len(grid)} "
+                         f"grid betas, up to beta {grid[-1]:.3g}) already has thermodynamic "
+                         f"length {length:.3g}, so a gap of {level:g} nat needs at least "
+                         f"T = {steps} (L^2/(2T); the rest of the path only adds length)",
+                         over.what, over.needed, steps, over.pilot, over.measured) from None

@@ -63,7 +63,7 @@ from ..kernels.base import Kernel, initial_state
 from ..kernels.registry import KERNELS
 from ..linalg import interpolate_spd, spd_log
 from ..rng import ChainRandom, Stream
-from ..deadline import keep_pace
+from ..deadline import OverBudget, keep_pace
 from ..progress import PaceLog, progress_bar
 from ..target import Target
 from ..errors import InputError
@@ -406,6 +406,7 @@ def tune(target: Target, kernel: Kernel, base_params, prior_draws, *, seed,
                                    bool(record) and record[-1].separated)
         step, metric = at_beta.step, at_beta.metric
         record.append(at_beta)
+        pilot.measured = (grid[:i + 1], np.array([r.loglik_sd for r in record]))
         log.debug("pilot beta=%.4g: step size %.4g, acceptance %.3f, sd of log lik %.4g, "
                   "%.0f%% of trees at the maximum depth", beta, step, at_beta.accept,
                   at_beta.loglik_sd, 100 * at_beta.depth_share)
@@ -441,6 +442,7 @@ class _Pilot:
         # NUTS: the tree depth that counts as "at the maximum"
         self.top = int(getattr(base_params, "max_depth", 0)) if self.kind == "nuts" else 0
         self.gradients, self.transitions = 0, 0
+        self.measured = None   # (grid betas so far, sds of the log likelihood there)
         # (what, total transitions of the chains together, began, self.transitions then)
         self.pace: tuple[str, int, float, int] | None = None
 
@@ -457,7 +459,11 @@ class _Pilot:
             what, total, began, before = self.pace
             done = (self.transitions - before) // self.n
             if done >= _PACE_AFTER:
-                keep_pace(what, done, total, began, pilot=True)
+                try:
+                    keep_pace(what, done, total, began, pilot=True)
+                except OverBudget as over:
+                    over.measured = self.measured   # the path measured before the stop
+                    raise
         return state, info
 
     def burn_in(self, state, beta: float, step: float, metric, n_steps: int):

@@ -32,7 +32,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..ais import engine, smc
-from ..ais.budget import naming_steps, path_length, run_within_budget
+from ..ais.budget import naming_least_steps, naming_steps, path_length, run_within_budget
 from ..ais.gaussian_path import tune_prior_end
 from ..ais.path_kinds import kind
 from ..ais.run_directory import RunDirectory
@@ -394,11 +394,12 @@ def _bread(model, simulator, data, sampler: SamplerSettings, run: RunSettings, h
                                 known_log_ml_bounds, verdict or VerdictSettings(), data,
                                 executor, settled.choice, settled.fitted, settled.tuned,
                                 check_draws=check_draws, started=started)
-        try:
-            return attempt(None)
-        except OverBudget as over:   # a pilot past the budget: once more, leaner
-            return attempt(lean_settings(over, sampler, budget,
-                                         time.monotonic() - started, name))
+        with naming_least_steps((verdict or VerdictSettings()).converged_nats):
+            try:
+                return attempt(None)
+            except OverBudget as over:   # a pilot past the budget: once more, leaner
+                return attempt(lean_settings(over, sampler, budget,
+                                             time.monotonic() - started, name))
 
 
 def _truth_draws(simulator: Simulator, run: RunSettings) -> list[dict]:

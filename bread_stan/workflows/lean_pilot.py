@@ -98,5 +98,5 @@ def lean_settings(over: OverBudget, sampler: SamplerSettings, budget_seconds: fl
         f"each) about {duration(lean_need)}, more than {SHARE:.0%} of the "
         f"{duration(max(left, 0.0))} left, so no step count could run; the set-up needs a "
         f"budget above {duration(elapsed + lean_need / SHARE)}, or fixed step counts "
-        "(--steps)", over.what, lean_need, pilot=True) from None
+        "(--steps)", over.what, lean_need, pilot=True, measured=over.measured) from None
 

@@ -363,11 +363,14 @@ def _log_facts(text: str, code: int | None, timeout: float) -> dict:
                             f"{_one_line(reached[-1], 150) if reached else 'none'}")
     else:
         facts["message"] = _one_line(lines[-1]) if lines and code != 0 else ""
-        # a set-up stopped after its pilot names the T the tuned path predicts
-        predicted = re.search(r"at about T = (\d+) \(L\^2/\(2T\)\)", lines[-1]) \
-            if lines and code != 0 else None
-        if predicted:
-            facts["setup_predicted_T"] = float(predicted.group(1))
+        # a set-up stopped after its pilot names the T the tuned path predicts; one
+        # stopped inside its pilot, the least T the part of the path measured implies
+        last = lines[-1] if lines and code != 0 else ""
+        predicted = re.search(r"at about T = (\d+) \(L\^2/\(2T\)\)", last)
+        least = re.search(r"needs at least T = (\d+) \(L\^2/\(2T\);", last)
+        if predicted or least:
+            facts["setup_predicted_T"] = float((predicted or least).group(1))
+            facts["predicted_at_least"] = bool(least and not predicted)
     return facts
 
 
@@ -558,7 +561,8 @@ def _predicted_cell(r: dict) -> str:
         return ""
     if not np.isfinite(T):
         return "none (the bound does not fall)"
-    return f"{T:.3g}" + (f" (about {minutes:.3g} min)" if minutes else "")
+    least = "at least " if r.get("predicted_at_least") else ""
+    return f"{least}{T:.3g}" + (f" (about {minutes:.3g} min)" if minutes else "")
 
 
 def _verdict_cell(r: dict) -> str:
