@@ -82,8 +82,8 @@ def lean_settings(over: OverBudget, sampler: SamplerSettings, budget_seconds: fl
         raise over
     level, leanest, lean_need = leaner(sampler, over.needed, SHARE * left)
     if level is not None:
-        log.info("%s: %s would take about %s of the %s budget: piloting again with a leaner "
-                 "pilot (%d grid betas per three decades, %d transitions at each; "
+        log.info("%s: %s would take about %s, past the budget of %s: piloting again "
+                 "with a leaner pilot (%d grid betas per three decades, %d transitions at each; "
                  "--pilot-grid %d --pilot-steps %d with the chosen step counts gives the "
                  "same numbers)", name, over.what, duration(over.needed),
                  duration(budget_seconds), level["pilot_grid"], level["pilot_steps"],
