@@ -174,3 +174,25 @@ def test_a_pilot_stopped_midway_names_the_least_T_of_the_path_it_measured():
         tuning.keep_pace = original
     grid, sds = over.value.measured
     assert grid.size == 2 and grid[0] == 0.0 and sds.shape == (2,) and np.all(sds > 0)
+
+
+def test_the_searches_for_q_stop_before_one_that_would_end_past_the_deadline():
+    """Issue 42: posteriordb's nn_rbm1bJ10 (d = 7,951) spent 20 minutes of a 10-minute
+    budget in its four Laplace mode searches, which cannot stop midway (the guard before
+    them only knows a lower bound on their cost).  Now no search starts that, at the
+    mean time of those before it, would end past the deadline; the run then has no
+    Gaussian q, as when the guard refuses.  Here the deadline has passed, so the first
+    search runs and the second does not; without a deadline all four run.
+    Break tried: the check removed from the Laplace loop (no error: the test fails)."""
+    from bread_stan.ais import waypoint
+    from bread_stan.workflows.base_fit import fit_q
+
+    model, _ = simulate_regression(40, 3, noise_sd=0.5, seed=1)
+    pilot = model.sample_prior(np.random.default_rng(0), 16)
+    base, record = waypoint.fit_base(model, pilot)
+    assert record["fit"] == "laplace"
+    with set_up_by(time.monotonic() - 1.0, 60.0):
+        with pytest.raises(waypoint.FitPastBudget, match="the mode searches for q: 1 took"):
+            waypoint.fit_base(model, pilot)
+        with pytest.raises(waypoint.FitPastBudget):   # not Pathfinder instead
+            fit_q(model, pilot, seed=1)

@@ -51,8 +51,10 @@ from .betas import thermodynamic_length
 from .gaussian_base import (DEFAULT_WIDEN, BaseFitError, GaussianBase, GaussianBaseTarget,
                             joint_density)
 from .tuning import TunedKernel, TuningConfig, metric_from_base, tune
+from ..deadline import seconds_left
 from ..errors import InputError
 from ..kernels.base import Kernel
+from ..progress import duration
 from ..rng import Stream, chain_seed_sequences
 from ..stan.model import StanModel
 from ..stan.native import NativeKernels
@@ -60,6 +62,7 @@ from ..store import load_for_run, save_for_run
 from ..target import Evaluation, Target
 
 __all__ = ["PriorToBase", "TiedEnd", "WaypointPath", "WaypointError", "SeparateModesError",
+           "FitPastBudget", "another_search_fits",
            "best_starts", "fit_base", "fit_seconds_at_least", "fit_name", "fit_waypoint",
            "leg_targets", "base_leg_target", "tune_base_leg", "leg_record", "leg_from_record",
            "BASE_METRIC",
@@ -78,6 +81,24 @@ class WaypointError(InputError):
 
 class SeparateModesError(WaypointError):
     """The mode searches found separate modes: no one Gaussian stands for the posterior."""
+
+
+class FitPastBudget(WaypointError):
+    """The searches for q stopped: another would end past the run's budget."""
+
+
+def another_search_fits(done: int, began: float, what: str) -> None:
+    """Within a budget in minutes (:func:`~bread_stan.deadline.seconds_left`), raise
+    :class:`FitPastBudget` when another of the searches for q, at the mean time of the
+    ``done`` so far (since ``began``, ``time.perf_counter()``), would end past the
+    deadline: a search cannot stop midway, so none starts that cannot end in time."""
+    left = seconds_left()
+    if left is None or done == 0:
+        return
+    each = (time.perf_counter() - began) / done
+    if each > left:
+        raise FitPastBudget(f"{what}: {done} took {duration(each * done)}, and another "
+                            f"would end past the budget ({duration(max(left, 0.0))} left)")
 
 
 class PriorToBase:
@@ -403,7 +424,8 @@ def fit_base(model: Target, pilot, widen: float = DEFAULT_WIDEN) -> tuple[Gaussi
     t0 = time.perf_counter()
     starts = best_starts(model, pilot)
     found, errors = [], []
-    for i in starts:
+    for k, i in enumerate(starts):
+        another_search_fits(k, t0, "the mode searches for q")
         try:
             base = GaussianBase.laplace(model, pilot[i], widen)
         except BaseFitError as error:

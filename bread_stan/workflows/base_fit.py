@@ -45,13 +45,14 @@ def fit_q(target: Target, pilot: np.ndarray, seed: int, widen: float = DEFAULT_W
     pilot = np.ascontiguousarray(np.asarray(pilot, dtype=float))
     try:
         return waypoint.fit_base(target, pilot, widen)
-    except waypoint.SeparateModesError:
+    except (waypoint.SeparateModesError, waypoint.FitPastBudget):
         raise
     except waypoint.WaypointError as error:
         no_laplace = str(error)
     t0 = time.perf_counter()
     fits, errors = [], []
     for k, start in enumerate(waypoint.best_starts(target, pilot)):
+        waypoint.another_search_fits(k, t0, "Pathfinder's runs for q")
         seed_k = derived_seed(seed, Purpose.PATHFINDER_BASE, k)
         try:
             fitted = pathfinder(target, seed=seed_k, start=pilot[start])
