@@ -182,6 +182,36 @@ def test_a_tiny_budget_stops_not_converged_and_names_the_predicted_T():
     assert "predicted T = 200" in labels
 
 
+def test_where_the_next_T_would_overrun_the_predicted_T_with_a_margin_is_tried():
+    """Issue 42: posteriordb's Mh_model stopped at T = 1,300 (upper limit 1.2 nats) with
+    T = 1,700 predicted in 3.6 minutes and 4.5 of its 10 minutes left, because the next
+    T, 3 to 4 times the last, would not fit.  Now the predicted T, times
+    LAST_TRY_MARGIN, is tried where it fits.  Here 50 s of set-up, then T = 50 (bound
+    1.2, 2.45 s) predicts T = 60.8 for 1 nat: the next 3x T, 150, needs 7.45 s and does
+    not fit in 57 s; nice(1.25 x 60.8) = 76 needs 3.75 s and does (56.2 s), and
+    converges (bound 0.79).  In 56 s it does not fit: the run stops and names T = 61.
+    Break tried: no last try (the 57 s run stops at T = 50: the test fails)."""
+    from bread_stan.ais.budget import LAST_TRY_MARGIN, last_try
+
+    clock, calls = Clock(50.0), []
+    record = run_within_budget(runner(60.0, 0.05, clock, calls), [], judge,
+                               budget_minutes=57 / 60, level=1.0, length=10.0, clock=clock,
+                               started=0.0)
+    assert record.chosen == calls == [50, 76] and record.stopped == "converged"
+    assert clock.now == pytest.approx(56.2)
+    clock, calls = Clock(50.0), []
+    record = run_within_budget(runner(60.0, 0.05, clock, calls), [], judge,
+                               budget_minutes=56 / 60, level=1.0, length=10.0, clock=clock,
+                               started=0.0)
+    assert record.chosen == [50] and record.stopped == "budget"
+    assert record.predicted_steps == 61
+    fit = fit_decay([50], [1.2])   # slope 1: predicts T = 60
+    assert last_try(50, fit, 1.0) == int(float(f"{LAST_TRY_MARGIN * 60:.2g}")) == 75
+    assert last_try(60, fit, 1.0) is None                 # predicted at or below T
+    assert last_try(20, fit, 1.0) is None                 # beyond 3 T: the growth's own T
+    assert last_try(50, fit_decay([10, 40], [3.0, 3.0]), 1.0) is None   # no decay
+
+
 def test_a_resumed_choice_never_reruns_a_finished_T():
     clock, calls = Clock(), []
     done = [power_law_step(50, 200.0, 0.001)]  # saved by an interrupted run

@@ -124,7 +124,8 @@ def _add_run_options(p: argparse.ArgumentParser, simulator: bool = True) -> None
                        help="with --steps auto: minutes of wall time (compiles excluded, "
                        "pilots and the simulator check included); T starts where the "
                        "pilot predicts a gap of --converged-nats and grows 3 to 4 times "
-                       "until converged or the next T would not fit")
+                       "until converged or the next T would not fit (then the predicted "
+                       "T, where it fits)")
         p.add_argument("--budget-gradients", type=_gradients, default=None, metavar="N",
                        help="with --steps auto: a budget in gradient evaluations instead "
                        "of (or beside) --budget, the pilots' and the simulator check's "

@@ -188,7 +188,8 @@ class RunSettings:
     ``steps="auto"`` with ``budget_minutes`` M chooses the step counts: the first T
     where the pilot's predicted gap L^2 / (2T) reaches the verdict's ``converged_nats``
     (at least 10), then 3 to 4 times larger until the bound's upper limit is at most
-    that level or the next T would not finish within M minutes of wall time (the pilots
+    that level or the next T would not finish within M minutes of wall time (then the
+    T the fit predicts, times 1.25, where that fits; the pilots
     and the simulator check count, compiles do not; :mod:`bread_stan.ais.budget`).
     ``budget_gradients`` N (instead of or beside minutes) makes the same decision in
     gradient evaluations (the pilots' and the check's counted, a rival path's abandoned
