@@ -34,7 +34,8 @@ class OverBudget(BreadStanError):
     within the budget (the command line exits 4, as for a run that did not converge).
     ``what``: the loop; ``needed``: the seconds it alone would take; ``steps``: the step
     count a tuned path's pilot predicts for the converged level, where one was tuned
-    before the loop stopped (None otherwise); ``pilot``: the loop was a pilot's tuning
+    before the loop stopped, or the least one the part of the path a stopped pilot
+    measured implies (None otherwise); ``pilot``: the loop was a pilot's tuning
     along beta, which a leaner pilot can replace (:mod:`bread_stan.workflows.lean_pilot`);
     ``measured``: such a pilot's grid betas so far and the sds of the log likelihood it
     measured at them (None otherwise), the part of the path it had measured."""
