@@ -59,15 +59,15 @@ def _pilot_over(needed: float, pilot: bool = True) -> OverBudget:
 def test_a_pilot_past_the_budget_gets_the_level_that_fits_and_other_stops_pass_through():
     sampler = SamplerSettings()
     with set_up_by(time.monotonic() + 500.0, 600.0):   # 100 s of the 600 spent
-        level = lean_settings(_pilot_over(660.0), sampler, 600.0, 100.0, "m")
+        level = lean_settings(_pilot_over(660.0), sampler, 600.0, "m")
         # half of the 500 s left is 250 s: 660 x 223/395 = 373 s does not fit, 660 x
         # 145/395 = 242 s does
         assert level == {"pilot_grid": 10, "pilot_steps": 10}
         with pytest.raises(OverBudget) as same:   # a check's overrun is not a pilot's
-            lean_settings(_pilot_over(660.0, pilot=False), sampler, 600.0, 100.0, "m")
+            lean_settings(_pilot_over(660.0, pilot=False), sampler, 600.0, "m")
         assert "leanest" not in str(same.value)
         with pytest.raises(OverBudget) as stopped:   # the leanest needs 4,000 x 99/395 s
-            lean_settings(_pilot_over(4000.0), sampler, 600.0, 100.0, "m")
+            lean_settings(_pilot_over(4000.0), sampler, 600.0, "m")
     lean_need = 4000.0 * 99 / 395
     assert stopped.value.pilot and stopped.value.needed == pytest.approx(lean_need)
     text = str(stopped.value)
@@ -77,7 +77,7 @@ def test_a_pilot_past_the_budget_gets_the_level_that_fits_and_other_stops_pass_t
     assert text.count("needs a budget above") == 1
     assert f"needs a budget above {need:.3g} minutes" in text
     with pytest.raises(OverBudget):   # no deadline (a run without a budget in minutes)
-        lean_settings(_pilot_over(660.0), sampler, None, 100.0, "m")
+        lean_settings(_pilot_over(660.0), sampler, None, "m")
 
 
 def test_the_recorded_pilot_is_the_runs_and_its_reproduction_names_it():

@@ -398,8 +398,7 @@ def _bread(model, simulator, data, sampler: SamplerSettings, run: RunSettings, h
             try:
                 return attempt(None)
             except OverBudget as over:   # a pilot past the budget: once more, leaner
-                return attempt(lean_settings(over, sampler, budget,
-                                             time.monotonic() - started, name))
+                return attempt(lean_settings(over, sampler, budget, name))
 
 
 def _truth_draws(simulator: Simulator, run: RunSettings) -> list[dict]:

@@ -59,8 +59,7 @@ def leaner(sampler: SamplerSettings, needed: float, allowed: float
     below = []
     for g, s in LEVELS:
         level = (max(2, round(grid * g)), max(2, round(steps * s)))
-        if level[0] <= grid and level[1] <= steps and level != (grid, steps) \
-                and level not in below:
+        if level != (grid, steps) and level not in below:   # fractions: never above
             below.append(level)
     if not below:
         return None, {}, needed
@@ -72,14 +71,17 @@ def leaner(sampler: SamplerSettings, needed: float, allowed: float
 
 
 def lean_settings(over: OverBudget, sampler: SamplerSettings, budget_seconds: float | None,
-                  elapsed: float, name: str) -> dict:
-    """The leaner pilot settings to pilot again with, after a pilot stopped by ``over``.
-    Re-raises ``over`` where it was not a pilot's (or the run has no budget in minutes),
-    and raises an :class:`~bread_stan.deadline.OverBudget` that states the budget the
-    leanest pilot needs where none fits."""
+                  name: str) -> dict:
+    """The leaner pilot settings to pilot again with, after a pilot stopped by ``over``
+    within a budget of ``budget_seconds`` (its deadline set by
+    :func:`~bread_stan.deadline.set_up_by`).  Re-raises ``over`` where it was not a
+    pilot's (or the run has no budget in minutes), and raises an
+    :class:`~bread_stan.deadline.OverBudget` that states the budget the leanest pilot
+    needs where none fits."""
     left = seconds_left()
     if not over.pilot or budget_seconds is None or left is None:
         raise over
+    elapsed = budget_seconds - left   # the deadline is the budget's end
     level, leanest, lean_need = leaner(sampler, over.needed, SHARE * left)
     if level is not None:
         log.info("%s: %s would take about %s, past the budget of %s: piloting again "
