@@ -18,7 +18,8 @@ from bread_stan.ais import runs
 from bread_stan.ais.betas import ScheduleError, ScheduleSpec, sigmoidal, thermodynamic
 from bread_stan.ais.estimators import log_ml_sandwich
 from bread_stan.ais.frozen_kernels import KernelSchedule
-from bread_stan.ais.tuning import TunedKernel, TuningConfig, _grid, tune
+from bread_stan.ais.pilot_grid import grid_betas
+from bread_stan.ais.tuning import TunedKernel, TuningConfig, tune
 from bread_stan.exact.conjugate import simulate_regression
 from bread_stan.kernels.hmc import HMC, HMCParams
 from bread_stan.kernels.nuts import NUTS, NUTSParams
@@ -48,7 +49,7 @@ def _step_lengths(betas, sd):
 @pytest.mark.parametrize("T", [2, 3, 10, 1000])
 def test_adaptive_schedule_is_a_valid_schedule(informative, T):
     _, sd = informative
-    grid = _grid(16, 1e-3)
+    grid = grid_betas(16, 1e-3)
     b = thermodynamic(T, grid, [sd(x) for x in grid])
     assert b.shape == (T,) and b[0] == 0.0 and b[-1] == 1.0
     assert np.all(np.diff(b) > 0)
@@ -60,7 +61,7 @@ def test_adaptive_schedule_equalises_thermodynamic_length(informative, T):
     curve between 16 grid points costs about 15%); the sigmoid schedule's step
     lengths differ by factors over 100."""
     _, sd = informative
-    grid = _grid(16, 1e-3)
+    grid = grid_betas(16, 1e-3)
     b = thermodynamic(T, grid, [sd(x) for x in grid])
     lengths = _step_lengths(b, sd)
     assert lengths.max() / lengths.min() < 1.2, lengths
@@ -75,7 +76,7 @@ def test_closed_form_pieces_are_exact_for_their_shapes(b_star, floor):
     """A curve c / (b + b*) is the first interval's shape and nearly a power law in
     the others, so each step carries log(1 + 1/b*) / (T - 1) to 2%, also when
     the curve spans twelve decades (a vague prior)."""
-    grid = _grid(16, floor)
+    grid = grid_betas(16, floor)
     b = thermodynamic(50, grid, 3.0 / (grid + b_star))
     lengths = np.array([3.0 * np.log((hi + b_star) / (lo + b_star))
                         for lo, hi in zip(b[:-1], b[1:])])
@@ -206,7 +207,7 @@ def test_automatic_floor_reaches_down_to_where_the_likelihood_starts_to_matter()
     fixed = tune(model, HMC(), HMCParams(0.1, 3), prior, seed=2,
                  config=TuningConfig(pilot_grid=8, pilot_steps=4, burn_in=0, adapt_metric=False,
                                      pilot_floor=1e-3, metric="diag"))
-    np.testing.assert_array_equal(fixed.grid_betas, _grid(8, 1e-3))
+    np.testing.assert_array_equal(fixed.grid_betas, grid_betas(8, 1e-3))
     with pytest.raises(ValueError, match="pilot_floor"):
         TuningConfig(pilot_floor=0.0)
 

@@ -28,13 +28,14 @@ from bread_stan.ais.budget import budget_sentence
 from bread_stan.ais.path_choice import PathChoice
 from bread_stan.deadline import OverBudget, set_up_by
 from bread_stan.workflows.auto_path import concrete
-from bread_stan.workflows.lean_pilot import SHARE, lean_settings, leaner, pilot_transitions
+from bread_stan.ais.pilot_grid import pilot_transitions
+from bread_stan.workflows.lean_pilot import SHARE, lean_settings, leaner
 from bread_stan.workflows.settings import RunSettings, SamplerSettings
 
 
 def test_the_largest_level_that_fits_its_share_of_the_time_left():
     default = SamplerSettings()   # 16 grid betas, 20 transitions: 16 x 25 - 5 = 395
-    assert pilot_transitions(16, 20) == 395
+    assert pilot_transitions(16, 20, 5) == 395
     # the levels take 223, 145 and 99 of the 395 transitions: 56.5, 36.7 and 25.1 s of 100
     for allowed, level in ((60, (12, 14)), (40, (10, 10)), (30, (8, 8)), (20, None)):
         fits, leanest, seconds = leaner(default, 100.0, allowed)

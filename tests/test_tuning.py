@@ -197,10 +197,10 @@ def test_log_likelihoods_whose_sd_overflows_give_the_lowest_floor_without_a_warn
     likelihoods beyond 1e154, whose square overflows: the sd is then infinite, the floor
     the lowest allowed, and numpy's overflow warning does not reach the user."""
     import warnings
-    from bread_stan.ais.tuning import _auto_floor
+    from bread_stan.ais.pilot_grid import auto_floor
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        floor, n_grid = _auto_floor(np.array([1e200, -1e200, 3.0]), 16, 1e-12)
+        floor, n_grid = auto_floor(np.array([1e200, -1e200, 3.0]), 16, 1e-12)
     assert floor == 1e-12 and n_grid == 64  # 16 points over 3 decades -> 12 decades
 
 

@@ -46,7 +46,8 @@ import numpy as np
 
 from .betas import length_so_far
 from .path_kinds import KINDS
-from .tuning import TuningConfig, loglik_sd
+from .pilot_grid import loglik_sd
+from .tuning import TuningConfig
 
 __all__ = ["PathChoice", "PathCost", "PATHS", "SPREAD_LIMIT", "choose", "given",
            "cheaper", "abandon_when_costlier", "GRADIENT_RATIO", "BUDGET_RATIO",

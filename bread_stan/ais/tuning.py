@@ -56,6 +56,8 @@ import numpy as np
 
 from .frozen_kernels import InterpolatedSchedule, kind_of
 from .path import OneLeg
+from .pilot_grid import (DEFAULT_FLOOR, auto_floor, grid_betas, loglik_sd,
+                         pilot_transitions)
 from .metric_estimates import (arrival_metric, chains_separated, strongly_correlated,
                                window_metric)
 from ..kernels.adaptation import DualAveraging
@@ -68,7 +70,7 @@ from ..progress import PaceLog, progress_bar
 from ..target import Target
 from ..errors import InputError
 
-__all__ = ["TuningConfig", "TunedKernel", "tune", "loglik_sd", "PILOT_STREAM",
+__all__ = ["TuningConfig", "TunedKernel", "tune", "PILOT_STREAM",
            "PilotAbandoned", "metric_from_base", "METRICS", "RIDGES", "FINGERPRINT_NAMES",
            "fingerprint_fields"]
 
@@ -80,7 +82,6 @@ AUTO_DENSE_MAX_DIM = 20  # "auto" never goes dense above this many parameters
 _SANE_STEP = (1e-8, 1e6)   # step sizes outside this range flag a broken density
 _SANE_RATIO = 1e6          # nor should they vary more than this along beta
 RIDGES = ("stan", "relative")  # regularisations of the metric estimate
-_DEFAULT_FLOOR = 1e-3
 _PACE_AFTER = 3  # pilot transitions before their pace is read against a deadline
 
 
@@ -149,8 +150,8 @@ class TuningConfig:
         if self.metric_ridge not in RIDGES:
             raise InputError(f"unknown metric_ridge {self.metric_ridge!r}; use 'stan' or "
                              "'relative'")
-        if not 0 < self.floor_min <= _DEFAULT_FLOOR:
-            raise InputError(f"floor_min must be in (0, {_DEFAULT_FLOOR}], got {self.floor_min}")
+        if not 0 < self.floor_min <= DEFAULT_FLOOR:
+            raise InputError(f"floor_min must be in (0, {DEFAULT_FLOOR}], got {self.floor_min}")
         if self.pilot_floor is not None and not 0 < self.pilot_floor < 1:
             raise InputError(f"pilot_floor must be in (0, 1) or None (automatic), "
                              f"got {self.pilot_floor}")
@@ -306,26 +307,6 @@ class TunedKernel(OneLeg):
 
 
 
-def _auto_floor(log_lik: np.ndarray, pilot_grid: int, floor_min: float = 1e-12
-                ) -> tuple[float, int]:
-    """The floor ``1 / sd(log lik at prior draws)`` in [floor_min, 1e-3], and the grid
-    size that keeps the density of ``pilot_grid`` points over the default floor's
-    decades."""
-    sd = loglik_sd(log_lik)   # inf when |log lik| > 1e154: the floor is floor_min
-    floor = float(np.clip(1.0 / sd, floor_min, _DEFAULT_FLOOR)) if sd > 0 else _DEFAULT_FLOOR
-    decades = np.log10((1 + floor) / floor) / np.log10((1 + _DEFAULT_FLOOR) / _DEFAULT_FLOOR)
-    return floor, max(pilot_grid, int(round(pilot_grid * decades)))
-
-
-def _grid(pilot_grid: int, floor: float) -> np.ndarray:
-    """Betas equally spaced in log(beta + floor), from exactly 0 to exactly 1."""
-    if pilot_grid < 2:
-        raise InputError("pilot_grid must be at least 2")
-    g = np.exp(np.linspace(np.log(floor), np.log(1.0 + floor), pilot_grid)) - floor
-    g[0], g[-1] = 0.0, 1.0
-    return g
-
-
 def metric_from_base(cov: np.ndarray, config: TuningConfig, n_draws: int
                      ) -> np.ndarray | None:
     """The covariance ``cov`` (d, d) of the Gaussian a path starts from, as the fixed
@@ -384,8 +365,8 @@ def tune(target: Target, kernel: Kernel, base_params, prior_draws, *, seed,
     state = initial_state(target, x, gradient=True)
     floor, size = config.pilot_floor, config.pilot_grid  # the pilot's grid
     if floor is None:
-        floor, size = _auto_floor(state.evaluation.log_lik, size, config.floor_min)
-    grid = _grid(size, floor) if at is None else np.asarray(at, dtype=float)
+        floor, size = auto_floor(state.evaluation.log_lik, size, config.floor_min)
+    grid = grid_betas(size, floor) if at is None else np.asarray(at, dtype=float)
     mode = _metric_mode(config, n, d, base_metric)
     metric = _start_metric(base_params, base_metric, mode)
     step = float(base_params.step_size)
@@ -396,7 +377,7 @@ def tune(target: Target, kernel: Kernel, base_params, prior_draws, *, seed,
     pace = PaceLog(f"tuning {kind}", grid.size, "betas")
     start = time.perf_counter()
     pilot.pace_over(f"the pilot tuning {kind} along beta",
-                    grid.size * (config.pilot_steps + config.burn_in) - config.burn_in)
+                    pilot_transitions(grid.size, config.pilot_steps, config.burn_in))
     for i, beta in enumerate(grid):
         if bar is not None:
             bar.update()
@@ -421,7 +402,7 @@ def tune(target: Target, kernel: Kernel, base_params, prior_draws, *, seed,
             raise PilotAbandoned(reason)
     if bar is not None:
         bar.close()
-    transitions = n * (grid.size * (config.pilot_steps + config.burn_in) - config.burn_in)
+    transitions = n * pilot_transitions(grid.size, config.pilot_steps, config.burn_in)
     seconds = (time.perf_counter() - start) / max(transitions, 1)
     return _tuned_kernel(kind, grid, floor, record, pilot, mode, seconds)
 
@@ -584,15 +565,6 @@ def _tuned_kernel(kind: str, grid: np.ndarray, floor: float, record: list[_AtBet
                        np.array([r.depth_share for r in record]) if pilot.top else None,
                        pilot.gradients / max(pilot.transitions, 1), float(pilot.gradients),
                        separated)
-
-
-def loglik_sd(values: np.ndarray) -> float:
-    """Standard deviation of pooled log likelihoods, ignoring non-finite ones (0 with
-    fewer than two finite values).  At the pilot's prior draws its inverse is the
-    automatic floor of the pilot's grid."""
-    finite = values[np.isfinite(values)]
-    with np.errstate(over="ignore", invalid="ignore"):  # an overflowing sd is inf
-        return float(np.std(finite, ddof=1)) if finite.size > 1 else 0.0
 
 
 def _is_diagonal(m: np.ndarray) -> bool:

@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import logging
 
+from ..ais.pilot_grid import pilot_transitions
 from ..ais.tuning import TuningConfig
 from ..deadline import OverBudget, seconds_left
 from ..progress import duration
 from .settings import SamplerSettings
 
-__all__ = ["LEVELS", "SHARE", "pilot_transitions", "leaner", "lean_settings"]
+__all__ = ["LEVELS", "SHARE", "leaner", "lean_settings"]
 
 log = logging.getLogger(__name__)
 
@@ -41,12 +42,6 @@ LEVELS = ((0.75, 0.7), (0.625, 0.5), (0.5, 0.4))
 # first step count need the rest; but a pilot that ends lets a run stopped later name the
 # step count its tuned path predicts, so the pilot is given half.
 SHARE = 0.5
-
-
-def pilot_transitions(pilot_grid: int, pilot_steps: int,
-                      burn_in: int = TuningConfig.burn_in) -> int:
-    """Transitions a pilot chain makes along a grid of ``pilot_grid`` betas."""
-    return pilot_grid * (pilot_steps + burn_in) - burn_in
 
 
 def leaner(sampler: SamplerSettings, needed: float, allowed: float
@@ -63,8 +58,9 @@ def leaner(sampler: SamplerSettings, needed: float, allowed: float
             below.append(level)
     if not below:
         return None, {}, needed
-    full = pilot_transitions(grid, steps)
-    seconds = {level: needed * pilot_transitions(*level) / full for level in below}
+    burn_in = TuningConfig.burn_in
+    full = pilot_transitions(grid, steps, burn_in)
+    seconds = {level: needed * pilot_transitions(*level, burn_in) / full for level in below}
     fits = next((level for level in below if seconds[level] <= allowed), None)
     as_dict = lambda level: {"pilot_grid": level[0], "pilot_steps": level[1]}  # noqa: E731
     return (None if fits is None else as_dict(fits)), as_dict(below[-1]), seconds[below[-1]]
