@@ -448,11 +448,26 @@ def test_a_path_chosen_within_a_budget_is_named_by_the_command_that_reproduces_i
               run=RunSettings(steps="auto", budget_minutes=10, **common),
               out_dir=tmp_path / "stopped")
     monkeypatch.undo()
+    # ... without fitting q or tuning the Gaussian path again: the stopped run saved them
+    # (the same seeds would give the same ones), so the numbers are a fresh run's
+    def refit(*args, **kwargs):
+        raise AssertionError("the Gaussian path was fitted again")
+
+    monkeypatch.setattr("bread_stan.workflows.auto_path.fit_gaussian", refit)
+    monkeypatch.setattr("bread_stan.workflows.auto_path.fit_q", refit)
     larger = bread(EIGHT, simulator, EIGHT_DATA, sampler=sampler, verdict=lenient,
                    run=RunSettings(steps="auto", budget_minutes=20, **common),
                    out_dir=tmp_path / "stopped")
+    monkeypatch.undo()
     assert larger.extra["path_choice"]["path"] == "prior"
     assert larger.extra["path_choice"]["budget_minutes"] is None
+    fresh = bread(EIGHT, simulator, EIGHT_DATA, sampler=sampler, verdict=lenient,
+                  run=RunSettings(steps="auto", budget_minutes=20, **common),
+                  out_dir=tmp_path / "fresh")
+    assert larger.extra["path_choice"] == fresh.extra["path_choice"]
+    for a, b in zip(larger.steps, fresh.steps, strict=True):
+        np.testing.assert_array_equal(a.forward.log_estimates, b.forward.log_estimates)
+        np.testing.assert_array_equal(a.reverse.log_estimates, b.reverse.log_estimates)
 
 
 @pytest.mark.stan

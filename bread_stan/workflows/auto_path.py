@@ -145,12 +145,18 @@ def _fit_past_budget(problem: Problem, pilot: np.ndarray) -> str | None:
             f"mode search), past the {duration(max(left, 0.0))} left of the budget")
 
 
-def _gaussian_candidate(problem, simulator, sampler, run, name, fitted
+def _gaussian_candidate(problem, simulator, sampler, run, name, fitted,
+                        kept: gaussian_path.GaussianPath | None = None
                         ) -> tuple[gaussian_path.GaussianPath | None, PathCost | None, str]:
-    """The Gaussian path on the fitted q ``fitted`` and its cost, or None, None and
-    why it cannot run."""
-    log.info("%s: choosing the path: fitting the Gaussian-base path's pilot", name)
-    path = fit_gaussian(problem, simulator, sampler, run, fitted)
+    """The Gaussian path on the fitted q ``fitted`` (``kept`` where an earlier run tuned
+    it) and its cost, or None, None and why it cannot run."""
+    if kept is not None:
+        log.info("%s: choosing the path: the Gaussian-base path an earlier run tuned on "
+                 "these settings, not tuned again", name)
+        path = kept
+    else:
+        log.info("%s: choosing the path: fitting the Gaussian-base path's pilot", name)
+        path = fit_gaussian(problem, simulator, sampler, run, fitted)
     if not path.normaliser.trustworthy:
         return None, None, (f"the prior normaliser's estimate cannot be trusted (Pareto k "
                             f"{path.normaliser.pareto_k:.2f})")
@@ -169,8 +175,11 @@ def _leg_cost(tuned: TunedKernel) -> PathCost:
 
 
 def resolve_path(problems: list[Problem], simulator: Simulator, sampler: SamplerSettings,
-                 run: RunSettings, name: str) -> Resolution:
-    """The path of a bread/compare run on ``problems`` (tuned on the first), logged."""
+                 run: RunSettings, name: str,
+                 kept: gaussian_path.GaussianPath | None = None) -> Resolution:
+    """The path of a bread/compare run on ``problems`` (tuned on the first), logged;
+    ``kept``: the Gaussian path an earlier run tuned on these settings and seeds (its q
+    and pilot are not fitted again)."""
     if run.path != "auto":
         choice = given(run.path, run.path, "set in RunSettings.path")
         return concrete(sampler, run, choice)
@@ -179,9 +188,12 @@ def resolve_path(problems: list[Problem], simulator: Simulator, sampler: Sampler
     pilot = pilot_draws(first, simulator, sampler.pilot_chains, pilot_seed)
     rule = choose(first.target.evaluate(pilot, gradient=False).log_lik)
     # One fit of q serves both paths that start from it.
-    cannot = unavailable = _cannot_fit(sampler, run) or _fit_past_budget(first, pilot)
+    cannot = unavailable = _cannot_fit(sampler, run) or (
+        None if kept is not None else _fit_past_budget(first, pilot))
     fitted = None
-    if cannot is None:
+    if cannot is None and kept is not None:
+        fitted = kept.base, kept.fit
+    elif cannot is None:
         try:
             fitted = fit_q(first.target, pilot, run.seed)
         except waypoint.WaypointError as error:
@@ -189,7 +201,7 @@ def resolve_path(problems: list[Problem], simulator: Simulator, sampler: Sampler
                                    f"no Gaussian q ({error})")
     if fitted is not None:
         gaussian, cost, unavailable = _gaussian_candidate(first, simulator, sampler, run,
-                                                          name, fitted)
+                                                          name, fitted, kept)
         if gaussian is not None:
             return _bid(first, sampler, run, name, rule, gaussian, cost, pilot, pilot_seed)
     if rule.path == "waypoint" and cannot is not None:

@@ -387,7 +387,9 @@ def _bread(model, simulator, data, sampler: SamplerSettings, run: RunSettings, h
         requested = _header(name, model, simulator, data, sampler, run, hyper)["fingerprint"]
 
         def attempt(lean: dict | None) -> BreadResult:
-            settled = settle(problems, sim, sampler, run, name, out, requested, lean)
+            settled = settle(problems, sim, sampler, run, name, out, requested, lean,
+                             lambda r: _header(name, model, simulator, data, r.sampler,
+                                               r.run, hyper)["fingerprint"])
             header = _header(name, model, simulator, data, settled.sampler, settled.run,
                              hyper)
             return _run_problem(problems, sim, settled.sampler, settled.run, out, header,

@@ -14,7 +14,9 @@ choice made again would be the same one: keeping it saves time, not accuracy.  T
 exception is a choice a budget in minutes decided (a prior-path pilot dropped because it
 would overrun it, :attr:`PathChoice.budget_minutes`): it depends on the machine's speed,
 so a run with a larger budget, or none, chooses again where no results are saved yet (a
-run stopped in its set-up); where they are, it keeps the choice and its results.  A
+run stopped in its set-up); where they are, it keeps the choice and its results.
+Choosing again, it takes the Gaussian path the stopped run tuned and saved (on the
+requested pilot, the same seeds) as it is, rather than tune it again.  A
 choice saved for other
 settings is ignored and made again; a damaged file is set aside with a warning.  A
 leaner pilot that a budget took (:mod:`~bread_stan.workflows.lean_pilot`) is kept the
@@ -24,6 +26,7 @@ same way, for a path chosen automatically or set by hand: it is a budget's choic
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -42,13 +45,17 @@ log = logging.getLogger(__name__)
 
 def settle(problems: list[Problem], simulator: Simulator, sampler: SamplerSettings,
            run: RunSettings, name: str, out_dir: Path | None, key: str,
-           lean: dict | None = None) -> Resolution:
+           lean: dict | None = None,
+           fingerprint: Callable[[Resolution], str] | None = None) -> Resolution:
     """The run's path: read from ``out_dir`` when a choice for the settings ``key`` is
     saved there, else chosen (:func:`~bread_stan.workflows.auto_path.resolve_path`) and
     saved.  An automatic choice is kept, and so is any choice made with ``lean``, the
     leaner pilot settings a budget took (:mod:`~bread_stan.workflows.lean_pilot`; the
     choice records them and the budget); a path set by hand with the requested pilot
-    needs nothing kept."""
+    needs nothing kept.  Where a choice a budget decided is made again, the Gaussian path
+    the earlier run tuned on the requested pilot (saved under ``fingerprint`` of its
+    resolution) is a candidate as it is: the same seeds would tune the same one."""
+    kept = None
     if out_dir is not None and lean is None:
         saved = load_choice(out_dir, key, sampler, run)
         holds = saved is not None and saved.choice.holds_for(run.budget_minutes)
@@ -63,8 +70,9 @@ def settle(problems: list[Problem], simulator: Simulator, sampler: SamplerSettin
                      "budget of %g minutes, and this run has %s", name, saved.choice.path,
                      saved.choice.budget_minutes,
                      "none" if run.budget_minutes is None else f"{run.budget_minutes:g}")
+            kept = _kept_gaussian(out_dir, saved, fingerprint)
     if lean is None:
-        settled = resolve_path(problems, simulator, sampler, run, name)
+        settled = resolve_path(problems, simulator, sampler, run, name, kept)
     else:
         settled = resolve_path(problems, simulator, replace(sampler, **lean), run, name)
         settled = replace(settled, choice=replace(settled.choice, pilot=dict(lean),
@@ -72,6 +80,15 @@ def settle(problems: list[Problem], simulator: Simulator, sampler: SamplerSettin
     if out_dir is not None and (run.path == "auto" or lean is not None):
         save_choice(out_dir, key, settled)
     return settled
+
+
+def _kept_gaussian(out_dir: Path, saved: Resolution,
+                   fingerprint: Callable[[Resolution], str] | None):
+    """The Gaussian path saved in ``out_dir`` for ``saved``'s settings, where they are the
+    requested pilot's (not a leaner one a budget took), else None."""
+    if fingerprint is None or saved.choice.path != "gaussian" or saved.choice.pilot:
+        return None
+    return RunDirectory(out_dir, fingerprint(saved)).load_path("gaussian")
 
 
 def save_choice(out_dir: Path, key: str, settled: Resolution) -> None:
