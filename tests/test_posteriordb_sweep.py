@@ -170,6 +170,31 @@ def test_a_retry_is_due_for_a_set_up_that_needs_at_most_three_retry_budgets_or_a
     assert cov.retry_reason({**short, "predicted_minutes": None}, settings) is None
 
 
+def test_a_set_ups_stated_need_is_read_past_the_rows_cut_message(tmp_path):
+    """The lean pilot's stop names the budget the set-up needs after 300 characters, where
+    the row's message is cut: the need is read from the whole line (and, for a row written
+    before, from its log), so the retry is due (the sweep of 1dcd2fb retried none of its
+    radon rows for this)."""
+    line = ("bread-stan run: not converged within the budget of 3 minutes: the pilot tuning "
+            "nuts along beta alone would take about 6.83 minutes, and at its leanest (8 grid "
+            "betas, 8 transitions at each) about 1e+02 s, more than 50% of the 2.59 minutes "
+            "left, so no step count could run; the set-up needs a budget above 3.83 minutes, "
+            "or fixed step counts (--steps)")
+    facts = cov._log_facts("12:00:00 INFO pilot\n" + line + "\n", 4, 660)
+    assert "needs a budget above" not in facts["message"]   # cut at 300 characters
+    assert facts["setup_need_minutes"] == 3.83
+    settings = cov.SweepSettings(work=tmp_path, budget=3, timeout=660, retry_budget=10,
+                                 retry_timeout=1500)
+    row = {"program": "p", "status": "ran", "route": "run", "stopped": "set-up over budget",
+           "message": facts["message"]}
+    assert cov.retry_reason({**row, "setup_need_minutes": 3.83}, settings) \
+        == "set-up needs 3.83 minutes"
+    assert cov.retry_reason(row, settings) is None   # no log to read it from
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "p.log").write_text("12:00:00 INFO pilot\n" + line + "\n")
+    assert cov.retry_reason(row, settings) == "set-up needs 3.83 minutes"
+
+
 def test_a_retry_runs_the_same_command_at_the_retry_budget_and_keeps_the_first_try(tmp_path):
     fake = tmp_path / "fake_python"   # records its arguments, exits as a stopped set-up
     fake.write_text('#!/bin/sh\necho "$@" >> "$(dirname "$0")/calls"\n'

@@ -280,6 +280,21 @@ def setup_need_minutes(message: str) -> float | None:
     return float(found.group(1)) * scale
 
 
+def stated_need(row: dict, work: Path) -> float | None:
+    """The budget, in minutes, that a run stopped in its set-up says it needs: read when
+    its log was (``setup_need_minutes``), else from its message, else (a row of an earlier
+    version of this script, whose message was cut before it) from the last line of its
+    log in ``work``."""
+    if row.get("setup_need_minutes") is not None:
+        return float(row["setup_need_minutes"])
+    need = setup_need_minutes(row.get("message", ""))
+    log = None if work is None else Path(work) / "runs" / f"{row.get('program')}.log"
+    if need is None and row.get("route") == "run" and log is not None and log.is_file():
+        lines = log.read_text().strip().splitlines()
+        need = setup_need_minutes(lines[-1]) if lines else None
+    return need
+
+
 def retry_reason(row: dict, settings: SweepSettings) -> str | None:
     """Why a finished row gets its one retry at ``--retry-budget``, or None: a run stopped
     in its set-up (a pilot or the check would overrun the budget) whose stated need is at
@@ -293,7 +308,7 @@ def retry_reason(row: dict, settings: SweepSettings) -> str | None:
     if row.get("status") == "timed out" and row.get("route") == "protocol":
         return "timed out"   # the protocol has no budget of its own: more time is the retry
     if row.get("stopped") == "set-up over budget":
-        need = setup_need_minutes(row.get("message", ""))
+        need = stated_need(row, settings.work)
         if need is not None and need <= RETRY_NEED_FACTOR * retry:
             return f"set-up needs {need:.3g} minutes"
     if row.get("stopped") == "budget" and row.get("predicted_minutes") is not None:
@@ -366,6 +381,8 @@ def _log_facts(text: str, code: int | None, timeout: float) -> dict:
         # a set-up stopped after its pilot names the T the tuned path predicts; one
         # stopped inside its pilot, the least T the part of the path measured implies
         last = lines[-1] if lines and code != 0 else ""
+        # read from the whole line: the message kept in the row is cut at 300 characters
+        facts["setup_need_minutes"] = setup_need_minutes(last)
         predicted = re.search(r"at about T = (\d+) \(L\^2/\(2T\)\)", last)
         least = re.search(r"needs at least T = (\d+) \(L\^2/\(2T\);", last)
         if predicted or least:
@@ -718,7 +735,7 @@ def retry_tasks(kept: list[dict], programs, settings: SweepSettings) -> dict:
     paths = {name: (program, data) for name, program, data in programs}
     due = [r for r in kept if r["program"] in paths and retry_reason(r, settings)]
     due.sort(key=lambda r: (r["status"] != "timed out",
-                            -(setup_need_minutes(r.get("message", "")) or 0)))
+                            -(stated_need(r, settings.work) or 0)))
     return {r["program"]: ({**r, "retry": True}, str(paths[r["program"]][0]),
                            str(paths[r["program"]][1]), settings) for r in due}
 
