@@ -306,7 +306,6 @@ class TunedKernel(OneLeg):
                 "there comes from the spread within each chain, not between chains")
 
 
-
 def metric_from_base(cov: np.ndarray, config: TuningConfig, n_draws: int
                      ) -> np.ndarray | None:
     """The covariance ``cov`` (d, d) of the Gaussian a path starts from, as the fixed
