@@ -240,3 +240,44 @@ def test_a_prior_draw_that_breaks_the_parameters_own_simulation_goes_to_the_prot
                     "the prior predictive overflows: the priors are too vague"):
         assert cov._protocol_reason(cov._reason(message)), message
     assert cov._reason(seeds).startswith("run: a prior draw gives an _rng an infinite")
+
+
+def _protocol_dir(path, *, ok=True, converged=(False, True, True)):
+    path.mkdir(parents=True)
+    summary = [{"steps": T, "bound": 1.5 / T ** 0.5, "bound_ci_high": 3.0 / T ** 0.5,
+                "converged": c} for T, c in zip((10, 100, 1000), converged)]
+    (path / "summary.json").write_text(json.dumps({"ok": ok, "summary": summary}))
+    return path
+
+
+def test_a_protocol_row_counts_as_converged_at_its_first_converged_T_only_when_it_passed(
+        tmp_path):
+    passed = cov.read_protocol(_protocol_dir(tmp_path / "p"))
+    assert passed["T"] == 100 and passed["protocol_converged"]
+    assert passed["bound"] == pytest.approx(0.15)
+    failed = cov.read_protocol(_protocol_dir(tmp_path / "f", ok=False))
+    never = cov.read_protocol(_protocol_dir(tmp_path / "n", converged=(False,) * 3))
+    assert not failed["protocol_converged"] and never["T"] == 1000
+    rows = [{"program": n, "status": "ran", "route": "protocol", "seconds": 1, **r}
+            for n, r in (("p", passed), ("f", failed), ("n", never))]
+    rows.append({"program": "r", "status": "ran", "route": "run", "verdict": "converged",
+                 "seconds": 1})
+    meta = {"budget": 2, "timeout": 900, "workers": 2, "sessions": 1, "wall_seconds": 5}
+    cov.write_sweep(rows, meta, tmp_path)
+    text = (tmp_path / "coverage_sweep.md").read_text()
+    assert "converged: 2 programs: 1 by the run" in text and "and 1 by the protocol" in text
+    assert "protocol ok; converged at T = 100 (heuristic bound)" in text
+    assert "protocol ok; not converged (heuristic bound)" in text
+
+
+def test_the_table_stage_reads_the_protocol_rows_again_and_runs_nothing(tmp_path):
+    _protocol_dir(tmp_path / "work" / "protocol" / "p")
+    row = {"program": "p", "status": "ran", "route": "protocol", "verdict": "protocol ok",
+           "seconds": 3}
+    meta = {"budget": 2, "timeout": 900, "workers": 2, "sessions": 1, "wall_seconds": 5}
+    cov.write_sweep([row], meta, tmp_path / "out")
+    args = argparse.Namespace(out=tmp_path / "out", work=tmp_path / "work")
+    assert cov.retable(args) == 0
+    saved = json.loads((tmp_path / "out" / "coverage_sweep.json").read_text())
+    assert saved["sweep"] == meta and saved["rows"][0]["protocol_converged"]
+    assert cov.retable(argparse.Namespace(out=tmp_path / "none", work=tmp_path)) == 2

@@ -6,6 +6,9 @@ For each of posteriordb's 120 Stan programs (with the data of its first posterio
 * ``--stage stanc`` (no C++): the automatic prior/likelihood split, then the drafted
   simulator of the split program; each program is "reaches AIS" or "refused" with the
   line and the reason.  Table ``coverage_stanc.{md,json}``.
+* ``--stage table``: the sweep's table written again from ``--out``'s rows, each
+  protocol row read again from ``--work`` (after a change to what this script reads);
+  nothing runs.
 * ``--stage exact``: also compiles the user's program, the split program and the split
   program with its likelihood deleted, and checks the split is exact (joint at
   prior_only = 0 equals the user's, prior at prior_only = 1 equals the prior part, 20
@@ -23,8 +26,10 @@ For each of posteriordb's 120 Stan programs (with the data of its first posterio
   for a reason the real-data protocol may get past (:data:`PROTOCOL_REASONS`, by the
   stanc stage or by the run itself) go to ``python -m bread_stan.cli protocol MODEL
   --data DATA --out WORK/protocol/NAME`` (plus ``--protocol-args``) instead: route
-  "protocol", with the protocol's agreement flag and S-sweep test read from its
-  ``summary.json``.  With ``--retry-budget M2``, a program whose set-up stopped it (a
+  "protocol", with the protocol's agreement flag, S-sweep test and bound read from its
+  ``summary.json`` (the bound at the first of its T that converged, else at its last:
+  the paper's heuristic on data simulated at the fitted hyperparameters, counted apart
+  from the run's bound in the totals).  With ``--retry-budget M2``, a program whose set-up stopped it (a
   pilot or the check would overrun M) and whose stated need is at most
   ``RETRY_NEED_FACTOR`` (3) x M2 minutes (an early pace overstates it: by up to 3x,
   measured), and a protocol run that timed out (the protocol has no budget), run once
@@ -473,9 +478,15 @@ def read_protocol(out: Path) -> dict:
     if not summary:
         return {"has_results": False}
     agreement, sweep = summary.get("agreement") or {}, summary.get("sweep_test") or {}
-    steps = sorted({int(r["steps"]) for r in summary.get("summary", []) if "steps" in r})
-    return {"has_results": True, "steps": steps or None,
-            "verdict": "protocol ok" if summary.get("ok") else "protocol not ok",
+    scored = sorted((r for r in summary.get("summary", []) if "steps" in r),
+                    key=lambda r: int(r["steps"]))
+    first = next((r for r in scored if r.get("converged")), scored[-1] if scored else None)
+    bound = {} if first is None else {
+        "T": int(first["steps"]), "bound": first.get("bound"),
+        "bound_high": first.get("bound_ci_high"),
+        "protocol_converged": bool(first.get("converged")) and bool(summary.get("ok"))}
+    return {"has_results": True, "steps": [int(r["steps"]) for r in scored] or None,
+            "verdict": "protocol ok" if summary.get("ok") else "protocol not ok", **bound,
             "agreement": ("" if not agreement else
                           f"{'flagged' if agreement.get('flagged') else 'agrees'} "
                           f"(score {agreement.get('score', float('nan')):.3g})"),
@@ -583,8 +594,13 @@ def _predicted_cell(r: dict) -> str:
 
 
 def _verdict_cell(r: dict) -> str:
-    """The verdict, and why ``--steps auto`` stopped when it did not converge."""
+    """The verdict, and why ``--steps auto`` stopped when it did not converge (for the
+    protocol: whether its bound on the simulated data is under the line)."""
     verdict, stopped = r.get("verdict") or "", r.get("stopped") or ""
+    if r.get("route") == "protocol" and r.get("bound") is not None:
+        where = f"converged at T = {r['T']}" if r.get("protocol_converged") else \
+            "not converged" if verdict == "protocol ok" else ""
+        return f"{verdict}; {where} (heuristic bound)" if where else verdict
     return f"{verdict} ({stopped})" if verdict and stopped not in ("", "converged", verdict) \
         else verdict
 
@@ -633,6 +649,16 @@ def _retry_sentence(rows: list[dict], meta: dict) -> str:
             "that timed out; their seconds include the first try.")
 
 
+def _converged_sentence(ran: list[dict]) -> str:
+    by_run = sum(r.get("verdict") == "converged" for r in ran)
+    by_protocol = sum(bool(r.get("protocol_converged")) for r in ran)
+    return (f"{by_run + by_protocol} programs: {by_run} by the run (a bound: exact "
+            f"reverse starts on data simulated from the prior) and {by_protocol} by the "
+            "protocol (passed, and its bound on data simulated at the fitted "
+            "hyperparameters under the line: the paper's heuristic, its reverse starts "
+            "checked by the S-sweep)")
+
+
 def sweep_totals(rows: list[dict], meta: dict) -> list[str]:
     """The totals' lines: programs by status, route and verdict, seconds, wall time,
     the median setup share of the programs that ran."""
@@ -647,6 +673,7 @@ def sweep_totals(rows: list[dict], meta: dict) -> list[str]:
         f"- by status: {_counts(rows, 'status')}",
         f"- by route: {_counts(rows, 'route')}",
         f"- verdicts of the programs that ran: {_counts(ran, 'verdict')}",
+        f"- converged: {_converged_sentence(ran)}",
         f"- seconds, summed over programs: {sum(r.get('seconds') or 0 for r in rows):.0f}; "
         f"the sweep's wall time: {meta['wall_seconds']:.0f} s over {meta['sessions']} "
         "session(s) (compiles included)",
@@ -790,6 +817,24 @@ def sweep(args) -> int:
     return 0
 
 
+def retable(args) -> int:
+    """The table stage: the sweep's table written again from its rows on disk, each
+    protocol row read again from its run directory (what a later version of this script
+    reads from it); nothing is run."""
+    saved = _load(args.out / "coverage_sweep.json")
+    if not saved:
+        print(f"error: no sweep table in {args.out}; run --stage sweep first", file=sys.stderr)
+        return 2
+    rows = []
+    for row in saved["rows"]:
+        found = read_protocol(args.work / "protocol" / row["program"]) \
+            if row.get("route") == "protocol" and row["status"] == "ran" else {}
+        found.pop("has_results", None)
+        rows.append({**row, **found})
+    write_sweep(rows, saved["sweep"], args.out)
+    return 0
+
+
 # -- the stanc and exact stages ---------------------------------------------------------------
 
 def write(rows: list[dict], stage: str, elapsed: float) -> None:
@@ -843,7 +888,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--posteriordb", type=Path, required=True,
                         help="git directory of stan-dev/posteriordb")
     parser.add_argument("--work", type=Path, default=Path("/tmp/posteriordb_coverage"))
-    parser.add_argument("--stage", choices=["stanc", "exact", "sweep"], default="stanc")
+    parser.add_argument("--stage", choices=["stanc", "exact", "sweep", "table"],
+                        default="stanc", help="table: write the sweep's table again from "
+                        "--out's rows and --work's runs, running nothing")
     parser.add_argument("--out", type=Path, default=OUT,
                         help="sweep: folder of its table (default: %(default)s)")
     parser.add_argument("--only", nargs="*", help="program names (default: all)")
@@ -885,6 +932,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main() -> int:
     args = build_parser().parse_args()
+    if args.stage == "table":
+        return retable(args)
     return sweep(args) if args.stage == "sweep" else stages(args)
 
 
