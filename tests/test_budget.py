@@ -435,3 +435,28 @@ def test_a_gradient_budget_is_reproducible_and_equals_explicit_steps_bit_for_bit
                                    + rate * 50, **common)).extra["auto_steps"]
     assert "gradients a transition" in capped["first_reason"]
     assert 25 <= capped["chosen"][0] <= 100 and capped["stopped"] == "budget"
+
+
+def test_fixed_step_counts_not_converged_name_the_T_their_bounds_predict():
+    """A run with fixed --steps that ends not converged says how many steps, not only
+    "ten times more": the same two-term fit as --steps auto, through bounds exactly
+    c / T.  Exact: the prediction is the root of the fit, rounded to two digits."""
+    steps = [power_law_step(T, 500.0, 0.02) for T in (10, 100)]
+    result = BreadResult("m", {}, steps, {})
+    predicted = result.prediction()
+    fit = fit_upper_limit([10, 100], [judge(s).bound.estimate for s in steps],
+                          [judge(s).bound.ci_high for s in steps])
+    wanted = fit.steps_for(1.0)
+    assert fit.slope == pytest.approx(1.0, abs=1e-9) and 500 < wanted < 600
+    assert predicted.steps == int(float(f"{math.ceil(wanted):.2g}"))
+    assert predicted.minutes == pytest.approx(0.02 * (predicted.steps - 1) / 60)
+    headline = result.headline()
+    assert f"about T = {predicted.steps} for 1 nat" in headline
+    assert f"--steps 10,100,{predicted.steps} with the same --out" in headline
+    assert "--steps ...,1000" not in headline   # the vaguer advice is replaced
+    assert result.summary_json()["predicted"]["steps"] == predicted.steps
+    # none where a step count converged, or where the bounds do not fall
+    done = BreadResult("m", {}, steps + [power_law_step(1000, 500.0, 0.02)], {})
+    assert done.prediction() is None and done.summary_json()["predicted"] is None
+    flat = BreadResult("m", {}, [power_law_step(10, 50.0), power_law_step(100, 500.0)], {})
+    assert flat.prediction() is None and "--steps ...,1000" in flat.headline()

@@ -281,3 +281,22 @@ def test_the_table_stage_reads_the_protocol_rows_again_and_runs_nothing(tmp_path
     saved = json.loads((tmp_path / "out" / "coverage_sweep.json").read_text())
     assert saved["sweep"] == meta and saved["rows"][0]["protocol_converged"]
     assert cov.retable(argparse.Namespace(out=tmp_path / "none", work=tmp_path)) == 2
+
+
+def test_a_protocol_not_converged_names_the_T_its_bounds_predict(tmp_path):
+    """Bounds exactly 5000 / T with upper limits 6000 / T at T = 10, 100, 1000: beyond
+    the last T the margin falls as 1/sqrt(T), so 1 nat is where 5000 / T + sqrt(1000 / T)
+    = 1, T = 7791, named with two digits; a protocol that saved its own prediction is
+    read as it saved it."""
+    path = tmp_path / "p"
+    path.mkdir()
+    summary = [{"steps": T, "bound": 5000 / T, "bound_ci_high": 6000 / T,
+                "converged": False, "consistent": True, "seconds": 0.01 * (T - 1)}
+               for T in (10, 100, 1000)]
+    (path / "summary.json").write_text(json.dumps({"ok": True, "summary": summary}))
+    row = cov.read_protocol(path)
+    assert row["predicted_T"] == 7800 and row["predicted_here"]
+    assert row["predicted_minutes"] == pytest.approx(0.01 * 7799 / 60)
+    (path / "summary.json").write_text(json.dumps(
+        {"ok": True, "summary": summary, "predicted": {"steps": 123, "minutes": 4.0}}))
+    assert cov.read_protocol(path)["predicted_T"] == 123

@@ -203,18 +203,26 @@ def test_cli_runs_a_flat_prior_program_to_a_verdict_with_the_heuristic_sentence(
     y = 0.3 + X @ np.array([0.5, -1.0]) + 0.7 * rng.normal(size=40)
     data = tmp_path / "real.json"
     data.write_text(json.dumps({"N": 40, "K": 2, "X": X.tolist(), "y": y.tolist()}))
-    common = ["--data", str(data), "--steps", "5,20", "--chains", "20", "--sweep", "0,10,50",
+    common = ["--data", str(data), "--steps", "2,5", "--chains", "20", "--sweep", "0,10,50",
               "--replicates", "2", "--fit-warmup", "150", "--fit-draws", "150",
-              "--kernel", "hmc", "--leapfrog", "5", "--pilot-chains", "12", "--quiet"]
+              "--kernel", "hmc", "--leapfrog", "5", "--pilot-chains", "12", "--quiet",
+              "--converged-nats", "0.02"]
     code, out, err = _cli(capsys, str(FLAT_SCALE), *common, "--out", str(tmp_path / "out"))
     assert code in (0, 3), err[-2000:]
     assert ("Route: protocol, hyperparameters fixed at fitted values: a, b "
             "(a: no proper prior; b: no proper prior)") in out
     assert HEURISTIC in out
-    assert "On the simulated data, with 20 distributions, AIS is" in out
+    assert "On the simulated data, with 5 distributions, AIS is" in out
     assert (tmp_path / "out" / "report.html").is_file()
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["extra"]["route"]["fixed"] == ["a", "b"]
+    # not converged on the simulated data at --converged-nats 0.02: the line names the T
+    # the bounds predict
+    assert not any(r["converged"] for r in summary["summary"])
+    predicted = summary["predicted"]
+    assert predicted["steps"] > 5 and predicted["level"] == 0.02
+    assert f"about T = {predicted['steps']} for 0.02 nat" in out
+    assert f"--steps 2,5,{predicted['steps']} with the same --out" in out
     # One-line refusals: an unknown name, and --hyper with a given simulator.
     code, _, err = _cli(capsys, str(FLAT_SCALE), *common, "--hyper", "nope", "--out",
                         str(tmp_path / "bad"))

@@ -47,7 +47,7 @@ from ..deadline import OverBudget
 __all__ = ["MIN_STEPS", "GROWTH", "DecayFit", "AutoSteps", "Meter", "fit_decay",
            "fit_upper_limit", "path_length", "first_steps", "next_steps", "run_within_budget",
            "budget_sentence", "naming_steps", "naming_least_steps", "last_try",
-           "LAST_TRY_MARGIN"]
+           "LAST_TRY_MARGIN", "Prediction", "predict_steps"]
 
 MIN_STEPS = 10       # the smallest first T: fewer distributions measure little
 GROWTH = (3.0, 4.0)  # each new T is 3 to 4 times the last
@@ -449,14 +449,58 @@ def budget_sentence(record: dict, bound: float, path: str | None = None,
         why = ("the bound did not decrease with T" if fit is not None
                else "no positive bound to fit")
         return text + f"; no T predicted ({why}). Step counts run: {steps}."
-    text += (f"; at the measured rate of decay ({fit.describe()}), about "
-             f"T = {auto.predicted_steps:.0f} for {auto.level:g} nat")
-    if auto.predicted_minutes is not None:
-        text += f" (about {auto.predicted_minutes:.3g} minutes on this machine)"
-    elif auto.predicted_gradients is not None:
-        text += f" (about {auto.predicted_gradients:.3g} gradients)"
+    text += "; " + _decay_clause(fit, auto.predicted_steps, auto.level,
+                                 auto.predicted_minutes, auto.predicted_gradients)
     return text + (f". Step counts run: {steps}; --steps {steps},"
                    f"{auto.predicted_steps:.0f} with the same --out runs only the new one.")
+
+
+def _decay_clause(fit: DecayFit, steps: float, level: float, minutes: float | None,
+                  gradients: float | None = None) -> str:
+    text = (f"at the measured rate of decay ({fit.describe()}), about T = {steps:.0f} for "
+            f"{level:g} nat")
+    if minutes is not None:
+        return text + f" (about {minutes:.3g} minutes on this machine)"
+    return text + (f" (about {gradients:.3g} gradients)" if gradients is not None else "")
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """The T at which the fit of the measured bounds' upper limits reaches ``level``
+    (two significant digits), the fit, and the minutes a run at that T takes here (at
+    the seconds a step took in the largest step count; None when unknown)."""
+
+    steps: int
+    level: float
+    fit: DecayFit
+    minutes: float | None = None
+
+    def as_dict(self) -> dict:
+        return {"steps": self.steps, "level": self.level, "minutes": self.minutes,
+                "fit": asdict(self.fit)}
+
+    def sentence(self, steps_run) -> str:
+        """The prediction in words, with the command that runs it."""
+        run = ",".join(map(str, sorted(steps_run)))
+        clause = _decay_clause(self.fit, self.steps, self.level, self.minutes)
+        return (clause[0].upper() + clause[1:]
+                + f": --steps {run},{self.steps} with the same --out runs only the new one.")
+
+
+def predict_steps(steps, estimates, uppers, level: float,
+                  seconds_per_step: float | None = None) -> Prediction | None:
+    """Where step counts run with fixed ``steps`` end not converged: the T the decay of
+    their bounds predicts for ``level`` (the fit ``--steps auto`` makes,
+    :func:`fit_upper_limit`), or None when the bounds do not fall to it.
+    ``seconds_per_step``: the wall time of one of a step count's T - 1 steps."""
+    fit = fit_upper_limit(steps, estimates, uppers)
+    wanted = math.inf if fit is None else fit.steps_for(level)
+    if not np.isfinite(wanted) or wanted <= max(steps):
+        return None
+    T = _nice(math.ceil(wanted))
+    minutes = (seconds_per_step * (T - 1) / 60
+               if seconds_per_step and np.isfinite(seconds_per_step) else None)
+    return Prediction(T, level, fit, minutes)
 
 
 @contextmanager

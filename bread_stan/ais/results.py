@@ -21,7 +21,7 @@ import pandas as pd
 from ..stan.draws import to_arviz
 from ..store import jsonable
 from . import result_files
-from .budget import budget_sentence
+from .budget import Prediction, budget_sentence, predict_steps
 from .betas import Betas
 from .estimators import (Sandwich, bidirectional_log_ml, consistency_check, grouped_bound,
                          jeffreys_bound, log_ml_sandwich, one_sided_bounds)
@@ -246,6 +246,22 @@ class BreadResult:
             return "inconsistent"
         return "converged" if any(v.converged for v in verdicts) else "not converged"
 
+    def prediction(self, settings: VerdictSettings | None = None) -> Prediction | None:
+        """Where every step count is consistent and none converged: the T at which the
+        decay of their bounds' upper limits reaches ``converged_nats`` (the fit ``--steps
+        auto`` makes), with its minutes at the seconds a step of the largest step count
+        took; None otherwise, or when the bounds do not fall to the level."""
+        settings = settings or self.verdict_settings()
+        verdicts = self.verdicts(settings)
+        if not verdicts or any(v.converged or not v.consistent for v in verdicts):
+            return None
+        largest = max(self.steps, key=lambda s: s.n_steps)
+        rate = largest.wall_time / (largest.n_steps - 1) if largest.n_steps > 1 else None
+        return predict_steps([v.n_steps for v in verdicts],
+                             [v.bound.estimate for v in verdicts],
+                             [v.bound.ci_high for v in verdicts], settings.converged_nats,
+                             seconds_per_step=rate)
+
     def headline(self) -> str:
         """The one sentence a user reads: the verdict at the largest T, and what the
         checks that ran can and cannot support."""
@@ -265,6 +281,10 @@ class BreadResult:
                 text += f" SET-UP PROBLEM: {problem}."
             return text.strip()
         text = f"With {last.n_steps} distributions AIS is {last.message}"
+        predicted = None if self.extra.get("auto_steps") else self.prediction()
+        if predicted is not None:   # fixed step counts: how many steps, not just "more"
+            text = f"With {last.n_steps} distributions AIS is {last.message_before_steps()} " \
+                + predicted.sentence(v.n_steps for v in verdicts)
         if self.extra.get("auto_steps"):  # steps="auto": the budget's verdict first
             choice = self.extra.get("path_choice") or {}
             chosen = choice.get("path") if choice.get("requested") == "auto" else None
@@ -381,7 +401,9 @@ class BreadResult:
     def summary_json(self) -> dict[str, Any]:
         """The summary, settings and problems as JSON-ready data."""
         table = self.summary()
+        predicted = self.prediction()
         return {"model": self.model, "status": self.status,
+                "predicted": None if predicted is None else predicted.as_dict(),
                 "headline": self.headline(), "settings": self.settings,
                 "consistent": self.consistent, "problems": self.problems(),
                 "verdicts": [jsonable(v.as_dict()) for v in self.verdicts()],

@@ -64,6 +64,8 @@ from ..errors import InputError
 
 __all__ = ["VerdictSettings", "StepVerdict", "judge_step"]
 
+STEPS_REMEDY = " Next: the same command with"
+
 
 @dataclass(frozen=True)
 class VerdictSettings:
@@ -102,10 +104,17 @@ class StepVerdict:
     stranded: int
     rest_bound: float  # the bound without the stranded forward chains
     message: str
+    remedy: str = ""   # the end of ``message`` that says what to run next (if any)
 
     @property
     def consistent(self) -> bool:
         return self.status != "inconsistent"
+
+    def message_before_steps(self) -> str:
+        """The message without its advice to run ten times the step count (kept where it
+        advises more chains), for a caller that names the step count to run."""
+        return (self.message.removesuffix(self.remedy) if self.remedy.startswith(STEPS_REMEDY)
+                else self.message)
 
     @property
     def converged(self) -> bool:
@@ -174,18 +183,18 @@ def judge_step(step, settings: VerdictSettings = VerdictSettings(), *,
         if draws == 1 and settings.one_reverse_start:
             message += (" The interval is conditional on the one exact draw x* (reverse chains "
                         "all start there); --exact-draws K gives an interval over draws.")
-        if status == "not converged":
-            message += _next_command(bound, settings, int(step.n_steps), L.size)
+    remedy = (_next_command(bound, settings, int(step.n_steps), L.size)
+              if status == "not converged" else "")
     return StepVerdict(int(step.n_steps), status, bound, sign, tail, draws, float(fq[1]),
                        float(fq[2] - fq[0]), float(rq[1]), float(rq[2] - rq[0]), carriers,
-                       int(stranded.size), rest_bound, message)
+                       int(stranded.size), rest_bound, message + remedy, remedy)
 
 
 def _next_command(bound, settings: VerdictSettings, T: int, chains: int) -> str:
     """What to run after a not-converged step: more distributions when the bound itself
     is above the line, more chains when only its interval crosses it."""
     if bound.estimate > settings.converged_nats:
-        return (f" Next: the same command with --steps ...,{10 * T} and the same --out "
+        return (f"{STEPS_REMEDY} --steps ...,{10 * T} and the same --out "
                 "resumes, running only the new step counts (from Python: "
                 "RunSettings(steps=...) and the same out_dir); the other remedies and their "
                 "cost are on the docs page 'Not converged?'.")

@@ -266,7 +266,8 @@ def _cmd_protocol(args) -> int:
     with _executor(args) as executor:
         result = protocol(args.model, args.simulator, _data(args.data), sampler=sampler,
                           run=run, settings=settings, out_dir=out, executor=executor,
-                          likelihood=args.likelihood, hyper=_hyper(args.hyper))
+                          likelihood=args.likelihood, hyper=_hyper(args.hyper),
+                          verdict=_verdict(args))
     report = write_protocol_report(result, out)
     _print_protocol(result)
     print(f"\nresults and report: {report}")

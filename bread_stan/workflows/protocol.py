@@ -50,6 +50,7 @@ import numpy as np
 
 from ..ais.results import BreadResult
 from ..ais.tuning import TunedKernel
+from ..ais.verdict import VerdictSettings
 from ..rng import Purpose
 from ..stan.data import load_data
 from ..parallel.executor import Executor
@@ -157,7 +158,8 @@ def protocol(model, simulator=None, real_data=None, *, sampler: SamplerSettings 
              out_dir: str | Path | None = None, name: str | None = None,
              executor: Executor | None = None,
              likelihood: str | Sequence[str] | None = None,
-             hyper: str | Sequence[str] | None = None) -> ProtocolResult:
+             hyper: str | Sequence[str] | None = None,
+             verdict: VerdictSettings | None = None) -> ProtocolResult:
     """Run the real-data protocol of SPEC section 4 (see the module docstring).
 
     ``model`` is a Stan program as it is (path, text or ``cmdstanpy.CmdStanModel``),
@@ -184,6 +186,7 @@ def protocol(model, simulator=None, real_data=None, *, sampler: SamplerSettings 
     ``executor`` (:class:`~bread_stan.parallel.executor.Executor`) runs the
     replicates on a Dask cluster, one whole replicate (simulation, tuning, its
     forward runs) per task, each saved as it arrives: the same numbers as locally.
+    ``verdict``: the levels of the verdict on the simulated data (``converged_nats``).
     """
     check_program("model", model)
     if simulator is not None:
@@ -201,7 +204,7 @@ def protocol(model, simulator=None, real_data=None, *, sampler: SamplerSettings 
                         "process, not on %s", executor.kind)
         return fitted_protocol(model, real_data, hyper, sampler=sampler, run=run,
                                settings=settings, out_dir=out_dir, name=name,
-                               likelihood=likelihood)
+                               likelihood=likelihood, verdict=verdict)
     sampler, run = prior_path_only(sampler, run, "protocol")
     if run.algorithm != "ais":
         raise InputError("the real-data protocol runs AIS only; use RunSettings(algorithm="
@@ -212,21 +215,22 @@ def protocol(model, simulator=None, real_data=None, *, sampler: SamplerSettings 
                                          likelihood) as programs:
         result = _protocol(programs.models[0], programs.simulator,
                            programs.run_data(real_data), sampler, run, settings, out, name,
-                           executor)
+                           executor, verdict or VerdictSettings())
         attach(result, programs.records[name], out, lambda where: write_header(where, result))
         return result
 
 
 def _protocol(model, simulator, real_data, sampler: SamplerSettings, run: RunSettings,
               settings: ProtocolSettings, out: Path | None, name: str | None,
-              executor: Executor | None = None) -> ProtocolResult:
+              executor: Executor | None = None,
+              verdict: VerdictSettings = VerdictSettings()) -> ProtocolResult:
     data = load_data(real_data)
     name = name or default_name(model)
     header = _header(name, model, simulator, data, sampler, run, settings)
     previous = previous_result(out, header)
     (compiled,), sim_compiled = compile_with_simulator([model], simulator)
     kernel, base = sampler.make()
-    ctx = Context(name, out, sampler, run, settings, kernel)
+    ctx = Context(name, out, sampler, run, settings, kernel, verdict)
     prior_sim = Simulator(sim_compiled, data, threads=run.threads)
     real_target = StanTarget(compiled, data, threads=run.threads)
     # 0. The simulator check, before anything expensive (its own pilot tuning).
@@ -245,7 +249,8 @@ def _protocol(model, simulator, real_data, sampler: SamplerSettings, run: RunSet
                   "fit_hyper_rhat": hyper_rhat, "hyper_summary": settings.fit.hyper_summary,
                   "simulator_check": simulator_check})
     sim = BreadResult(name, header, [], {"truth": problem.truth, "known_log_ml_bounds": {},
-                                         "simulator_check": simulator_check})
+                                         "simulator_check": simulator_check,
+                                         "verdict_settings": asdict(verdict)})
     result = ProtocolResult(name, header, fitted, hyper, sim, {}, {}, extra)
     if previous is not None:
         carry_over(result, previous, ctx)

@@ -199,7 +199,8 @@ def fitted_protocol(model, real_data, hyper: Sequence[str] | str | None = None, 
                     sampler: SamplerSettings = SamplerSettings(),
                     run: RunSettings = RunSettings(), settings: "ProtocolSettings",
                     out_dir: str | Path | None = None, name: str | None = None,
-                    likelihood: str | Sequence[str] | None = None) -> ProtocolResult:
+                    likelihood: str | Sequence[str] | None = None,
+                    verdict: VerdictSettings | None = None) -> ProtocolResult:
     """The protocol with parameters fixed at fitted values (module docstring).
 
     ``hyper``: parameters to fix besides those with no proper prior (names, or "a,b").
@@ -225,7 +226,9 @@ def fitted_protocol(model, real_data, hyper: Sequence[str] | str | None = None, 
         directory = (out / PROGRAMS_DIR if out is not None else Path(stack.enter_context(
             tempfile.TemporaryDirectory(prefix="bread-programs-"))))
         kernel, _ = sampler.make()
-        ctx = Context(name, out, sampler, run, settings, kernel)
+        # the reverse chains start from distinct snapshots, not from one exact draw
+        ctx = Context(name, out, sampler, run, settings, kernel,
+                      replace(verdict or VerdictSettings(), one_reverse_start=False))
         given_as_file = isinstance(model, (str, Path)) and str(model).endswith(".stan")
         stem = None if given_as_file else name
         result = _run(ctx, model, directory, names, hyper, stem, data)
@@ -274,10 +277,9 @@ def _run(ctx: Context, model, directory, likelihood, hyper, stem, data) -> Proto
              "simulated_data": {k: np.asarray(v).tolist() for k, v in overrides.items()},
              "data_check": checked.to_dict(), "programs": record(prepared, None),
              "simulator_check": SimulatorCheck.skipped(_NO_CHECK).to_dict()}
-    # The reverse chains start from distinct snapshots, not from one exact draw.
     sim_result = BreadResult(ctx.name, header, [], {
         "truth": truth_lists, "known_log_ml_bounds": {},
-        "verdict_settings": asdict(VerdictSettings(one_reverse_start=False))})
+        "verdict_settings": asdict(ctx.verdict)})
     result = ProtocolResult(ctx.name, header, fitted, values, sim_result, {}, {}, extra)
     if previous is not None:
         carry_over(result, previous, ctx)

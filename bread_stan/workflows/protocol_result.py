@@ -206,8 +206,10 @@ class ProtocolResult:
         return pd.concat(frames, ignore_index=True)
 
     def summary_json(self) -> dict[str, Any]:
+        predicted = self.sim.prediction()   # on the simulated data, where not converged
         out = {"model": self.model, "settings": self.settings, "hyper": self.hyper,
                "ok": self.ok, "problems": self.problems(), "extra": jsonable(self.extra),
+               "predicted": None if predicted is None else predicted.as_dict(),
                "summary": json.loads(self.summary().to_json(orient="records")),
                "curves": json.loads(self.curves().to_json(orient="records"))}
         if self.fit is not None:

@@ -23,6 +23,7 @@ import numpy as np
 from ..ais import engine
 from ..ais.results import DirectionResult, StepResult
 from ..ais.tuning import TunedKernel
+from ..ais.verdict import VerdictSettings
 from ..kernels.base import initial_state
 from ..rng import ChainRandom, Purpose, Stream, derived_seed
 from ..store import load_if_sound, load_json, load_unit, save_unit
@@ -85,6 +86,7 @@ class Context:
     run: RunSettings
     settings: "ProtocolSettings"
     kernel: object
+    verdict: VerdictSettings = VerdictSettings()   # the simulated data's verdict levels
 
     def seed(self, purpose: Purpose, *index: int) -> int:
         return derived_seed(self.run.seed, purpose, *index)

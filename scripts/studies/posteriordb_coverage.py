@@ -29,7 +29,9 @@ For each of posteriordb's 120 Stan programs (with the data of its first posterio
   "protocol", with the protocol's agreement flag, S-sweep test and bound read from its
   ``summary.json`` (the bound at the first of its T that converged, else at its last:
   the paper's heuristic on data simulated at the fitted hyperparameters, counted apart
-  from the run's bound in the totals).  With ``--retry-budget M2``, a program whose set-up stopped it (a
+  from the run's bound in the totals; where none converged, the T its bounds predict for
+  1 nat, as the protocol saved it or, for a protocol from before it saved one, by the
+  same fit made here).  With ``--retry-budget M2``, a program whose set-up stopped it (a
   pilot or the check would overrun M) and whose stated need is at most
   ``RETRY_NEED_FACTOR`` (3) x M2 minutes (an early pace overstates it: by up to 3x,
   measured), and a protocol run that timed out (the protocol has no budget), run once
@@ -484,7 +486,8 @@ def read_protocol(out: Path) -> dict:
     bound = {} if first is None else {
         "T": int(first["steps"]), "bound": first.get("bound"),
         "bound_high": first.get("bound_ci_high"),
-        "protocol_converged": bool(first.get("converged")) and bool(summary.get("ok"))}
+        "protocol_converged": bool(first.get("converged")) and bool(summary.get("ok")),
+        **_protocol_prediction(summary, scored)}
     return {"has_results": True, "steps": [int(r["steps"]) for r in scored] or None,
             "verdict": "protocol ok" if summary.get("ok") else "protocol not ok", **bound,
             "agreement": ("" if not agreement else
@@ -493,6 +496,27 @@ def read_protocol(out: Path) -> dict:
             "sweep_test": ("" if not sweep else
                            "passed" if sweep.get("passed") else "failed"),
             "protocol_problems": _one_line("; ".join(summary.get("problems") or []))}
+
+
+def _protocol_prediction(summary: dict, scored: list[dict]) -> dict:
+    """The T the protocol's bounds predict for 1 nat where none converged: its
+    ``predicted`` where it saved one, else (a protocol from before it did) the same fit
+    made here on its saved bounds (``predicted_here``)."""
+    saved = summary.get("predicted")
+    if saved:
+        return {"predicted_T": saved["steps"], "predicted_minutes": saved.get("minutes")}
+    if not scored or any(r.get("converged") or not r.get("consistent", True) for r in scored):
+        return {}
+    from bread_stan.ais.budget import predict_steps
+
+    last = scored[-1]
+    rate = (last["seconds"] / (int(last["steps"]) - 1)
+            if last.get("seconds") and int(last["steps"]) > 1 else None)
+    found = predict_steps([int(r["steps"]) for r in scored], [r.get("bound") for r in scored],
+                          [r.get("bound_ci_high") for r in scored], 1.0, seconds_per_step=rate)
+    return {} if found is None else {"predicted_T": found.steps,
+                                     "predicted_minutes": found.minutes,
+                                     "predicted_here": True}
 
 
 def protocol_program(row: dict, program: Path, data: Path, settings: SweepSettings,
