@@ -196,3 +196,52 @@ def test_the_searches_for_q_stop_before_one_that_would_end_past_the_deadline():
             waypoint.fit_base(model, pilot)
         with pytest.raises(waypoint.FitPastBudget):   # not Pathfinder instead
             fit_q(model, pilot, seed=1)
+
+
+class _SlowTarget:
+    """A target whose every evaluation takes ``delay`` seconds longer."""
+
+    def __init__(self, model, delay: float):
+        self.model, self.delay = model, delay
+
+    def __getattr__(self, name):
+        return getattr(self.model, name)
+
+    def evaluate(self, points, gradient=True):
+        time.sleep(self.delay)
+        return self.model.evaluate(points, gradient=gradient)
+
+
+def test_a_pathfinder_run_for_q_stops_at_its_part_of_half_the_time_left(monkeypatch):
+    """Issue 42: posteriordb's nn_rbm1bJ10 spent 10.7 minutes of a 10-minute budget in one
+    Pathfinder run for q (no Laplace mode), which left no time for any pilot.  Now the
+    runs together get half the time left, each an equal part of what remains, and one
+    that has not ended in its part stops: no q (as when a search cannot start in time),
+    nothing of its partial path kept.  Here 1 s is left, so each of 4 runs gets 0.125 s,
+    and a run whose evaluations take 20 ms each cannot end in it.  A limit that is not
+    reached changes no number.  Breaks tried: the limit not passed to pathfinder (the run
+    ends after seconds and returns q), the check in L-BFGS's callback removed (it stops
+    in the ELBOs instead): the test fails on each."""
+    from bread_stan.ais import waypoint
+    from bread_stan.approx import PathfinderOutOfTime, pathfinder
+    from bread_stan.workflows import base_fit
+
+    model, _ = simulate_regression(40, 3, noise_sd=0.5, seed=1)
+    pilot = model.sample_prior(np.random.default_rng(0), 16)
+    free = pathfinder(model, seed=4)
+    limited = pathfinder(model, seed=4, seconds=1e6)
+    assert np.array_equal(free.mean, limited.mean) and np.array_equal(free.cov, limited.cov)
+    slow = _SlowTarget(model, 0.02)
+    with pytest.raises(PathfinderOutOfTime, match=r"not ended after 0.1 s \(L-BFGS at iterate"):
+        pathfinder(slow, seed=4, seconds=0.1)
+
+    def no_mode(*args, **kwargs):
+        raise waypoint.WaypointError("no mode")
+    monkeypatch.setattr(waypoint, "fit_base", no_mode)
+    base, record = base_fit.fit_q(model, pilot, seed=1)   # no budget: Pathfinder's q
+    assert record["fit"] == "pathfinder"
+    began = time.perf_counter()
+    with set_up_by(time.monotonic() + 1.0, 60.0):
+        with pytest.raises(waypoint.FitPastBudget, match="run 1 of 4 had not ended after"):
+            base_fit.fit_q(slow, pilot, seed=1)
+    assert time.perf_counter() - began < 0.125 + 0.5   # stopped within its part (+ 1 step)

@@ -120,6 +120,8 @@ def test_the_table_has_one_row_a_program_and_the_totals(tmp_path):
     assert "| not converged (budget) |" in table[1]
     assert "summed over programs: 40; the sweep's wall time: 25 s over 2" in text
     assert "over the 2 programs that ran: 20%" in text   # median of 10% and 30%
+    # pooled: each run spent 30 of 100 gradients before scoring
+    assert "pooled over their gradients: 30%" in text
     saved = json.loads((tmp_path / "coverage_sweep.json").read_text())
     assert saved["sweep"] == meta and len(saved["rows"]) == 3
 

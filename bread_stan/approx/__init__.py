@@ -12,7 +12,7 @@ from .advi import advi
 from .gaussian import ApproximationError, GaussianApproximation
 from .laplace import laplace
 from .methods import METHODS, approximate
-from .pathfinder import pathfinder
+from .pathfinder import PathfinderOutOfTime, pathfinder
 
 __all__ = ["GaussianApproximation", "ApproximationError", "laplace", "advi", "pathfinder",
-           "METHODS", "approximate"]
+           "PathfinderOutOfTime", "METHODS", "approximate"]

@@ -14,6 +14,10 @@ and its draws, log density and ELBO take O(d m^2) per iterate through a thin QR 
 correction, as in the paper's Algorithm 4.  Only the chosen Gaussian's covariance is made
 dense (d, d).  The importance resampling of the paper's multi-path variant is not done:
 the output is the Gaussian itself.
+
+With ``seconds`` (a run's budget), a run that has not ended when they are spent stops at
+once with :class:`PathfinderOutOfTime`: nothing of a stopped path is returned, so the
+Gaussian a run gets never depends on how fast the machine is.
 """
 
 from __future__ import annotations
@@ -28,7 +32,11 @@ from ..ais.gaussian_base import joint_density
 from .gaussian import ApproximationError, GaussianApproximation, initial_point
 from ..errors import InputError
 
-__all__ = ["pathfinder"]
+__all__ = ["pathfinder", "PathfinderOutOfTime"]
+
+
+class PathfinderOutOfTime(ApproximationError):
+    """Pathfinder stopped: it would not end within the seconds it was given."""
 
 
 def _curvature_ok(y: np.ndarray, s: np.ndarray) -> bool:
@@ -90,14 +98,16 @@ class _LowRankGaussian:
 
 def pathfinder(model: Any, *, seed: int = 0, start: np.ndarray | None = None,
                history_size: int = 5, elbo_draws: int = 25, max_lbfgs_iter: int = 1000,
-               gtol: float = 1e-8, ftol: float = 1e-12) -> GaussianApproximation:
+               gtol: float = 1e-8, ftol: float = 1e-12,
+               seconds: float | None = None) -> GaussianApproximation:
     """Single-path Pathfinder on ``model``'s posterior in the unconstrained space.
 
     ``start`` defaults to Stan's uniform(-2, 2) draw from ``seed``; ``history_size`` and
     ``elbo_draws`` default to Stan's (5 and 25).  Diagnostics: ``iterations`` (L-BFGS
     iterates), ``converged`` (L-BFGS's own criterion), ``elbo_trace`` (one per iterate,
     -inf where the Gaussian was not usable), ``best_iteration``, ``gradient_evaluations``,
-    ``density_evaluations``, ``seconds``.
+    ``density_evaluations``, ``seconds``.  ``seconds`` (None: no limit): raise
+    :class:`PathfinderOutOfTime` once so many have passed before the end.
     """
     if int(history_size) != history_size or history_size < 1:
         raise InputError(f"history_size must be a positive integer, got {history_size}")
@@ -119,8 +129,16 @@ def pathfinder(model: Any, *, seed: int = 0, start: np.ndarray | None = None,
         return -float(lp[0]), -grad[0]
 
     path = [x0.copy()]
-    result = optimize.minimize(negative, x0, jac=True, method="L-BFGS-B",
-                               callback=lambda xk: path.append(np.array(xk, dtype=float)),
+
+    def in_time(where: str) -> None:
+        if seconds is not None and time.perf_counter() - t0 > seconds:
+            raise PathfinderOutOfTime(f"pathfinder: not ended after {seconds:.3g} s ({where})")
+
+    def keep(xk):
+        path.append(np.array(xk, dtype=float))
+        in_time(f"L-BFGS at iterate {len(path) - 1}")
+
+    result = optimize.minimize(negative, x0, jac=True, method="L-BFGS-B", callback=keep,
                                options={"maxiter": int(max_lbfgs_iter), "maxcor":
                                         int(history_size), "gtol": gtol, "ftol": ftol})
     points = np.array(path)
@@ -146,6 +164,7 @@ def pathfinder(model: Any, *, seed: int = 0, start: np.ndarray | None = None,
             candidates.append(None)
             trace.append(-np.inf)
             continue
+        in_time(f"the ELBO of iterate {l} of {len(points) - 1}")
         draws, log_q = q.sample(rng, int(elbo_draws))
         lp, _ = density(draws, False)
         with np.errstate(invalid="ignore"):

@@ -13,6 +13,12 @@ and the best one's sds are widened as the Laplace fit's are.  The
 path then runs as from a Laplace q: AIS from exact draws of q corrects whatever q gets
 wrong, at the price of a longer path.  A posterior whose mode searches end at separate
 modes is refused whichever way q would be fitted: one Gaussian cannot stand for it.
+
+Within a budget in minutes the Pathfinder runs together may take :data:`SEARCH_SHARE` of
+the time left when they start (the pilot that follows needs the rest), each an equal
+part of what remains: a run that would not end in its part stops, and the run has no
+Gaussian q, as when a search cannot start in time.  A stopped run's partial path is
+never used, so whether q exists may depend on the machine, but q itself never does.
 """
 
 from __future__ import annotations
@@ -24,8 +30,10 @@ import numpy as np
 
 from ..ais import waypoint
 from ..ais.gaussian_base import DEFAULT_WIDEN, BaseFitError, GaussianBase
-from ..approx import ApproximationError, pathfinder
+from ..approx import ApproximationError, PathfinderOutOfTime, pathfinder
+from ..deadline import seconds_left
 from ..errors import InputError
+from ..progress import duration
 from ..rng import Purpose, derived_seed
 from ..target import Target
 
@@ -34,6 +42,10 @@ __all__ = ["fit_q"]
 log = logging.getLogger(__name__)
 
 ELBO_DRAWS = 256  # draws that compare the runs' Gaussians
+# The share of the time left that the Pathfinder runs for q may take within a budget.
+# posteriordb's nn_rbm1bJ10 (7,951 parameters) spent 10.7 minutes of a 10-minute budget
+# in one run, and so had no time left for any pilot.
+SEARCH_SHARE = 0.5
 
 
 def fit_q(target: Target, pilot: np.ndarray, seed: int, widen: float = DEFAULT_WIDEN
@@ -49,13 +61,20 @@ def fit_q(target: Target, pilot: np.ndarray, seed: int, widen: float = DEFAULT_W
         raise
     except waypoint.WaypointError as error:
         no_laplace = str(error)
-    t0 = time.perf_counter()
+    t0, left = time.perf_counter(), seconds_left()
     fits, errors = [], []
-    for k, start in enumerate(waypoint.best_starts(target, pilot)):
+    starts = waypoint.best_starts(target, pilot)
+    for k, start in enumerate(starts):
         waypoint.another_search_fits(k, t0, "Pathfinder's runs for q")
         seed_k = derived_seed(seed, Purpose.PATHFINDER_BASE, k)
+        part = _search_seconds(left, time.perf_counter() - t0, len(starts) - k)
         try:
-            fitted = pathfinder(target, seed=seed_k, start=pilot[start])
+            fitted = pathfinder(target, seed=seed_k, start=pilot[start], seconds=part)
+        except PathfinderOutOfTime:
+            raise waypoint.FitPastBudget(
+                f"Pathfinder's runs for q: run {k + 1} of {len(starts)} had not ended after "
+                f"{duration(part)}, its part of {SEARCH_SHARE:.0%} of the "
+                f"{duration(max(left, 0.0))} left") from None
         except (ApproximationError, InputError) as error:
             errors.append(str(error))
             continue
@@ -79,6 +98,14 @@ def fit_q(target: Target, pilot: np.ndarray, seed: int, widen: float = DEFAULT_W
              len(fits), elbo, record["best_iteration"], record["iterations"],
              record["seconds"])
     return base, record
+
+
+def _search_seconds(left: float | None, spent: float, runs_left: int) -> float | None:
+    """The seconds the next of ``runs_left`` Pathfinder runs may take: an equal part of
+    what remains of :data:`SEARCH_SHARE` of the ``left`` seconds (None: no budget)."""
+    if left is None:
+        return None
+    return max(SEARCH_SHARE * max(left, 0.0) - spent, 0.0) / runs_left
 
 
 def _elbo(target: Target, fitted, seed: int) -> float:

@@ -703,7 +703,17 @@ def sweep_totals(rows: list[dict], meta: dict) -> list[str]:
         "session(s) (compiles included)",
         "- median share of gradients before the first scored transition (pilots and "
         f"check), over the {len(shares)} programs that ran: "
-        + (f"{statistics.median(shares):.0%}" if shares else "none"), ""]
+        + (f"{statistics.median(shares):.0%}" if shares else "none")
+        + _pooled_share(ran), ""]
+
+
+def _pooled_share(ran: list[dict]) -> str:
+    """The same share over all those programs' gradients together (the expensive
+    programs weigh in proportion to their cost)."""
+    parts = [r["setup_gradients"] for r in ran if r.get("setup_gradients")]
+    setup = sum((g.get("pilots") or 0) + (g.get("check") or 0) for g in parts)
+    total = setup + sum(g.get("scored") or 0 for g in parts)
+    return f"; pooled over their gradients: {setup / total:.0%}" if total > 0 else ""
 
 
 def _write_atomic(path: Path, text: str) -> None:
