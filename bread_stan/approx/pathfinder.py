@@ -96,6 +96,21 @@ class _LowRankGaussian:
         return self.mean, 0.5 * (cov + cov.T)
 
 
+def _iterate_gaussians(points: np.ndarray, grads: np.ndarray, history_size: int):
+    """The Gaussian of each iterate after the first, in order (None where its
+    inverse-Hessian estimate is singular), from the (s, y) pairs of the path up to it."""
+    alpha, pairs = np.ones(points.shape[1]), []
+    for l in range(1, len(points)):
+        s, y = points[l] - points[l - 1], grads[l - 1] - grads[l]
+        if _curvature_ok(y, s):
+            alpha = _update_diagonal(alpha, y, s)
+            pairs = (pairs + [(s, y)])[-int(history_size):]
+        try:
+            yield _LowRankGaussian(points[l], grads[l], alpha, *_inverse_hessian(alpha, pairs))
+        except np.linalg.LinAlgError:
+            yield None
+
+
 def pathfinder(model: Any, *, seed: int = 0, start: np.ndarray | None = None,
                history_size: int = 5, elbo_draws: int = 25, max_lbfgs_iter: int = 1000,
                gtol: float = 1e-8, ftol: float = 1e-12,
@@ -109,10 +124,9 @@ def pathfinder(model: Any, *, seed: int = 0, start: np.ndarray | None = None,
     ``density_evaluations``, ``seconds``.  ``seconds`` (None: no limit): raise
     :class:`PathfinderOutOfTime` once so many have passed before the end.
     """
-    if int(history_size) != history_size or history_size < 1:
-        raise InputError(f"history_size must be a positive integer, got {history_size}")
-    if int(elbo_draws) != elbo_draws or elbo_draws < 1:
-        raise InputError(f"elbo_draws must be a positive integer, got {elbo_draws}")
+    for name, value in (("history_size", history_size), ("elbo_draws", elbo_draws)):
+        if int(value) != value or value < 1:
+            raise InputError(f"{name} must be a positive integer, got {value}")
     t0 = time.perf_counter()
     rng = np.random.default_rng(seed)
     x0 = initial_point(model, start, rng)
@@ -151,17 +165,10 @@ def pathfinder(model: Any, *, seed: int = 0, start: np.ndarray | None = None,
             negative(u)
         grads[i] = seen[u.tobytes()][1]
 
-    alpha, pairs = np.ones(x0.size), []
     candidates, trace = [], []
-    for l in range(1, len(points)):
-        s, y = points[l] - points[l - 1], grads[l - 1] - grads[l]
-        if _curvature_ok(y, s):
-            alpha = _update_diagonal(alpha, y, s)
-            pairs = (pairs + [(s, y)])[-int(history_size):]
-        try:
-            q = _LowRankGaussian(points[l], grads[l], alpha, *_inverse_hessian(alpha, pairs))
-        except np.linalg.LinAlgError:
-            candidates.append(None)
+    for l, q in enumerate(_iterate_gaussians(points, grads, history_size), start=1):
+        candidates.append(q)
+        if q is None:
             trace.append(-np.inf)
             continue
         in_time(f"the ELBO of iterate {l} of {len(points) - 1}")
@@ -169,7 +176,6 @@ def pathfinder(model: Any, *, seed: int = 0, start: np.ndarray | None = None,
         lp, _ = density(draws, False)
         with np.errstate(invalid="ignore"):
             elbo = float(np.mean(lp - log_q))
-        candidates.append(q)
         trace.append(elbo if np.isfinite(elbo) else -np.inf)
     if not trace or not np.any(np.isfinite(trace)):
         raise ApproximationError("pathfinder: no iterate of the L-BFGS path gave a Gaussian "
