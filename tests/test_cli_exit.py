@@ -9,6 +9,7 @@ import pytest
 
 from bread_stan.errors import InputError, StanDataError
 from bread_stan.cli import main as cli
+from bread_stan.cli.arguments import build_parser
 
 
 def _fails_with(monkeypatch, error):
@@ -66,3 +67,17 @@ def test_a_finished_commands_status_comes_from_one_policy():
     assert code(Outcome(ok=False)) == 3 and code(Outcome(ok=True)) == 0
     assert code(Outcome(passed=False)) == 3 and code(Outcome(passed=True)) == 0
     assert code([Outcome(estimate=0.1)]) == 0
+
+
+def test_protocol_refuses_exact_draws_which_it_would_ignore(capsys):
+    """The protocol's reverse chains start from the S-sweep's snapshots, never from exact
+    draws: --exact-draws, accepted and silently ignored before, is an unknown option."""
+    with pytest.raises(SystemExit) as stopped:
+        cli.main(["protocol", "m.stan", "--data", "d.json", "--exact-draws", "3"])
+    assert stopped.value.code == 2
+    assert "unrecognized arguments: --exact-draws 3" in capsys.readouterr().err
+    assert build_parser().parse_args(["run", "m.stan", "--exact-draws", "3"]).exact_draws == 3
+    from bread_stan.workflows.protocol import protocol
+    from bread_stan.workflows.settings import RunSettings
+    with pytest.raises(InputError, match="exact_draws=...\\) applies to bread and compare"):
+        protocol("m.stan", real_data={}, run=RunSettings(exact_draws=3))

@@ -151,7 +151,7 @@ def _add_run_options(p: argparse.ArgumentParser, simulator: bool = True) -> None
     p.add_argument("--seed", type=_whole(0), default=0,
                    help="seed of every random stream (the same seed and settings give the "
                    "same numbers on any number of threads) (default 0)")
-    if simulator:
+    if simulator and p.prog.split()[-1] != "protocol":   # its reverse starts: the S-sweep's
         p.add_argument("--exact-draws", type=_whole(1), default=1,
                        help="simulated problems (x*, y*) to split the chains among: K > 1 gives an "
                        "interval over exact draws and data sets instead of one conditional on a "

@@ -189,6 +189,10 @@ def protocol(model, simulator=None, real_data=None, *, sampler: SamplerSettings 
     ``verdict``: the levels of the verdict on the simulated data (``converged_nats``).
     """
     check_program("model", model)
+    if run.exact_draws != 1:
+        raise InputError("RunSettings(exact_draws=...) applies to bread and compare: the "
+                         "protocol's reverse chains start from its S-sweep's snapshots, not "
+                         "from exact draws; leave exact_draws at 1 here")
     if simulator is not None:
         check_program("simulator", simulator)
         if hyper is not None:
