@@ -507,8 +507,10 @@ def _protocol_prediction(summary: dict, scored: list[dict]) -> dict:
         return {"predicted_T": saved["steps"], "predicted_minutes": saved.get("minutes")}
     if not scored or any(r.get("converged") or not r.get("consistent", True) for r in scored):
         return {}
-    from bread_stan.ais.budget import predict_steps
-
+    try:
+        from bread_stan.ais.budget import predict_steps
+    except ImportError:   # a sweep pinned at a code version before it: --stage table later
+        return {}
     last = scored[-1]
     rate = (last["seconds"] / (int(last["steps"]) - 1)
             if last.get("seconds") and int(last["steps"]) > 1 else None)
@@ -693,7 +695,9 @@ def sweep_totals(rows: list[dict], meta: dict) -> list[str]:
         f"{len(rows)} programs; budget {meta['budget']:g} minutes a program "
         f"(--steps auto), time-out {meta['timeout']:.0f} s, {meta['workers']} worker(s); "
         f"code version{'s' if len(versions) > 1 else ''}: {', '.join(versions)}."
-        + _retry_sentence(rows, meta), "",
+        + _retry_sentence(rows, meta)
+        + (f" The protocol ran with {meta['protocol_args']}." if meta.get("protocol_args")
+           else ""), "",
         f"- by status: {_counts(rows, 'status')}",
         f"- by route: {_counts(rows, 'route')}",
         f"- verdicts of the programs that ran: {_counts(ran, 'verdict')}",
@@ -826,6 +830,7 @@ def sweep(args) -> int:
                 "retry_timeout": (settings.retry_timeout if args.retry_budget
                                   else before.get("retry_timeout")),
                 "run_args": args.run_args, "protocol": args.protocol,
+                "protocol_args": args.protocol_args,
                 "sessions": before.get("sessions", 0) + 1,
                 "wall_seconds": round(before.get("wall_seconds", 0)
                                       + time.perf_counter() - start)}
