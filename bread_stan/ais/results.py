@@ -252,7 +252,10 @@ class BreadResult:
         auto`` makes), with its minutes at the seconds a step of the largest step count
         took; None otherwise, or when the bounds do not fall to the level."""
         settings = settings or self.verdict_settings()
-        verdicts = self.verdicts(settings)
+        return self._prediction(self.verdicts(settings), settings)
+
+    def _prediction(self, verdicts: list[StepVerdict], settings: VerdictSettings
+                    ) -> Prediction | None:
         if not verdicts or any(v.converged or not v.consistent for v in verdicts):
             return None
         largest = max(self.steps, key=lambda s: s.n_steps)
@@ -261,6 +264,21 @@ class BreadResult:
                              [v.bound.estimate for v in verdicts],
                              [v.bound.ci_high for v in verdicts], settings.converged_nats,
                              seconds_per_step=rate)
+
+    def last_message(self) -> str:
+        """The verdict's message at the largest T; with fixed step counts of which none
+        converged, the T the bounds predict and the ``--steps`` that runs it, in place of
+        the advice to run ten times more (a run with ``--steps auto`` names its T in
+        :func:`~.budget.budget_sentence`)."""
+        settings = self.verdict_settings()
+        verdicts = self.verdicts(settings)
+        last = verdicts[-1]
+        predicted = None if self.extra.get("auto_steps") else self._prediction(verdicts,
+                                                                               settings)
+        if predicted is None:
+            return last.message
+        return (f"{last.message_before_steps()} "
+                + predicted.sentence(v.n_steps for v in verdicts))
 
     def headline(self) -> str:
         """The one sentence a user reads: the verdict at the largest T, and what the
@@ -280,11 +298,7 @@ class BreadResult:
             for problem in self.setup_problems():
                 text += f" SET-UP PROBLEM: {problem}."
             return text.strip()
-        text = f"With {last.n_steps} distributions AIS is {last.message}"
-        predicted = None if self.extra.get("auto_steps") else self.prediction()
-        if predicted is not None:   # fixed step counts: how many steps, not just "more"
-            text = f"With {last.n_steps} distributions AIS is {last.message_before_steps()} " \
-                + predicted.sentence(v.n_steps for v in verdicts)
+        text = f"With {last.n_steps} distributions AIS is {self.last_message()}"
         if self.extra.get("auto_steps"):  # steps="auto": the budget's verdict first
             choice = self.extra.get("path_choice") or {}
             chosen = choice.get("path") if choice.get("requested") == "auto" else None

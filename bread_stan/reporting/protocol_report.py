@@ -195,13 +195,9 @@ def protocol_verdict(result: ProtocolResult) -> list[str]:
         lines.append("The consistency checks failed on the simulated data: "
                      + " ".join(result.sim.problems()))
     elif result.sim.steps:
-        verdicts = result.sim.verdicts()
-        last, predicted = verdicts[-1], result.sim.prediction()
-        said = last.message if predicted is None else (
-            f"{last.message_before_steps()} "
-            + predicted.sentence(v.n_steps for v in verdicts))
-        lines.append(f"On the simulated data, with {last.n_steps} distributions, AIS is "
-                     f"{said} (The reverse chains start from an approximate posterior "
+        last = max(s.n_steps for s in result.sim.steps)
+        lines.append(f"On the simulated data, with {last} distributions, AIS is "
+                     f"{result.sim.last_message()} (The reverse chains start from an approximate posterior "
                      "draw, so this bound is checked by the S-sweep rather than guaranteed.)")
     if route:
         lines.append(route["heuristic"])

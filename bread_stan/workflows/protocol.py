@@ -226,8 +226,7 @@ def protocol(model, simulator=None, real_data=None, *, sampler: SamplerSettings 
 
 def _protocol(model, simulator, real_data, sampler: SamplerSettings, run: RunSettings,
               settings: ProtocolSettings, out: Path | None, name: str | None,
-              executor: Executor | None = None,
-              verdict: VerdictSettings = VerdictSettings()) -> ProtocolResult:
+              executor: Executor | None, verdict: VerdictSettings) -> ProtocolResult:
     data = load_data(real_data)
     name = name or default_name(model)
     header = _header(name, model, simulator, data, sampler, run, settings)

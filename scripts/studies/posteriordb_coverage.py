@@ -507,10 +507,8 @@ def _protocol_prediction(summary: dict, scored: list[dict]) -> dict:
         return {"predicted_T": saved["steps"], "predicted_minutes": saved.get("minutes")}
     if not scored or any(r.get("converged") or not r.get("consistent", True) for r in scored):
         return {}
-    try:
-        from bread_stan.ais.budget import predict_steps
-    except ImportError:   # a sweep pinned at a code version before it: --stage table later
-        return {}
+    from bread_stan.ais.budget import predict_steps
+
     last = scored[-1]
     rate = (last["seconds"] / (int(last["steps"]) - 1)
             if last.get("seconds") and int(last["steps"]) > 1 else None)
