@@ -204,6 +204,12 @@ class _SlowTarget:
     def __init__(self, model, delay: float):
         self.model, self.delay = model, delay
 
+    # Python 3.12+ checks a runtime Protocol with getattr_static, which does not see
+    # attributes that __getattr__ forwards: the Target's members are spelled out.
+    @property
+    def dim(self) -> int:
+        return self.model.dim
+
     def __getattr__(self, name):
         return getattr(self.model, name)
 
