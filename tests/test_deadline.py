@@ -251,3 +251,26 @@ def test_a_pathfinder_run_for_q_stops_at_its_part_of_half_the_time_left(monkeypa
         with pytest.raises(waypoint.FitPastBudget, match="run 1 of 4 had not ended after"):
             base_fit.fit_q(slow, pilot, seed=1)
     assert time.perf_counter() - began < 0.125 + 0.5   # stopped within its part (+ 1 step)
+
+
+def test_the_elbo_that_compares_pathfinder_runs_stops_with_the_runs_part_and_changes_nothing():
+    """Measured on nn_rbm1bJ10 (d = 7,951) at --budget 10 after the limit above: the search
+    stopped in time, but the ELBO of its dense Gaussian (256 draws, O(d^2) each) then ran
+    on, and the run took 10.1 of the 10 minutes.  The ELBO now checks the run's limit
+    between blocks of 16 draws (None once past it, so fit_q stops as for the search), and
+    the blocks give the number of one batch, bit for bit.  Break tried: the check removed
+    (the slow ELBO returns a number): the test fails."""
+    from bread_stan.approx import pathfinder
+    from bread_stan.workflows import base_fit
+
+    model, _ = simulate_regression(40, 3, noise_sd=0.5, seed=1)
+    fitted = pathfinder(model, seed=4)
+    draws = fitted.sample(np.random.default_rng(7), base_fit.ELBO_DRAWS)
+    ev = model.evaluate(draws, gradient=False)
+    whole = float(np.mean(ev.log_prior + ev.log_lik - fitted.log_q(draws)))
+    assert base_fit._elbo(model, fitted, 7) == whole
+    assert base_fit._elbo(model, fitted, 7, until=time.perf_counter() + 60.0) == whole
+    slow = _SlowTarget(model, 0.02)   # 16 blocks: 0.32 s at least
+    began = time.perf_counter()
+    assert base_fit._elbo(slow, fitted, 7, until=began + 0.05) is None
+    assert time.perf_counter() - began < 0.05 + 0.1   # one block past the limit at most

@@ -302,3 +302,37 @@ def test_a_protocol_not_converged_names_the_T_its_bounds_predict(tmp_path):
     (path / "summary.json").write_text(json.dumps(
         {"ok": True, "summary": summary, "predicted": {"steps": 123, "minutes": 4.0}}))
     assert cov.read_protocol(path)["predicted_T"] == 123
+
+
+def test_a_protocol_stopped_by_its_budget_is_a_set_up_stop_retried_at_the_retry_budget(
+        tmp_path):
+    """posteriordb's sir timed out twice in the protocol (19 and 40 minutes) with nothing
+    to show.  With --protocol-budget the protocol gets --budget, an exit 4 without results
+    is a set-up stop whose stated need decides its retry, and the retry passes the retry
+    budget; without it, no --budget reaches the protocol.  Breaks tried: the budget not
+    passed; the stop read as a failure: the test fails on each."""
+    fake = tmp_path / "fake_python"
+    fake.write_text('#!/bin/sh\necho "$@" >> "$(dirname "$0")/calls"\n'
+                    'echo "bread-stan protocol: not converged within the budget of 3 minutes:'
+                    ' the pilot tuning nuts along beta alone would take about 20 minutes, so '
+                    'no step count could run; the set-up needs a budget above 21 minutes, or '
+                    'no --budget"\nexit 4\n')
+    fake.chmod(0o755)
+    settings = cov.SweepSettings(work=tmp_path, budget=3, timeout=60, python=str(fake),
+                                 retry_budget=10, retry_timeout=120, protocol=True,
+                                 protocol_budget=3)
+    row = cov.sweep_task({"program": "sir", "status": "refused", "version": "v",
+                          "message": "no proper prior", "reason": "run: no proper prior"},
+                         "sir.stan", "sir.json", settings)
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert len(calls) == 2 and all(c.split()[2] == "protocol" for c in calls)
+    assert calls[0].endswith("--budget 3") and calls[1].endswith("--budget 10")
+    assert row["route"] == "protocol" and row["status"] == "ran"
+    assert row["stopped"] == "set-up over budget" and row["verdict"] == "not converged"
+    assert row["first_try"]["why"] == "set-up needs 21 minutes" and row["budget"] == 10
+    (tmp_path / "calls").unlink()
+    plain = cov.SweepSettings(work=tmp_path / "plain", budget=3, timeout=60,
+                              python=str(fake), protocol=True)
+    cov.protocol_program({"program": "sir", "status": "refused"}, "sir.stan", "sir.json",
+                         plain)
+    assert "--budget" not in (tmp_path / "calls").read_text()

@@ -84,31 +84,34 @@ class RunDirectory:
         return None if path is None else load_if_sound(path, load_json)
 
     # -- the tuned path -----------------------------------------------------------------
-    def load_path(self, name: str) -> Path | None:
-        """The ``name`` path ("prior", "gaussian", "waypoint") saved for this run."""
-        return self.read(KINDS[name].file, read_path, f"a tuned {name} path")
+    def load_path(self, name: str, file: str | None = None) -> Path | None:
+        """The ``name`` path ("prior", "gaussian", "waypoint") saved for this run (in
+        ``file``, default the kind's own file name)."""
+        return self.read(file or KINDS[name].file, read_path, f"a tuned {name} path")
 
-    def save_path(self, path: Path) -> None:
+    def save_path(self, path: Path, file: str | None = None) -> None:
         if self.root is not None:
-            path.save(self.root / KINDS[path.name].file, self.fingerprint)
+            path.save(self.root / (file or KINDS[path.name].file), self.fingerprint)
 
-    def load_or_fit(self, name: str, fit: Callable[[], Path], given: Path | None = None
-                    ) -> tuple[Path, float | None]:
+    def load_or_fit(self, name: str, fit: Callable[[], Path], given: Path | None = None,
+                    file: str | None = None) -> tuple[Path, float | None]:
         """The run's ``name`` path: ``given`` (a pilot's, kept here unless one is
         saved), else the one saved for this run, else ``fit()``'s, saved.  Returns it
-        and the seconds fitting took (None unless fitted here)."""
-        saved = self.load_path(name)
+        and the seconds fitting took (None unless fitted here).  ``file``: where it is
+        kept, for a directory that holds several paths of one kind (the protocol's
+        simulated and real data, its replicates; AIDE's kernels)."""
+        saved = self.load_path(name, file)
         if saved is not None:
             log.info("the path saved in %s (the %s path, not fitted again)",
-                     self.file(KINDS[name].file), name)
+                     self.file(file or KINDS[name].file), name)
             return saved, None
         if given is not None:
-            self.save_path(given)
+            self.save_path(given, file)
             return given, None
         start = time.perf_counter()
         path = fit()
         seconds = time.perf_counter() - start
-        self.save_path(path)
+        self.save_path(path, file)
         return path, seconds
 
     # -- the path choice ------------------------------------------------------------

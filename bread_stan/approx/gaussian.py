@@ -41,7 +41,7 @@ class GaussianApproximation(GaussianBase):
 
     def log_q(self, points: np.ndarray) -> np.ndarray:
         """The normalised log density (n,) at (n, d) unconstrained points."""
-        return self.log_density(np.atleast_2d(points))[0]
+        return self.log_density(np.atleast_2d(points), gradient=False)[0]
 
     def draws(self, model: Any, n: int = 1000, seed: int = 0) -> dict[str, np.ndarray]:
         """``n`` draws as a dict name -> ``(n, *Stan shape)``, constrained by ``model``'s

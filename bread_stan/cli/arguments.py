@@ -239,6 +239,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "0 turns the agreement score off)")
     p.add_argument("--replicate-max-steps", type=_whole(2), default=None,
                    help="run the replicates only up to this many distributions (default all)")
+    p.add_argument("--budget", type=_minutes, default=None, metavar="MINUTES",
+                   dest="protocol_budget",
+                   help="minutes of wall time (compiles excluded): a set-up stage that would "
+                   "end past them stops (exit 4, naming the budget it needs), and a step "
+                   "count of --steps starts only where the pilot's pace says it ends within "
+                   "them; the same command with a larger budget resumes (default: none)")
     p.add_argument("--hyper", default=None, metavar="NAME,...",
                    help="parameters to fix at values fitted on the real data, besides those "
                    "fixed by default (with no proper prior, or whose prior draws break the "

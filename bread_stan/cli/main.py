@@ -259,7 +259,7 @@ def _cmd_protocol(args) -> int:
     sampler, run = _settings(args)
     settings = ProtocolSettings(
         s_sweep=args.sweep, replicates=args.replicates,
-        replicate_max_steps=args.replicate_max_steps,
+        replicate_max_steps=args.replicate_max_steps, budget_minutes=args.protocol_budget,
         fit=FitSettings(chains=args.fit_chains, warmup=args.fit_warmup, draws=args.fit_draws,
                         sampler=args.fit_sampler, hyper_summary=args.hyper_summary))
     out = args.out or Path(f"protocol-{args.model.stem}")

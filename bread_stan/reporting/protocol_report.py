@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..workflows.protocol_budget import not_started_sentence
 from ..workflows.protocol_result import ProtocolResult
 from .html_page import embedded_figure, html_document, markdown_to_html
 from .report import markdown_table, save_figures
@@ -199,6 +200,8 @@ def protocol_verdict(result: ProtocolResult) -> list[str]:
         lines.append(f"On the simulated data, with {last} distributions, AIS is "
                      f"{result.sim.last_message()} (The reverse chains start from an approximate posterior "
                      "draw, so this bound is checked by the S-sweep rather than guaranteed.)")
+    if (left := not_started_sentence(result.extra.get("budget"), len(result.steps))) is not None:
+        lines.append(left)
     if route:
         lines.append(route["heuristic"])
     return lines

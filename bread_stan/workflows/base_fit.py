@@ -42,6 +42,7 @@ __all__ = ["fit_q"]
 log = logging.getLogger(__name__)
 
 ELBO_DRAWS = 256  # draws that compare the runs' Gaussians
+_ELBO_BLOCK = 16  # draws a block, between which a budget's limit is checked
 # The share of the time left that the Pathfinder runs for q may take within a budget.
 # posteriordb's nn_rbm1bJ10 (7,951 parameters) spent 10.7 minutes of a 10-minute budget
 # in one run, and so had no time left for any pilot.
@@ -68,17 +69,18 @@ def fit_q(target: Target, pilot: np.ndarray, seed: int, widen: float = DEFAULT_W
         waypoint.another_search_fits(k, t0, "Pathfinder's runs for q")
         seed_k = derived_seed(seed, Purpose.PATHFINDER_BASE, k)
         part = _search_seconds(left, time.perf_counter() - t0, len(starts) - k)
+        until = None if part is None else time.perf_counter() + part
         try:
             fitted = pathfinder(target, seed=seed_k, start=pilot[start], seconds=part)
         except PathfinderOutOfTime:
-            raise waypoint.FitPastBudget(
-                f"Pathfinder's runs for q: run {k + 1} of {len(starts)} had not ended after "
-                f"{duration(part)}, its part of {SEARCH_SHARE:.0%} of the "
-                f"{duration(max(left, 0.0))} left") from None
+            raise _past(k, len(starts), part, left) from None
         except (ApproximationError, InputError) as error:
             errors.append(str(error))
             continue
-        fits.append((_elbo(target, fitted, seed_k), start, fitted))
+        elbo = _elbo(target, fitted, seed_k, until)
+        if elbo is None:
+            raise _past(k, len(starts), part, left)
+        fits.append((elbo, start, fitted))
     if not fits:
         reason = errors[0] if errors else "no pilot draw has a finite joint density"
         raise waypoint.WaypointError(f"{no_laplace}; nor a Pathfinder fit ({reason})")
@@ -100,6 +102,14 @@ def fit_q(target: Target, pilot: np.ndarray, seed: int, widen: float = DEFAULT_W
     return base, record
 
 
+def _past(k: int, runs: int, part: float, left: float) -> waypoint.FitPastBudget:
+    """The stop of Pathfinder run ``k`` (of ``runs``) past its ``part`` of the budget."""
+    return waypoint.FitPastBudget(
+        f"Pathfinder's runs for q: run {k + 1} of {runs} had not ended after "
+        f"{duration(part)}, its part of {SEARCH_SHARE:.0%} of the {duration(max(left, 0.0))} "
+        "left")
+
+
 def _search_seconds(left: float | None, spent: float, runs_left: int) -> float | None:
     """The seconds the next of ``runs_left`` Pathfinder runs may take: an equal part of
     what remains of :data:`SEARCH_SHARE` of the ``left`` seconds (None: no budget)."""
@@ -108,11 +118,22 @@ def _search_seconds(left: float | None, spent: float, runs_left: int) -> float |
     return max(SEARCH_SHARE * max(left, 0.0) - spent, 0.0) / runs_left
 
 
-def _elbo(target: Target, fitted, seed: int) -> float:
+def _elbo(target: Target, fitted, seed: int, until: float | None = None) -> float | None:
     """The ELBO of Pathfinder's Gaussian from :data:`ELBO_DRAWS` draws: the comparison of
-    starts needs more than the 25 draws each iterate gets along one path."""
+    starts needs more than the 25 draws each iterate gets along one path.  With ``until``
+    (``time.perf_counter()``) it is None once that has passed between blocks of draws: a
+    dense q of thousands of coordinates (posteriordb's nn_rbm1bJ10, d = 7,951) costs
+    O(d^2) a draw, minutes for all, past the search's part of a budget.  The blocks
+    change no number."""
     draws = fitted.sample(np.random.default_rng(seed), ELBO_DRAWS)
-    ev = target.evaluate(draws, gradient=False)
+    terms = []
+    for lo in range(0, ELBO_DRAWS, _ELBO_BLOCK):
+        if until is not None and time.perf_counter() > until:
+            return None
+        block = draws[lo:lo + _ELBO_BLOCK]
+        ev = target.evaluate(block, gradient=False)
+        with np.errstate(invalid="ignore"):
+            terms.append(ev.log_prior + ev.log_lik - fitted.log_q(block))
     with np.errstate(invalid="ignore"):
-        elbo = float(np.mean(ev.log_prior + ev.log_lik - fitted.log_q(draws)))
+        elbo = float(np.mean(np.concatenate(terms)))
     return elbo if np.isfinite(elbo) else -np.inf

@@ -214,15 +214,17 @@ def load_or_tune(path: Path | None, target, kernel, base_params, config: TuningC
                  seed: int, draw_pilot: Callable[[int], np.ndarray], *,
                  progress: bool = False, fingerprint: str | None = None
                  ) -> tuple[TunedKernel, float | None]:
-    """The kernel tuned along beta (the prior path): loaded from ``path`` (the run
-    directory's ``tuning.json``) when a sound one is saved there for the run
+    """The kernel tuned along beta (the prior path): loaded from ``path`` (a run
+    directory's ``tuning.json``, or another name in it) when a sound one is saved there for the run
     ``fingerprint`` (:class:`~bread_stan.ais.run_directory.RunDirectory`), else tuned
     with ``seed`` on the pilot draws ``draw_pilot(seed)`` (drawn only when tuning) and
     saved there.  Returns the tuned kernel and the seconds tuning took (None if loaded)."""
     directory = RunDirectory(None if path is None else Path(path).parent, fingerprint)
+    # the file named, not the kind's tuning.json: the protocol keeps its simulated and
+    # real data's (and each replicate's) kernels side by side, AIDE one a kernel kind
     return directory.load_or_fit("prior", lambda: tune_kernel(
         target, kernel, base_params, draw_pilot(seed), seed=seed, config=config,
-        progress=progress))
+        progress=progress), file=None if path is None else Path(path).name)
 
 
 def check_known_bounds(known: Mapping[str, float] | None) -> None:

@@ -46,6 +46,7 @@ import numpy as np
 import pandas as pd
 
 from ..ais.metric_estimates import regularised_variance
+from ..deadline import keep_pace
 from ..errors import InputError, ToolchainError
 from ..kernels.adaptation import DualAveraging
 from ..kernels.base import initial_state
@@ -63,6 +64,8 @@ __all__ = ["FitSettings", "FitResult", "fit", "stan_inits", "warmup_windows",
 INIT_TRIES = 100  # Stan's: draws of uniform(-2, 2) a chain tries before it gives up
 
 log = logging.getLogger(__name__)
+
+_PACED = "the fit on the real data"   # the loop a deadline names (deadline.keep_pace)
 
 SAMPLERS = ("toolkit", "cmdstan")
 
@@ -233,7 +236,9 @@ def _own_nuts(target: StanTarget, inits: np.ndarray, settings: FitSettings, seed
     windows = warmup_windows(settings.warmup)
     window: list[np.ndarray] = []
     n_grad_warmup = 0
+    total, began = settings.warmup + settings.draws, time.monotonic()
     for it in range(settings.warmup):
+        keep_pace(_PACED, it, total, began, projected=False)
         params = NUTSParams(step_size=da.current, inv_metric=metric, max_depth=settings.max_depth)
         state, info = kernel.step(rng, state, target, beta, params)
         n_grad_warmup += int(np.sum(info.n_grad))
@@ -252,6 +257,7 @@ def _own_nuts(target: StanTarget, inits: np.ndarray, settings: FitSettings, seed
     n_grad = 0
     params = NUTSParams(step_size=step, inv_metric=metric, max_depth=settings.max_depth)
     for i in range(settings.draws):
+        keep_pace(_PACED, settings.warmup + i, total, began, projected=False)
         state, info = kernel.step(rng, state, target, beta, params)
         draws[:, i] = state.position
         accept[:, i] = info.accept_stat

@@ -42,7 +42,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Sequence
 
@@ -69,8 +69,9 @@ from .auto_path import prior_path_only
 from .programs import attach, prepared
 from .protocol_fitted import fitted_protocol, why_fixed_route
 from .protocol_replicates import run_replicates, tuned_kernel
+from .protocol_budget import budget_clock, steps_to_start
 from .protocol_stages import (Context, carry_over, fitted_values, forward_only, previous_result,
-                              real_fit, reverse_start_snapshots, simulated_step)
+                              real_fit, reverse_start_snapshots, runs_missing, simulated_step)
 
 __all__ = ["ProtocolSettings", "protocol"]
 
@@ -88,6 +89,13 @@ class ProtocolSettings:
     agreement score's reference band (each costs one forward AIS run per T up
     to ``replicate_max_steps``, None for all, and one tuning); 0 turns the
     score off.  ``agreement_*``: see the module docstring.
+    ``budget_minutes``: M minutes of wall time after the compiles.  A set-up stage (the
+    simulator check, a pilot, the reverse starts' sweep, a replicate's tuning) that would
+    end past them stops at once (:class:`~bread_stan.deadline.OverBudget`, naming the
+    budget it needs; the fit on the real data once they are spent), and a step count starts only when the pilot's pace
+    predicts that it ends within them; those left out are named, with their predicted
+    minutes, in ``extra["budget"]``, and the same call with a larger budget and the same
+    ``out_dir`` runs them, rerunning nothing.  The budget never changes a number.
     """
 
     s_sweep: tuple[int, ...] = (10, 100, 1000, 10000)
@@ -102,8 +110,15 @@ class ProtocolSettings:
     sweep_floor: float = 0.5
     data_check_draws: int = 1000
     data_check_alpha: float = 0.05
+    budget_minutes: float | None = None
 
     def __post_init__(self):
+        if self.budget_minutes is not None and not (
+                isinstance(self.budget_minutes, (int, float))
+                and not isinstance(self.budget_minutes, bool) and self.budget_minutes > 0
+                and math.isfinite(self.budget_minutes)):
+            raise InputError(f"budget_minutes must be a positive number of minutes (or "
+                             f"None for no budget); got {self.budget_minutes!r}")
         sweep = tuple(sorted(set(int(s) for s in self.s_sweep)))
         if not sweep or min(sweep) < 0:
             raise InputError("s_sweep must be non-negative numbers of transitions")
@@ -234,6 +249,16 @@ def _protocol(model, simulator, real_data, sampler: SamplerSettings, run: RunSet
     (compiled,), sim_compiled = compile_with_simulator([model], simulator)
     kernel, base = sampler.make()
     ctx = Context(name, out, sampler, run, settings, kernel, verdict)
+    with budget_clock(settings.budget_minutes):   # compiles excluded
+        return _stages(ctx, model, compiled, sim_compiled, data, header, previous, base,
+                       executor)
+
+
+def _stages(ctx: Context, model, compiled, sim_compiled, data, header, previous, base,
+            executor: Executor | None) -> ProtocolResult:
+    """The protocol after its compiles: check, fit, simulate, tune, reverse starts,
+    replicates, and the step counts that start within the budget."""
+    name, out, sampler, run, settings = ctx.name, ctx.out, ctx.sampler, ctx.run, ctx.settings
     prior_sim = Simulator(sim_compiled, data, threads=run.threads)
     real_target = StanTarget(compiled, data, threads=run.threads)
     # 0. The simulator check, before anything expensive (its own pilot tuning).
@@ -253,7 +278,7 @@ def _protocol(model, simulator, real_data, sampler: SamplerSettings, run: RunSet
                   "simulator_check": simulator_check})
     sim = BreadResult(name, header, [], {"truth": problem.truth, "known_log_ml_bounds": {},
                                          "simulator_check": simulator_check,
-                                         "verdict_settings": asdict(verdict)})
+                                         "verdict_settings": asdict(ctx.verdict)})
     result = ProtocolResult(name, header, fitted, hyper, sim, {}, {}, extra)
     if previous is not None:
         carry_over(result, previous, ctx)
@@ -276,10 +301,15 @@ def _protocol(model, simulator, real_data, sampler: SamplerSettings, run: RunSet
         return (run.schedule.lazy(T, tuned_sim), every,
                 prior_draws(problem, prior_sim, run.chains, ctx.seed(Purpose.PRIOR, T)))
 
+    steps = steps_to_start(run.steps, lambda T: runs_missing(result, settings, T),
+                           tuned_sim.seconds_per_transition * run.chains
+                           * sampler.steps_per_temperature, result.extra, name,
+                           settings.budget_minutes)
     run_replicates(executor or Executor(), result, out, name, compiled, sim_compiled, data,
-                   hyper, run, sampler, settings, pilot, step_inputs)
+                   hyper, replace(run, steps=tuple(steps)), sampler, settings, pilot,
+                   step_inputs)
     # 5. AIS for each number of distributions.
-    for T in run.steps:
+    for T in steps:
         betas, every, prior = step_inputs(T)
         simulated_step(ctx, result, problem, tuned_sim, starts, T, betas, every, prior)
         if T not in result.real_forward:

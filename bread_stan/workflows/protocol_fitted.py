@@ -54,7 +54,8 @@ import numpy as np
 from ..ais.gaussian_base import GaussianBase, GaussianBaseTarget
 from ..ais.results import BreadResult
 from ..ais.verdict import VerdictSettings
-from ..ais.waypoint import WaypointError, fit_name, tune_base_leg
+from ..ais.waypoint import FitPastBudget, WaypointError, fit_name, tune_base_leg
+from ..deadline import OverBudget
 from ..errors import ImproperPriorError, InputError, StanDataError
 from ..rng import Purpose, derived_seed
 from ..stan.compile import CompiledModel
@@ -70,9 +71,10 @@ from .fit import stan_inits
 from .problem import Problem
 from .programs import PROGRAMS_DIR, likelihood_names, record
 from .protocol_result import ProtocolResult, replicate_path, write_header
+from .protocol_budget import REMEDY, budget_clock, steps_to_start
 from .protocol_stages import (Context, carry_over, fitted_values, forward_only,
                               previous_result, real_fit, reverse_start_snapshots,
-                              simulated_step)
+                              runs_missing, simulated_step)
 from .settings import RunSettings, SamplerSettings
 from .simulator_check import SimulatorCheck
 from .subjective import full_data
@@ -158,6 +160,10 @@ def _base_target(ctx: Context, stan: StanModel, starts: np.ndarray, seed: int):
     and its kernel tuned and frozen."""
     try:
         q, fitted = fit_q(JointTarget(stan), starts, seed)
+    except FitPastBudget as error:   # a budget's stop, not bad input: exit 4, as for a pilot
+        raise OverBudget(f"not converged within the budget: the searches for the Gaussian "
+                         f"q on {ctx.name}'s data stopped ({error}); the protocol needs a "
+                         f"larger --budget, or {REMEDY}", "the searches for q") from None
     except WaypointError as error:
         raise InputError(f"no Gaussian q for the path on {ctx.name}'s data: {error}") from None
     target = GaussianBaseTarget(stan, q)
@@ -247,6 +253,15 @@ def _run(ctx: Context, model, directory, likelihood, hyper, stem, data) -> Proto
         log.info("%s: %s", ctx.name, prepared.split.promotion.sentence())
     why = {**{h: "named (--hyper)" for h in hyper}, **{p: "no proper prior" for p in flat}}
     (compiled,), _ = compile_with_simulator([prepared.model], prepared.simulator)
+    with budget_clock(ctx.settings.budget_minutes):   # compiles excluded
+        return _stages(ctx, model, directory, likelihood, hyper, stem, data, header,
+                       previous, prepared, flat, why, compiled)
+
+
+def _stages(ctx: Context, model, directory, likelihood, hyper, stem, data, header, previous,
+            prepared, flat, why, compiled) -> ProtocolResult:
+    """The route after its compiles: fit, fixed simulator, q and kernels, reverse starts,
+    replicates, and the step counts that start within the budget."""
     stan_real = StanModel(compiled, full_data(compiled, data), threads=ctx.run.threads)
     rng = np.random.default_rng(ctx.seed(Purpose.FIT_INIT))
     target = GaussianBaseTarget(stan_real, GaussianBase.standard(stan_real.dim))
@@ -294,8 +309,12 @@ def _run(ctx: Context, model, directory, likelihood, hyper, stem, data) -> Proto
     if ctx.out is not None:
         write_header(ctx.out, result)
         result.sim.save_header(ctx.out / "sim")
-    _replicates(ctx, result, compiled, sim, data, starts)
-    for T in ctx.run.steps:
+    steps = steps_to_start(ctx.run.steps, lambda T: runs_missing(result, ctx.settings, T),
+                           tuned_sim.seconds_per_transition * ctx.run.chains
+                           * ctx.sampler.steps_per_temperature, result.extra, ctx.name,
+                           ctx.settings.budget_minutes)
+    _replicates(ctx, result, compiled, sim, data, starts, steps)
+    for T in steps:
         betas, every, prior = _inputs(ctx, tuned_sim, target_sim, T)
         simulated_step(ctx, result, problem, tuned_sim, reverse, T, betas, every, prior)
         if T not in result.real_forward:
@@ -320,11 +339,11 @@ def _inputs(ctx: Context, tuned, target: GaussianBaseTarget, T: int):
 
 
 def _replicates(ctx: Context, result: ProtocolResult, compiled, sim: Simulator, data,
-                starts) -> None:
-    """Forward AIS on the replicate data sets (each its own q and kernel), for the
-    agreement score's band; what was saved before is kept."""
+                starts, steps_now: Sequence[int]) -> None:
+    """Forward AIS on the replicate data sets (each its own q and kernel) at the step
+    counts ``steps_now``, for the agreement score's band; what was saved before is kept."""
     settings, run = ctx.settings, ctx.run
-    steps = [T for T in run.steps
+    steps = [T for T in steps_now
              if settings.replicate_max_steps is None or T <= settings.replicate_max_steps]
     for k in range(1, settings.replicates + 1):
         missing = [T for T in steps if T not in result.replicate_forward.get(k, {})]

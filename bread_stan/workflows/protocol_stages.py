@@ -24,6 +24,7 @@ from ..ais import engine
 from ..ais.results import DirectionResult, StepResult
 from ..ais.tuning import TunedKernel
 from ..ais.verdict import VerdictSettings
+from ..deadline import keep_pace
 from ..kernels.base import initial_state
 from ..rng import ChainRandom, Purpose, Stream, derived_seed
 from ..store import load_if_sound, load_json, load_unit, save_unit
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
     from .protocol import ProtocolSettings
 
 __all__ = ["Context", "carry_over", "forward_only", "hyper_rhat", "previous_result",
-           "reverse_start_snapshots", "reverse_starts", "simulated_step"]
+           "reverse_start_snapshots", "reverse_starts", "runs_missing", "simulated_step"]
 
 log = logging.getLogger(__name__)
 
@@ -51,8 +52,9 @@ def reverse_starts(target, kernel, params, x_star: np.ndarray, n: int,
     beta = np.ones(n)
     snaps = {0: state.position.copy()} if 0 in sweep else {}
     accept, divergent, n_grad = 0.0, 0, 0
-    t0 = time.perf_counter()
+    t0, began = time.perf_counter(), time.monotonic()
     for i in range(1, max(sweep) + 1):
+        keep_pace("the reverse starts' sweep", i - 1, max(sweep), began)
         state, info = kernel.step(rng, state, target, beta, params)
         accept += float(np.nanmean(info.accept_stat))
         divergent += int(np.sum(info.divergent))
@@ -150,6 +152,17 @@ def carry_over(result: ProtocolResult, previous: ProtocolResult, ctx: Context) -
         k: {T: d for T, d in by_steps.items() if T in steps}
         for k, by_steps in previous.replicate_forward.items() if k <= settings.replicates}
     result.extra.update({k: v for k, v in previous.extra.items() if k not in result.extra})
+
+
+def runs_missing(result: ProtocolResult, settings: "ProtocolSettings", T: int) -> int:
+    """The runs of all chains still to make at T distributions: the simulated forward
+    run, the reverse run of each S, the real data's forward run, each replicate's."""
+    replicated = settings.replicate_max_steps is None or T <= settings.replicate_max_steps
+    return (int(T not in {st.n_steps for st in result.sim.steps})
+            + sum((S, T) not in result.reverse_sweep for S in settings.s_sweep)
+            + int(T not in result.real_forward)
+            + sum(replicated and T not in result.replicate_forward.get(k, {})
+                  for k in range(1, settings.replicates + 1)))
 
 
 def reverse_start_snapshots(ctx: Context, result: ProtocolResult, problem,

@@ -270,6 +270,7 @@ class SweepSettings:
     python: str = field(default=sys.executable)
     retry_budget: float | None = None   # minutes of the one retry (see :func:`retry_reason`)
     retry_timeout: float = 0.0          # seconds per program of the retry
+    protocol_budget: float | None = None  # minutes, protocol --budget (None: none)
 
 
 # a set-up's stated need is an early projection; measured, it overstated the need by up to
@@ -520,16 +521,20 @@ def _protocol_prediction(summary: dict, scored: list[dict]) -> dict:
 
 
 def protocol_program(row: dict, program: Path, data: Path, settings: SweepSettings,
-                     timeout: float | None = None) -> dict:
+                     timeout: float | None = None, budget: float | None = None) -> dict:
     """``bread-stan protocol`` on a program the run refused (in a worker); its row, route
     "protocol", keeping the refusal's message and adding the protocol's seconds.
-    ``timeout`` (default: the sweep's) is a retry's."""
+    ``timeout`` (default: the sweep's) and ``budget`` (default: ``--protocol-budget``)
+    are a retry's.  A protocol stopped by its budget before any step count (exit 4, no
+    results) is a set-up stop, retried as a run's is."""
     name, work = row["program"], settings.work
     timeout = settings.timeout if timeout is None else timeout
+    budget = settings.protocol_budget if budget is None else budget
     (work / "protocol").mkdir(parents=True, exist_ok=True)
     out = work / "protocol" / name
     command = [settings.python, "-m", "bread_stan.cli", "protocol", str(program),
                "--data", str(data), "--threads", str(settings.threads), "--out", str(out),
+               *(["--budget", f"{budget:g}"] if budget is not None else []),
                *settings.protocol_args]
     log = work / "protocol" / f"{name}.log"
     code, seconds = _run_command(command, log, timeout)
@@ -537,6 +542,10 @@ def protocol_program(row: dict, program: Path, data: Path, settings: SweepSettin
     found = read_protocol(out)
     status = _status(code, found.pop("has_results"))
     refusal = {"refusal": row.get("message", ""), "reason": row.get("reason", "")}
+    if status == "ran" and "verdict" not in found:   # stopped by its budget, nothing scored
+        found.update(verdict="not converged", stopped="set-up over budget")
+    if budget is not None:
+        found["budget"] = budget
     return {**row, **facts, **found, **refusal, "route": "protocol", "status": status,
             "seconds": round(row.get("seconds", 0) + seconds, 1),
             "protocol_seconds": seconds}
@@ -553,7 +562,8 @@ def retry_program(row: dict, program: Path, data: Path, settings: SweepSettings)
     if row.get("route") == "protocol":
         base.update(refusal=row.get("refusal", ""), reason=row.get("reason", ""),
                     message=row.get("refusal", ""), seconds=0)
-        again = protocol_program(base, program, data, settings, settings.retry_timeout)
+        again = protocol_program(base, program, data, settings, settings.retry_timeout,
+                                 settings.retry_budget if settings.protocol_budget else None)
         again["budget"] = settings.retry_budget
     else:
         again = run_program(base, program, data, settings, settings.retry_budget,
@@ -695,7 +705,9 @@ def sweep_totals(rows: list[dict], meta: dict) -> list[str]:
         f"code version{'s' if len(versions) > 1 else ''}: {', '.join(versions)}."
         + _retry_sentence(rows, meta)
         + (f" The protocol ran with {meta['protocol_args']}." if meta.get("protocol_args")
-           else ""), "",
+           else "")
+        + (f" Protocol budget {meta['protocol_budget']:g} minutes (--budget)."
+           if meta.get("protocol_budget") else ""), "",
         f"- by status: {_counts(rows, 'status')}",
         f"- by route: {_counts(rows, 'route')}",
         f"- verdicts of the programs that ran: {_counts(ran, 'verdict')}",
@@ -814,7 +826,7 @@ def sweep(args) -> int:
         timeout=timeout(args.budget), run_args=tuple(shlex.split(args.run_args)),
         protocol=args.protocol, protocol_args=tuple(shlex.split(args.protocol_args)),
         version=code_version(), retry_budget=args.retry_budget,
-        retry_timeout=timeout(args.retry_budget or 0))
+        retry_timeout=timeout(args.retry_budget or 0), protocol_budget=args.protocol_budget)
     kept, before = _kept_rows(args, args.budget)
     programs = extract(args.posteriordb, args.work)
     rows, tasks = plan(programs, {r["program"] for r in kept}, args, settings)
@@ -828,7 +840,7 @@ def sweep(args) -> int:
                 "retry_timeout": (settings.retry_timeout if args.retry_budget
                                   else before.get("retry_timeout")),
                 "run_args": args.run_args, "protocol": args.protocol,
-                "protocol_args": args.protocol_args,
+                "protocol_args": args.protocol_args, "protocol_budget": args.protocol_budget,
                 "sessions": before.get("sessions", 0) + 1,
                 "wall_seconds": round(before.get("wall_seconds", 0)
                                       + time.perf_counter() - start)}
@@ -964,6 +976,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "of PROTOCOL_REASONS")
     parser.add_argument("--protocol-args", default="",
                         help="sweep: more flags for every protocol run")
+    parser.add_argument("--protocol-budget", type=float, default=None, metavar="MP",
+                        help="sweep: protocol --budget MP for every protocol run (its retry "
+                             "at --retry-budget); default none, the time-out alone")
     return parser
 
 
