@@ -34,8 +34,9 @@ For each of posteriordb's 120 Stan programs (with the data of its first posterio
   same fit made here).  With ``--retry-budget M2``, a program whose set-up stopped it (a
   pilot or the check would overrun M) and whose stated need is at most
   ``RETRY_NEED_FACTOR`` (3) x M2 minutes (an early pace overstates it: by up to 3x,
-  measured), and a protocol run that timed out (the protocol has no budget), run once
-  more in the same run directory (what finished is reused) at M2 minutes with M2's
+  measured), and a protocol run that timed out (without ``--protocol-budget MP``,
+  which gives each protocol ``--budget MP`` and makes its set-up stops retried as a
+  run's are), run once more in the same run directory (what finished is reused) at M2 minutes with M2's
   time-out; the row keeps the first try's seconds (counted in its own) and message, and
   the table's budget column says which rows were retried and why.  ``--resume`` with
   ``--retry-budget`` gives the table's rows of that kind their retry.
