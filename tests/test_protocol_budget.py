@@ -163,6 +163,7 @@ def test_the_cli_stops_a_set_up_past_the_budget_in_one_line_and_refuses_a_bad_on
         compiled, tmp_path, capsys):
     """A budget of 0.001 minutes: the first set-up loop (the simulator check) stops, exit 4,
     one line naming the budget the set-up needs and the other way out; no traceback.
+    A budget that leaves one step count: not ok, exit 4 (below).
     A budget that is no positive number is argparse's one-line error; the protocol's
     --budget never reaches RunSettings (where it would need --steps auto)."""
     data = tmp_path / "real.json"
@@ -178,6 +179,17 @@ def test_the_cli_stops_a_set_up_past_the_budget_in_one_line_and_refuses_a_bad_on
     assert code == 4 and len(lines) == 1 and "Traceback" not in err
     assert lines[0].startswith("bread-stan protocol: not converged within the budget of")
     assert "the set-up needs a budget above" in lines[0] and lines[0].endswith("no --budget")
+    # Only T = 5 fits (10^6 would take hours at the pilot's pace): one step count cannot
+    # judge the curves or the S-sweep, so the protocol is not ok and exits 4 as a run
+    # stopped by its budget does, saying why (break tried: `unjudged` always empty).
+    code = cli.main([*args[:7], "5,1000000", *args[8:-1], str(tmp_path / "one"),
+                     "--budget", "2"])
+    captured = capsys.readouterr()
+    summary = json.loads((tmp_path / "one" / "summary.json").read_text())
+    assert code == 4 and not summary["ok"]
+    assert [r["steps"] for r in summary["summary"]] == [5]
+    assert "!! the budget left out step counts 1000000: with fewer than two finished, the " \
+        "agreement score and the S-sweep test did not run" in captured.out
     with pytest.raises(SystemExit) as bad:
         cli.main([*args, "--budget", "-3"])
     assert bad.value.code == 2

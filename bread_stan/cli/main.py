@@ -271,6 +271,8 @@ def _cmd_protocol(args) -> int:
     report = write_protocol_report(result, out)
     _print_protocol(result)
     print(f"\nresults and report: {report}")
+    if result.unjudged:   # the budget left too few step counts to judge: as a set-up stop
+        return EXIT_NOT_CONVERGED
     return _exit_code(result)
 
 

@@ -137,9 +137,19 @@ class ProtocolResult:
         return DataCheck.from_dict(saved) if saved else None
 
     @property
+    def unjudged(self) -> list[int]:
+        """The step counts a budget left out when fewer than two finished (the agreement
+        score and the S-sweep test need two): then the protocol is not ``ok``."""
+        left = list((self.extra.get("budget") or {}).get("not_started") or [])
+        return left if left and len(self.steps) < 2 else []
+
+    @property
     def ok(self) -> bool:
         """Consistent simulated run, simulated data like the real data, agreeing curves
-        and a passed S-sweep test."""
+        and a passed S-sweep test (never where a budget left too few step counts for the
+        last two: :attr:`unjudged`)."""
+        if self.unjudged:
+            return False
         checked = self.data_check()
         if checked is not None and not checked.passed:
             return False
@@ -151,6 +161,11 @@ class ProtocolResult:
 
     def problems(self) -> list[str]:
         out = list(self.sim.problems())
+        if self.unjudged:
+            out.append(f"the budget left out step counts {', '.join(map(str, self.unjudged))}"
+                       ": with fewer than two finished, the agreement score and the S-sweep "
+                       "test did not run, so the protocol is not judged (a larger --budget "
+                       "and the same --out add them)")
         checked = self.data_check()
         if checked is not None and not checked.passed:
             out.append(checked.message)
