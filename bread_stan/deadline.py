@@ -99,7 +99,8 @@ def keep_pace(what: str, done: int, total: int, started: float, pilot: bool = Fa
                 f"not converged within the budget of {duration(deadline.seconds)}: {what} "
                 f"had not ended when it was spent ({done} of {total} after "
                 f"{duration(now - started)}), so no step count could run; the set-up needs "
-                f"a larger budget, or {deadline.remedy}", what, float("nan"), pilot=pilot)
+                f"a budget above {duration(deadline.seconds)}, or {deadline.remedy}", what,
+                float("nan"), pilot=pilot)
         return
     if now - started < SETTLE * deadline.seconds:
         return  # a loop's first items (chains far in the tails) are no measure of its pace

@@ -2,9 +2,10 @@
 
 Both routes of the protocol start the clock after their compiles (:func:`budget_clock`):
 from then on every set-up loop that keeps pace with a deadline (the simulator check, the
-fit on the real data, the pilots, the reverse starts' sweep, a replicate's tuning) stops
-with :class:`~bread_stan.deadline.OverBudget` once it would end past the budget, naming
-the budget it needs.  The step counts are not chosen, as ``run --steps auto`` chooses
+pilots, the reverse starts' sweep, a replicate's tuning) stops with
+:class:`~bread_stan.deadline.OverBudget` once it would end past the budget, naming the
+budget it needs (the fit on the real data once the budget is spent: its warmup's pace is
+no measure of the rest).  The step counts are not chosen, as ``run --steps auto`` chooses
 them: the user's ``--steps`` run in increasing order, each only when the pilot's pace
 (seconds per chain and transition, times the chains, the transitions and the runs still
 missing at that T) predicts that it ends within the time left (:func:`steps_to_start`).
