@@ -81,7 +81,7 @@ def test_step_counts_start_while_their_predicted_seconds_fit_in_the_time_left():
                            r"--budget"):
             steps_to_start((10, 100), lambda T: 2, 10.0, extra, "m", 10.0)
     sentence = not_started_sentence(record, finished=2)
-    assert sentence.startswith("Within the budget of 10 minutes, step counts 1000 were not "
+    assert sentence.startswith("Within the budget of 10 minutes, step count 1000 was not "
                                "started (1000 distributions: about")
     assert "S-sweep" not in sentence and "S-sweep" in not_started_sentence(record, 1)
     assert not_started_sentence(None, 2) is None
@@ -188,7 +188,7 @@ def test_the_cli_stops_a_set_up_past_the_budget_in_one_line_and_refuses_a_bad_on
     summary = json.loads((tmp_path / "one" / "summary.json").read_text())
     assert code == 4 and not summary["ok"]
     assert [r["steps"] for r in summary["summary"]] == [5]
-    assert "!! the budget left out step counts 1000000: with fewer than two finished, the " \
+    assert "!! the budget left out step count(s) 1000000: with fewer than two finished, the " \
         "agreement score and the S-sweep test did not run" in captured.out
     with pytest.raises(SystemExit) as bad:
         cli.main([*args, "--budget", "-3"])
@@ -218,4 +218,4 @@ def test_the_fixed_route_leaves_out_what_the_budget_cannot_hold(compiled, tmp_pa
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["extra"]["budget"]["not_started"] == [1000000]
     assert [r["steps"] for r in summary["summary"]] == [2, 5]
-    assert "Within the budget of 3 minutes, step counts 1000000 were not started" in out
+    assert "Within the budget of 3 minutes, step count 1000000 was not started" in out

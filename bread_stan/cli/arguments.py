@@ -81,10 +81,10 @@ def _add_kernel_options(p) -> None:
     p.add_argument("--pilot-chains", type=_whole(2), default=32,
                    help="pilot chains that tune the kernel (imh: the pilot SMC's "
                    "particles) (default 32)")
+    lean = ("; a run with --budget that took fewer says so, and its reproducing command "
+            "names them" if p.prog.split()[-1] in ("run", "compare") else "")
     p.add_argument("--pilot-grid", type=_whole(2), default=16,
-                   help="the pilot's grid betas per three decades of beta (default 16; "
-                   "a run with --budget that took fewer says so, and its reproducing "
-                   "command names them)")
+                   help=f"the pilot's grid betas per three decades of beta (default 16{lean})")
     p.add_argument("--pilot-steps", type=_whole(1), default=20,
                    help="the pilot's adapting transitions at each grid beta, after 5 "
                    "unadapted ones (default 20)")

@@ -79,8 +79,9 @@ def steps_to_start(steps: Sequence[int], runs_missing: Callable[[int], int],
                 f"{duration(budget - left + predicted[first])}, or {REMEDY} (the set-up is "
                 "saved: the same command with a larger --budget resumes after it)",
                 "step counts", predicted[first])
-        log.warning("%s: step counts %s not started: %s (rerun with a larger --budget and "
-                    "the same --out to add them)", name, ", ".join(map(str, not_started)), text)
+        log.warning("%s: step count(s) %s not started: %s (rerun with a larger --budget "
+                    "and the same --out to add them)", name, ", ".join(map(str, not_started)),
+                    text)
     extra["budget"] = {"minutes": float(minutes), "seconds_left": float(left),
                        "not_started": not_started,
                        "predicted_seconds": {str(T): predicted[T] for T in predicted}}
@@ -96,8 +97,10 @@ def not_started_sentence(record: dict | None, finished: int) -> str | None:
     first = (record.get("predicted_seconds") or {}).get(str(left[0]))
     about = f" ({left[0]} distributions: about {duration(first)} at the pilot's pace)" \
         if first is not None else ""
-    return (f"Within the budget of {duration(60.0 * record['minutes'])}, step counts "
-            f"{', '.join(map(str, left))} were not started{about}; the same command with a "
+    counts = (f"step count {left[0]} was" if len(left) == 1
+              else f"step counts {', '.join(map(str, left))} were")
+    return (f"Within the budget of {duration(60.0 * record['minutes'])}, {counts} not "
+            f"started{about}; the same command with a "
             "larger --budget and the same --out adds them, rerunning nothing."
             + (" The agreement score and the S-sweep test need two finished step counts, so "
                "neither ran." if finished < 2 else ""))

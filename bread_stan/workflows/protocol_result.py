@@ -162,7 +162,8 @@ class ProtocolResult:
     def problems(self) -> list[str]:
         out = list(self.sim.problems())
         if self.unjudged:
-            out.append(f"the budget left out step counts {', '.join(map(str, self.unjudged))}"
+            out.append(f"the budget left out step count(s) "
+                       f"{', '.join(map(str, self.unjudged))}"
                        ": with fewer than two finished, the agreement score and the S-sweep "
                        "test did not run, so the protocol is not judged (a larger --budget "
                        "and the same --out add them)")
