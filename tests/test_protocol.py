@@ -30,20 +30,20 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bread_stan.ais import engine as ais
 from bread_stan.errors import ToolchainError
 from bread_stan.cli import main as cli
 from bread_stan.stan.compile import compile_many
 from bread_stan.workflows.fit import FitSettings, fit, warmup_windows
 from bread_stan.workflows.agreement import agreement_score
 from bread_stan.workflows.data_check import data_check
-from bread_stan.workflows import protocol_stages
 from bread_stan.workflows.protocol import ProtocolSettings, protocol
 from bread_stan.workflows.protocol_result import ProtocolResult
 from bread_stan.workflows.sweep import s_sweep_test
 from bread_stan.reporting.protocol_report import write_protocol_report
 from bread_stan.stan.tempered import StanTarget
 from bread_stan.workflows.bread import ResumeMismatchError, RunSettings, SamplerSettings
+
+from resume_guard import forbid_recomputing
 
 ROOT = Path(__file__).resolve().parent.parent
 TEST_STAN = Path(__file__).resolve().parent / "stan"
@@ -320,10 +320,7 @@ def test_end_to_end_saves_resumes_and_exports(tmp_path, monkeypatch):
                                           full.reverse_sweep[(S, T)].log_estimates)
 
     # A finished run reruns nothing (no fit, no AIS).
-    def boom(*a, **k):
-        raise AssertionError("a finished run was recomputed")
-    monkeypatch.setattr(protocol_stages, "fit", boom)
-    monkeypatch.setattr(ais, "anneal", boom)
+    forbid_recomputing(monkeypatch)
     again = protocol(LINREG, LINREG_SIM, data, sampler=SAMPLER, run=LIN_RUN,
                      settings=LIN_SETTINGS, out_dir=tmp_path / "full")
     np.testing.assert_array_equal(again.real_forward[20].log_estimates,

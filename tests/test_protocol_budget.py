@@ -18,7 +18,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bread_stan.ais import engine
 from bread_stan.cli import main as cli
 from bread_stan.deadline import OverBudget, set_up_by
 from bread_stan.errors import InputError
@@ -30,6 +29,8 @@ from bread_stan.workflows.fit import FitSettings, fit
 from bread_stan.workflows.protocol import ProtocolSettings, protocol
 from bread_stan.workflows.protocol_budget import not_started_sentence, steps_to_start
 from bread_stan.workflows.settings import RunSettings, SamplerSettings
+
+from resume_guard import forbid_recomputing
 
 ROOT = Path(__file__).resolve().parent.parent
 TEST_STAN = Path(__file__).resolve().parent / "stan"
@@ -150,10 +151,7 @@ def test_a_budget_leaves_out_the_step_counts_that_cannot_end_in_it_and_changes_n
     report = json.loads((out / "summary.json").read_text())
     assert report["extra"]["budget"]["not_started"] == [10 ** 6]
 
-    def boom(*args, **kwargs):
-        raise AssertionError("a finished run was recomputed")
-    monkeypatch.setattr(protocol_stages, "fit", boom)
-    monkeypatch.setattr(engine, "anneal", boom)
+    forbid_recomputing(monkeypatch)
     again = protocol(LINREG, LINREG_SIM, data, sampler=SAMPLER, run=run, settings=SETTINGS,
                      out_dir=out)
     assert again.steps == [5, 20] and "budget" not in again.extra

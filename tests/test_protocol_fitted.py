@@ -36,17 +36,17 @@ import numpy as np
 import pytest
 from scipy.special import logsumexp
 
-from bread_stan.ais import engine
 from bread_stan.cli import main as cli
 from bread_stan.errors import ImproperPriorError
 from bread_stan.stan.draft import draft_program
 from bread_stan.store import load_unit
 from bread_stan.workflows.fit import FitSettings
-from bread_stan.workflows import protocol_stages
 from bread_stan.workflows.common import ResumeMismatchError
 from bread_stan.workflows.protocol import ProtocolSettings, protocol
 from bread_stan.workflows.protocol_fitted import HEURISTIC
 from bread_stan.workflows.settings import RunSettings, SamplerSettings
+
+from resume_guard import forbid_recomputing
 
 ROOT = Path(__file__).resolve().parent.parent
 TEST_STAN = Path(__file__).resolve().parent / "stan"
@@ -152,10 +152,7 @@ def test_a_rerun_reads_the_fit_and_the_runs_back_and_other_settings_are_refused(
         flat_run, monkeypatch):
     result, data, _, out = flat_run
 
-    def boom(*args, **kwargs):
-        raise AssertionError("a finished run was recomputed")
-    monkeypatch.setattr(protocol_stages, "fit", boom)
-    monkeypatch.setattr(engine, "anneal", boom)
+    forbid_recomputing(monkeypatch)
     again = protocol(FLAT, None, data, sampler=SAMPLER, run=RUN, settings=SETTINGS,
                      out_dir=out)
     for T in (10, 50):

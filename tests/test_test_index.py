@@ -35,6 +35,18 @@ def test_every_module_of_the_package_is_a_row(test_index):
     assert "test_stan_guard.py" in rows["bread_stan.stan.compile"]
 
 
+def test_a_helper_module_of_the_tests_counts_for_the_test_files_that_import_it(test_index):
+    """test_protocol_fitted.py names bread_stan.ais.engine only through
+    tests/resume_guard.py (break tried: helpers not followed, the test fails)."""
+    rows = test_index.index()
+    assert "test_protocol_fitted.py" in rows["bread_stan.ais.engine"]
+    assert "test_gaussian_path.py" in rows["bread_stan.exact.conjugate"]
+    assert test_index.imported_helpers("import resume_guard\nfrom shifted_regression import "
+                                       "LOG_C\nimport numpy\n", {"resume_guard",
+                                       "shifted_regression", "script_module"}) == {
+        "resume_guard", "shifted_regression"}
+
+
 def test_each_form_of_import_names_its_module(test_index):
     modules = {"bread_stan.ais", "bread_stan.ais.engine", "bread_stan.ais.tuning",
                "bread_stan.stan.compile", "bread_stan.workflows.bread", "bread_stan.rng"}

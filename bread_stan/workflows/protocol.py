@@ -69,9 +69,10 @@ from .auto_path import prior_path_only
 from .programs import attach, prepared
 from .protocol_fitted import fitted_protocol, why_fixed_route
 from .protocol_replicates import run_replicates, tuned_kernel
-from .protocol_budget import budget_clock, steps_to_start
+from .protocol_budget import budget_clock
 from .protocol_stages import (Context, carry_over, fitted_values, forward_only, previous_result,
-                              real_fit, reverse_start_snapshots, runs_missing, simulated_step)
+                              real_fit, reverse_start_snapshots, simulated_step,
+                              steps_within_budget)
 
 __all__ = ["ProtocolSettings", "protocol"]
 
@@ -301,10 +302,7 @@ def _stages(ctx: Context, model, compiled, sim_compiled, data, header, previous,
         return (run.schedule.lazy(T, tuned_sim), every,
                 prior_draws(problem, prior_sim, run.chains, ctx.seed(Purpose.PRIOR, T)))
 
-    steps = steps_to_start(run.steps, lambda T: runs_missing(result, settings, T),
-                           tuned_sim.seconds_per_transition * run.chains
-                           * sampler.steps_per_temperature, result.extra, name,
-                           settings.budget_minutes)
+    steps = steps_within_budget(ctx, result, tuned_sim)
     run_replicates(executor or Executor(), result, out, name, compiled, sim_compiled, data,
                    hyper, replace(run, steps=tuple(steps)), sampler, settings, pilot,
                    step_inputs)

@@ -71,10 +71,10 @@ from .fit import stan_inits
 from .problem import Problem
 from .programs import PROGRAMS_DIR, likelihood_names, record
 from .protocol_result import ProtocolResult, replicate_path, write_header
-from .protocol_budget import REMEDY, budget_clock, steps_to_start
+from .protocol_budget import REMEDY, budget_clock
 from .protocol_stages import (Context, carry_over, fitted_values, forward_only,
                               previous_result, real_fit, reverse_start_snapshots,
-                              runs_missing, simulated_step)
+                              simulated_step, steps_within_budget)
 from .settings import RunSettings, SamplerSettings
 from .simulator_check import SimulatorCheck
 from .subjective import full_data
@@ -309,10 +309,7 @@ def _stages(ctx: Context, model, directory, likelihood, hyper, stem, data, heade
     if ctx.out is not None:
         write_header(ctx.out, result)
         result.sim.save_header(ctx.out / "sim")
-    steps = steps_to_start(ctx.run.steps, lambda T: runs_missing(result, ctx.settings, T),
-                           tuned_sim.seconds_per_transition * ctx.run.chains
-                           * ctx.sampler.steps_per_temperature, result.extra, ctx.name,
-                           ctx.settings.budget_minutes)
+    steps = steps_within_budget(ctx, result, tuned_sim)
     _replicates(ctx, result, compiled, sim, data, starts, steps)
     for T in steps:
         betas, every, prior = _inputs(ctx, tuned_sim, target_sim, T)

@@ -31,6 +31,7 @@ from ..store import load_if_sound, load_json, load_unit, save_unit
 from .common import check_resumable
 from .fit import FitResult, fit
 from .problem import constrained
+from .protocol_budget import steps_to_start
 from .protocol_replicates import forward_run
 from .protocol_result import HEADER, ProtocolResult, save_direction
 from .settings import RunSettings, SamplerSettings
@@ -39,7 +40,8 @@ if TYPE_CHECKING:
     from .protocol import ProtocolSettings
 
 __all__ = ["Context", "carry_over", "forward_only", "hyper_rhat", "previous_result",
-           "reverse_start_snapshots", "reverse_starts", "runs_missing", "simulated_step"]
+           "reverse_start_snapshots", "reverse_starts", "runs_missing", "simulated_step",
+           "steps_within_budget"]
 
 log = logging.getLogger(__name__)
 
@@ -163,6 +165,17 @@ def runs_missing(result: ProtocolResult, settings: "ProtocolSettings", T: int) -
             + int(T not in result.real_forward)
             + sum(replicated and T not in result.replicate_forward.get(k, {})
                   for k in range(1, settings.replicates + 1)))
+
+
+def steps_within_budget(ctx: Context, result: ProtocolResult,
+                        tuned_sim: TunedKernel) -> list[int]:
+    """The step counts to run now (:func:`~.protocol_budget.steps_to_start`): the runs
+    still missing at each T, at the simulated data's pilot pace of one transition of
+    every chain."""
+    return steps_to_start(ctx.run.steps, lambda T: runs_missing(result, ctx.settings, T),
+                          tuned_sim.seconds_per_transition * ctx.run.chains
+                          * ctx.sampler.steps_per_temperature, result.extra, ctx.name,
+                          ctx.settings.budget_minutes)
 
 
 def reverse_start_snapshots(ctx: Context, result: ProtocolResult, problem,

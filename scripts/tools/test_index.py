@@ -4,7 +4,8 @@ A module's tests are the test files (``tests/test_*.py``) that import it by name
 ``import bread_stan.ais.engine``, ``from bread_stan.ais import engine``,
 ``from bread_stan.ais.engine import anneal`` and the package's lazy names
 (``from bread_stan import bread`` -> ``bread_stan.workflows.bread``), anywhere in the
-file.  A module no test file names is listed with "-": it is tested through the
+file, or through a helper module of ``tests/`` it imports (``from resume_guard import
+forbid_recomputing`` names what ``tests/resume_guard.py`` imports).  A module no test file names is listed with "-": it is tested through the
 modules that use it.  The index sits in ``docs/guides/testing.md`` between two marker
 lines; ``tests/test_test_index.py`` fails when it is stale.  Exact: reads the sources,
 runs nothing of them.
@@ -66,13 +67,31 @@ def imported_modules(source: str, modules: set[str], lazy: dict[str, str]) -> se
     return {m for m in found if m in modules and m != "bread_stan"}
 
 
+def imported_helpers(source: str, helpers: set[str]) -> set[str]:
+    """The helper modules of ``tests/`` (names in ``helpers``) a source imports."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+    return found & helpers
+
+
 def index() -> dict[str, list[str]]:
-    """module -> the test files that import it (sorted); every module is a key."""
+    """module -> the test files that import it, themselves or through the helper modules
+    of ``tests/`` (sorted); every module is a key."""
     modules = package_modules()
     known, lazy = set(modules), lazy_names()
+    helpers = {p.stem: p.read_text() for p in TESTS.glob("*.py")
+               if not p.name.startswith("test_") and p.name != "conftest.py"}
     table: dict[str, list[str]] = {m: [] for m in modules if m != "bread_stan"}
     for test in sorted(TESTS.glob("test_*.py")):
-        for module in imported_modules(test.read_text(), known, lazy):
+        source = test.read_text()
+        found = imported_modules(source, known, lazy)
+        for helper in imported_helpers(source, set(helpers)):
+            found |= imported_modules(helpers[helper], known, lazy)
+        for module in found:
             table[module].append(test.name)
     return table
 
