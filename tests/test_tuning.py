@@ -204,6 +204,19 @@ def test_log_likelihoods_whose_sd_overflows_give_the_lowest_floor_without_a_warn
     assert floor == 1e-12 and n_grid == 64  # 16 points over 3 decades -> 12 decades
 
 
+def test_the_floor_from_a_saved_sd_is_the_floor_from_the_draws():
+    """floor_for_sd (what scripts/studies/prior_dominated_betas.py rebuilds a run's
+    pilot grid from) gives auto_floor's floor and grid size: 1/sd = 1e-5 spreads 16
+    points over 3 decades into 27 over 5; sd 10 keeps the default floor."""
+    from bread_stan.ais.pilot_grid import auto_floor, floor_for_sd, loglik_sd
+    draws = np.random.default_rng(0).normal(0.0, 1e5, 64)
+    sd = loglik_sd(draws)
+    assert floor_for_sd(sd, 16) == auto_floor(draws, 16)
+    floor, size = floor_for_sd(1e5, 16)
+    assert floor == pytest.approx(1e-5) and size == 27   # 16 x 5.0 / 3.0004 decades
+    assert floor_for_sd(10.0, 16) == (1e-3, 16) and floor_for_sd(0.0, 16) == (1e-3, 16)
+
+
 class _SeparatedModes:
     """Prior N(0, 10^2) on each of 3 coordinates; the likelihood puts each coordinate
     near +5 or -5 with sd 0.1, so the posterior has 8 modes of variance 0.01 each,

@@ -12,7 +12,8 @@ import numpy as np
 
 from ..errors import InputError
 
-__all__ = ["DEFAULT_FLOOR", "auto_floor", "grid_betas", "loglik_sd", "pilot_transitions"]
+__all__ = ["DEFAULT_FLOOR", "auto_floor", "floor_for_sd", "grid_betas", "loglik_sd",
+           "pilot_transitions"]
 
 DEFAULT_FLOOR = 1e-3
 
@@ -31,7 +32,13 @@ def auto_floor(log_lik: np.ndarray, pilot_grid: int, floor_min: float = 1e-12
     """The floor ``1 / sd(log lik at prior draws)`` in [floor_min, DEFAULT_FLOOR], and the
     grid size that keeps the density of ``pilot_grid`` points over the default floor's
     decades."""
-    sd = loglik_sd(log_lik)   # inf when |log lik| > 1e154: the floor is floor_min
+    # inf when |log lik| > 1e154: the floor is floor_min
+    return floor_for_sd(loglik_sd(log_lik), pilot_grid, floor_min)
+
+
+def floor_for_sd(sd: float, pilot_grid: int, floor_min: float = 1e-12) -> tuple[float, int]:
+    """:func:`auto_floor` from the log likelihood's sd at the prior draws (0: the default
+    floor)."""
     floor = float(np.clip(1.0 / sd, floor_min, DEFAULT_FLOOR)) if sd > 0 else DEFAULT_FLOOR
     decades = np.log10((1 + floor) / floor) / np.log10((1 + DEFAULT_FLOOR) / DEFAULT_FLOOR)
     return floor, max(pilot_grid, int(round(pilot_grid * decades)))
