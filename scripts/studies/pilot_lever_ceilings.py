@@ -1,20 +1,25 @@
-"""How much of the prior path's pilot a cheaper tuning of its prior-dominated betas could
-save, at most, on the runs of a sweep (issue 42's lever "tune the prior-dominated betas
-cheaply where beta x sd(log likelihood) << 1").
+"""The most two of issue 42's untried pilot levers could save, on the runs of a sweep:
+(c1) "tune the prior-dominated betas cheaply where beta x sd(log likelihood) << 1" and
+(c2) "reuse the pilot's chains as the first T's".
 
-A grid beta is prior-dominated where ``beta x sd(log lik at the prior draws) < LEVEL``:
-there the tempered density differs from the prior by a factor whose log has sd below
-LEVEL, so the prior's own tuning would serve.  The pilot's grid is rebuilt from the sd
-the run saved (``path_choice.json``) exactly as the pilot built it
+(c1) A grid beta is prior-dominated where ``beta x sd(log lik at the prior draws) <
+LEVEL``: there the tempered density differs from the prior by a factor whose log has sd
+below LEVEL, so the prior's own tuning would serve.  The pilot's grid is rebuilt from the
+sd the run saved (``path_choice.json``) exactly as the pilot built it
 (:func:`bread_stan.ais.pilot_grid.floor_for_sd`; checked against the saved grid where
 the prior path was chosen), cut at the beta the prior pilot reached when it stopped
-early.  The ceiling assumes the lever makes those betas free, and that every transition
-of the pilot costs the same gradients (saved runs do not split the pilot's gradients by
-beta); the best-case share is the run's share of gradients before the first scored
-transition with that saving taken off.
+early.  The ceiling makes those betas free and assumes every transition of the pilot
+costs the same gradients (saved runs do not split the pilot's gradients by beta).
 
-    python scripts/studies/prior_dominated_betas.py --runs /tmp/sweep8/runs \\
-        --out scripts/figures/prior_dominated_betas/results.md
+(c2) At most the first T's whole scored run (forward and reverse) could come from the
+pilot's chains: the ceiling takes that many gradients off the set-up.
+
+The shares are of gradients before the first scored transition (pilots and check) in all
+of the run's gradients, as the sweep's table reports them, and with each ceiling and both
+taken off.
+
+    python scripts/studies/pilot_lever_ceilings.py --runs /tmp/sweep8/runs \
+        --out scripts/figures/pilot_lever_ceilings/results.md
 """
 
 from __future__ import annotations
@@ -78,28 +83,40 @@ def ceiling(run: Path) -> dict | None:
     saving = fraction * float(prior["pilot_gradients"])
     before = float(setup["pilots"]) + float(setup["check"])
     total = before + float(setup["scored"])
+    steps = _load(run / "summary.json").get("summary") or []
+    first = float(min(steps, key=lambda s: int(s["steps"])).get("gradients") or 0) if steps \
+        else 0.0
+    reuse = min(first, float(setup["pilots"]))
     return {"program": run.name, "path": choice.get("path"), "sd": float(sd),
             "grid": int(grid.size), "ran": int(ran.size), "dominated": int(dominated.sum()),
             "grid_checked": None if saved_grid is None else bool(
                 np.allclose(saved_grid, grid, rtol=1e-9)),
             "prior_pilot": float(prior["pilot_gradients"]), "saving": saving,
-            "share": before / total, "best_share": (before - saving) / (total - saving)}
+            "first_T": int(min(int(s["steps"]) for s in steps)) if steps else None,
+            "reuse": reuse, "share": before / total,
+            "c1_share": (before - saving) / (total - saving),
+            "c2_share": (before - reuse) / total,
+            "both_share": (before - saving - reuse) / (total - saving)}
 
 
 def table(rows: list[dict]) -> str:
     lines = ["| program | path | sd(log lik) | grid | prior pilot ran | prior-dominated | "
-             "prior pilot grads | ceiling saved | share | best-case share |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "prior pilot grads | (c1) saved at most | first T | (c2) saved at most | "
+             "share | with (c1) | with (c2) | with both |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in sorted(rows, key=lambda r: r["program"]):
         checked = {None: "", True: " (= saved)", False: " (differs)"}[r["grid_checked"]]
         lines.append(
             f"| {r['program']} | {r['path']} | {r['sd']:.3g} | {r['grid']}{checked} | "
             f"{r['ran']} | {r['dominated']} | {r['prior_pilot']:,.0f} | {r['saving']:,.0f} | "
-            f"{r['share']:.0%} | {r['best_share']:.0%} |")
+            f"{r['first_T'] or ''} | {r['reuse']:,.0f} | {r['share']:.0%} | "
+            f"{r['c1_share']:.0%} | {r['c2_share']:.0%} | {r['both_share']:.0%} |")
     if rows:
-        lines += ["", f"Median share over {len(rows)} runs: "
-                  f"{np.median([r['share'] for r in rows]):.0%}; best case with the lever: "
-                  f"{np.median([r['best_share'] for r in rows]):.0%}."]
+        median = {k: np.median([r[k] for r in rows])
+                  for k in ("share", "c1_share", "c2_share", "both_share")}
+        lines += ["", f"Median share over {len(rows)} runs: {median['share']:.0%}; with "
+                  f"(c1) at its ceiling {median['c1_share']:.0%}, with (c2) "
+                  f"{median['c2_share']:.0%}, with both {median['both_share']:.0%}."]
     return "\n".join(lines) + "\n"
 
 
