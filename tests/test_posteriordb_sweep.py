@@ -122,6 +122,12 @@ def test_the_table_has_one_row_a_program_and_the_totals(tmp_path):
     assert "over the 2 programs that ran: 20%" in text   # median of 10% and 30%
     # pooled: each run spent 30 of 100 gradients before scoring
     assert "pooled over their gradients: 30%" in text
+    # b's 30% is over 25%: its pilots are 30/70 = 0.43x the scored run, above the 1/3
+    # that keeps a share over 25% with no check (break tried: the threshold 3 in place
+    # of 1/3, and the cell's why left out: the test fails)
+    assert "| 30% (pilots 0.43x, check 0x the scored run) |" in table[1]
+    assert "| 10% |" in table[0]
+    assert "1 above 25%, 1 of them with the pilots alone above a third" in text
     saved = json.loads((tmp_path / "coverage_sweep.json").read_text())
     assert saved["sweep"] == meta and len(saved["rows"]) == 3
 

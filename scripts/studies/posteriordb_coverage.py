@@ -659,12 +659,47 @@ def _budget_cell(r: dict) -> str:
     return f"{r.get('budget'):g} (retry: {first.get('why')} at {first.get('budget'):g})"
 
 
-def _cells(r: dict) -> list:
+SHARE_TARGET = 0.25   # issue 42: at most a quarter of the gradients before scoring
+
+
+def _ratios(r: dict) -> tuple[float, float] | None:
+    """The pilots' and the check's gradients, each in units of the scored run's."""
+    g = r.get("setup_gradients") or {}
+    scored = g.get("scored") or 0
+    if scored <= 0:
+        return None
+    return (g.get("pilots") or 0) / scored, (g.get("check") or 0) / scored
+
+
+def _share_cell(r: dict) -> str:
+    """The share of gradients before the first scored transition; above SHARE_TARGET,
+    why: the pilots' and the check's gradients as multiples of the scored run's (pilots
+    above 1/3 of it keep the share above 25% with no check at all)."""
     share = r.get("setup_share")
+    if share is None:
+        return ""
+    ratios = _ratios(r)
+    if share <= SHARE_TARGET or ratios is None:
+        return f"{share:.0%}"
+    return f"{share:.0%} (pilots {ratios[0]:.2g}x, check {ratios[1]:.2g}x the scored run)"
+
+
+def _share_sentence(ran: list[dict]) -> str:
+    """How many shares are over the target, and in how many the pilots alone put them
+    there (pilots above a third of the scored run: no size of the check helps)."""
+    over = [r for r in ran if (r.get("setup_share") or 0) > SHARE_TARGET and _ratios(r)]
+    if not over:
+        return ""
+    pilots = sum(_ratios(r)[0] > SHARE_TARGET / (1 - SHARE_TARGET) for r in over)
+    return (f"; {len(over)} above {SHARE_TARGET:.0%}, {pilots} of them with the pilots alone "
+            "above a third of the scored run's gradients, so above 25% with no check")
+
+
+def _cells(r: dict) -> list:
     return [r["program"], r.get("data") or "", r["status"], r.get("route", ""),
             _budget_cell(r), ", ".join(map(str, r.get("steps") or [])), _bound_cell(r), _verdict_cell(r),
             _predicted_cell(r), r.get("seconds", ""), r.get("compile_seconds", ""),
-            "" if share is None else f"{share:.0%}", r.get("agreement", ""),
+            _share_cell(r), r.get("agreement", ""),
             r.get("sweep_test", ""), r.get("version", ""), _message_cell(r)]
 
 
@@ -719,7 +754,7 @@ def sweep_totals(rows: list[dict], meta: dict) -> list[str]:
         "- median share of gradients before the first scored transition (pilots and "
         f"check), over the {len(shares)} programs that ran: "
         + (f"{statistics.median(shares):.0%}" if shares else "none")
-        + _pooled_share(ran), ""]
+        + _pooled_share(ran) + _share_sentence(ran), ""]
 
 
 def _pooled_share(ran: list[dict]) -> str:
