@@ -21,7 +21,7 @@ def _run_dir(path, *, steps=(10, 40), verdict="not converged", share=0.3):
                 "bound_ci_high": 3.0 / T ** 0.5} for T in steps]
     (path / "summary.json").write_text(json.dumps({"status": verdict, "summary": summary}))
     auto = {"chosen": list(steps), "stopped": "budget", "predicted_steps": 400.0,
-            "predicted_minutes": 2.5, "setup_seconds": 4.0}
+            "predicted_minutes": 2.5, "setup_seconds": 4.0, "spent_seconds": 10.0}
     setup = {"pilots": 30.0, "check": 0.0, "scored": 70.0, "share": share}
     (path / "run.json").write_text(json.dumps({"extra": {"auto_steps": auto,
                                                          "setup_gradients": setup}}))
@@ -125,9 +125,12 @@ def test_the_table_has_one_row_a_program_and_the_totals(tmp_path):
     # b's 30% is over 25%: its pilots are 30/70 = 0.43x the scored run, above the 1/3
     # that keeps a share over 25% with no check (break tried: the threshold 3 in place
     # of 1/3, and the cell's why left out: the test fails)
-    assert "| 30% (pilots 0.43x, check 0x the scored run) |" in table[1]
-    assert "| 10% |" in table[0]
+    # and in seconds: 4 of the 10 s were spent before the first scored transition
+    assert ("| 30%; 40% of the seconds (pilots 0.43x, check 0x the scored run's "
+            "gradients) |") in table[1]
+    assert "| 10%; 40% of the seconds |" in table[0]
     assert "1 above 25%, 1 of them with the pilots alone above a third" in text
+    assert "median share of the seconds, over 2: 40%" in text
     saved = json.loads((tmp_path / "coverage_sweep.json").read_text())
     assert saved["sweep"] == meta and len(saved["rows"]) == 3
 
@@ -289,6 +292,19 @@ def test_the_table_stage_reads_the_protocol_rows_again_and_runs_nothing(tmp_path
     saved = json.loads((tmp_path / "out" / "coverage_sweep.json").read_text())
     assert saved["sweep"] == meta and saved["rows"][0]["protocol_converged"]
     assert cov.retable(argparse.Namespace(out=tmp_path / "none", work=tmp_path)) == 2
+
+
+def test_the_table_stage_reads_a_runs_share_of_seconds_from_its_directory(tmp_path):
+    """A row of an earlier version of the script, without the share of seconds, gets it
+    from its run directory (4 of 10 s); nothing else of the row changes."""
+    _run_dir(tmp_path / "work" / "runs" / "r")
+    row = {"program": "r", "status": "ran", "route": "run", "verdict": "not converged",
+           "setup_share": 0.3, "seconds": 12}
+    meta = {"budget": 2, "timeout": 900, "workers": 2, "sessions": 1, "wall_seconds": 5}
+    cov.write_sweep([row], meta, tmp_path / "out")
+    assert cov.retable(argparse.Namespace(out=tmp_path / "out", work=tmp_path / "work")) == 0
+    saved = json.loads((tmp_path / "out" / "coverage_sweep.json").read_text())["rows"][0]
+    assert saved == {**row, "time_share": pytest.approx(0.4)}
 
 
 def test_a_protocol_not_converged_names_the_T_its_bounds_predict(tmp_path):

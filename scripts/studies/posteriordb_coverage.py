@@ -442,6 +442,9 @@ def read_run(out: Path) -> dict:
     if setup:
         row.update(setup_share=setup.get("share"),
                    setup_gradients={k: setup.get(k) for k in ("pilots", "check", "scored")})
+    spent, before = auto.get("spent_seconds"), auto.get("setup_seconds")
+    if spent and before is not None and spent > 0:
+        row["time_share"] = before / spent   # the seconds before the first scored transition
     return row
 
 
@@ -675,13 +678,15 @@ def _share_cell(r: dict) -> str:
     """The share of gradients before the first scored transition; above SHARE_TARGET,
     why: the pilots' and the check's gradients as multiples of the scored run's (pilots
     above 1/3 of it keep the share above 25% with no check at all)."""
-    share = r.get("setup_share")
+    share, time_share = r.get("setup_share"), r.get("time_share")
     if share is None:
         return ""
+    seconds = "" if time_share is None else f"; {time_share:.0%} of the seconds"
     ratios = _ratios(r)
     if share <= SHARE_TARGET or ratios is None:
-        return f"{share:.0%}"
-    return f"{share:.0%} (pilots {ratios[0]:.2g}x, check {ratios[1]:.2g}x the scored run)"
+        return f"{share:.0%}{seconds}"
+    return (f"{share:.0%}{seconds} (pilots {ratios[0]:.2g}x, check {ratios[1]:.2g}x the "
+            "scored run's gradients)")
 
 
 def _share_sentence(ran: list[dict]) -> str:
@@ -754,7 +759,16 @@ def sweep_totals(rows: list[dict], meta: dict) -> list[str]:
         "- median share of gradients before the first scored transition (pilots and "
         f"check), over the {len(shares)} programs that ran: "
         + (f"{statistics.median(shares):.0%}" if shares else "none")
-        + _pooled_share(ran) + _share_sentence(ran), ""]
+        + _pooled_share(ran) + _share_sentence(ran) + _time_share(ran), ""]
+
+
+def _time_share(ran: list[dict]) -> str:
+    """The median share of the seconds (pilots, check) before the first scored transition:
+    a gradient of the check's prior stage evaluates the prior alone, cheaper than one of
+    the data's, so the share in seconds can be lower."""
+    shares = [r["time_share"] for r in ran if r.get("time_share") is not None]
+    return (f"; median share of the seconds, over {len(shares)}: "
+            f"{statistics.median(shares):.0%}") if shares else ""
 
 
 def _pooled_share(ran: list[dict]) -> str:
@@ -905,15 +919,19 @@ def sweep(args) -> int:
 def retable(args) -> int:
     """The table stage: the sweep's table written again from its rows on disk, each
     protocol row read again from its run directory (what a later version of this script
-    reads from it); nothing is run."""
+    reads from it), each run row's share of seconds too; nothing is run."""
     saved = _load(args.out / "coverage_sweep.json")
     if not saved:
         print(f"error: no sweep table in {args.out}; run --stage sweep first", file=sys.stderr)
         return 2
     rows = []
     for row in saved["rows"]:
-        found = read_protocol(args.work / "protocol" / row["program"]) \
-            if row.get("route") == "protocol" and row["status"] == "ran" else {}
+        found = {}
+        if row["status"] == "ran" and row.get("route") == "protocol":
+            found = read_protocol(args.work / "protocol" / row["program"])
+        elif row["status"] == "ran" and (args.work / "runs" / row["program"]).is_dir():
+            found = {k: v for k, v in read_run(args.work / "runs" / row["program"]).items()
+                     if k == "time_share"}
         found.pop("has_results", None)
         rows.append({**row, **found})
     write_sweep(rows, saved["sweep"], args.out)
