@@ -50,32 +50,32 @@ def lazy_names() -> dict[str, str]:
     return {}
 
 
+def _imports(source: str):
+    """(module, the names imported from it) of each absolute import in a source."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, ()
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            yield node.module, tuple(alias.name for alias in node.names)
+
+
 def imported_modules(source: str, modules: set[str], lazy: dict[str, str]) -> set[str]:
     """The package modules a test file's source imports by name."""
     found = set()
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Import):
-            found |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module)
-            for alias in node.names:
-                dotted = f"{node.module}.{alias.name}"
-                if dotted in modules:
-                    found.add(dotted)
-                elif node.module == "bread_stan" and alias.name in lazy:
-                    found.add(lazy[alias.name])
+    for module, names in _imports(source):
+        found.add(module)
+        for name in names:
+            if f"{module}.{name}" in modules:
+                found.add(f"{module}.{name}")
+            elif module == "bread_stan" and name in lazy:
+                found.add(lazy[name])
     return {m for m in found if m in modules and m != "bread_stan"}
 
 
 def imported_helpers(source: str, helpers: set[str]) -> set[str]:
     """The helper modules of ``tests/`` (names in ``helpers``) a source imports."""
-    found = set()
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Import):
-            found |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module)
-    return found & helpers
+    return {module for module, _ in _imports(source)} & helpers
 
 
 def index() -> dict[str, list[str]]:
