@@ -65,8 +65,8 @@ def reached(grid: np.ndarray, prior_cost: dict, reason: str) -> np.ndarray:
 def ceiling(run: Path) -> dict | None:
     """One run's row, or None when its prior path's pilot did not run."""
     header = _load(run / "run.json")
-    choice = _load(run / "path_choice.json").get("choice", {})
-    costs = choice.get("costs", {})
+    choice = _load(run / "path_choice.json").get("choice") or {}
+    costs = choice.get("costs") or {}
     prior, sd = costs.get("prior"), choice.get("loglik_sd")
     setup = header.get("extra", {}).get("setup_gradients") or {}
     if not prior or not prior.get("pilot_gradients") or sd is None or not setup:
