@@ -72,8 +72,8 @@ def ceiling(run: Path) -> dict | None:
     if not prior or not prior.get("pilot_gradients") or sd is None or not setup:
         return None
     grid = pilot_grid_of(header.get("settings", {}), float(sd))
-    legs = header["extra"].get("tuning", {}).get("legs") or []
-    saved_grid = legs[0].get("grid_betas") if choice.get("path") == "prior" and legs else None
+    tuning = header["extra"].get("tuning") or {}   # the prior path's: one kernel's record
+    saved_grid = tuning.get("grid_betas") if choice.get("path") == "prior" else None
     ran = reached(grid, prior, choice.get("reason", ""))
     pilot_steps = int(header["settings"].get("sampler", {}).get("pilot_steps", 20))
     weights = np.full(ran.size, pilot_steps + BURN_IN, dtype=float)
