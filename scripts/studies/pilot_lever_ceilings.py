@@ -130,6 +130,7 @@ def main(argv=None) -> int:
             if (row := ceiling(run)) is not None]
     text = table(rows)
     if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(text)
     print(text, end="")
     return 0

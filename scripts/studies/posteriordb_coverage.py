@@ -695,9 +695,11 @@ def _share_sentence(ran: list[dict]) -> str:
     over = [r for r in ran if (r.get("setup_share") or 0) > SHARE_TARGET and _ratios(r)]
     if not over:
         return ""
-    pilots = sum(_ratios(r)[0] > SHARE_TARGET / (1 - SHARE_TARGET) for r in over)
+    floor = SHARE_TARGET / (1 - SHARE_TARGET)   # pilots / scored above it: share > target
+    pilots = sum(_ratios(r)[0] > floor for r in over)
     return (f"; {len(over)} above {SHARE_TARGET:.0%}, {pilots} of them with the pilots alone "
-            "above a third of the scored run's gradients, so above 25% with no check")
+            f"above a third of the scored run's gradients, so above {SHARE_TARGET:.0%} with "
+            "no check")
 
 
 def _cells(r: dict) -> list:
