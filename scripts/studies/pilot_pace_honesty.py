@@ -19,6 +19,7 @@ import statistics
 from pathlib import Path
 
 _UNIT = {"s": 1.0, "minutes": 60.0, "hours": 3600.0}
+OVERRUN = 1.5   # took / projected above this: the pilot overran its first projection
 PROGRESS = re.compile(
     r"tuning (\w+): (\d+) of (\d+) betas after ([\d.e+]+) (s|minutes|hours) \(.*?"
     r"step size ([\d.e+-]+)\)(?:; about ([\d.e+]+) (s|minutes|hours) more)?")
@@ -62,9 +63,10 @@ def table(runs: Path) -> str:
                      f"{r['first_step']:.3g} -> {r['last_step']:.3g} |")
     if rows:
         ratios = [r["ratio"] for r in rows]
-        lines += ["", f"{len(rows)} pilots: took / projected median {statistics.median(ratios):.2f}, "
-                  f"largest {max(ratios):.2f}; {sum(x > 1.5 for x in ratios)} took more than "
-                  "1.5 times their first projection."]
+        lines += ["", f"{len(rows)} pilots: took / projected median "
+                  f"{statistics.median(ratios):.2f}, largest {max(ratios):.2f}; "
+                  f"{sum(x > OVERRUN for x in ratios)} took more than {OVERRUN:g} times "
+                  "their first projection."]
     return "\n".join(lines) + "\n"
 
 

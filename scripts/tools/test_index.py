@@ -6,9 +6,10 @@ A module's tests are the test files (``tests/test_*.py``) that import it by name
 (``from bread_stan import bread`` -> ``bread_stan.workflows.bread``), anywhere in the
 file, or through a helper module of ``tests/`` it imports (``from resume_guard import
 forbid_recomputing`` names what ``tests/resume_guard.py`` imports).  A module no test
-file names is listed with "-": it is tested through the modules that use it.  The index sits in ``docs/guides/testing.md`` between two marker
-lines; ``tests/test_test_index.py`` fails when it is stale.  Exact: reads the sources,
-runs nothing of them.
+file names is listed with "-": it is tested through the modules that use it.  The index
+sits in ``docs/guides/testing.md`` between two marker lines;
+``tests/test_test_index.py`` fails when it is stale.  Exact: reads the sources, runs
+nothing of them.
 
     python scripts/tools/test_index.py           # print the index
     python scripts/tools/test_index.py --write   # write it into docs/guides/testing.md
